@@ -1,0 +1,21 @@
+// Package leaf is the vocabulary of the leaf ID service: the types, interfaces
+// and sentinel errors shared by the generators, the stores and the transports.
+//
+// leaf issues globally unique, positive, trend-increasing 64-bit IDs in two
+// modes, compatible with Meituan's Java Leaf:
+//
+//   - Segment mode: one row per business tag in the SQL table leaf_alloc. A
+//     server reserves a range of step IDs in one transaction and hands them out
+//     from memory with an atomic add; two buffers per tag, the next range loaded
+//     in the background, so a slow or dead database does not stop issuing.
+//     See package segment and the stores in sqlite, mysql and postgres.
+//   - Snowflake mode: 41 bits of milliseconds, 10 bits of worker ID and 12 bits
+//     of sequence, with worker IDs from a registry.
+//
+// Guarantees: no ID is issued twice for a tag, across goroutines, servers,
+// crashes or restarts; every ID is in [1, 2^63-1]; IDs issued by one server
+// for one tag strictly increase; failures are errors, never sentinel IDs.
+//
+// This package imports only the standard library. Data flows one way:
+// transport (httpapi) → generator (segment) → store (sqlite, mysql, postgres).
+package leaf

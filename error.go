@@ -1,0 +1,28 @@
+package leaf
+
+import "errors"
+
+// Sentinel errors. Callers test for them with errors.Is; transports map each
+// to one status code (see httpapi) and the CLI to one exit code.
+var (
+	// ErrInvalidTag: a tag name is empty, longer than MaxTagLen bytes, or has a
+	// byte outside [A-Za-z0-9._:-].
+	ErrInvalidTag = errors.New("invalid tag")
+	// ErrInvalidCount: a batch size outside 1..MaxBatch.
+	ErrInvalidCount = errors.New("invalid count")
+	// ErrInvalidArgument: any other malformed input (a step, a start ID, an ID to decode).
+	ErrInvalidArgument = errors.New("invalid argument")
+	// ErrTagNotFound: the tag has no row in the store.
+	ErrTagNotFound = errors.New("tag not found")
+	// ErrTagExists: creating a tag that already has a row.
+	ErrTagExists = errors.New("tag already exists")
+	// ErrNotReady: no ID can be issued right now (buffers empty and the store
+	// unreachable, or not initialised yet); retrying later may succeed.
+	ErrNotReady = errors.New("not ready")
+	// ErrClockBackwards: the clock went back further than the generator waits out.
+	ErrClockBackwards = errors.New("clock moved backwards")
+	// ErrWorkerIDsExhausted: the registry has no worker ID left to hand out.
+	ErrWorkerIDsExhausted = errors.New("worker IDs exhausted")
+	// ErrClosed: the generator or store has been closed.
+	ErrClosed = errors.New("closed")
+)

@@ -1,0 +1,69 @@
+package leaf
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+)
+
+// MaxTagLen is the longest tag name, in bytes (the width of leaf_alloc.biz_tag).
+const MaxTagLen = 128
+
+// MaxBatch is the largest number of IDs one request may ask for.
+const MaxBatch = 10000
+
+// Generator issues one ID at a time for a key (a segment tag; snowflake ignores it).
+type Generator interface {
+	NextID(ctx context.Context, key string) (int64, error)
+}
+
+// BatchGenerator issues n IDs at once, appended to dst in increasing order.
+type BatchGenerator interface {
+	NextIDs(ctx context.Context, key string, n int, dst []int64) ([]int64, error)
+}
+
+// ValidateTag reports whether tag is a valid tag name: 1–128 bytes of
+// [A-Za-z0-9._:-]. The check runs before a tag reaches any store.
+func ValidateTag(tag string) error {
+	if tag == "" {
+		return fmt.Errorf("%w: empty", ErrInvalidTag)
+	}
+	if len(tag) > MaxTagLen {
+		return fmt.Errorf("%w: %d bytes, at most %d allowed", ErrInvalidTag, len(tag), MaxTagLen)
+	}
+	for i := 0; i < len(tag); i++ {
+		if !tagByte(tag[i]) {
+			return fmt.Errorf("%w: %q has byte %q at offset %d; allowed: A-Z a-z 0-9 . _ : -", ErrInvalidTag, truncate(tag, 40), tag[i], i)
+		}
+	}
+	return nil
+}
+
+func tagByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+		c == '.' || c == '_' || c == ':' || c == '-'
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// ValidateCount checks a batch size: 1..MaxBatch.
+func ValidateCount(n int) error {
+	if n < 1 || n > MaxBatch {
+		return fmt.Errorf("%w: %d, want 1..%d", ErrInvalidCount, n, MaxBatch)
+	}
+	return nil
+}
+
+// ParseCount parses a decimal batch size and validates it.
+func ParseCount(s string) (int, error) {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %q is not a whole number", ErrInvalidCount, truncate(s, 40))
+	}
+	return n, ValidateCount(n)
+}

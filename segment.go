@@ -1,0 +1,129 @@
+package leaf
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// MaxStep is the largest step a tag may have (Leaf's cap on the adaptive step).
+const MaxStep = 1_000_000
+
+// Alloc is one row of leaf_alloc: a tag and the exclusive upper bound of the IDs
+// already reserved for it.
+type Alloc struct {
+	Tag         string    `json:"tag"`
+	MaxID       int64     `json:"max_id"`
+	Step        int       `json:"step"`
+	Description string    `json:"description"`
+	UpdateTime  time.Time `json:"update_time"`
+}
+
+// Reservation is the outcome of one reserve transaction: the IDs
+// [MaxID-Step, MaxID) now belong to the caller. Both numbers come from the row
+// the transaction updated, never from a cached value.
+type Reservation struct {
+	Tag   string
+	MaxID int64 // max_id after the update: the exclusive end of the range
+	Step  int   // the step added by this update
+	// StoredStep is the step column of the row as read in the same transaction;
+	// the adaptive step never goes below it.
+	StoredStep int
+}
+
+// Start is the first ID of the reserved range.
+func (r Reservation) Start() int64 { return r.MaxID - int64(r.Step) }
+
+// SegmentStore keeps leaf_alloc. Implementations must be safe for concurrent use
+// by many goroutines and many processes sharing one database.
+type SegmentStore interface {
+	// Tags lists every tag in the table.
+	Tags(ctx context.Context) ([]string, error)
+	// Allocs lists every row, ordered by tag.
+	Allocs(ctx context.Context) ([]Alloc, error)
+	// Alloc reads one row; ErrTagNotFound if there is none.
+	Alloc(ctx context.Context, tag string) (Alloc, error)
+	// Reserve atomically adds step to the tag's max_id (the stored step when
+	// step <= 0) and returns the reserved range, read from the updated row in
+	// the same transaction. ErrTagNotFound if the tag has no row; it never
+	// creates one.
+	Reserve(ctx context.Context, tag string, step int) (Reservation, error)
+	// GiveBack sets max_id to from, but only if max_id still equals expect (no
+	// one reserved since): it returns unused IDs at graceful shutdown. It
+	// reports whether the row was updated.
+	GiveBack(ctx context.Context, tag string, from, expect int64) (bool, error)
+	// Ping checks that the store is reachable.
+	Ping(ctx context.Context) error
+	// Close releases the store's connections.
+	Close() error
+}
+
+// SegmentAdmin manages tags. Stores that support it are found by type assertion.
+type SegmentAdmin interface {
+	// CreateTag inserts a row with MaxID as the first ID to issue; ErrTagExists
+	// if the tag has one.
+	CreateTag(ctx context.Context, a Alloc) error
+	// SetStep changes the stored step; ErrTagNotFound if there is no row.
+	SetStep(ctx context.Context, tag string, step int) error
+	// DeleteTag removes the row; ErrTagNotFound if there is none.
+	DeleteTag(ctx context.Context, tag string) error
+}
+
+// ValidateStep checks a stored step: 1..MaxStep.
+func ValidateStep(step int) error {
+	if step < 1 || step > MaxStep {
+		return fmt.Errorf("%w: step %d, want 1..%d", ErrInvalidArgument, step, MaxStep)
+	}
+	return nil
+}
+
+// ValidateAlloc checks a tag about to be created: valid name, step 1..MaxStep,
+// first ID >= 1, description at most 256 bytes.
+func ValidateAlloc(a Alloc) error {
+	if err := ValidateTag(a.Tag); err != nil {
+		return err
+	}
+	if err := ValidateStep(a.Step); err != nil {
+		return err
+	}
+	if a.MaxID < 1 {
+		return fmt.Errorf("%w: start %d, want >= 1", ErrInvalidArgument, a.MaxID)
+	}
+	if len(a.Description) > 256 {
+		return fmt.Errorf("%w: description is %d bytes, at most 256", ErrInvalidArgument, len(a.Description))
+	}
+	return nil
+}
+
+// SegmentStatus describes one tag's buffers, for /cache, /v2/status and metrics.
+type SegmentStatus struct {
+	Tag       string        `json:"tag"`
+	InitOK    bool          `json:"init_ok"`    // the first range has been loaded
+	NextReady bool          `json:"next_ready"` // the second buffer holds a range
+	Pos       int           `json:"pos"`        // which of the two buffers is current (0 or 1), as Leaf shows it
+	Loading   bool          `json:"loading"`    // a load is in flight
+	Step      int           `json:"step"`       // the step the next load will use
+	MinStep   int           `json:"min_step"`   // the stored step: the adaptive floor
+	LastLoad  time.Time     `json:"last_load"`
+	LoadError string        `json:"load_error,omitempty"`
+	Buffers   [2]RangeState `json:"buffers"` // indexed by buffer position, as Leaf's value0/max0, value1/max1
+	Issued    uint64        `json:"issued"`  // IDs issued since start
+	Loads     uint64        `json:"loads"`   // ranges reserved since start
+	Waits     uint64        `json:"waits"`   // requests that found both buffers empty and waited
+}
+
+// RangeState is one buffer: the range [Start, Max) with Value the next ID to issue.
+type RangeState struct {
+	Start int64 `json:"start"`
+	Value int64 `json:"value"`
+	Max   int64 `json:"max"`
+	Step  int   `json:"step"`
+}
+
+// Remaining is how many IDs of the range are left.
+func (r RangeState) Remaining() int64 {
+	if r.Value >= r.Max {
+		return 0
+	}
+	return r.Max - r.Value
+}
