@@ -1,0 +1,375 @@
+package segment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/leafgo/leaf"
+)
+
+// segment is one reserved range [start, max). value is the next ID to issue;
+// it only ever grows (an atomic add per ID) and may overshoot max, which just
+// means the range is exhausted. start, max, step and trigger never change once
+// the segment is published.
+type segment struct {
+	value atomic.Int64
+	// prefetched is set by the first request past trigger, so the next range
+	// is requested once per segment.
+	prefetched atomic.Bool
+	start      int64
+	max        int64
+	trigger    int64 // once value passes it (10% used), the next range is loaded
+	step       int
+}
+
+func newSegment(r leaf.Reservation) *segment {
+	s := &segment{start: r.Start(), max: r.MaxID, step: r.Step}
+	// A hand-edited row could put the range below 1; IDs are promised positive.
+	if s.start < 1 {
+		s.start = 1
+	}
+	s.value.Store(s.start)
+	s.trigger = s.start + int64(r.Step)/10
+	return s
+}
+
+// take claims up to n IDs with one atomic add and returns them as [start, end);
+// end == start when the segment is exhausted.
+func (s *segment) take(n int64) (int64, int64) {
+	end := s.value.Add(n)
+	start := end - n
+	if start >= s.max {
+		return start, start
+	}
+	return start, min(end, s.max)
+}
+
+// state reports the segment for status pages; nil reports zeros.
+func (s *segment) state() leaf.RangeState {
+	if s == nil {
+		return leaf.RangeState{}
+	}
+	return leaf.RangeState{Start: s.start, Value: min(s.value.Load(), s.max), Max: s.max, Step: s.step}
+}
+
+func (s *segment) issued() uint64 {
+	return uint64(min(s.value.Load(), s.max) - s.start)
+}
+
+// buffer is one tag's pair of segments. The hot path reads cur without a
+// lock; everything else is guarded by mu.
+type buffer struct {
+	g   *Generator
+	tag string
+	cur atomic.Pointer[segment]
+
+	mu       sync.Mutex
+	slots    [2]*segment // slots[pos] is cur; slots[1-pos] the next range, if loaded
+	pos      int
+	loading  bool          // a load goroutine is running; at most one per tag
+	notify   chan struct{} // closed and replaced after every load attempt
+	gone     bool          // the tag was deleted; waiters get ErrTagNotFound
+	lastErr  error         // the last load error, nil after a success
+	step     int           // the step of the latest load
+	minStep  int           // the stored step: the adaptive floor
+	lastLoad time.Time     // when the latest range was reserved (injected clock)
+	loads    uint64
+	waits    uint64
+	retired  uint64    // IDs issued from segments no longer held
+	created  time.Time // wall clock; the refresh loop keeps buffers newer than its query
+}
+
+func newBuffer(g *Generator, tag string) *buffer {
+	return &buffer{g: g, tag: tag, notify: make(chan struct{}), created: time.Now()}
+}
+
+// prefetch starts loading the next range once per segment, when the segment
+// is 10% used.
+func (b *buffer) prefetch(s *segment) {
+	if !s.prefetched.CompareAndSwap(false, true) {
+		return
+	}
+	b.mu.Lock()
+	b.startLoadLocked()
+	b.mu.Unlock()
+}
+
+// startLoadLocked starts the load goroutine unless one is running or there is
+// nothing to load (both slots full). b.mu must be held.
+func (b *buffer) startLoadLocked() {
+	if b.loading || b.gone || b.g.closed.Load() {
+		return
+	}
+	if b.slots[b.pos] != nil && b.slots[1-b.pos] != nil {
+		return
+	}
+	b.loading = true
+	b.g.wg.Add(1)
+	go b.load()
+}
+
+// load reserves a range, retrying with backoff while the store fails, until it
+// succeeds, the tag turns out to be gone, or the generator closes.
+func (b *buffer) load() {
+	g := b.g
+	defer g.wg.Done()
+	backoff := g.s.RetryBackoff
+	for {
+		r, err := b.reserve(g.ctx)
+		b.mu.Lock()
+		if err == nil && g.closed.Load() {
+			// Close has frozen the buffers; a range installed now could be
+			// issued. Its IDs are skipped, never reused: the give-back's
+			// condition no longer matches the row.
+			b.loading = false
+			b.wakeLocked()
+			b.mu.Unlock()
+			return
+		}
+		if err == nil {
+			b.install(r)
+			b.loading = false
+			b.lastErr = nil
+			b.wakeLocked()
+			b.mu.Unlock()
+			g.storeOK()
+			g.promote(b)
+			return
+		}
+		b.lastErr = err
+		b.wakeLocked()
+		switch {
+		case errors.Is(err, leaf.ErrTagNotFound):
+			b.loading = false
+			b.gone = true
+			b.mu.Unlock()
+			g.forget(b, true)
+			g.s.Logger.Info("segment tag not found in store", "tag", b.tag)
+			return
+		case g.ctx.Err() != nil:
+			b.loading = false
+			b.mu.Unlock()
+			return
+		}
+		b.mu.Unlock()
+		g.storeFailed(err)
+		g.s.Logger.Warn("segment load failed, retrying", "tag", b.tag, "retry_in", backoff, "err", err)
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-g.ctx.Done():
+			t.Stop()
+		}
+		backoff = min(2*backoff, g.s.MaxRetryBackoff)
+	}
+}
+
+// reserve asks the store for the next range with the adaptive step.
+func (b *buffer) reserve(ctx context.Context) (leaf.Reservation, error) {
+	now := b.g.s.Now()
+	b.mu.Lock()
+	step, reason := b.nextStepLocked(now)
+	prevStep := b.step
+	b.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(ctx, b.g.s.StoreTimeout)
+	defer cancel()
+	r, err := b.g.s.Store.Reserve(ctx, b.tag, step)
+	if err != nil {
+		return r, err
+	}
+	if r.Step <= 0 || r.MaxID-int64(r.Step) >= r.MaxID {
+		return r, fmt.Errorf("reserve %q: store returned an invalid range (max_id %d, step %d)", b.tag, r.MaxID, r.Step)
+	}
+	if step > 0 && step != prevStep {
+		b.g.s.Logger.Info("segment step changed", "tag", b.tag, "from", prevStep, "to", step, "reason", reason)
+	}
+	b.g.s.Logger.Debug("segment loaded", "tag", b.tag, "start", r.Start(), "end", r.MaxID, "step", r.Step)
+	return r, nil
+}
+
+// nextStepLocked applies SPEC §2: the first two loads use the stored step
+// (0 asks the store for it); later ones double the step if the previous range
+// lasted under 15 minutes (up to MaxStep), keep it up to 30 minutes, and halve
+// it beyond that, never below the stored step.
+func (b *buffer) nextStepLocked(now time.Time) (int, string) {
+	if b.loads < 2 {
+		return 0, "stored step"
+	}
+	d := now.Sub(b.lastLoad)
+	next := b.step
+	reason := "held"
+	switch {
+	case d < 15*time.Minute:
+		if next*2 <= b.g.s.MaxStep {
+			next *= 2
+			reason = "previous range lasted under 15m"
+		}
+	case d < 30*time.Minute:
+	default:
+		if next/2 >= b.minStep {
+			next /= 2
+			reason = "previous range lasted over 30m"
+		}
+	}
+	if next < b.minStep {
+		next, reason = b.minStep, "raised to the stored step"
+	}
+	return next, reason
+}
+
+// install places a fresh range: as current if there is none, else as next.
+func (b *buffer) install(r leaf.Reservation) {
+	s := newSegment(r)
+	b.loads++
+	b.step = r.Step
+	b.minStep = r.StoredStep
+	b.lastLoad = b.g.s.Now()
+	switch {
+	case b.slots[b.pos] == nil:
+		b.slots[b.pos] = s
+		b.cur.Store(s)
+	case b.slots[1-b.pos] == nil:
+		b.slots[1-b.pos] = s
+	default:
+		// Unreachable while one load runs at a time and loads start only with
+		// a free slot; the range is dropped rather than overwrite a loaded one.
+		b.g.s.Logger.Error("segment range loaded with both slots full; dropped", "tag", b.tag, "start", r.Start(), "end", r.MaxID)
+	}
+}
+
+func (b *buffer) wakeLocked() {
+	close(b.notify)
+	b.notify = make(chan struct{})
+}
+
+// take is the slow path: it switches to the next range when the current one
+// is exhausted, and otherwise waits for the in-flight load until ctx is done.
+// It returns a non-empty run [start, end) of at most n IDs.
+func (b *buffer) take(ctx context.Context, n int64) (int64, int64, error) {
+	g := b.g
+	var timeout <-chan time.Time // WaitTimeout, for a ctx without a deadline
+	for {
+		if s := b.cur.Load(); s != nil {
+			if start, end := s.take(n); end > start {
+				if end > s.trigger && !s.prefetched.Load() {
+					b.prefetch(s)
+				}
+				return start, end, nil
+			}
+		}
+		b.mu.Lock()
+		switch {
+		case g.closed.Load():
+			b.mu.Unlock()
+			return 0, 0, fmt.Errorf("tag %q: %w", b.tag, leaf.ErrClosed)
+		case b.gone:
+			b.mu.Unlock()
+			return 0, 0, fmt.Errorf("tag %q: %w", b.tag, leaf.ErrTagNotFound)
+		}
+		cur, next := b.slots[b.pos], b.slots[1-b.pos]
+		if cur != b.cur.Load() || (cur != nil && cur.value.Load() < cur.max) {
+			// Someone switched or the range still has IDs: try again.
+			b.mu.Unlock()
+			continue
+		}
+		if next != nil {
+			if cur != nil {
+				b.retired += cur.issued()
+			}
+			b.slots[b.pos] = nil
+			b.pos = 1 - b.pos
+			b.cur.Store(next)
+			b.mu.Unlock()
+			continue
+		}
+		// Both buffers are empty: queue behind the in-flight load.
+		b.startLoadLocked()
+		wake, lastErr := b.notify, b.lastErr
+		b.waits++
+		b.mu.Unlock()
+		if _, ok := ctx.Deadline(); !ok && timeout == nil {
+			t := time.NewTimer(g.s.WaitTimeout)
+			defer t.Stop()
+			timeout = t.C
+		}
+		expired := false
+		select {
+		case <-wake:
+		case <-g.done:
+		case <-ctx.Done():
+			expired = true
+		case <-timeout:
+			expired = true
+		}
+		if expired {
+			if lastErr != nil {
+				return 0, 0, fmt.Errorf("tag %q: no IDs buffered and the store failed: %v: %w", b.tag, lastErr, leaf.ErrNotReady)
+			}
+			return 0, 0, fmt.Errorf("tag %q: no IDs buffered and the next range did not arrive in time: %w", b.tag, leaf.ErrNotReady)
+		}
+	}
+}
+
+// freeze stops issuing from the buffer and reports the unused tail of the
+// latest reservation, [from, expect), for the conditional give-back. ok is
+// false when nothing can be given back safely.
+func (b *buffer) freeze() (from, expect int64, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	cur, next := b.slots[b.pos], b.slots[1-b.pos]
+	var first int64 // first unissued ID of cur
+	if cur != nil {
+		// Swap pins the first unissued ID: every add after it lands past max.
+		first = min(cur.value.Swap(cur.max), cur.max)
+	}
+	switch {
+	case next != nil:
+		// next needs no freezing: only cur is reachable without b.mu, and
+		// the closed generator never switches.
+		expect, from = next.max, next.start
+		// Only when nobody reserved between the two ranges is cur's tail
+		// contiguous with next and so part of what can be returned.
+		if cur != nil && cur.max == next.start {
+			from = first
+		}
+	case cur != nil:
+		expect, from = cur.max, first
+	default:
+		return 0, 0, false
+	}
+	return from, expect, from < expect
+}
+
+// status snapshots the buffer for /cache and /v2/status.
+func (b *buffer) status() leaf.SegmentStatus {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	st := leaf.SegmentStatus{
+		Tag:       b.tag,
+		InitOK:    b.loads > 0,
+		NextReady: b.slots[1-b.pos] != nil,
+		Pos:       b.pos,
+		Loading:   b.loading,
+		Step:      b.step,
+		MinStep:   b.minStep,
+		LastLoad:  b.lastLoad,
+		Loads:     b.loads,
+		Waits:     b.waits,
+		Issued:    b.retired,
+	}
+	if b.lastErr != nil {
+		st.LoadError = b.lastErr.Error()
+	}
+	for i, s := range b.slots {
+		st.Buffers[i] = s.state()
+		if s != nil {
+			st.Issued += s.issued()
+		}
+	}
+	return st
+}

@@ -1,0 +1,550 @@
+package segment_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/inmem"
+	"github.com/leafgo/leaf/leaftest"
+	"github.com/leafgo/leaf/segment"
+)
+
+var bg = context.Background()
+
+func newStore(t *testing.T, tags ...leaf.Alloc) *inmem.SegmentStore {
+	t.Helper()
+	st := inmem.NewSegmentStore()
+	for _, a := range tags {
+		if err := st.CreateTag(bg, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return st
+}
+
+func newGen(t *testing.T, s segment.Settings) *segment.Generator {
+	t.Helper()
+	if s.Logger == nil && !testing.Verbose() {
+		s.Logger = slog.New(slog.DiscardHandler)
+	}
+	g, err := segment.New(bg, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close(bg) })
+	return g
+}
+
+// waitFor polls cond; background loads finish in microseconds on inmem.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func status(g *segment.Generator, tag string) leaf.SegmentStatus {
+	for _, st := range g.Status() {
+		if st.Tag == tag {
+			return st
+		}
+	}
+	return leaf.SegmentStatus{}
+}
+
+func maxID(t *testing.T, st leaf.SegmentStore, tag string) int64 {
+	t.Helper()
+	a, err := st.Alloc(bg, tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a.MaxID
+}
+
+func next(t *testing.T, g *segment.Generator, tag string) int64 {
+	t.Helper()
+	id, err := g.NextID(bg, tag)
+	if err != nil {
+		t.Fatalf("NextID(%q): %v", tag, err)
+	}
+	return id
+}
+
+func TestSettingsValidation(t *testing.T) {
+	st := newStore(t)
+	for _, tc := range []struct {
+		name string
+		s    segment.Settings
+	}{
+		{"no store", segment.Settings{}},
+		{"negative refresh", segment.Settings{Store: st, RefreshInterval: -time.Second}},
+		{"negative wait", segment.Settings{Store: st, WaitTimeout: -1}},
+		{"max step too big", segment.Settings{Store: st, MaxStep: leaf.MaxStep + 1}},
+		{"max step negative", segment.Settings{Store: st, MaxStep: -5}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := segment.New(bg, tc.s)
+			leaftest.ErrIs(t, err, leaf.ErrInvalidArgument)
+		})
+	}
+}
+
+func TestSequentialIDsFromOneServer(t *testing.T) {
+	st := newStore(t, leaf.Alloc{Tag: "orders", MaxID: 1, Step: 10})
+	g := newGen(t, segment.Settings{Store: st})
+	for want := int64(1); want <= 500; want++ {
+		if got := next(t, g, "orders"); got != want {
+			t.Fatalf("ID %d, want %d", got, want)
+		}
+	}
+	ids, err := g.NextIDs(bg, "orders", 1000, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range ids {
+		if id != int64(501+i) {
+			t.Fatalf("batch[%d] = %d, want %d", i, id, 501+i)
+		}
+	}
+	start, end, err := g.NextRange(bg, "orders", 50)
+	if err != nil || start != 1501 || end <= start || end > start+50 {
+		t.Fatalf("NextRange = [%d,%d), %v; want [1501, <=1551)", start, end, err)
+	}
+}
+
+func TestFirstRangeStartsAtStart(t *testing.T) {
+	st := newStore(t, leaf.Alloc{Tag: "t", MaxID: 1000, Step: 5})
+	g := newGen(t, segment.Settings{Store: st})
+	if got := next(t, g, "t"); got != 1000 {
+		t.Fatalf("first ID %d, want 1000", got)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	st := newStore(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 5})
+	g := newGen(t, segment.Settings{Store: st})
+	for _, tag := range []string{"", "a b", "x/y", "semi;colon", "quote'", string(make([]byte, 129))} {
+		_, err := g.NextID(bg, tag)
+		leaftest.ErrIs(t, err, leaf.ErrInvalidTag)
+	}
+	for _, n := range []int{0, -1, leaf.MaxBatch + 1} {
+		_, err := g.NextIDs(bg, "t", n, nil)
+		leaftest.ErrIs(t, err, leaf.ErrInvalidCount)
+		_, _, err = g.NextRange(bg, "t", n)
+		leaftest.ErrIs(t, err, leaf.ErrInvalidCount)
+	}
+}
+
+// countingStore counts Reserve calls, successful or not.
+type countingStore struct {
+	*inmem.SegmentStore
+	calls atomic.Int64
+}
+
+func (c *countingStore) Reserve(ctx context.Context, tag string, step int) (leaf.Reservation, error) {
+	c.calls.Add(1)
+	return c.SegmentStore.Reserve(ctx, tag, step)
+}
+
+func TestUnknownTag(t *testing.T) {
+	st := &countingStore{SegmentStore: newStore(t)}
+	g := newGen(t, segment.Settings{Store: st, NegativeTTL: time.Hour})
+	for range 3 {
+		_, err := g.NextID(bg, "nope")
+		leaftest.ErrIs(t, err, leaf.ErrTagNotFound)
+	}
+	if _, err := st.Alloc(bg, "nope"); !errors.Is(err, leaf.ErrTagNotFound) {
+		t.Fatalf("an unknown tag created a row: %v", err)
+	}
+	if n := st.calls.Load(); n != 1 {
+		t.Fatalf("%d store lookups for the unknown tag, want 1 (then the negative cache)", n)
+	}
+	// Created through the generator: served at once despite the negative entry.
+	if err := g.CreateTag(bg, leaf.Alloc{Tag: "nope", MaxID: 7, Step: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if got := next(t, g, "nope"); got != 7 {
+		t.Fatalf("first ID %d, want 7", got)
+	}
+}
+
+func TestTagRefresh(t *testing.T) {
+	st := newStore(t, leaf.Alloc{Tag: "a", MaxID: 1, Step: 5})
+	g := newGen(t, segment.Settings{Store: st, RefreshInterval: 5 * time.Millisecond})
+	if len(g.Status()) != 1 {
+		t.Fatalf("status %v, want tag a from the initial refresh", g.Status())
+	}
+	if err := st.CreateTag(bg, leaf.Alloc{Tag: "b", MaxID: 1, Step: 5}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "tag b picked up", func() bool { return status(g, "b").Tag == "b" })
+	next(t, g, "a")
+	if err := st.DeleteTag(bg, "a"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "tag a dropped", func() bool { return status(g, "a").Tag == "" })
+	if _, err := g.NextID(bg, "a"); !errors.Is(err, leaf.ErrTagNotFound) {
+		t.Fatalf("deleted tag: %v, want ErrTagNotFound", err)
+	}
+}
+
+func TestDeleteTagThroughGenerator(t *testing.T) {
+	st := newStore(t, leaf.Alloc{Tag: "a", MaxID: 1, Step: 5})
+	g := newGen(t, segment.Settings{Store: st})
+	next(t, g, "a")
+	if err := g.DeleteTag(bg, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.NextID(bg, "a"); !errors.Is(err, leaf.ErrTagNotFound) {
+		t.Fatalf("deleted tag: %v, want ErrTagNotFound", err)
+	}
+	leaftest.ErrIs(t, g.DeleteTag(bg, "a"), leaf.ErrTagNotFound)
+	leaftest.ErrIs(t, g.SetStep(bg, "a", 10), leaf.ErrTagNotFound)
+	leaftest.ErrIs(t, g.SetStep(bg, "b", 0), leaf.ErrInvalidArgument)
+	leaftest.ErrIs(t, g.CreateTag(bg, leaf.Alloc{Tag: "c", MaxID: 0, Step: 5}), leaf.ErrInvalidArgument)
+}
+
+func TestPrefetchAtTenPercent(t *testing.T) {
+	st := newStore(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 100})
+	g := newGen(t, segment.Settings{Store: st})
+	for range 10 { // IDs 1..10: value 11 is the trigger, not reached yet
+		next(t, g, "t")
+	}
+	time.Sleep(20 * time.Millisecond)
+	if s := status(g, "t"); s.NextReady || s.Loads != 1 {
+		t.Fatalf("after 10%% minus one: %+v, want one load and no next", s)
+	}
+	next(t, g, "t") // 11: the trigger
+	waitFor(t, "next range", func() bool { return status(g, "t").NextReady })
+	s := status(g, "t")
+	if s.Loads != 2 || s.Buffers[1-s.Pos].Start != 101 || s.Buffers[1-s.Pos].Max != 201 {
+		t.Fatalf("status %+v, want next range [101,201)", s)
+	}
+	if maxID(t, st, "t") != 201 {
+		t.Fatalf("max_id %d, want 201", maxID(t, st, "t"))
+	}
+}
+
+// TestWaitersQueueBehindLoad: requests that find both buffers empty wait for
+// the one in-flight load instead of failing at once (Leaf#143).
+func TestWaitersQueueBehindLoad(t *testing.T) {
+	st := newStore(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 1000})
+	st.SetDelay(150 * time.Millisecond)
+	g := newGen(t, segment.Settings{Store: st})
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := g.NextID(bg, "t"); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("waiter failed: %v", err)
+	}
+	if n := st.Reserves(); n > 2 {
+		t.Fatalf("%d reserves for a cold tag under 64 concurrent requests, want one load (plus at most one prefetch)", n)
+	}
+	// A request whose deadline ends before the load answers gets ErrNotReady.
+	st.SetDelay(time.Second)
+	if err := st.CreateTag(bg, leaf.Alloc{Tag: "slow", MaxID: 1, Step: 10}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(bg, 30*time.Millisecond)
+	defer cancel()
+	_, err := g.NextID(ctx, "slow")
+	leaftest.ErrIs(t, err, leaf.ErrNotReady)
+}
+
+func TestDefaultWaitTimeout(t *testing.T) {
+	st := newStore(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 10})
+	st.SetDown(errors.New("connection refused"))
+	g := newGen(t, segment.Settings{Store: st, WaitTimeout: 40 * time.Millisecond})
+	start := time.Now()
+	_, err := g.NextID(bg, "t") // no deadline: WaitTimeout bounds it
+	leaftest.ErrIs(t, err, leaf.ErrNotReady)
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("waited %s with a 40ms WaitTimeout", d)
+	}
+}
+
+// TestStoreOutage: with the store down the generator keeps issuing from its
+// buffers, reports degraded, fails only once both buffers are empty, and
+// recovers when the store returns.
+func TestStoreOutage(t *testing.T) {
+	st := newStore(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 1000})
+	g := newGen(t, segment.Settings{Store: st, HealthInterval: 5 * time.Millisecond, RetryBackoff: time.Millisecond, MaxRetryBackoff: 5 * time.Millisecond})
+	for range 200 {
+		next(t, g, "t")
+	}
+	waitFor(t, "next range", func() bool { return status(g, "t").NextReady })
+	st.SetDown(errors.New("store unplugged"))
+	waitFor(t, "degraded", func() bool { return len(g.Degraded()) > 0 })
+	// 800 left in the current range plus 1000 in the next: all served.
+	for i := range 1800 {
+		if _, err := g.NextID(bg, "t"); err != nil {
+			t.Fatalf("ID %d during the outage: %v", i, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(bg, 20*time.Millisecond)
+	_, err := g.NextID(ctx, "t")
+	cancel()
+	leaftest.ErrIs(t, err, leaf.ErrNotReady)
+	st.SetDown(nil)
+	if got := next(t, g, "t"); got != 2001 {
+		t.Fatalf("first ID after the outage %d, want 2001", got)
+	}
+	waitFor(t, "healthy", func() bool { return len(g.Degraded()) == 0 })
+}
+
+func TestGiveBack(t *testing.T) {
+	t.Run("current range", func(t *testing.T) {
+		st := newStore(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 100})
+		g := newGen(t, segment.Settings{Store: st})
+		for range 5 {
+			next(t, g, "t")
+		}
+		if err := g.Close(bg); err != nil {
+			t.Fatal(err)
+		}
+		if got := maxID(t, st, "t"); got != 6 {
+			t.Fatalf("max_id after give-back %d, want 6", got)
+		}
+		g2 := newGen(t, segment.Settings{Store: st})
+		if got := next(t, g2, "t"); got != 6 {
+			t.Fatalf("first ID after restart %d, want 6", got)
+		}
+	})
+	t.Run("contiguous next range", func(t *testing.T) {
+		st := newStore(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 100})
+		g := newGen(t, segment.Settings{Store: st})
+		for range 15 {
+			next(t, g, "t")
+		}
+		waitFor(t, "next range", func() bool { return status(g, "t").NextReady })
+		if err := g.Close(bg); err != nil {
+			t.Fatal(err)
+		}
+		if got := maxID(t, st, "t"); got != 16 {
+			t.Fatalf("max_id after give-back %d, want 16", got)
+		}
+	})
+	t.Run("next range not contiguous", func(t *testing.T) {
+		st := newStore(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 100})
+		a := newGen(t, segment.Settings{Store: st})
+		b := newGen(t, segment.Settings{Store: st})
+		next(t, a, "t") // a: [1,101)
+		next(t, b, "t") // b: [101,201)
+		for range 15 {
+			next(t, a, "t") // a prefetches [201,301)
+		}
+		waitFor(t, "next range", func() bool { return status(a, "t").NextReady })
+		if err := a.Close(bg); err != nil {
+			t.Fatal(err)
+		}
+		if got := maxID(t, st, "t"); got != 201 {
+			t.Fatalf("max_id %d, want 201: only a's untouched next range comes back", got)
+		}
+		if got := next(t, b, "t"); got != 102 {
+			t.Fatalf("b continues with %d, want 102", got)
+		}
+	})
+	t.Run("someone reserved since", func(t *testing.T) {
+		st := newStore(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 100})
+		a := newGen(t, segment.Settings{Store: st})
+		b := newGen(t, segment.Settings{Store: st})
+		next(t, a, "t")
+		next(t, b, "t")
+		if err := a.Close(bg); err != nil {
+			t.Fatal(err)
+		}
+		if got := maxID(t, st, "t"); got != 201 {
+			t.Fatalf("max_id %d, want 201 untouched", got)
+		}
+	})
+	t.Run("crash gives nothing back", func(t *testing.T) {
+		st := newStore(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 100})
+		g := newGen(t, segment.Settings{Store: st, NoGiveBack: true})
+		next(t, g, "t")
+		if err := g.Close(bg); err != nil {
+			t.Fatal(err)
+		}
+		if got := maxID(t, st, "t"); got != 101 {
+			t.Fatalf("max_id %d, want 101", got)
+		}
+	})
+}
+
+func TestClosedGeneratorRefuses(t *testing.T) {
+	st := newStore(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 100})
+	g := newGen(t, segment.Settings{Store: st})
+	next(t, g, "t")
+	if err := g.Close(bg); err != nil {
+		t.Fatal(err)
+	}
+	for _, tag := range []string{"t", "other"} {
+		_, err := g.NextID(bg, tag)
+		leaftest.ErrIs(t, err, leaf.ErrClosed)
+	}
+}
+
+// clock is an injected clock for the adaptive step.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+func TestAdaptiveStep(t *testing.T) {
+	st := newStore(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 100})
+	clk := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	g := newGen(t, segment.Settings{Store: st, Now: clk.Now, MaxStep: 800})
+
+	// consume drains the current range, moves to the next one and pushes it
+	// past 10%, which triggers exactly one load; it returns that load's step.
+	consume := func() int {
+		t.Helper()
+		s := status(g, "t")
+		if s.Loads == 0 {
+			next(t, g, "t") // the first load, in the request
+		} else if _, err := g.NextIDs(bg, "t", int(s.Buffers[s.Pos].Remaining())+1, nil); err != nil {
+			t.Fatal(err)
+		}
+		s = status(g, "t")
+		cur := s.Buffers[s.Pos]
+		if k := int(cur.Start + int64(cur.Step)/10 - cur.Value + 1); k > 0 {
+			if _, err := g.NextIDs(bg, "t", k, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitFor(t, "load", func() bool { return status(g, "t").Loads == s.Loads+1 })
+		return status(g, "t").Step
+	}
+	steps := []int{consume()} // loads 1 and 2 use the stored step
+	for _, d := range []time.Duration{
+		time.Minute,      // < 15m: double to 200
+		14 * time.Minute, // double to 400
+		time.Minute,      // double to 800 (MaxStep)
+		time.Minute,      // capped: stays 800
+		20 * time.Minute, // 15–30m: hold 800
+		31 * time.Minute, // > 30m: halve to 400
+		45 * time.Minute, // halve to 200
+		time.Hour,        // halve to 100
+		time.Hour,        // floor: stays 100
+	} {
+		clk.Advance(d)
+		steps = append(steps, consume())
+	}
+	want := []int{100, 200, 400, 800, 800, 800, 400, 200, 100, 100}
+	if fmt.Sprint(steps) != fmt.Sprint(want) {
+		t.Fatalf("steps %v, want %v", steps, want)
+	}
+	// The stored step is the floor: raising it lifts the step at once.
+	if err := g.SetStep(bg, "t", 300); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Hour)
+	consume() // this load reads the new stored step
+	clk.Advance(time.Hour)
+	if got := consume(); got != 300 {
+		t.Fatalf("step after stored step raised to 300 and a slow range: %d, want 300", got)
+	}
+}
+
+// TestHammerInMemory runs the shared hammer against the in-memory store:
+// several generators, many goroutines, a small step.
+func TestHammerInMemory(t *testing.T) {
+	st := inmem.NewSegmentStore()
+	total := 400_000
+	if testing.Short() {
+		total = 100_000
+	}
+	leaftest.HammerSegment(t, func() (leaf.SegmentStore, error) { return st, nil },
+		leaftest.Hammer{Instances: 3, Goroutines: 32, Total: total, Step: 100, Batch: 7})
+}
+
+func TestHotPathDoesNotAllocate(t *testing.T) {
+	st := newStore(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 100000})
+	g := newGen(t, segment.Settings{Store: st})
+	if _, err := g.NextIDs(bg, "t", 10001, nil); err == nil {
+		t.Fatal("batch above the limit accepted")
+	}
+	for range 2 {
+		if _, err := g.NextIDs(bg, "t", leaf.MaxBatch, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "next range", func() bool { return status(g, "t").NextReady })
+	if n := testing.AllocsPerRun(10000, func() { g.NextID(bg, "t") }); n != 0 {
+		t.Fatalf("NextID allocates %.1f times per call on the hot path", n)
+	}
+}
+
+func BenchmarkNextID(b *testing.B) {
+	st := inmem.NewSegmentStore()
+	st.CreateTag(bg, leaf.Alloc{Tag: "t", MaxID: 1, Step: leaf.MaxStep})
+	g, _ := segment.New(bg, segment.Settings{Store: st})
+	defer g.Close(bg)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := g.NextID(bg, "t"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkNextIDParallel(b *testing.B) {
+	st := inmem.NewSegmentStore()
+	st.CreateTag(bg, leaf.Alloc{Tag: "t", MaxID: 1, Step: leaf.MaxStep})
+	g, _ := segment.New(bg, segment.Settings{Store: st})
+	defer g.Close(bg)
+	var errs atomic.Int64
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := g.NextID(bg, "t"); err != nil {
+				errs.Add(1)
+			}
+		}
+	})
+	if errs.Load() > 0 {
+		b.Fatalf("%d errors", errs.Load())
+	}
+}
+
+func BenchmarkNextIDs1000(b *testing.B) {
+	st := inmem.NewSegmentStore()
+	st.CreateTag(bg, leaf.Alloc{Tag: "t", MaxID: 1, Step: leaf.MaxStep})
+	g, _ := segment.New(bg, segment.Settings{Store: st})
+	defer g.Close(bg)
+	buf := make([]int64, 0, 1000)
+	b.ReportAllocs()
+	for b.Loop() {
+		var err error
+		if buf, err = g.NextIDs(bg, "t", 1000, buf[:0]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
