@@ -80,6 +80,8 @@ type buffer struct {
 	loads    uint64
 	waits    uint64
 	retired  uint64    // IDs issued from segments no longer held
+	frozen   *segment  // the current range when Close froze the buffer
+	frozenAt int64     // its first unissued ID
 	created  time.Time // wall clock; the refresh loop keeps buffers newer than its query
 }
 
@@ -121,15 +123,6 @@ func (b *buffer) load() {
 	for {
 		r, err := b.reserve(g.ctx)
 		b.mu.Lock()
-		if err == nil && g.closed.Load() {
-			// Close has frozen the buffers; a range installed now could be
-			// issued. Its IDs are skipped, never reused: the give-back's
-			// condition no longer matches the row.
-			b.loading = false
-			b.wakeLocked()
-			b.mu.Unlock()
-			return
-		}
 		if err == nil {
 			b.install(r)
 			b.loading = false
@@ -150,7 +143,7 @@ func (b *buffer) load() {
 			g.forget(b, true)
 			g.s.Logger.Info("segment tag not found in store", "tag", b.tag)
 			return
-		case g.ctx.Err() != nil:
+		case g.closed.Load():
 			b.loading = false
 			b.mu.Unlock()
 			return
@@ -232,7 +225,11 @@ func (b *buffer) install(r leaf.Reservation) {
 	switch {
 	case b.slots[b.pos] == nil:
 		b.slots[b.pos] = s
-		b.cur.Store(s)
+		// After Close has frozen the buffer, a range that arrives is kept
+		// for the give-back but never published to the hot path.
+		if !b.g.closed.Load() {
+			b.cur.Store(s)
+		}
 	case b.slots[1-b.pos] == nil:
 		b.slots[1-b.pos] = s
 	default:
@@ -315,30 +312,42 @@ func (b *buffer) take(ctx context.Context, n int64) (int64, int64, error) {
 	}
 }
 
-// freeze stops issuing from the buffer and reports the unused tail of the
-// latest reservation, [from, expect), for the conditional give-back. ok is
-// false when nothing can be given back safely.
-func (b *buffer) freeze() (from, expect int64, ok bool) {
+// freeze stops issuing from the buffer: it pins the first unissued ID of the
+// current range. Only cur is reachable without b.mu, and a closed generator
+// never switches ranges, so this one swap is enough.
+func (b *buffer) freeze() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if cur := b.slots[b.pos]; cur != nil {
+		// Every add after the swap lands past max.
+		b.frozen, b.frozenAt = cur, min(cur.value.Swap(cur.max), cur.max)
+	}
+}
+
+// tail reports the unused end of the latest reservation, [from, expect), for
+// the conditional give-back; ok is false when nothing can be given back. It
+// runs after freeze and after the loads have stopped: a range that a load
+// brought in after freeze was never issued from.
+func (b *buffer) tail() (from, expect int64, ok bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	cur, next := b.slots[b.pos], b.slots[1-b.pos]
-	var first int64 // first unissued ID of cur
-	if cur != nil {
-		// Swap pins the first unissued ID: every add after it lands past max.
-		first = min(cur.value.Swap(cur.max), cur.max)
+	first := func() int64 {
+		if cur == b.frozen {
+			return b.frozenAt
+		}
+		return cur.start
 	}
 	switch {
 	case next != nil:
-		// next needs no freezing: only cur is reachable without b.mu, and
-		// the closed generator never switches.
 		expect, from = next.max, next.start
 		// Only when nobody reserved between the two ranges is cur's tail
 		// contiguous with next and so part of what can be returned.
 		if cur != nil && cur.max == next.start {
-			from = first
+			from = first()
 		}
 	case cur != nil:
-		expect, from = cur.max, first
+		expect, from = cur.max, first()
 	default:
 		return 0, 0, false
 	}

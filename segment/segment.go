@@ -515,13 +515,6 @@ func (g *Generator) Close(ctx context.Context) error {
 		return nil
 	}
 	close(g.done)
-	g.cancel()
-	// Freeze before waiting: from here no ID leaves this generator.
-	type tail struct {
-		tag          string
-		from, expect int64
-	}
-	var tails []tail
 	g.mu.Lock()
 	bufs := make([]*buffer, 0, len(*g.tags.Load())+len(g.pending))
 	for _, b := range *g.tags.Load() {
@@ -531,14 +524,33 @@ func (g *Generator) Close(ctx context.Context) error {
 		bufs = append(bufs, b)
 	}
 	g.mu.Unlock()
+	// Freeze first: from here no ID leaves this generator.
 	for _, b := range bufs {
-		if from, expect, ok := b.freeze(); ok {
-			tails = append(tails, tail{b.tag, from, expect})
-		}
+		b.freeze()
 	}
-	g.wg.Wait()
+	// Let in-flight loads finish their attempt, so a range reserved just now
+	// is known and can be given back; ctx bounds the wait.
+	stopped := make(chan struct{})
+	go func() { g.wg.Wait(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		g.cancel()
+		<-stopped
+	}
+	g.cancel()
 	if g.s.NoGiveBack {
 		return nil
+	}
+	type tail struct {
+		tag          string
+		from, expect int64
+	}
+	var tails []tail
+	for _, b := range bufs {
+		if from, expect, ok := b.tail(); ok {
+			tails = append(tails, tail{b.tag, from, expect})
+		}
 	}
 	var errs []error
 	for _, t := range tails {

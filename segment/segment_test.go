@@ -378,6 +378,21 @@ func TestGiveBack(t *testing.T) {
 			t.Fatalf("max_id %d, want 201 untouched", got)
 		}
 	})
+	t.Run("range arriving during close", func(t *testing.T) {
+		st := newStore(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 10})
+		g := newGen(t, segment.Settings{Store: st})
+		next(t, g, "t")
+		st.SetDelay(100 * time.Millisecond)
+		for range 9 {
+			next(t, g, "t") // 2..10; the load of [11,21) is in flight
+		}
+		if err := g.Close(bg); err != nil {
+			t.Fatal(err)
+		}
+		if got := maxID(t, st, "t"); got != 11 {
+			t.Fatalf("max_id %d, want 11: the range reserved during close comes back", got)
+		}
+	})
 	t.Run("crash gives nothing back", func(t *testing.T) {
 		st := newStore(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 100})
 		g := newGen(t, segment.Settings{Store: st, NoGiveBack: true})

@@ -1,0 +1,253 @@
+package httpapi
+
+import (
+	"bytes"
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/leafgo/leaf"
+)
+
+// Buffers for response bodies. The single-ID routes format into a pooled
+// fixed array rather than a local one: a slice passed to the ResponseWriter
+// interface escapes, so a local array would be a heap allocation per request.
+var (
+	// smallBufs holds single-ID bodies: at most 19 digits as text, and under
+	// 256 bytes as /v2 JSON with a 128-byte tag.
+	smallBufs = sync.Pool{New: func() any { return new([256]byte) }}
+	// batchBufs holds batch bodies, up to about 45 bytes per ID.
+	batchBufs = sync.Pool{New: func() any { return new([]byte) }}
+	// idBufs holds the IDs of a batch between the generator and the encoder.
+	idBufs = sync.Pool{New: func() any { return new([]int64) }}
+)
+
+// leafSegmentGet serves /api/segment/get/{key}[?count=N], Leaf's ID route:
+// the ID in decimal, or N IDs one per line, with no trailing newline (a client
+// reading one ID gets exactly Leaf's body; a batch splits cleanly on "\n").
+//
+// HEAD issues an ID like GET (and discards it) so that it answers with the
+// status and headers GET would.
+func (s *Server) leafSegmentGet(w http.ResponseWriter, r *http.Request, key string) {
+	switch r.Method {
+	case http.MethodGet, http.MethodPost, http.MethodHead:
+	default:
+		w.Header()["Allow"] = allowLeaf
+		s.writeError(w, r, textStyle, methodError(r.Method, allowLeaf[0]))
+		return
+	}
+	if s.seg == nil {
+		s.writeError(w, r, textStyle, errSegmentDisabled)
+		return
+	}
+	if err := leaf.ValidateTag(key); err != nil {
+		s.writeError(w, r, textStyle, err)
+		return
+	}
+	if r.URL.RawQuery != "" {
+		if c, ok := queryValue(r.URL.RawQuery, "count"); ok {
+			n, err := leaf.ParseCount(c)
+			if err != nil {
+				s.writeError(w, r, textStyle, err)
+				return
+			}
+			s.leafSegmentBatch(w, r, key, n)
+			return
+		}
+	}
+	id, err := s.seg.NextID(r.Context(), key)
+	if err == nil {
+		err = checkID(id)
+	}
+	if err != nil {
+		s.writeError(w, r, textStyle, err)
+		return
+	}
+	buf := smallBufs.Get().(*[256]byte)
+	writeBody(w, r, http.StatusOK, textPlain, strconv.AppendInt(buf[:0], id, 10))
+	smallBufs.Put(buf)
+}
+
+// leafSegmentBatch answers n IDs, one per line.
+func (s *Server) leafSegmentBatch(w http.ResponseWriter, r *http.Request, key string, n int) {
+	p, ids, err := s.nextIDs(r, key, n)
+	if err != nil {
+		s.writeError(w, r, textStyle, err)
+		return
+	}
+	defer putIDs(p, ids)
+	bp := batchBufs.Get().(*[]byte)
+	b := (*bp)[:0]
+	for i, id := range ids {
+		if i > 0 {
+			b = append(b, '\n')
+		}
+		b = strconv.AppendInt(b, id, 10)
+	}
+	writeBody(w, r, http.StatusOK, textPlain, b)
+	*bp = b
+	batchBufs.Put(bp)
+}
+
+// nextIDs gets n IDs from the generator into a pooled slice and checks them.
+// Once done with ids, the caller returns them with putIDs(p, ids).
+func (s *Server) nextIDs(r *http.Request, tag string, n int) (p *[]int64, ids []int64, err error) {
+	p = idBufs.Get().(*[]int64)
+	ids, err = s.seg.NextIDs(r.Context(), tag, n, (*p)[:0])
+	if err == nil {
+		err = checkIDs(ids, n)
+	}
+	if err != nil {
+		idBufs.Put(p)
+		return nil, nil, err
+	}
+	return p, ids, nil
+}
+
+// putIDs returns a batch's slice, possibly grown by the generator, to the pool.
+func putIDs(p *[]int64, ids []int64) {
+	*p = ids[:0]
+	idBufs.Put(p)
+}
+
+// checkID refuses to serve an ID that is not positive: a generator bug must
+// become a 500, never a sentinel ID with 200 (Leaf's -2 and 0).
+func checkID(id int64) error {
+	if id < 1 {
+		return fmt.Errorf("httpapi: generator returned ID %d without an error", id)
+	}
+	return nil
+}
+
+// checkIDs checks a batch: n strictly increasing positive IDs.
+func checkIDs(ids []int64, n int) error {
+	if len(ids) != n {
+		return fmt.Errorf("httpapi: generator returned %d IDs, want %d", len(ids), n)
+	}
+	prev := int64(0)
+	for i, id := range ids {
+		if id <= prev {
+			return fmt.Errorf("httpapi: generator returned ID %d after %d at index %d", id, prev, i)
+		}
+		prev = id
+	}
+	return nil
+}
+
+// queryValue returns the first value of name in a raw query string. Unlike
+// url.Values it builds no map, so the ID route stays allocation-free when a
+// client adds a cache-buster such as ?_=1700000000. A value that fails to
+// unescape is returned raw, for the caller's validation to reject.
+func queryValue(rawQuery, name string) (value string, ok bool) {
+	for rawQuery != "" {
+		var pair string
+		pair, rawQuery, _ = strings.Cut(rawQuery, "&")
+		k, v, _ := strings.Cut(pair, "=")
+		if k != name {
+			if !strings.ContainsAny(k, "%+") {
+				continue
+			}
+			if uk, err := url.QueryUnescape(k); err != nil || uk != name {
+				continue
+			}
+		}
+		if strings.ContainsAny(v, "%+") {
+			if uv, err := url.QueryUnescape(v); err == nil {
+				v = uv
+			}
+		}
+		return v, true
+	}
+	return "", false
+}
+
+// cachePage serves /cache: every tag's two buffers, with Leaf's columns.
+func (s *Server) cachePage(w http.ResponseWriter, r *http.Request) {
+	if s.seg == nil {
+		s.writeError(w, r, textStyle, errSegmentDisabled)
+		return
+	}
+	s.writePage(w, r, cacheTemplate, s.seg.Status())
+}
+
+// dbPage serves /db: the rows of leaf_alloc, with Leaf's columns.
+func (s *Server) dbPage(w http.ResponseWriter, r *http.Request) {
+	if s.seg == nil {
+		s.writeError(w, r, textStyle, errSegmentDisabled)
+		return
+	}
+	allocs, err := s.seg.Allocs(r.Context())
+	if err != nil {
+		s.writeError(w, r, textStyle, err)
+		return
+	}
+	s.writePage(w, r, dbTemplate, allocs)
+}
+
+// writePage renders a page in full before writing, so that a template error
+// becomes a 500 rather than half a page with 200.
+func (s *Server) writePage(w http.ResponseWriter, r *http.Request, t *template.Template, data any) {
+	var buf bytes.Buffer
+	if err := t.Execute(&buf, data); err != nil {
+		s.writeError(w, r, textStyle, fmt.Errorf("httpapi: render %s: %w", t.Name(), err))
+		return
+	}
+	writeBody(w, r, http.StatusOK, textHTML, buf.Bytes())
+}
+
+// The monitor pages are self-contained (no CDN, unlike Leaf's bootstrap), so
+// they work on a host without Internet access.
+const pageHead = `<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>leaf: {{block "title" .}}{{end}}</title>
+<style>
+body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}
+table{border-collapse:collapse}
+th,td{border:1px solid #ccc;padding:.25em .6em;text-align:right;font-variant-numeric:tabular-nums}
+th{background:#f3f3f3}
+td.l,th.l{text-align:left}
+nav a{margin-right:1em}
+</style></head><body>
+<nav><a href="/cache">cache</a><a href="/db">db</a><a href="/v2/status">status</a></nav>
+`
+
+var cacheTemplate = template.Must(template.New("cache").Parse(pageHead +
+	`{{define "title"}}segment cache{{end}}<h1>Segment cache</h1>
+<table>
+<thead><tr><th class="l">name</th><th>init</th><th>next</th><th>pos</th><th>value0</th><th>max0</th><th>step0</th><th>value1</th><th>max1</th><th>step1</th></tr></thead>
+<tbody>
+{{- range .}}
+<tr><td class="l">{{.Tag}}</td><td>{{.InitOK}}</td><td>{{.NextReady}}</td><td>{{.Pos}}</td>
+{{- with index .Buffers 0}}<td>{{.Value}}</td><td>{{.Max}}</td><td>{{.Step}}</td>{{end}}
+{{- with index .Buffers 1}}<td>{{.Value}}</td><td>{{.Max}}</td><td>{{.Step}}</td>{{end}}</tr>
+{{- else}}
+<tr><td class="l" colspan="10">no tags</td></tr>
+{{- end}}
+</tbody></table>
+</body></html>
+`))
+
+var dbTemplate = template.Must(template.New("db").Funcs(template.FuncMap{
+	"datetime": func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return t.Format("2006-01-02 15:04:05 MST")
+	},
+}).Parse(pageHead +
+	`{{define "title"}}leaf_alloc{{end}}<h1>leaf_alloc</h1>
+<table>
+<thead><tr><th class="l">tag</th><th>max</th><th>step</th><th class="l">update</th></tr></thead>
+<tbody>
+{{- range .}}
+<tr><td class="l">{{.Tag}}</td><td>{{.MaxID}}</td><td>{{.Step}}</td><td class="l">{{datetime .UpdateTime}}</td></tr>
+{{- else}}
+<tr><td class="l" colspan="4">no rows</td></tr>
+{{- end}}
+</tbody></table>
+</body></html>
+`))

@@ -1,0 +1,241 @@
+// Package httpapi is leaf's HTTP transport: the routes of Meituan's Java Leaf
+// (so existing clients work unchanged), the native JSON API under /v2, tag
+// administration, and the health probes.
+//
+// The package parses and validates requests, calls a generator, and maps the
+// generator's errors to status codes through one table (see errors.go). It
+// holds no ID logic: everything it serves comes from the generator.
+//
+// Routes (every response carries Cache-Control: no-store, because an ID served
+// twice from a cache is a duplicate ID):
+//
+//	Leaf-compatible, text/plain, GET, POST and HEAD:
+//	  /api/segment/get/{key}              one ID, decimal, no trailing newline
+//	  /api/segment/get/{key}?count=N      N IDs (1..10000), one per line, no trailing newline
+//	  /cache                              HTML: every tag's two buffers
+//	  /db                                 HTML: the rows of leaf_alloc
+//	Native JSON (/v2), application/json:
+//	  GET|POST /v2/segment/{tag}               {"tag","id","id_str"}
+//	  GET|POST /v2/segment/{tag}/batch?count=N {"tag","ids","ids_str"}
+//	  GET|POST /v2/segment/{tag}/range?count=N {"tag","start","end","start_str","end_str","count"}, [start,end)
+//	  GET    /v2/tags                          {"tags":[...]}          (admin)
+//	  POST   /v2/tags                          create, 201             (admin)
+//	  GET    /v2/tags/{tag}                    one row                 (admin)
+//	  PATCH  /v2/tags/{tag}                    {"step":N}              (admin)
+//	  DELETE /v2/tags/{tag}                    204                     (admin)
+//	  GET    /v2/status                        version, degraded reasons, buffers
+//	Operations, text/plain:
+//	  GET /healthz                        "ok": the process is alive
+//	  GET /readyz[?strict=1]              "ok", or "degraded" and one reason per line
+//
+// GET routes also answer HEAD (same status and headers, no body). A known path
+// with another method answers 405 with an Allow header; an unknown path 404.
+// Errors are one line of text on the text routes and
+// {"error":"...","code":"..."} on /v2.
+//
+// Tag names are checked with leaf.ValidateTag before a generator sees them.
+// Unlike Leaf under Spring MVC, a key is never cut at its last dot: the key of
+// /api/segment/get/order.v1 is "order.v1", not "order".
+package httpapi
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/leafgo/leaf"
+)
+
+// SegmentGenerator is what the segment routes need from the segment
+// generator; *segment.Generator satisfies it. Errors wrap the sentinels of
+// package leaf.
+type SegmentGenerator interface {
+	// NextID issues one ID for tag.
+	NextID(ctx context.Context, tag string) (int64, error)
+	// NextIDs appends n strictly increasing IDs for tag to dst.
+	NextIDs(ctx context.Context, tag string, n int, dst []int64) ([]int64, error)
+	// NextRange leases the contiguous IDs [start, end), 1 <= end-start <= n;
+	// the range may be shorter than n (it never spans two segments).
+	NextRange(ctx context.Context, tag string, n int) (start, end int64, err error)
+	// Status describes every tag's buffers, sorted by tag.
+	Status() []leaf.SegmentStatus
+	// Degraded lists human-readable reasons the generator is degraded (store
+	// unreachable, ...); empty when healthy.
+	Degraded() []string
+	// Allocs lists the rows of leaf_alloc, ordered by tag.
+	Allocs(ctx context.Context) ([]leaf.Alloc, error)
+	// Alloc reads one row.
+	Alloc(ctx context.Context, tag string) (leaf.Alloc, error)
+	// CreateTag inserts a row; a.MaxID is the first ID to issue.
+	CreateTag(ctx context.Context, a leaf.Alloc) error
+	// SetStep changes a tag's stored step.
+	SetStep(ctx context.Context, tag string, step int) error
+	// DeleteTag removes a tag's row.
+	DeleteTag(ctx context.Context, tag string) error
+}
+
+// Config configures a Server. The zero value serves only the health probes
+// and answers 404 "segment mode is disabled" on the segment routes.
+type Config struct {
+	// Segment issues segment IDs and manages tags. Nil disables segment mode:
+	// its routes answer 404.
+	Segment SegmentGenerator
+	// Logger receives internal errors (the 500s). Nil means slog.Default().
+	// Nothing is logged per successful request.
+	Logger *slog.Logger
+	// Version is reported by /v2/status.
+	Version string
+}
+
+// Server is the HTTP handler. It is safe for concurrent use.
+type Server struct {
+	seg     SegmentGenerator
+	log     *slog.Logger
+	version string
+	mux     *http.ServeMux // every route except the hot ID routes, see ServeHTTP
+}
+
+// New builds a Server from cfg.
+func New(cfg Config) *Server {
+	s := &Server{
+		seg:     cfg.Segment,
+		log:     cfg.Logger,
+		version: cfg.Version,
+		mux:     http.NewServeMux(),
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	s.routes()
+	return s
+}
+
+// Path prefixes served in ServeHTTP ahead of the mux.
+const segmentGetPrefix = "/api/segment/get/"
+
+// ServeHTTP dispatches a request.
+//
+// The Leaf ID route is matched here by prefix, ahead of the ServeMux: it is
+// the product's hot path, and the mux costs a read lock shared by every core
+// plus an allocation for the path wildcard on every request. The snowflake ID
+// route will join it here. Everything else goes through the mux, where Go's
+// patterns keep the route table readable.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// IDs must never be served from a cache (a cached ID is a duplicate), and
+	// neither should errors: 404 is cacheable by default, and a tag created a
+	// moment later must be found.
+	w.Header()["Cache-Control"] = noStore
+	if key, ok := strings.CutPrefix(r.URL.Path, segmentGetPrefix); ok {
+		s.leafSegmentGet(w, r, key)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// methods maps an HTTP method to the handler of one path. GET implies HEAD,
+// as in http.ServeMux.
+type methods map[string]http.HandlerFunc
+
+// routes registers every route served by the mux. A known path with a method
+// it does not answer gets 405 and an Allow header, in the error style of its
+// family (text or JSON), rather than the mux's own default.
+func (s *Server) routes() {
+	// Leaf-compatible pages answer GET and POST (and HEAD), as Leaf answers
+	// any method; we stop at the safe ones plus POST, which Leaf clients use.
+	s.handle("/cache", textStyle, methods{"GET": s.cachePage, "POST": s.cachePage})
+	s.handle("/db", textStyle, methods{"GET": s.dbPage, "POST": s.dbPage})
+
+	// Native JSON API. IDs are issued on GET and POST alike: GET for curl and
+	// browsers, POST for clients that want to be sure no proxy replays it.
+	s.handle("/v2/segment/{tag}", jsonStyle, methods{"GET": s.v2SegmentID, "POST": s.v2SegmentID})
+	s.handle("/v2/segment/{tag}/batch", jsonStyle, methods{"GET": s.v2SegmentBatch, "POST": s.v2SegmentBatch})
+	s.handle("/v2/segment/{tag}/range", jsonStyle, methods{"GET": s.v2SegmentRange, "POST": s.v2SegmentRange})
+	s.handle("/v2/status", jsonStyle, methods{"GET": s.v2Status})
+
+	// Tag administration: every handler passes through s.admin, the one place
+	// where authentication will be added.
+	s.handle("/v2/tags", jsonStyle, methods{
+		"GET":  s.admin(s.v2ListTags),
+		"POST": s.admin(s.v2CreateTag),
+	})
+	s.handle("/v2/tags/{tag}", jsonStyle, methods{
+		"GET":    s.admin(s.v2GetTag),
+		"PATCH":  s.admin(s.v2PatchTag),
+		"DELETE": s.admin(s.v2DeleteTag),
+	})
+
+	s.handle("/healthz", textStyle, methods{"GET": s.healthz})
+	s.handle("/readyz", textStyle, methods{"GET": s.readyz})
+
+	// Everything else: 404 in the style of the family the path belongs to.
+	s.mux.Handle("/v2/", s.notFound(jsonStyle))
+	s.mux.Handle("/", s.notFound(textStyle))
+}
+
+// handle registers the handlers of one path, one per method, and a 405 for
+// every other method. The method-less pattern is less specific than the
+// method ones, so the mux only falls back to it for an unlisted method.
+func (s *Server) handle(path string, style errorStyle, m methods) {
+	allow := make([]string, 0, len(m)+1)
+	for method, h := range m {
+		s.mux.Handle(method+" "+path, h)
+		allow = append(allow, method)
+		if method == http.MethodGet {
+			allow = append(allow, http.MethodHead)
+		}
+	}
+	slices.Sort(allow)
+	s.mux.Handle(path, s.methodNotAllowed(style, []string{strings.Join(allow, ", ")}))
+}
+
+// admin wraps a tag-administration handler. It is the seam for the bearer
+// token required when one is configured; today it adds nothing.
+func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc {
+	return h
+}
+
+// Header values are pre-built and assigned to the header map directly, so
+// setting a header costs neither canonicalising the key nor allocating the
+// slice. They are shared by all responses and must never be modified in place
+// (http.Header's Add appends, and a full slice is copied, not mutated).
+var (
+	noStore   = []string{"no-store"}
+	textPlain = []string{"text/plain; charset=utf-8"}
+	textHTML  = []string{"text/html; charset=utf-8"}
+	appJSON   = []string{"application/json"}
+	noSniff   = []string{"nosniff"}
+	retry1s   = []string{"1"}
+	allowLeaf = []string{"GET, HEAD, POST"}
+)
+
+// contentLengths[n] is the Content-Length header value for an n-byte body,
+// pre-built for the sizes of single-ID responses (text and JSON).
+var contentLengths = func() [][]string {
+	t := make([][]string, 512)
+	for n := range t {
+		t[n] = []string{strconv.Itoa(n)}
+	}
+	return t
+}()
+
+// writeBody writes a complete response with an explicit Content-Length, so
+// that HEAD carries the same headers as GET; for HEAD the body is not written.
+func writeBody(w http.ResponseWriter, r *http.Request, status int, contentType []string, body []byte) {
+	h := w.Header()
+	h["Content-Type"] = contentType
+	if len(body) < len(contentLengths) {
+		h["Content-Length"] = contentLengths[len(body)]
+	} else {
+		h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	}
+	if status != http.StatusOK {
+		w.WriteHeader(status)
+	}
+	if r.Method != http.MethodHead {
+		// A failed write means the client has gone; there is no one to tell.
+		_, _ = w.Write(body)
+	}
+}

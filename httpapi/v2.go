@@ -1,0 +1,358 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/leafgo/leaf"
+)
+
+// Defaults of POST /v2/tags.
+const (
+	defaultStart = 1
+	defaultStep  = 1000
+)
+
+// maxBodyBytes bounds a /v2 request body. The largest valid one (a tag
+// creation with a 256-byte description) is well under 1 KiB.
+const maxBodyBytes = 64 << 10
+
+// segmentTag returns the {tag} of a /v2 segment route, or the error to answer
+// with when segment mode is off or the tag is invalid.
+func (s *Server) segmentTag(r *http.Request) (string, error) {
+	if s.seg == nil {
+		return "", errSegmentDisabled
+	}
+	tag := r.PathValue("tag")
+	return tag, leaf.ValidateTag(tag)
+}
+
+// v2SegmentID serves /v2/segment/{tag}: {"tag":"t","id":123,"id_str":"123"}.
+// The body is formatted by hand: the tag is validated to bytes that need no
+// JSON escaping, and encoding/json would cost several allocations per ID.
+func (s *Server) v2SegmentID(w http.ResponseWriter, r *http.Request) {
+	tag, err := s.segmentTag(r)
+	if err != nil {
+		s.writeError(w, r, jsonStyle, err)
+		return
+	}
+	id, err := s.seg.NextID(r.Context(), tag)
+	if err == nil {
+		err = checkID(id)
+	}
+	if err != nil {
+		s.writeError(w, r, jsonStyle, err)
+		return
+	}
+	buf := smallBufs.Get().(*[256]byte)
+	b := append(buf[:0], `{"tag":"`...)
+	b = append(b, tag...)
+	b = append(b, `","id":`...)
+	b = strconv.AppendInt(b, id, 10)
+	b = append(b, `,"id_str":"`...)
+	b = strconv.AppendInt(b, id, 10)
+	b = append(b, "\"}\n"...)
+	writeBody(w, r, http.StatusOK, appJSON, b)
+	smallBufs.Put(buf)
+}
+
+// v2SegmentBatch serves /v2/segment/{tag}/batch?count=N:
+// {"tag":"t","ids":[1,2],"ids_str":["1","2"]}. count is required.
+func (s *Server) v2SegmentBatch(w http.ResponseWriter, r *http.Request) {
+	tag, err := s.segmentTag(r)
+	if err != nil {
+		s.writeError(w, r, jsonStyle, err)
+		return
+	}
+	n, err := requiredCount(r)
+	if err != nil {
+		s.writeError(w, r, jsonStyle, err)
+		return
+	}
+	p, ids, err := s.nextIDs(r, tag, n)
+	if err != nil {
+		s.writeError(w, r, jsonStyle, err)
+		return
+	}
+	defer putIDs(p, ids)
+	bp := batchBufs.Get().(*[]byte)
+	b := append((*bp)[:0], `{"tag":"`...)
+	b = append(b, tag...)
+	b = append(b, `","ids":[`...)
+	for i, id := range ids {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, id, 10)
+	}
+	b = append(b, `],"ids_str":[`...)
+	for i, id := range ids {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = strconv.AppendInt(b, id, 10)
+		b = append(b, '"')
+	}
+	b = append(b, "]}\n"...)
+	writeBody(w, r, http.StatusOK, appJSON, b)
+	*bp = b
+	batchBufs.Put(bp)
+}
+
+// rangeResponse is the body of /v2/segment/{tag}/range.
+type rangeResponse struct {
+	Tag      string `json:"tag"`
+	Start    int64  `json:"start"`
+	End      int64  `json:"end"`
+	StartStr string `json:"start_str"`
+	EndStr   string `json:"end_str"`
+	Count    int64  `json:"count"`
+}
+
+// v2SegmentRange serves /v2/segment/{tag}/range?count=N: the contiguous IDs
+// [start, end), leased to the client for it to hand out itself. The range may
+// be shorter than N (it never spans two segments); count says how long it is.
+func (s *Server) v2SegmentRange(w http.ResponseWriter, r *http.Request) {
+	tag, err := s.segmentTag(r)
+	if err != nil {
+		s.writeError(w, r, jsonStyle, err)
+		return
+	}
+	n, err := requiredCount(r)
+	if err != nil {
+		s.writeError(w, r, jsonStyle, err)
+		return
+	}
+	start, end, err := s.seg.NextRange(r.Context(), tag, n)
+	if err == nil && (start < 1 || end <= start || end-start > int64(n)) {
+		err = fmt.Errorf("httpapi: generator returned range [%d, %d) for count %d", start, end, n)
+	}
+	if err != nil {
+		s.writeError(w, r, jsonStyle, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, rangeResponse{
+		Tag:      tag,
+		Start:    start,
+		End:      end,
+		StartStr: strconv.FormatInt(start, 10),
+		EndStr:   strconv.FormatInt(end, 10),
+		Count:    end - start,
+	})
+}
+
+// requiredCount parses the count query parameter, which /v2 batches require.
+func requiredCount(r *http.Request) (int, error) {
+	c, ok := queryValue(r.URL.RawQuery, "count")
+	if !ok {
+		return 0, fmt.Errorf("%w: the query parameter count is required (1..%d)", leaf.ErrInvalidCount, leaf.MaxBatch)
+	}
+	return leaf.ParseCount(c)
+}
+
+// statusResponse is the body of /v2/status. Each mode has its own member
+// (snowflake will sit beside segment), present even when the mode is off, so
+// that clients can rely on the shape.
+type statusResponse struct {
+	Version string        `json:"version"`
+	Segment segmentStatus `json:"segment"`
+}
+
+type segmentStatus struct {
+	Enabled  bool                 `json:"enabled"`
+	Degraded []string             `json:"degraded"`
+	Tags     []leaf.SegmentStatus `json:"tags"`
+}
+
+// v2Status serves /v2/status.
+func (s *Server) v2Status(w http.ResponseWriter, r *http.Request) {
+	resp := statusResponse{
+		Version: s.version,
+		Segment: segmentStatus{Degraded: []string{}, Tags: []leaf.SegmentStatus{}},
+	}
+	if s.seg != nil {
+		resp.Segment.Enabled = true
+		if d := s.seg.Degraded(); d != nil {
+			resp.Segment.Degraded = d
+		}
+		if t := s.seg.Status(); t != nil {
+			resp.Segment.Tags = t
+		}
+	}
+	s.writeJSON(w, r, http.StatusOK, resp)
+}
+
+// v2ListTags serves GET /v2/tags: {"tags":[row...]}.
+func (s *Server) v2ListTags(w http.ResponseWriter, r *http.Request) {
+	if s.seg == nil {
+		s.writeError(w, r, jsonStyle, errSegmentDisabled)
+		return
+	}
+	allocs, err := s.seg.Allocs(r.Context())
+	if err != nil {
+		s.writeError(w, r, jsonStyle, err)
+		return
+	}
+	if allocs == nil {
+		allocs = []leaf.Alloc{}
+	}
+	s.writeJSON(w, r, http.StatusOK, struct {
+		Tags []leaf.Alloc `json:"tags"`
+	}{allocs})
+}
+
+// v2GetTag serves GET /v2/tags/{tag}: one row.
+func (s *Server) v2GetTag(w http.ResponseWriter, r *http.Request) {
+	tag, err := s.segmentTag(r)
+	if err != nil {
+		s.writeError(w, r, jsonStyle, err)
+		return
+	}
+	a, err := s.seg.Alloc(r.Context(), tag)
+	if err != nil {
+		s.writeError(w, r, jsonStyle, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, a)
+}
+
+// createTagRequest is the body of POST /v2/tags. Start and Step are pointers
+// so that an absent field takes its default while an explicit 0 is refused.
+type createTagRequest struct {
+	Tag         string `json:"tag"`
+	Start       *int64 `json:"start"`
+	Step        *int   `json:"step"`
+	Description string `json:"description"`
+}
+
+// v2CreateTag serves POST /v2/tags: 201 with the created row.
+func (s *Server) v2CreateTag(w http.ResponseWriter, r *http.Request) {
+	if s.seg == nil {
+		s.writeError(w, r, jsonStyle, errSegmentDisabled)
+		return
+	}
+	var req createTagRequest
+	if err := decodeBody(w, r, &req); err != nil {
+		s.writeError(w, r, jsonStyle, err)
+		return
+	}
+	a := leaf.Alloc{Tag: req.Tag, MaxID: defaultStart, Step: defaultStep, Description: req.Description}
+	if req.Start != nil {
+		a.MaxID = *req.Start
+	}
+	if req.Step != nil {
+		a.Step = *req.Step
+	}
+	if err := leaf.ValidateAlloc(a); err != nil {
+		s.writeError(w, r, jsonStyle, err)
+		return
+	}
+	if err := s.seg.CreateTag(r.Context(), a); err != nil {
+		s.writeError(w, r, jsonStyle, err)
+		return
+	}
+	// Answer with the row as stored (update_time is the store's). If reading
+	// it back fails, the tag was still created: say so with what was asked.
+	if stored, err := s.seg.Alloc(r.Context(), a.Tag); err == nil {
+		a = stored
+	}
+	w.Header()["Location"] = []string{"/v2/tags/" + a.Tag}
+	s.writeJSON(w, r, http.StatusCreated, a)
+}
+
+// patchTagRequest is the body of PATCH /v2/tags/{tag}.
+type patchTagRequest struct {
+	Step *int `json:"step"`
+}
+
+// v2PatchTag serves PATCH /v2/tags/{tag} {"step":N}: 200 with the row.
+func (s *Server) v2PatchTag(w http.ResponseWriter, r *http.Request) {
+	tag, err := s.segmentTag(r)
+	if err != nil {
+		s.writeError(w, r, jsonStyle, err)
+		return
+	}
+	var req patchTagRequest
+	if err := decodeBody(w, r, &req); err != nil {
+		s.writeError(w, r, jsonStyle, err)
+		return
+	}
+	if req.Step == nil {
+		s.writeError(w, r, jsonStyle, fmt.Errorf("%w: step is required", leaf.ErrInvalidArgument))
+		return
+	}
+	if err := leaf.ValidateStep(*req.Step); err != nil {
+		s.writeError(w, r, jsonStyle, err)
+		return
+	}
+	if err := s.seg.SetStep(r.Context(), tag, *req.Step); err != nil {
+		s.writeError(w, r, jsonStyle, err)
+		return
+	}
+	// If reading the row back fails, answer the error: setting a step is
+	// idempotent, so the client may simply retry.
+	a, err := s.seg.Alloc(r.Context(), tag)
+	if err != nil {
+		s.writeError(w, r, jsonStyle, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, a)
+}
+
+// v2DeleteTag serves DELETE /v2/tags/{tag}: 204.
+func (s *Server) v2DeleteTag(w http.ResponseWriter, r *http.Request) {
+	tag, err := s.segmentTag(r)
+	if err != nil {
+		s.writeError(w, r, jsonStyle, err)
+		return
+	}
+	if err := s.seg.DeleteTag(r.Context(), tag); err != nil {
+		s.writeError(w, r, jsonStyle, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// decodeBody reads one JSON object from the request body into dst. Unknown
+// fields are refused (a misspelt "stpe" must not silently become the default
+// step), as are trailing data and bodies over maxBodyBytes.
+func decodeBody(w http.ResponseWriter, r *http.Request, dst any) error {
+	body := http.MaxBytesReader(w, r.Body, maxBodyBytes)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(dst)
+	if err == nil {
+		if _, terr := dec.Token(); terr != io.EOF {
+			err = errors.New("unexpected data after the JSON object")
+			if terr != nil {
+				err = terr
+			}
+		}
+	}
+	var tooLarge *http.MaxBytesError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &tooLarge):
+		return fmt.Errorf("%w: at most %d bytes", errBodyTooLarge, maxBodyBytes)
+	case errors.Is(err, io.EOF):
+		return fmt.Errorf("%w: empty body, want a JSON object", leaf.ErrInvalidArgument)
+	default:
+		return fmt.Errorf("%w: request body: %v", leaf.ErrInvalidArgument, err)
+	}
+}
+
+// writeJSON answers with v as JSON and a trailing newline.
+func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		s.writeError(w, r, jsonStyle, fmt.Errorf("httpapi: encode response: %w", err))
+		return
+	}
+	writeBody(w, r, status, appJSON, append(b, '\n'))
+}
