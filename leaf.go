@@ -33,7 +33,7 @@ func ValidateTag(tag string) error {
 	}
 	for i := 0; i < len(tag); i++ {
 		if !tagByte(tag[i]) {
-			return fmt.Errorf("%w: %q has byte %q at offset %d; allowed: A-Z a-z 0-9 . _ : -", ErrInvalidTag, truncate(tag, 40), tag[i], i)
+			return fmt.Errorf("%w: %q has byte %#02x at offset %d; allowed: A-Z a-z 0-9 . _ : -", ErrInvalidTag, truncate(tag, 40), tag[i], i)
 		}
 	}
 	return nil

@@ -141,7 +141,7 @@ func (b *buffer) load() {
 			b.gone = true
 			b.mu.Unlock()
 			g.forget(b, true)
-			g.s.Logger.Info("segment tag not found in store", "tag", b.tag)
+			g.s.Logger.Debug("segment tag not found in store", "tag", b.tag)
 			return
 		case g.closed.Load():
 			b.loading = false

@@ -1,0 +1,258 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+
+	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/config"
+)
+
+// Exit statuses.
+const (
+	exitOK      = 0
+	exitFailure = 1 // runtime error: store unreachable, tag not found, server error
+	exitUsage   = 2 // the command line (or configuration) is wrong
+)
+
+// exitCodes maps errors to exit statuses: the one table for the whole CLI.
+// The first entry whose error matches (errors.Is) wins; anything unlisted is
+// a runtime failure. Invalid input is a usage error whether it was caught by
+// flag parsing, the configuration, or the validators of package leaf.
+var exitCodes = []struct {
+	err  error
+	code int
+}{
+	{errUsage, exitUsage},
+	{config.ErrInvalid, exitUsage},
+	{leaf.ErrInvalidTag, exitUsage},
+	{leaf.ErrInvalidCount, exitUsage},
+	{leaf.ErrInvalidArgument, exitUsage},
+	{leaf.ErrTagNotFound, exitFailure},
+	{leaf.ErrTagExists, exitFailure},
+	{leaf.ErrNotReady, exitFailure},
+	{leaf.ErrClockBackwards, exitFailure},
+	{leaf.ErrWorkerIDsExhausted, exitFailure},
+	{leaf.ErrClosed, exitFailure},
+}
+
+func exitCode(err error) int {
+	if err == nil {
+		return exitOK
+	}
+	for _, e := range exitCodes {
+		if errors.Is(err, e.err) {
+			return e.code
+		}
+	}
+	return exitFailure
+}
+
+// errUsage marks a malformed command line. The message says what is wrong;
+// the caller adds a pointer to the help.
+var errUsage = errors.New("usage error")
+
+// usageErrorf builds an error that wraps errUsage without printing it.
+func usageErrorf(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string        { return e.msg }
+func (e *usageError) Is(target error) bool { return target == errUsage }
+
+// errHelp is returned when the user asked for help and got it: exit 0.
+var errHelp = errors.New("help requested")
+
+// app is one invocation of the CLI with its environment made explicit, so
+// tests can run many in one process.
+type app struct {
+	stdout, stderr io.Writer
+	env            []string // os.Environ form
+	// onListen, if set, is called with the address serve listens on.
+	onListen func(net.Addr)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	a := &app{stdout: stdout, stderr: stderr, env: os.Environ()}
+	return a.run(ctx, args)
+}
+
+// command is one subcommand.
+// The summaries live in mainUsage.
+type command struct {
+	name string
+	run  func(a *app, ctx context.Context, args []string) error
+}
+
+func commands() []command {
+	return []command{
+		{"serve", (*app).serve},
+		{"get", (*app).get},
+		{"tags", (*app).tags},
+		{"version", (*app).versionCmd},
+		{"help", (*app).help},
+	}
+}
+
+func (a *app) run(ctx context.Context, args []string) int {
+	if len(args) == 0 {
+		fmt.Fprint(a.stderr, mainUsage)
+		return exitUsage
+	}
+	name, rest := args[0], args[1:]
+	switch name {
+	case "-h", "-help", "--help":
+		name = "help"
+	}
+	for _, c := range commands() {
+		if c.name == name {
+			return a.finish(messagePrefix(name, rest), c.run(a, ctx, rest))
+		}
+	}
+	return a.finish("leaf", usageErrorf("unknown command %q", name))
+}
+
+// messagePrefix names the command in error messages: "leaf serve",
+// "leaf tags create".
+func messagePrefix(name string, rest []string) string {
+	prefix := "leaf " + name
+	if name == "tags" && len(rest) > 0 {
+		switch rest[0] {
+		case "list", "create", "set-step", "delete":
+			prefix += " " + rest[0]
+		}
+	}
+	return prefix
+}
+
+// finish prints err, if any, and turns it into an exit status.
+func (a *app) finish(prefix string, err error) int {
+	switch {
+	case err == nil, errors.Is(err, errHelp):
+		return exitOK
+	case errors.Is(err, errUsage):
+		help := "leaf help"
+		if prefix != "leaf" {
+			help = prefix + " -h"
+		}
+		fmt.Fprintf(a.stderr, "%s: %v\nRun '%s' for usage.\n", prefix, err, help)
+	default:
+		fmt.Fprintf(a.stderr, "%s: %v\n", prefix, err)
+	}
+	return exitCode(err)
+}
+
+const mainUsage = `leaf issues unique, increasing 64-bit IDs (compatible with Meituan's Leaf).
+
+Usage:
+  leaf serve [flags]                      run the ID server
+  leaf get TAG [--count N] [--server URL] fetch IDs from a running server
+  leaf tags list [--json]                 list segment tags in the store
+  leaf tags create TAG [--step N] [--start N] [--description S]
+  leaf tags set-step TAG N
+  leaf tags delete TAG
+  leaf version                            print version and build information
+  leaf help [COMMAND]                     show help for a command
+
+With no configuration, 'leaf serve' listens on 127.0.0.1:8080 and keeps its
+segments in ./leaf-data/leaf.db, seeded with the tag leaf-segment-test:
+  curl 127.0.0.1:8080/api/segment/get/leaf-segment-test
+
+Configuration, lowest precedence first: defaults, a YAML file (--config FILE
+or LEAF_CONFIG), LEAF_* environment variables, flags. Every key is described
+in etc/leaf.yml.
+
+Exit status: 0 success, 1 error, 2 usage error.
+`
+
+func (a *app) help(ctx context.Context, args []string) error {
+	if len(args) > 1 {
+		return usageErrorf("help takes at most one command, got %d arguments", len(args))
+	}
+	if len(args) == 0 || args[0] == "help" {
+		fmt.Fprint(a.stdout, mainUsage)
+		return errHelp
+	}
+	for _, c := range commands() {
+		if c.name == args[0] {
+			// Every command prints its own usage on -h.
+			return c.run(a, ctx, []string{"-h"})
+		}
+	}
+	return usageErrorf("unknown command %q", args[0])
+}
+
+// newFlagSet makes a FlagSet that reports errors to us instead of printing
+// them, so that run decides the stream and the exit status.
+func newFlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return fs
+}
+
+// parseFlags parses args, allowing flags after positional arguments
+// ("leaf tags create T --step 10"), which the flag package alone does not. A
+// "--" ends the flags: what follows is positional even if it starts with '-'.
+// On -h it prints usage and the FlagSet's flags to stdout and returns errHelp.
+func (a *app) parseFlags(fs *flag.FlagSet, usage string, args []string) ([]string, error) {
+	var positional []string
+	for {
+		err := fs.Parse(args)
+		if errors.Is(err, flag.ErrHelp) {
+			a.printUsage(a.stdout, fs, usage)
+			return nil, errHelp
+		}
+		if err != nil {
+			return nil, usageErrorf("%v", err)
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return positional, nil
+		}
+		// Parse stops at the first non-flag or just after "--"; in the
+		// second case everything left is positional.
+		if consumed := args[:len(args)-len(rest)]; len(consumed) > 0 && consumed[len(consumed)-1] == "--" {
+			return append(positional, rest...), nil
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
+	}
+}
+
+// printUsage writes the command's usage and its flags. It replaces
+// flag.PrintDefaults to show GNU-style "--name" (both spellings work) and
+// the argument names and defaults that configuration-bound flags describe.
+func (a *app) printUsage(w io.Writer, fs *flag.FlagSet, usage string) {
+	fmt.Fprint(w, usage)
+	first := true
+	fs.VisitAll(func(f *flag.Flag) {
+		if first {
+			fmt.Fprint(w, "\nFlags:\n")
+			first = false
+		}
+		name, help := flag.UnquoteUsage(f)
+		if an, ok := f.Value.(interface{ ArgName() string }); ok {
+			name = an.ArgName()
+		}
+		line := "  --" + f.Name
+		if name != "" {
+			line += " " + name
+		}
+		if _, isConfig := f.Value.(interface{ ArgName() string }); !isConfig && !isZeroDefault(f.DefValue) {
+			help += fmt.Sprintf(" (default %s)", f.DefValue)
+		}
+		fmt.Fprintf(w, "%s\n    \t%s\n", line, strings.ReplaceAll(help, "\n", "\n    \t"))
+	})
+}
+
+func isZeroDefault(v string) bool {
+	return v == "" || v == "0" || v == "false"
+}

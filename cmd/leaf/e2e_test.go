@@ -1,0 +1,315 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/config"
+)
+
+// The end-to-end test drives the real binary the way a user would: no
+// configuration at all, a fresh working directory (so the default
+// ./leaf-data is used), port 0 for the listener.
+
+// buildBinary compiles cmd/leaf into a temporary directory.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "leaf")
+	cmd := exec.Command("go", "build", "-ldflags", "-X main.version=e2e-test", "-o", bin, ".")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// cleanEnv is the test's environment without any LEAF_* variable, so the
+// binary runs with its defaults whatever the developer has set.
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, config.EnvPrefix) {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// runBin runs the binary to completion in dir.
+func runBin(t *testing.T, bin, dir string, env []string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir, cmd.Env = dir, env
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run %q: %v", args, err)
+	}
+	return result{code, stdout.String(), stderr.String()}
+}
+
+// serverProc is a running 'leaf serve'.
+type serverProc struct {
+	cmd    *exec.Cmd
+	log    *syncBuffer
+	addr   string
+	exited chan struct{}
+	err    error // from Wait, valid once exited is closed
+}
+
+var listeningRE = regexp.MustCompile(`msg=listening addr=(\S+)`)
+
+// startServer starts 'leaf serve' in dir and waits until it logs the address
+// it bound and answers /healthz.
+func startServer(t *testing.T, bin, dir string, env []string, args ...string) *serverProc {
+	t.Helper()
+	s := &serverProc{log: &syncBuffer{}, exited: make(chan struct{})}
+	s.cmd = exec.Command(bin, append([]string{"serve"}, args...)...)
+	s.cmd.Dir, s.cmd.Env = dir, env
+	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		s.err = s.cmd.Wait()
+		close(s.exited)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-s.exited:
+		default:
+			_ = s.cmd.Process.Kill()
+			<-s.exited
+		}
+	})
+
+	deadline := time.Now().Add(time.Minute)
+	for s.addr == "" {
+		if m := listeningRE.FindStringSubmatch(s.log.String()); m != nil {
+			s.addr = m[1]
+			break
+		}
+		select {
+		case <-s.exited:
+			t.Fatalf("leaf serve exited before listening (%v):\n%s", s.err, s.log.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("leaf serve did not log its address:\n%s", s.log.String())
+		}
+	}
+	return s
+}
+
+func (s *serverProc) url(path string) string { return "http://" + s.addr + path }
+
+// stop sends SIGTERM and returns the exit status.
+func (s *serverProc) stop(t *testing.T) int {
+	t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("leaf serve did not stop on SIGTERM:\n%s", s.log.String())
+	}
+	if ee := (*exec.ExitError)(nil); errors.As(s.err, &ee) {
+		return ee.ExitCode()
+	}
+	if s.err != nil {
+		t.Fatal(s.err)
+	}
+	return 0
+}
+
+func parseIDs(t *testing.T, text string) []int64 {
+	t.Helper()
+	var ids []int64
+	for _, f := range strings.Fields(text) {
+		id, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			t.Fatalf("%q is not an ID (in %q)", f, text)
+		}
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// increasing checks that ids are positive and strictly increase after last,
+// and returns the new last ID.
+func increasing(t *testing.T, last int64, ids []int64) int64 {
+	t.Helper()
+	if len(ids) == 0 {
+		t.Fatal("no IDs")
+	}
+	for _, id := range ids {
+		if id < 1 || id <= last {
+			t.Fatalf("ID %d after %d: IDs must be positive and increasing (%v)", id, last, ids)
+		}
+		last = id
+	}
+	return last
+}
+
+func TestEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	dir := t.TempDir() // the working directory: the default ./leaf-data lands here
+	env := cleanEnv()
+
+	if r := runBin(t, bin, dir, env, "version"); r.code != 0 || !strings.HasPrefix(r.stdout, "leaf e2e-test\ngo: go") {
+		t.Errorf("version: %+v", r)
+	}
+
+	srv := startServer(t, bin, dir, env, "--listen", "127.0.0.1:0")
+	if !strings.Contains(srv.log.String(), `store="sqlite leaf-data/leaf.db"`) {
+		t.Errorf("the listening line should name the default store:\n%s", srv.log.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "leaf-data", "leaf.db")); err != nil {
+		t.Errorf("default SQLite file: %v", err)
+	}
+
+	// IDs over HTTP, one at a time and as a batch.
+	var last int64
+	for range 5 {
+		last = increasing(t, last, []int64{fetchID(t, srv.url("/api/segment/get/"+config.SeedTag))})
+	}
+	if last != 5 {
+		t.Errorf("the seeded tag starts at 1: fifth ID is %d, want 5", last)
+	}
+	last = increasing(t, last, parseIDs(t, runBin(t, bin, dir, env, "get", config.SeedTag, "--count", "3", "--server", srv.url("")).stdout))
+
+	// leaf get: --server and LEAF_SERVER; a server error is exit 1 with the
+	// server's message.
+	r := runBin(t, bin, dir, append(env, "LEAF_SERVER="+srv.url("")), "get", config.SeedTag)
+	if r.code != 0 {
+		t.Fatalf("leaf get: %+v", r)
+	}
+	last = increasing(t, last, parseIDs(t, r.stdout))
+	r = runBin(t, bin, dir, env, "get", "no-such-tag", "--server", srv.url(""))
+	if r.code != 1 || !strings.Contains(r.stderr, "leaf get: server answered 404") || !strings.Contains(r.stderr, "no-such-tag") {
+		t.Errorf("leaf get unknown tag: %+v", r)
+	}
+
+	// Tags, in the same SQLite file, while the server runs.
+	steps := []struct {
+		args   []string
+		code   int
+		stdout string
+	}{
+		{[]string{"tags", "create", "e2e.orders", "--step", "10", "--start", "100", "--description", "end to end"}, 0, "created tag e2e.orders"},
+		{[]string{"tags", "list"}, 0, "e2e.orders"},
+		{[]string{"tags", "set-step", "e2e.orders", "20"}, 0, "tag e2e.orders: step 20"},
+		{[]string{"tags", "create", "e2e.orders"}, 1, ""},
+	}
+	for _, s := range steps {
+		if r := runBin(t, bin, dir, env, s.args...); r.code != s.code || !strings.Contains(r.stdout, s.stdout) {
+			t.Fatalf("%q: %+v, want exit %d and %q", s.args, r, s.code, s.stdout)
+		}
+	}
+	// The server finds a tag created behind its back on first request.
+	if id := fetchID(t, srv.url("/api/segment/get/e2e.orders")); id != 100 {
+		t.Errorf("first ID of e2e.orders = %d, want its start 100", id)
+	}
+	var rows []leaf.Alloc
+	if err := json.Unmarshal([]byte(runBin(t, bin, dir, env, "tags", "list", "--json").stdout), &rows); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]leaf.Alloc{}
+	for _, a := range rows {
+		got[a.Tag] = a
+	}
+	if a := got["e2e.orders"]; a.Step != 20 || a.Description != "end to end" {
+		t.Errorf("e2e.orders row = %+v, want step 20", a)
+	}
+	if a := got[config.SeedTag]; a.Step != 2000 || a.MaxID != 2001 {
+		t.Errorf("%s row = %+v, want step 2000, max_id 2001 (one range reserved)", config.SeedTag, a)
+	}
+	for _, s := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"tags", "delete", "e2e.orders"}, 0},
+		{[]string{"tags", "delete", "e2e.orders"}, 1},
+	} {
+		if r := runBin(t, bin, dir, env, s.args...); r.code != s.code {
+			t.Errorf("%q: %+v, want exit %d", s.args, r, s.code)
+		}
+	}
+	if r := runBin(t, bin, dir, env, "tags", "list"); strings.Contains(r.stdout, "e2e.orders") {
+		t.Errorf("deleted tag still listed:\n%s", r.stdout)
+	}
+
+	// A second server on the same address fails at run time.
+	if r := runBin(t, bin, dir, env, "serve", "--listen", srv.addr); r.code != 1 || !strings.Contains(r.stderr, "address already in use") {
+		t.Errorf("serve on a busy port: %+v", r)
+	}
+
+	// Graceful stop: exit 0, unused IDs given back.
+	if code := srv.stop(t); code != 0 {
+		t.Fatalf("leaf serve exited %d after SIGTERM:\n%s", code, srv.log.String())
+	}
+	if log := srv.log.String(); !strings.Contains(log, "msg=stopped") || !strings.Contains(log, "given back") {
+		t.Errorf("shutdown log lacks the give-back or the final line:\n%s", log)
+	}
+
+	// Restart. Fewer than 10% of the seeded tag's first range (2000) were
+	// used, so no second range was prefetched and the give-back returned the
+	// whole unused tail: the next ID is exactly last+1. Without give-back it
+	// would be 2001.
+	srv = startServer(t, bin, dir, env, "--listen", "127.0.0.1:0")
+	if id := fetchID(t, srv.url("/api/segment/get/"+config.SeedTag)); id != last+1 {
+		t.Errorf("first ID after restart = %d, want %d (last before restart + 1)", id, last+1)
+	}
+	if strings.Contains(srv.log.String(), "seeded tag") {
+		t.Errorf("restart re-seeded a store that has tags:\n%s", srv.log.String())
+	}
+	if code := srv.stop(t); code != 0 {
+		t.Fatalf("leaf serve exited %d after SIGTERM:\n%s", code, srv.log.String())
+	}
+
+	// Start-up failures: usage errors exit 2, an unreachable store exits 1,
+	// and the password never reaches the terminal.
+	failures := []struct {
+		name   string
+		args   []string
+		code   int
+		stderr string
+	}{
+		{"bad flag", []string{"serve", "--no-such-flag"}, 2, "flag provided but not defined"},
+		{"mysql without DSN", []string{"serve", "--segment-store", "mysql"}, 2, "segment.dsn: required when segment.store is mysql"},
+		{"unreachable mysql", []string{"serve", "--listen", "127.0.0.1:0", "--segment-store", "mysql",
+			"--segment-dsn", "leaf:hunter2@tcp(" + closedAddr(t) + ")/leaf?timeout=2s"}, 1, "open segment store (mysql leaf:xxxxx@tcp("},
+	}
+	for _, f := range failures {
+		t.Run(f.name, func(t *testing.T) {
+			r := runBin(t, bin, dir, env, f.args...)
+			if r.code != f.code || !strings.Contains(r.stderr, f.stderr) {
+				t.Errorf("exit %d stderr %q, want exit %d and %q", r.code, r.stderr, f.code, f.stderr)
+			}
+			if strings.Contains(r.stderr, "hunter2") {
+				t.Errorf("password leaked: %q", r.stderr)
+			}
+		})
+	}
+}

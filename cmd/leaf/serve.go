@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/leafgo/leaf/httpapi"
+	"github.com/leafgo/leaf/internal/config"
+	"github.com/leafgo/leaf/segment"
+)
+
+const serveUsage = `Usage: leaf serve [flags]
+
+Runs the ID server until SIGINT or SIGTERM, then shuts down gracefully: stops
+accepting, drains requests, gives unused IDs back to the store, closes it.
+The address actually bound is logged ("listening" addr=...), so --listen with
+port 0 is usable.
+
+With no configuration it listens on 127.0.0.1:8080 and keeps segments in
+./leaf-data/leaf.db, seeded with the tag leaf-segment-test (step 2000):
+  curl 127.0.0.1:8080/api/segment/get/leaf-segment-test
+
+Every key can also be set in the YAML file or a LEAF_* variable: see
+etc/leaf.yml. Flags win over both.
+`
+
+// HTTP server limits. Leaf's requests are tiny GETs: headers must arrive
+// quickly, and no request needs more than the generator's wait plus a
+// batch of 10,000 IDs, so generous fixed bounds protect against slow clients
+// without a configuration key each.
+const (
+	readHeaderTimeout = 5 * time.Second
+	readTimeout       = 30 * time.Second
+	writeTimeout      = 30 * time.Second
+	idleTimeout       = 2 * time.Minute
+	maxHeaderBytes    = 64 << 10
+)
+
+func (a *app) serve(ctx context.Context, args []string) error {
+	fs := newFlagSet("serve")
+	flags := config.BindFlags(fs, "listen", "data_dir", "segment.store", "segment.dsn", "log.level", "log.format")
+	pos, err := a.parseFlags(fs, serveUsage, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageErrorf("takes no arguments, got %q", pos[0])
+	}
+	cfg, err := config.Load(flags.Sources(a.env))
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg.Log, a.stderr)
+	for _, name := range config.UnknownEnv(a.env, envServer) {
+		log.Warn("ignoring unknown environment variable", "name", name)
+	}
+	return a.runServer(ctx, cfg, log)
+}
+
+// newLogger builds the process logger on w (stderr) from log.level and
+// log.format, both already validated.
+func newLogger(c config.Log, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(c.Level))
+	opts := &slog.HandlerOptions{Level: level}
+	if c.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// runServer wires store → generator → handler → http.Server, serves until
+// ctx is done, then shuts down in the reverse order, all within one
+// shutdown_timeout budget.
+func (a *app) runServer(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+	var (
+		store     segmentStore
+		storeDesc = "none (segment mode disabled)"
+		gen       *segment.Generator
+		// The handler takes an interface: it must stay nil, not hold a nil
+		// *segment.Generator, when segment mode is off.
+		segGen httpapi.SegmentGenerator
+	)
+	// release closes, newest first, what has been opened so far. The
+	// generator's Close gives unused IDs back, so it needs the store open.
+	release := func(ctx context.Context) error {
+		var errs []error
+		if gen != nil {
+			if err := gen.Close(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("give back unused IDs: %w", err))
+			}
+		}
+		if store != nil {
+			if err := store.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("close segment store: %w", err))
+			}
+		}
+		return errors.Join(errs...)
+	}
+	newShutdownCtx := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	}
+	abort := func(err error) error {
+		sctx, cancel := newShutdownCtx()
+		defer cancel()
+		return errors.Join(err, release(sctx))
+	}
+
+	if cfg.Segment.Enabled {
+		var err error
+		if store, storeDesc, err = openStore(ctx, cfg); err != nil {
+			return err
+		}
+		if err := seedStore(ctx, store, cfg.Segment, log); err != nil {
+			return abort(err)
+		}
+		gen, err = segment.New(ctx, segment.Settings{
+			Store:           store,
+			Logger:          log,
+			RefreshInterval: cfg.Segment.RefreshInterval,
+			MaxStep:         cfg.Segment.MaxStep,
+			WaitTimeout:     cfg.Segment.WaitTimeout,
+			NoGiveBack:      !cfg.Segment.GiveBack,
+		})
+		if err != nil {
+			return abort(fmt.Errorf("start segment generator: %w", err))
+		}
+		segGen = gen
+	}
+
+	handler := httpapi.New(httpapi.Config{Segment: segGen, Logger: log, Version: buildVersion()})
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", cfg.Listen)
+	if err != nil {
+		return abort(fmt.Errorf("listen: %w", err))
+	}
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+
+	log.Info("listening", "addr", ln.Addr().String(), "store", storeDesc, "version", buildVersion())
+	if a.onListen != nil {
+		a.onListen(ln.Addr())
+	}
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down", "reason", context.Cause(ctx).Error(), "timeout", cfg.ShutdownTimeout.String())
+	case err := <-served:
+		// Serve only returns early when the listener fails.
+		runErr = fmt.Errorf("http server: %w", err)
+		log.Error("http server failed; shutting down", "err", err)
+	}
+
+	// Drain HTTP first so no request is cut off, then give IDs back and
+	// close the store.
+	sctx, cancel := newShutdownCtx()
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		_ = srv.Close()
+		runErr = errors.Join(runErr, fmt.Errorf("drain HTTP connections: %w", err))
+	}
+	if err := release(sctx); err != nil {
+		runErr = errors.Join(runErr, err)
+	}
+	if runErr == nil {
+		log.Info("stopped")
+	}
+	return runErr
+}

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/config"
+	"github.com/leafgo/leaf/mysql"
+	"github.com/leafgo/leaf/postgres"
+	"github.com/leafgo/leaf/sqlite"
+)
+
+// segmentStore is what the CLI needs from a store: the generator's interface
+// and tag administration. All three stores provide both.
+type segmentStore interface {
+	leaf.SegmentStore
+	leaf.SegmentAdmin
+}
+
+// storeOpenTimeout bounds connecting to the store and creating the table, so
+// that a database behind a black-holing firewall fails the command instead
+// of hanging it.
+const storeOpenTimeout = 30 * time.Second
+
+// openStore opens the segment store named by the configuration. It also
+// returns a description fit for logs and messages: the DSN with any password
+// hidden.
+func openStore(ctx context.Context, cfg config.Config) (segmentStore, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, storeOpenTimeout)
+	defer cancel()
+	var (
+		s    segmentStore
+		desc string
+		err  error
+	)
+	switch cfg.Segment.Store {
+	case config.StoreSQLite:
+		path := cfg.SQLitePath()
+		desc = "sqlite " + path
+		s, err = openSQLite(ctx, path)
+	case config.StoreMySQL:
+		desc = "mysql " + config.RedactDSN(cfg.Segment.DSN)
+		s, err = openMySQL(ctx, cfg.Segment.DSN)
+	case config.StorePostgres:
+		desc = "postgres " + config.RedactDSN(cfg.Segment.DSN)
+		s, err = openPostgres(ctx, cfg.Segment.DSN)
+	default:
+		// config.Validate rejects other names; reaching here is a bug.
+		return nil, "", fmt.Errorf("unknown segment store %q", cfg.Segment.Store)
+	}
+	if err != nil {
+		return nil, desc, fmt.Errorf("open segment store (%s): %w", desc, err)
+	}
+	return s, desc, nil
+}
+
+// The open functions return the interface only when the store is non-nil:
+// a nil *Store in a non-nil interface would pass an err == nil check.
+func openSQLite(ctx context.Context, path string) (segmentStore, error) {
+	s, err := sqlite.Open(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func openMySQL(ctx context.Context, dsn string) (segmentStore, error) {
+	s, err := mysql.Open(ctx, dsn)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func openPostgres(ctx context.Context, dsn string) (segmentStore, error) {
+	s, err := postgres.Open(ctx, dsn)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// seedStore inserts the test tag as segment.seed says (see
+// config.Segment.SeedMode): by default only into an empty embedded store.
+func seedStore(ctx context.Context, s segmentStore, seg config.Segment, log *slog.Logger) error {
+	switch seg.SeedMode() {
+	case config.SeedNever:
+		return nil
+	case config.SeedIfEmpty:
+		tags, err := s.Tags(ctx)
+		if err != nil {
+			return fmt.Errorf("seed: list tags: %w", err)
+		}
+		if len(tags) > 0 {
+			return nil
+		}
+	case config.SeedIfMissing:
+		_, err := s.Alloc(ctx, config.SeedTag)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, leaf.ErrTagNotFound) {
+			return fmt.Errorf("seed: read tag %s: %w", config.SeedTag, err)
+		}
+	}
+	seed := config.SeedAlloc()
+	err := s.CreateTag(ctx, seed)
+	if errors.Is(err, leaf.ErrTagExists) {
+		return nil // another server seeded it between our read and our insert
+	}
+	if err != nil {
+		return fmt.Errorf("seed tag %s: %w", config.SeedTag, err)
+	}
+	log.Info("seeded tag", "tag", seed.Tag, "step", seed.Step, "first_id", seed.MaxID)
+	return nil
+}

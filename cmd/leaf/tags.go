@@ -1,0 +1,211 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/config"
+)
+
+const tagsUsage = `Usage:
+  leaf tags list [--json]
+  leaf tags create TAG [--step N] [--start N] [--description S]
+  leaf tags set-step TAG N
+  leaf tags delete TAG
+
+Manages the rows of leaf_alloc directly in the store named by the same
+configuration as 'leaf serve' (--config, --data-dir, --segment-store,
+--segment-dsn, LEAF_* variables). A running server sees a new tag on its
+first request for it, and every change within segment.refresh_interval.
+A tag name is 1-128 bytes of A-Z a-z 0-9 . _ : -
+`
+
+// storeKeys are the configuration keys that name the store.
+var storeKeys = []string{"data_dir", "segment.store", "segment.dsn"}
+
+func (a *app) tags(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return usageErrorf("tags needs a subcommand: list, create, set-step or delete")
+	}
+	sub, rest := args[0], args[1:]
+	switch sub {
+	case "list":
+		return a.tagsList(ctx, rest)
+	case "create":
+		return a.tagsCreate(ctx, rest)
+	case "set-step":
+		return a.tagsSetStep(ctx, rest)
+	case "delete":
+		return a.tagsDelete(ctx, rest)
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(a.stdout, tagsUsage)
+		return errHelp
+	}
+	return usageErrorf("unknown tags subcommand %q; want list, create, set-step or delete", sub)
+}
+
+// withStore loads the configuration, opens the store, runs f and closes the
+// store again.
+func (a *app) withStore(ctx context.Context, flags *config.Flags, f func(segmentStore) error) error {
+	cfg, err := config.Load(flags.Sources(a.env))
+	if err != nil {
+		return err
+	}
+	s, _, err := openStore(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	ferr := f(s)
+	if cerr := s.Close(); cerr != nil && ferr == nil {
+		return fmt.Errorf("close segment store: %w", cerr)
+	}
+	return ferr
+}
+
+// tagFlagSet is the FlagSet of one tags subcommand with the store flags bound.
+func tagFlagSet(name string) (*flag.FlagSet, *config.Flags) {
+	fs := newFlagSet("tags " + name)
+	return fs, config.BindFlags(fs, storeKeys...)
+}
+
+// wantArgs checks the number of positional arguments against their names.
+func wantArgs(got []string, names ...string) error {
+	if len(got) < len(names) {
+		return usageErrorf("missing %s", strings.Join(names[len(got):], " "))
+	}
+	if len(got) > len(names) {
+		return usageErrorf("unexpected argument %q", got[len(names)])
+	}
+	return nil
+}
+
+func (a *app) tagsList(ctx context.Context, args []string) error {
+	fs, flags := tagFlagSet("list")
+	asJSON := fs.Bool("json", false, "print a JSON array instead of a table")
+	pos, err := a.parseFlags(fs, "Usage: leaf tags list [--json] [flags]\n\nLists every tag in the store.\n", args)
+	if err != nil {
+		return err
+	}
+	if err := wantArgs(pos); err != nil {
+		return err
+	}
+	return a.withStore(ctx, flags, func(s segmentStore) error {
+		allocs, err := s.Allocs(ctx)
+		if err != nil {
+			return fmt.Errorf("list tags: %w", err)
+		}
+		if *asJSON {
+			if allocs == nil {
+				allocs = []leaf.Alloc{} // "[]", not "null", for scripts
+			}
+			enc := json.NewEncoder(a.stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(allocs)
+		}
+		tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "TAG\tMAX_ID\tSTEP\tUPDATE_TIME\tDESCRIPTION")
+		for _, al := range allocs {
+			updated := "-"
+			if !al.UpdateTime.IsZero() {
+				updated = al.UpdateTime.Format(time.RFC3339)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", al.Tag, al.MaxID, al.Step, updated, printable(al.Description))
+		}
+		return tw.Flush()
+	})
+}
+
+// printable keeps a description from breaking the table: control characters
+// (tabs, newlines) are shown escaped.
+func printable(s string) string {
+	if strings.IndexFunc(s, func(r rune) bool { return r < ' ' || r == 0x7f }) < 0 {
+		return s
+	}
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
+}
+
+func (a *app) tagsCreate(ctx context.Context, args []string) error {
+	fs, flags := tagFlagSet("create")
+	step := fs.Int("step", 1000, "IDs reserved per segment, 1..1000000 (the adaptive step never goes below it)")
+	start := fs.Int64("start", 1, "the first ID to issue, >= 1")
+	desc := fs.String("description", "", "free text, at most 256 bytes")
+	pos, err := a.parseFlags(fs, "Usage: leaf tags create TAG [--step N] [--start N] [--description S] [flags]\n\nCreates a tag in the store.\n", args)
+	if err != nil {
+		return err
+	}
+	if err := wantArgs(pos, "TAG"); err != nil {
+		return err
+	}
+	alloc := leaf.Alloc{Tag: pos[0], MaxID: *start, Step: *step, Description: *desc}
+	// Check before touching the store: bad input is a usage error (exit 2)
+	// even when the store is unreachable.
+	if err := leaf.ValidateAlloc(alloc); err != nil {
+		return err
+	}
+	return a.withStore(ctx, flags, func(s segmentStore) error {
+		if err := s.CreateTag(ctx, alloc); err != nil {
+			return fmt.Errorf("create tag %s: %w", alloc.Tag, err)
+		}
+		fmt.Fprintf(a.stdout, "created tag %s: step %d, first ID %d\n", alloc.Tag, alloc.Step, alloc.MaxID)
+		return nil
+	})
+}
+
+func (a *app) tagsSetStep(ctx context.Context, args []string) error {
+	fs, flags := tagFlagSet("set-step")
+	pos, err := a.parseFlags(fs, "Usage: leaf tags set-step TAG N [flags]\n\nChanges a tag's stored step (1..1000000). Running servers use it from their next segment.\n", args)
+	if err != nil {
+		return err
+	}
+	if err := wantArgs(pos, "TAG", "N"); err != nil {
+		return err
+	}
+	tag := pos[0]
+	if err := leaf.ValidateTag(tag); err != nil {
+		return err
+	}
+	step, err := strconv.Atoi(pos[1])
+	if err != nil {
+		return usageErrorf("step %q is not a whole number", pos[1])
+	}
+	if err := leaf.ValidateStep(step); err != nil {
+		return err
+	}
+	return a.withStore(ctx, flags, func(s segmentStore) error {
+		if err := s.SetStep(ctx, tag, step); err != nil {
+			return fmt.Errorf("set step of %s: %w", tag, err)
+		}
+		fmt.Fprintf(a.stdout, "tag %s: step %d\n", tag, step)
+		return nil
+	})
+}
+
+func (a *app) tagsDelete(ctx context.Context, args []string) error {
+	fs, flags := tagFlagSet("delete")
+	pos, err := a.parseFlags(fs, "Usage: leaf tags delete TAG [flags]\n\nDeletes a tag's row. Its IDs may be issued again if the tag is re-created\nwith a lower start: choose the start of a re-created tag with care.\n", args)
+	if err != nil {
+		return err
+	}
+	if err := wantArgs(pos, "TAG"); err != nil {
+		return err
+	}
+	tag := pos[0]
+	if err := leaf.ValidateTag(tag); err != nil {
+		return err
+	}
+	return a.withStore(ctx, flags, func(s segmentStore) error {
+		if err := s.DeleteTag(ctx, tag); err != nil {
+			return fmt.Errorf("delete tag %s: %w", tag, err)
+		}
+		fmt.Fprintf(a.stdout, "deleted tag %s\n", tag)
+		return nil
+	})
+}

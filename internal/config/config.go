@@ -1,0 +1,275 @@
+// Package config is the configuration of the leaf binary: one struct, its
+// zero-configuration defaults, and the layering
+//
+//	defaults < YAML file (--config or LEAF_CONFIG) < LEAF_* environment < flags
+//
+// Every key is a field of Config. Its YAML path comes from the yaml tags, its
+// environment variable is derived mechanically from the path (upper case, "."
+// becomes "_", prefix LEAF_), and a flag exists when the field has a flag tag.
+// The layering walks the struct by reflection, so a new field gets YAML, env
+// and documentation support (Keys) without further code; only cross-key rules
+// need a line in Validate.
+//
+// A null YAML value ("key:" with nothing after it) and an empty environment
+// variable both mean "not set here", so a lower layer's value stays. That keeps
+// etc/leaf.yml loadable as is and lets a user blank out an env var to reset it.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/leafgo/leaf"
+)
+
+// ErrInvalid is wrapped by every error about a configuration value: a bad
+// value, an unknown key, a missing required key. The CLI maps it to exit
+// status 2 (usage error); I/O errors (an unreadable file) are not wrapped.
+var ErrInvalid = errors.New("invalid configuration")
+
+// Store names accepted by segment.store.
+const (
+	StoreSQLite   = "sqlite"
+	StoreMySQL    = "mysql"
+	StorePostgres = "postgres"
+)
+
+// SeedTag is the tag seeded into a fresh store, as in Leaf's sample schema.
+const SeedTag = "leaf-segment-test"
+
+// SeedAlloc is the row inserted for SeedTag: Leaf's sample row (step 2000,
+// first ID 1).
+func SeedAlloc() leaf.Alloc {
+	return leaf.Alloc{Tag: SeedTag, MaxID: 1, Step: 2000, Description: "Test leaf Segment Mode Get Id"}
+}
+
+// Config is the whole configuration of leaf. The struct tags drive loading:
+// yaml is the key name, help documents it (Keys), flag names its command-line
+// flag if it has one, arg names the flag's argument in usage text, enum lists
+// the accepted values (matched case-insensitively, stored in lower case).
+type Config struct {
+	Listen          string        `yaml:"listen" flag:"listen" arg:"addr" help:"HTTP listen address, host:port (port 0 picks a free port)"`
+	DataDir         string        `yaml:"data_dir" flag:"data-dir" arg:"dir" help:"directory for local state; the embedded SQLite store lives here"`
+	Log             Log           `yaml:"log"`
+	Segment         Segment       `yaml:"segment"`
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" help:"how long a graceful shutdown (drain HTTP, give back IDs, close the store) may take"`
+}
+
+// Log configures the process logger.
+type Log struct {
+	Level  string `yaml:"level" flag:"log-level" enum:"debug,info,warn,error" help:"minimum level logged"`
+	Format string `yaml:"format" flag:"log-format" enum:"text,json" help:"log line format on stderr"`
+}
+
+// Segment configures segment mode: the store and the generator.
+type Segment struct {
+	Enabled bool   `yaml:"enabled" help:"serve segment IDs (/api/segment/get/TAG)"`
+	Store   string `yaml:"store" flag:"segment-store" enum:"sqlite,mysql,postgres" help:"where leaf_alloc lives"`
+	// DSN is a file path for sqlite (empty: <data_dir>/leaf.db) and a driver
+	// DSN for mysql and postgres, where it is required.
+	DSN             string        `yaml:"dsn" flag:"segment-dsn" arg:"dsn" help:"sqlite: database file (empty: <data_dir>/leaf.db); mysql: user:pass@tcp(host:3306)/db; postgres: postgres://user:pass@host/db (required for mysql and postgres)"`
+	RefreshInterval time.Duration `yaml:"refresh_interval" help:"how often the tag list is re-read from the store"`
+	MaxStep         int           `yaml:"max_step" help:"cap of the adaptive step (1..1000000)"`
+	WaitTimeout     time.Duration `yaml:"wait_timeout" help:"how long a request waits for a segment load when both buffers are empty"`
+	GiveBack        bool          `yaml:"give_back" help:"on graceful shutdown, return the unused tail of each tag's latest range to the store"`
+	// Seed is a pointer because "not set" has its own meaning: see SeedMode.
+	Seed *bool `yaml:"seed" help:"insert the tag leaf-segment-test (step 2000, first ID 1); unset: only into an empty embedded SQLite store; true: into any store that lacks the tag; false: never"`
+}
+
+// Default returns the zero-configuration defaults: listen on loopback, keep
+// segments in an embedded SQLite file under ./leaf-data, seed the test tag.
+func Default() Config {
+	return Config{
+		Listen:  "127.0.0.1:8080",
+		DataDir: "./leaf-data",
+		Log:     Log{Level: "info", Format: "text"},
+		Segment: Segment{
+			Enabled:         true,
+			Store:           StoreSQLite,
+			RefreshInterval: 60 * time.Second,
+			MaxStep:         leaf.MaxStep,
+			WaitTimeout:     time.Second,
+			GiveBack:        true,
+		},
+		ShutdownTimeout: 10 * time.Second,
+	}
+}
+
+// SQLitePath is the database file of the embedded store: segment.dsn if set,
+// else <data_dir>/leaf.db.
+func (c Config) SQLitePath() string {
+	if c.Segment.DSN != "" {
+		return c.Segment.DSN
+	}
+	return filepath.Join(c.DataDir, "leaf.db")
+}
+
+// SeedMode says how the test tag is seeded.
+type SeedMode int
+
+const (
+	// SeedNever: segment.seed is false.
+	SeedNever SeedMode = iota
+	// SeedIfEmpty: segment.seed is unset and the store is the embedded SQLite
+	// one; seed only when the table has no tag at all. A fresh install answers
+	// for leaf-segment-test at once, while a user who deleted the test tag from
+	// a store in use does not see it come back on the next restart.
+	SeedIfEmpty
+	// SeedIfMissing: segment.seed is explicitly true; seed whenever the tag is
+	// missing, whatever the store.
+	SeedIfMissing
+)
+
+// SeedMode resolves segment.seed. Unset means: seed the embedded SQLite store
+// when it is empty, never a shared MySQL/PostgreSQL database, where an
+// unexpected row would surprise whoever owns the table.
+func (s Segment) SeedMode() SeedMode {
+	switch {
+	case s.Seed != nil && *s.Seed:
+		return SeedIfMissing
+	case s.Seed != nil:
+		return SeedNever
+	case s.Store == StoreSQLite:
+		return SeedIfEmpty
+	default:
+		return SeedNever
+	}
+}
+
+// Validate checks the rules that span keys or go beyond a value's type.
+// Every error wraps ErrInvalid and names the key.
+func (c Config) Validate() error {
+	return c.validate(nil)
+}
+
+// validate is Validate with, for better messages, where each key was set.
+func (c Config) validate(origin map[string]string) error {
+	var errs []error
+	bad := func(path, format string, args ...any) {
+		where := ""
+		if o := origin[path]; o != "" {
+			where = " (from " + o + ")"
+		}
+		errs = append(errs, fmt.Errorf("%w: %s%s: %s", ErrInvalid, path, where, fmt.Sprintf(format, args...)))
+	}
+
+	if err := validateListen(c.Listen); err != nil {
+		bad("listen", "%v", err)
+	}
+	if c.DataDir == "" {
+		bad("data_dir", "must not be empty")
+	}
+	for _, f := range fields() {
+		if f.enum == nil {
+			continue
+		}
+		if v := c.value(f).String(); !contains(f.enum, v) {
+			bad(f.path, "%q is not one of %s", v, strings.Join(f.enum, ", "))
+		}
+	}
+	// Checked even when segment mode is disabled: naming a server store
+	// without saying where it is is a mistake either way, and 'leaf tags'
+	// reads the same keys.
+	if s := c.Segment; s.DSN == "" && (s.Store == StoreMySQL || s.Store == StorePostgres) {
+		bad("segment.dsn", "required when segment.store is %s (set LEAF_SEGMENT_DSN or --segment-dsn)", s.Store)
+	}
+	if c.Segment.RefreshInterval < time.Second {
+		bad("segment.refresh_interval", "%v is too short, want at least 1s", c.Segment.RefreshInterval)
+	}
+	if err := leaf.ValidateStep(c.Segment.MaxStep); err != nil {
+		bad("segment.max_step", "%d is out of range, want 1..%d", c.Segment.MaxStep, leaf.MaxStep)
+	}
+	if c.Segment.WaitTimeout <= 0 {
+		bad("segment.wait_timeout", "%v must be positive", c.Segment.WaitTimeout)
+	}
+	if c.ShutdownTimeout <= 0 {
+		bad("shutdown_timeout", "%v must be positive", c.ShutdownTimeout)
+	}
+	return errors.Join(errs...)
+}
+
+// validateListen accepts host:port with a numeric port; an empty host means
+// every interface, as net.Listen reads it.
+func validateListen(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port (e.g. 127.0.0.1:8080 or :8080)", addr)
+	}
+	if strings.ContainsAny(host, " /") {
+		return fmt.Errorf("%q has an invalid host %q", addr, host)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("%q has an invalid port %q, want 0..65535", addr, port)
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// RedactDSN hides the password in a DSN so it can be logged: URL forms
+// (postgres://user:pass@host/db), key=value forms (password=...), and the
+// MySQL driver's user:pass@tcp(host)/db form. A string it cannot parse is
+// returned with everything before its last '@' hidden.
+func RedactDSN(dsn string) string {
+	const mask = "xxxxx"
+	if strings.Contains(dsn, "://") {
+		return redactURL(dsn, mask)
+	}
+	if keywordDSN.MatchString(dsn) {
+		return keywordPassword.ReplaceAllString(dsn, "${1}"+mask)
+	}
+	at := strings.LastIndex(dsn, "@")
+	if at < 0 {
+		return dsn
+	}
+	cred := dsn[:at]
+	user, _, hasPass := strings.Cut(cred, ":")
+	if !hasPass {
+		return dsn
+	}
+	return user + ":" + mask + dsn[at:]
+}
+
+// redactURL hides the userinfo password and any password query parameter.
+func redactURL(dsn, mask string) string {
+	scheme, rest, _ := strings.Cut(dsn, "://")
+	authority, tail := rest, ""
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		authority, tail = rest[:i], rest[i:]
+	}
+	if at := strings.LastIndex(authority, "@"); at >= 0 {
+		if user, _, ok := strings.Cut(authority[:at], ":"); ok {
+			authority = user + ":" + mask + authority[at:]
+		}
+	}
+	if q := strings.Index(tail, "?"); q >= 0 {
+		params := strings.Split(tail[q+1:], "&")
+		for i, p := range params {
+			if k, _, ok := strings.Cut(p, "="); ok && strings.EqualFold(k, "password") {
+				params[i] = k + "=" + mask
+			}
+		}
+		tail = tail[:q+1] + strings.Join(params, "&")
+	}
+	return scheme + "://" + authority + tail
+}
+
+// keywordDSN matches a libpq key=value DSN ("host=db user=leaf ...");
+// keywordPassword its password, bare or single-quoted.
+var (
+	keywordDSN      = regexp.MustCompile(`^\s*[A-Za-z_]+\s*=`)
+	keywordPassword = regexp.MustCompile(`(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S*)`)
+)

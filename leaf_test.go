@@ -1,0 +1,88 @@
+package leaf_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/leafgo/leaf"
+)
+
+func TestValidateTag(t *testing.T) {
+	for _, tc := range []struct {
+		tag string
+		ok  bool
+	}{
+		{"leaf-segment-test", true},
+		{"A.b_c:d-9", true},
+		{strings.Repeat("x", 128), true},
+		{"", false},
+		{strings.Repeat("x", 129), false},
+		{"a b", false},
+		{"a/b", false},
+		{"a%2Fb", false},
+		{"tag'; DROP TABLE leaf_alloc; --", false},
+		{"ünicode", false},
+		{"tab\t", false},
+		{"nul\x00", false},
+	} {
+		err := leaf.ValidateTag(tc.tag)
+		if tc.ok != (err == nil) {
+			t.Errorf("ValidateTag(%q) = %v, want ok=%v", tc.tag, err, tc.ok)
+		}
+		if err != nil && !errors.Is(err, leaf.ErrInvalidTag) {
+			t.Errorf("ValidateTag(%q) = %v, not ErrInvalidTag", tc.tag, err)
+		}
+	}
+}
+
+func TestParseCount(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int
+		ok   bool
+	}{
+		{"1", 1, true},
+		{"10000", 10000, true},
+		{"0", 0, false},
+		{"10001", 0, false},
+		{"-1", 0, false},
+		{"", 0, false},
+		{"abc", 0, false},
+		{"1e3", 0, false},
+		{"99999999999999999999", 0, false},
+	} {
+		n, err := leaf.ParseCount(tc.in)
+		if tc.ok != (err == nil) || (tc.ok && n != tc.want) {
+			t.Errorf("ParseCount(%q) = %d, %v; want %d ok=%v", tc.in, n, err, tc.want, tc.ok)
+		}
+		if err != nil && !errors.Is(err, leaf.ErrInvalidCount) {
+			t.Errorf("ParseCount(%q) = %v, not ErrInvalidCount", tc.in, err)
+		}
+	}
+}
+
+func TestValidateAlloc(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		a    leaf.Alloc
+		want error
+	}{
+		{"ok", leaf.Alloc{Tag: "t", MaxID: 1, Step: 1000}, nil},
+		{"bad tag", leaf.Alloc{Tag: "t t", MaxID: 1, Step: 1000}, leaf.ErrInvalidTag},
+		{"zero step", leaf.Alloc{Tag: "t", MaxID: 1}, leaf.ErrInvalidArgument},
+		{"step too big", leaf.Alloc{Tag: "t", MaxID: 1, Step: leaf.MaxStep + 1}, leaf.ErrInvalidArgument},
+		{"start 0", leaf.Alloc{Tag: "t", MaxID: 0, Step: 10}, leaf.ErrInvalidArgument},
+		{"long description", leaf.Alloc{Tag: "t", MaxID: 1, Step: 10, Description: strings.Repeat("d", 257)}, leaf.ErrInvalidArgument},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := leaf.ValidateAlloc(tc.a)
+			if tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) {
+				t.Fatalf("ValidateAlloc = %v, want %v", err, tc.want)
+			}
+		})
+	}
+	if r := (leaf.Reservation{MaxID: 2001, Step: 2000}); r.Start() != 1 {
+		t.Fatalf("Start() = %d, want 1", r.Start())
+	}
+}
