@@ -61,12 +61,16 @@ func drawWhileClosing(t *testing.T, g *segment.Generator, tag string, close func
 		all []int64
 		wg  sync.WaitGroup
 	)
-	started := make(chan struct{}, 16)
+	// started is done once every goroutine has drawn 100 IDs or given up.
+	var started sync.WaitGroup
 	for range 16 {
 		wg.Add(1)
+		started.Add(1)
 		go func() {
 			defer wg.Done()
 			var mine []int64
+			once := sync.OnceFunc(started.Done)
+			defer once()
 			defer func() { mu.Lock(); all = append(all, mine...); mu.Unlock() }()
 			for i := 0; ; i++ {
 				id, err := g.NextID(context.Background(), tag)
@@ -79,14 +83,12 @@ func drawWhileClosing(t *testing.T, g *segment.Generator, tag string, close func
 				}
 				mine = append(mine, id)
 				if i == 100 {
-					started <- struct{}{}
+					once()
 				}
 			}
 		}()
 	}
-	for range 16 {
-		<-started
-	}
+	started.Wait()
 	close()
 	wg.Wait()
 	return all
@@ -104,7 +106,9 @@ func RestartSegment(t *testing.T, open Opener) {
 	}{{"graceful", false}, {"crash", true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			tag := fmt.Sprintf("restart-%d", time.Now().UnixNano())
-			settings := segment.Settings{MaxStep: step, NoGiveBack: tc.crash}
+			// A generous wait: a loaded CI machine must not turn a slow
+			// reserve into an error here.
+			settings := segment.Settings{MaxStep: step, NoGiveBack: tc.crash, WaitTimeout: 30 * time.Second}
 			a, st := startGenerator(t, open, settings)
 			createTag(t, st, leaf.Alloc{Tag: tag, MaxID: 1, Step: step})
 			before := drawWhileClosing(t, a, tag, func() {

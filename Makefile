@@ -1,0 +1,33 @@
+# The whole test suite is `make test`: it makes sure MariaDB and PostgreSQL run
+# on 127.0.0.1 (scripts/services.sh), then runs every test against them with
+# LEAF_TEST_STRICT=1 so a missing service fails instead of skipping, then the
+# race detector over the short variant of the suite.
+GO ?= go
+STATICCHECK ?= $(shell command -v staticcheck || echo $(HOME)/go/bin/staticcheck)
+
+.PHONY: all build test test-full test-race bench bench-http lint serve
+
+all: build
+
+build:
+	$(GO) build -o bin/leaf ./cmd/leaf
+
+serve:
+	$(GO) run ./cmd/leaf serve
+
+test:
+	eval "$$(scripts/services.sh)" && \
+	LEAF_TEST_STRICT=1 $(GO) test -count=1 ./... && \
+	LEAF_TEST_STRICT=1 $(GO) test -race -short -count=1 ./...
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# HTTP throughput with wrk against leaf and a bare net/http server.
+bench-http:
+	scripts/bench-http.sh
+
+lint:
+	test -z "$$(gofmt -l .)" || { gofmt -l .; exit 1; }
+	$(GO) vet ./...
+	$(STATICCHECK) ./...

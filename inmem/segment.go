@@ -1,0 +1,257 @@
+// Package inmem holds real, concurrency-safe in-memory implementations of the
+// leaf seams, for tests: they follow the same contract as the SQL stores (and
+// pass the same leaftest suites), and add fault injection so a test can take
+// the "database" down or slow it.
+package inmem
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/leafgo/leaf"
+)
+
+// SegmentStore is an in-memory leaf_alloc: a leaf.SegmentStore and
+// leaf.SegmentAdmin with the semantics of the SQL stores. One value may be
+// shared by any number of generators, like one database by many servers.
+// The zero value is not usable; call NewSegmentStore.
+type SegmentStore struct {
+	mu       sync.Mutex
+	rows     map[string]leaf.Alloc
+	down     error
+	delay    time.Duration
+	reserves int
+}
+
+var (
+	_ leaf.SegmentStore = (*SegmentStore)(nil)
+	_ leaf.SegmentAdmin = (*SegmentStore)(nil)
+)
+
+// NewSegmentStore returns an empty store.
+func NewSegmentStore() *SegmentStore {
+	return &SegmentStore{rows: map[string]leaf.Alloc{}}
+}
+
+// SetDown makes every call fail with err (wrapped) until SetDown(nil).
+func (s *SegmentStore) SetDown(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.down = err
+}
+
+// SetDelay makes each Reserve wait d before it runs, or until its context
+// ends, as a slow database would.
+func (s *SegmentStore) SetDelay(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.delay = d
+}
+
+// Reserves counts the reserves that succeeded.
+func (s *SegmentStore) Reserves() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reserves
+}
+
+// begin locks the store for one call, after the checks every call shares.
+// On success the caller must unlock s.mu.
+func (s *SegmentStore) begin(ctx context.Context, op string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("inmem: %s: %w", op, err)
+	}
+	s.mu.Lock()
+	if s.down != nil {
+		err := s.down
+		s.mu.Unlock()
+		return fmt.Errorf("inmem: %s: store down: %w", op, err)
+	}
+	return nil
+}
+
+// Tags lists every tag, in byte order.
+func (s *SegmentStore) Tags(ctx context.Context) ([]string, error) {
+	if err := s.begin(ctx, "list tags"); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	tags := make([]string, 0, len(s.rows))
+	for t := range s.rows {
+		tags = append(tags, t)
+	}
+	slices.Sort(tags)
+	return tags, nil
+}
+
+// Allocs lists every row, ordered by tag.
+func (s *SegmentStore) Allocs(ctx context.Context) ([]leaf.Alloc, error) {
+	if err := s.begin(ctx, "list allocs"); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	as := make([]leaf.Alloc, 0, len(s.rows))
+	for _, a := range s.rows {
+		as = append(as, a)
+	}
+	slices.SortFunc(as, func(a, b leaf.Alloc) int { return strings.Compare(a.Tag, b.Tag) })
+	return as, nil
+}
+
+// Alloc reads one row; leaf.ErrTagNotFound if there is none.
+func (s *SegmentStore) Alloc(ctx context.Context, tag string) (leaf.Alloc, error) {
+	if err := leaf.ValidateTag(tag); err != nil {
+		return leaf.Alloc{}, err
+	}
+	op := fmt.Sprintf("read %q", tag)
+	if err := s.begin(ctx, op); err != nil {
+		return leaf.Alloc{}, err
+	}
+	defer s.mu.Unlock()
+	a, ok := s.rows[tag]
+	if !ok {
+		return leaf.Alloc{}, fmt.Errorf("inmem: %s: %w", op, leaf.ErrTagNotFound)
+	}
+	return a, nil
+}
+
+// Reserve adds step (the stored step when step <= 0) to the tag's max_id and
+// returns the range, after the configured delay.
+func (s *SegmentStore) Reserve(ctx context.Context, tag string, step int) (leaf.Reservation, error) {
+	if err := leaf.ValidateTag(tag); err != nil {
+		return leaf.Reservation{}, err
+	}
+	op := fmt.Sprintf("reserve %q", tag)
+	s.mu.Lock()
+	delay := s.delay
+	s.mu.Unlock()
+	if delay > 0 {
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return leaf.Reservation{}, fmt.Errorf("inmem: %s: %w", op, ctx.Err())
+		case <-t.C:
+		}
+	}
+	if err := s.begin(ctx, op); err != nil {
+		return leaf.Reservation{}, err
+	}
+	defer s.mu.Unlock()
+	a, ok := s.rows[tag]
+	if !ok {
+		return leaf.Reservation{}, fmt.Errorf("inmem: %s: %w", op, leaf.ErrTagNotFound)
+	}
+	used := step
+	if step <= 0 {
+		used = a.Step
+	}
+	// The SQL stores fail the same way: BIGINT out of range.
+	if a.MaxID > math.MaxInt64-int64(used) {
+		return leaf.Reservation{}, fmt.Errorf("inmem: %s: %w: max_id %d + step %d overflows", op, leaf.ErrInvalidArgument, a.MaxID, used)
+	}
+	a.MaxID += int64(used)
+	a.UpdateTime = time.Now()
+	s.rows[tag] = a
+	s.reserves++
+	return leaf.Reservation{Tag: tag, MaxID: a.MaxID, Step: used, StoredStep: a.Step}, nil
+}
+
+// GiveBack sets max_id to from if it still equals expect, and reports
+// whether it did.
+func (s *SegmentStore) GiveBack(ctx context.Context, tag string, from, expect int64) (bool, error) {
+	if err := leaf.ValidateTag(tag); err != nil {
+		return false, err
+	}
+	if from < 1 || from > expect {
+		return false, fmt.Errorf("%w: give back %q from %d at max_id %d: want 1 <= from <= max_id", leaf.ErrInvalidArgument, tag, from, expect)
+	}
+	if err := s.begin(ctx, fmt.Sprintf("give back %q", tag)); err != nil {
+		return false, err
+	}
+	defer s.mu.Unlock()
+	a, ok := s.rows[tag]
+	if !ok || a.MaxID != expect {
+		return false, nil
+	}
+	a.MaxID = from
+	a.UpdateTime = time.Now()
+	s.rows[tag] = a
+	return true, nil
+}
+
+// Ping fails only while the store is down.
+func (s *SegmentStore) Ping(ctx context.Context) error {
+	if err := s.begin(ctx, "ping"); err != nil {
+		return err
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// Close does nothing: the store holds no resources, and tests share one
+// store among several generators, each of which may close it.
+func (s *SegmentStore) Close() error { return nil }
+
+// CreateTag inserts a row whose MaxID is the first ID to issue.
+func (s *SegmentStore) CreateTag(ctx context.Context, a leaf.Alloc) error {
+	if err := leaf.ValidateAlloc(a); err != nil {
+		return err
+	}
+	op := fmt.Sprintf("create %q", a.Tag)
+	if err := s.begin(ctx, op); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	if _, ok := s.rows[a.Tag]; ok {
+		return fmt.Errorf("inmem: %s: %w", op, leaf.ErrTagExists)
+	}
+	a.UpdateTime = time.Now()
+	s.rows[a.Tag] = a
+	return nil
+}
+
+// SetStep changes the stored step; leaf.ErrTagNotFound if there is no row.
+func (s *SegmentStore) SetStep(ctx context.Context, tag string, step int) error {
+	if err := leaf.ValidateTag(tag); err != nil {
+		return err
+	}
+	if err := leaf.ValidateStep(step); err != nil {
+		return err
+	}
+	op := fmt.Sprintf("set step of %q", tag)
+	if err := s.begin(ctx, op); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	a, ok := s.rows[tag]
+	if !ok {
+		return fmt.Errorf("inmem: %s: %w", op, leaf.ErrTagNotFound)
+	}
+	a.Step = step
+	a.UpdateTime = time.Now()
+	s.rows[tag] = a
+	return nil
+}
+
+// DeleteTag removes the row; leaf.ErrTagNotFound if there is none.
+func (s *SegmentStore) DeleteTag(ctx context.Context, tag string) error {
+	if err := leaf.ValidateTag(tag); err != nil {
+		return err
+	}
+	op := fmt.Sprintf("delete %q", tag)
+	if err := s.begin(ctx, op); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	if _, ok := s.rows[tag]; !ok {
+		return fmt.Errorf("inmem: %s: %w", op, leaf.ErrTagNotFound)
+	}
+	delete(s.rows, tag)
+	return nil
+}

@@ -1,0 +1,121 @@
+// Package e2e holds tests that wire the real pieces together — a store on a
+// real database, the segment generator and the HTTP API over loopback — the
+// way cmd/leaf does, and break them from outside.
+package e2e
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	gomysql "github.com/go-sql-driver/mysql"
+
+	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/httpapi"
+	"github.com/leafgo/leaf/internal/testdb"
+	"github.com/leafgo/leaf/mysql"
+	"github.com/leafgo/leaf/segment"
+)
+
+var _ httpapi.SegmentGenerator = (*segment.Generator)(nil)
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestReadyzFollowsStoreOutage: a server on MariaDB reached through a TCP
+// proxy keeps answering IDs from its buffers while the proxy is down,
+// /readyz says degraded (200, or 503 with ?strict=1), and both recover when
+// the database is reachable again.
+func TestReadyzFollowsStoreOutage(t *testing.T) {
+	cfg, err := gomysql.ParseDSN(testdb.MySQL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := testdb.NewProxy(t, cfg.Addr)
+	cfg.Addr = proxy.Addr()
+	cfg.Timeout = time.Second
+	ctx := context.Background()
+	st, err := mysql.Open(ctx, cfg.FormatDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if err := st.CreateTag(ctx, leaf.Alloc{Tag: "orders", MaxID: 1, Step: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	logger := slog.New(slog.DiscardHandler)
+	gen, err := segment.New(ctx, segment.Settings{
+		Store: st, Logger: logger, MaxStep: 1000,
+		HealthInterval: 20 * time.Millisecond, StoreTimeout: time.Second,
+		RetryBackoff: 10 * time.Millisecond, MaxRetryBackoff: 100 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gen.Close(ctx) })
+	srv := httptest.NewServer(httpapi.New(httpapi.Config{Segment: gen, Logger: logger}))
+	t.Cleanup(srv.Close)
+
+	if code, body := get(t, srv.URL+"/readyz"); code != 200 || body != "ok\n" {
+		t.Fatalf("/readyz before the outage: %d %q", code, body)
+	}
+	last := int64(0)
+	nextID := func() {
+		t.Helper()
+		code, body := get(t, srv.URL+"/api/segment/get/orders")
+		id, err := strconv.ParseInt(body, 10, 64)
+		if code != 200 || err != nil || id <= last {
+			t.Fatalf("ID after %d: %d %q", last, code, body)
+		}
+		last = id
+	}
+	for range 200 {
+		nextID()
+	}
+	proxy.Down()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, body := get(t, srv.URL+"/readyz")
+		if code == 200 && strings.HasPrefix(body, "degraded\n") && strings.Contains(body, "unreachable") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz during the outage: %d %q", code, body)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if code, _ := get(t, srv.URL+"/readyz?strict=1"); code != http.StatusServiceUnavailable {
+		t.Fatalf("/readyz?strict=1 during the outage: %d, want 503", code)
+	}
+	for range 1000 { // still served from the buffers
+		nextID()
+	}
+	proxy.Up()
+	for {
+		code, body := get(t, srv.URL+"/readyz")
+		if code == 200 && body == "ok\n" {
+			break
+		}
+		if time.Now().After(deadline.Add(10 * time.Second)) {
+			t.Fatalf("/readyz after the outage: %d %q", code, body)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for range 2000 { // and beyond them: new ranges load again
+		nextID()
+	}
+}

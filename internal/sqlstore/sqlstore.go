@@ -1,0 +1,499 @@
+// Package sqlstore is the SQL shared by the sqlite, mysql and postgres
+// segment stores: the one reserve-a-range transaction, the conditional give
+// back, the listings and the tag admin statements, all on Leaf's leaf_alloc
+// table. The databases differ only in a small Dialect: placeholder style,
+// whether UPDATE ... RETURNING exists, and how their drivers report a
+// duplicate key or a transient conflict.
+//
+// Every statement is parameterised, and every method validates its tag with
+// leaf.ValidateTag before any SQL runs.
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/leafgo/leaf"
+)
+
+// Dialect is what differs between the SQL databases.
+type Dialect struct {
+	// Name prefixes error messages: "sqlite", "mysql", "postgres".
+	Name string
+	// Dollar selects numbered placeholders ($1, $2, ...) instead of ?.
+	Dollar bool
+	// Returning says UPDATE ... RETURNING exists (PostgreSQL, SQLite >= 3.35),
+	// which saves the read-back SELECT of a reserve. MariaDB has no UPDATE
+	// ... RETURNING.
+	Returning bool
+	// IsUniqueViolation reports a duplicate primary key: the tag exists.
+	IsUniqueViolation func(error) bool
+	// IsRetryable reports a transient conflict (deadlock, serialization
+	// failure, busy database) after which the statement may simply run again.
+	IsRetryable func(error) bool
+}
+
+// Settings tunes a Store; the zero value is the default.
+type Settings struct {
+	// MaxAttempts bounds how often a reserve or give-back runs when the
+	// dialect calls its error retryable. Default 5.
+	MaxAttempts int
+	// RetryBackoff is the first pause between attempts; it doubles each
+	// time, with jitter. Default 10ms.
+	RetryBackoff time.Duration
+}
+
+// Store implements leaf.SegmentStore and leaf.SegmentAdmin on a *sql.DB whose
+// leaf_alloc table already exists.
+type Store struct {
+	db       *sql.DB
+	d        Dialect
+	q        queries
+	attempts int
+	backoff  time.Duration
+	closed   atomic.Bool
+}
+
+var (
+	_ leaf.SegmentStore = (*Store)(nil)
+	_ leaf.SegmentAdmin = (*Store)(nil)
+)
+
+type queries struct {
+	reserveStored, reserveStep, readBack string
+	giveBack                             string
+	tags, allocs, alloc                  string
+	create, setStep, remove              string
+}
+
+// New wraps db. The Store owns db from now on: Close closes it.
+func New(db *sql.DB, d Dialect, set Settings) *Store {
+	if d.IsUniqueViolation == nil {
+		d.IsUniqueViolation = func(error) bool { return false }
+	}
+	if d.IsRetryable == nil {
+		d.IsRetryable = func(error) bool { return false }
+	}
+	if set.MaxAttempts < 1 {
+		set.MaxAttempts = 5
+	}
+	if set.RetryBackoff <= 0 {
+		set.RetryBackoff = 10 * time.Millisecond
+	}
+	const cols = "SELECT biz_tag, max_id, step, description, update_time FROM leaf_alloc"
+	returning := ""
+	if d.Returning {
+		returning = " RETURNING max_id, step"
+	}
+	q := queries{
+		// step on the right-hand side is the row's own column, read under
+		// the row lock the UPDATE takes: no cached step is involved.
+		reserveStored: "UPDATE leaf_alloc SET max_id = max_id + step, update_time = CURRENT_TIMESTAMP WHERE biz_tag = ?" + returning,
+		reserveStep:   "UPDATE leaf_alloc SET max_id = max_id + ?, update_time = CURRENT_TIMESTAMP WHERE biz_tag = ?" + returning,
+		readBack:      "SELECT max_id, step FROM leaf_alloc WHERE biz_tag = ?",
+		giveBack:      "UPDATE leaf_alloc SET max_id = ?, update_time = CURRENT_TIMESTAMP WHERE biz_tag = ? AND max_id = ?",
+		tags:          "SELECT biz_tag FROM leaf_alloc",
+		allocs:        cols,
+		alloc:         cols + " WHERE biz_tag = ?",
+		create:        "INSERT INTO leaf_alloc (biz_tag, max_id, step, description, update_time) VALUES (?, ?, ?, ?, CURRENT_TIMESTAMP)",
+		setStep:       "UPDATE leaf_alloc SET step = ?, update_time = CURRENT_TIMESTAMP WHERE biz_tag = ?",
+		remove:        "DELETE FROM leaf_alloc WHERE biz_tag = ?",
+	}
+	if d.Dollar {
+		for _, p := range []*string{&q.reserveStored, &q.reserveStep, &q.readBack, &q.giveBack,
+			&q.tags, &q.allocs, &q.alloc, &q.create, &q.setStep, &q.remove} {
+			*p = Rebind(*p)
+		}
+	}
+	return &Store{db: db, d: d, q: q, attempts: set.MaxAttempts, backoff: set.RetryBackoff}
+}
+
+// Rebind turns ? placeholders into $1, $2, ... . The statements here have
+// no string literals, so every ? is a placeholder.
+func Rebind(query string) string {
+	var b strings.Builder
+	n := 0
+	for i := 0; i < len(query); i++ {
+		if query[i] == '?' {
+			n++
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(n))
+			continue
+		}
+		b.WriteByte(query[i])
+	}
+	return b.String()
+}
+
+// DB is the underlying pool, for store packages that keep more tables.
+func (s *Store) DB() *sql.DB { return s.db }
+
+// wrap adds the dialect and operation to err, and turns the driver's
+// "database is closed" after Close into leaf.ErrClosed.
+func (s *Store) wrap(op string, err error) error {
+	if s.closed.Load() && !errors.Is(err, leaf.ErrClosed) {
+		return fmt.Errorf("%s: %s: %w (%w)", s.d.Name, op, leaf.ErrClosed, err)
+	}
+	return fmt.Errorf("%s: %s: %w", s.d.Name, op, err)
+}
+
+func (s *Store) checkOpen(op string) error {
+	if s.closed.Load() {
+		return fmt.Errorf("%s: %s: %w", s.d.Name, op, leaf.ErrClosed)
+	}
+	return nil
+}
+
+// Reserve adds step (the stored step when step <= 0) to the tag's max_id and
+// returns the range read back from the updated row in the same transaction.
+func (s *Store) Reserve(ctx context.Context, tag string, step int) (leaf.Reservation, error) {
+	if err := leaf.ValidateTag(tag); err != nil {
+		return leaf.Reservation{}, err
+	}
+	op := fmt.Sprintf("reserve %q", tag)
+	if err := s.checkOpen(op); err != nil {
+		return leaf.Reservation{}, err
+	}
+	var r leaf.Reservation
+	// Running the transaction again is safe even if a failed attempt did in
+	// fact commit: each attempt takes its bounds from the row it updated, so
+	// a lost commit wastes a range but never hands one out twice.
+	err := s.retry(ctx, func() error {
+		var err error
+		r, err = s.reserveOnce(ctx, tag, step)
+		return err
+	})
+	if err != nil {
+		return leaf.Reservation{}, s.wrap(op, err)
+	}
+	return r, nil
+}
+
+func (s *Store) reserveOnce(ctx context.Context, tag string, step int) (r leaf.Reservation, err error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return r, fmt.Errorf("begin: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+
+	query, args := s.q.reserveStored, []any{tag}
+	if step > 0 {
+		query, args = s.q.reserveStep, []any{int64(step), tag}
+	}
+	var maxID, stored int64
+	if s.d.Returning {
+		err = tx.QueryRowContext(ctx, query, args...).Scan(&maxID, &stored)
+		if errors.Is(err, sql.ErrNoRows) {
+			return r, leaf.ErrTagNotFound
+		}
+		if err != nil {
+			return r, fmt.Errorf("update: %w", err)
+		}
+	} else {
+		var res sql.Result
+		if res, err = tx.ExecContext(ctx, query, args...); err != nil {
+			return r, fmt.Errorf("update: %w", err)
+		}
+		var n int64
+		if n, err = res.RowsAffected(); err != nil {
+			return r, fmt.Errorf("update: %w", err)
+		}
+		if n == 0 {
+			return r, leaf.ErrTagNotFound
+		}
+		// The UPDATE holds the row lock until commit, so this reads exactly
+		// the row it wrote.
+		err = tx.QueryRowContext(ctx, s.q.readBack, tag).Scan(&maxID, &stored)
+		if errors.Is(err, sql.ErrNoRows) {
+			return r, leaf.ErrTagNotFound
+		}
+		if err != nil {
+			return r, fmt.Errorf("read back: %w", err)
+		}
+	}
+	if err = tx.Commit(); err != nil {
+		return r, fmt.Errorf("commit: %w", err)
+	}
+	used := step
+	if step <= 0 {
+		used = int(stored)
+	}
+	return leaf.Reservation{Tag: tag, MaxID: maxID, Step: used, StoredStep: int(stored)}, nil
+}
+
+// GiveBack sets max_id to from if it still equals expect. It reports whether
+// the row changed; an unknown tag is simply not changed.
+func (s *Store) GiveBack(ctx context.Context, tag string, from, expect int64) (bool, error) {
+	if err := leaf.ValidateTag(tag); err != nil {
+		return false, err
+	}
+	if from < 1 || from > expect {
+		return false, fmt.Errorf("%w: give back %q from %d at max_id %d: want 1 <= from <= max_id", leaf.ErrInvalidArgument, tag, from, expect)
+	}
+	op := fmt.Sprintf("give back %q", tag)
+	if err := s.checkOpen(op); err != nil {
+		return false, err
+	}
+	var n int64
+	// Retrying is safe: the condition max_id = expect makes a repeat a no-op.
+	err := s.retry(ctx, func() error {
+		res, err := s.db.ExecContext(ctx, s.q.giveBack, from, tag, expect)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return false, s.wrap(op, err)
+	}
+	return n == 1, nil
+}
+
+func (s *Store) retry(ctx context.Context, f func() error) error {
+	pause := s.backoff
+	for attempt := 1; ; attempt++ {
+		err := f()
+		if err == nil || attempt >= s.attempts || !s.d.IsRetryable(err) {
+			return err
+		}
+		// Full jitter so that instances that collided do not collide again.
+		d := pause/2 + rand.N(pause/2+1)
+		pause *= 2
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w (after %d attempts, last: %w)", ctx.Err(), attempt, err)
+		case <-t.C:
+		}
+	}
+}
+
+// Tags lists every tag, in byte order.
+func (s *Store) Tags(ctx context.Context) ([]string, error) {
+	if err := s.checkOpen("list tags"); err != nil {
+		return nil, err
+	}
+	rows, err := s.db.QueryContext(ctx, s.q.tags)
+	if err != nil {
+		return nil, s.wrap("list tags", err)
+	}
+	defer rows.Close()
+	tags := []string{}
+	for rows.Next() {
+		var t string
+		if err := rows.Scan(&t); err != nil {
+			return nil, s.wrap("list tags", err)
+		}
+		tags = append(tags, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.wrap("list tags", err)
+	}
+	// Sorted here rather than by ORDER BY: collations differ between the
+	// databases (MySQL's is case-insensitive), byte order does not.
+	slices.Sort(tags)
+	return tags, nil
+}
+
+// Allocs lists every row, ordered by tag (byte order).
+func (s *Store) Allocs(ctx context.Context) ([]leaf.Alloc, error) {
+	if err := s.checkOpen("list allocs"); err != nil {
+		return nil, err
+	}
+	rows, err := s.db.QueryContext(ctx, s.q.allocs)
+	if err != nil {
+		return nil, s.wrap("list allocs", err)
+	}
+	defer rows.Close()
+	as := []leaf.Alloc{}
+	for rows.Next() {
+		a, err := scanAlloc(rows)
+		if err != nil {
+			return nil, s.wrap("list allocs", err)
+		}
+		as = append(as, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.wrap("list allocs", err)
+	}
+	slices.SortFunc(as, func(a, b leaf.Alloc) int { return strings.Compare(a.Tag, b.Tag) })
+	return as, nil
+}
+
+// Alloc reads one row; leaf.ErrTagNotFound if there is none.
+func (s *Store) Alloc(ctx context.Context, tag string) (leaf.Alloc, error) {
+	if err := leaf.ValidateTag(tag); err != nil {
+		return leaf.Alloc{}, err
+	}
+	op := fmt.Sprintf("read %q", tag)
+	if err := s.checkOpen(op); err != nil {
+		return leaf.Alloc{}, err
+	}
+	a, err := scanAlloc(s.db.QueryRowContext(ctx, s.q.alloc, tag))
+	if errors.Is(err, sql.ErrNoRows) {
+		return leaf.Alloc{}, s.wrap(op, leaf.ErrTagNotFound)
+	}
+	if err != nil {
+		return leaf.Alloc{}, s.wrap(op, err)
+	}
+	return a, nil
+}
+
+func scanAlloc(row interface{ Scan(...any) error }) (leaf.Alloc, error) {
+	var (
+		a    leaf.Alloc
+		step int64
+		desc sql.NullString
+		at   dbTime
+	)
+	if err := row.Scan(&a.Tag, &a.MaxID, &step, &desc, &at); err != nil {
+		return leaf.Alloc{}, err
+	}
+	a.Step = int(step)
+	a.Description = desc.String
+	a.UpdateTime = at.t
+	return a, nil
+}
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.checkOpen("ping"); err != nil {
+		return err
+	}
+	if err := s.db.PingContext(ctx); err != nil {
+		return s.wrap("ping", err)
+	}
+	return nil
+}
+
+// Close closes the pool. Later calls fail with leaf.ErrClosed; closing twice
+// is harmless.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("%s: close: %w", s.d.Name, err)
+	}
+	return nil
+}
+
+// CreateTag inserts a row whose max_id is the first ID to issue. The primary
+// key, not a prior SELECT, decides a race between two creators.
+func (s *Store) CreateTag(ctx context.Context, a leaf.Alloc) error {
+	if err := leaf.ValidateAlloc(a); err != nil {
+		return err
+	}
+	op := fmt.Sprintf("create %q", a.Tag)
+	if err := s.checkOpen(op); err != nil {
+		return err
+	}
+	desc := sql.NullString{String: a.Description, Valid: a.Description != ""}
+	_, err := s.db.ExecContext(ctx, s.q.create, a.Tag, a.MaxID, int64(a.Step), desc)
+	if err != nil {
+		if s.d.IsUniqueViolation(err) {
+			return s.wrap(op, fmt.Errorf("%w (%w)", leaf.ErrTagExists, err))
+		}
+		return s.wrap(op, err)
+	}
+	return nil
+}
+
+// SetStep changes the stored step; leaf.ErrTagNotFound if there is no row.
+func (s *Store) SetStep(ctx context.Context, tag string, step int) error {
+	if err := leaf.ValidateTag(tag); err != nil {
+		return err
+	}
+	if err := leaf.ValidateStep(step); err != nil {
+		return err
+	}
+	return s.execOne(ctx, fmt.Sprintf("set step of %q", tag), s.q.setStep, int64(step), tag)
+}
+
+// DeleteTag removes the row; leaf.ErrTagNotFound if there is none.
+func (s *Store) DeleteTag(ctx context.Context, tag string) error {
+	if err := leaf.ValidateTag(tag); err != nil {
+		return err
+	}
+	return s.execOne(ctx, fmt.Sprintf("delete %q", tag), s.q.remove, tag)
+}
+
+// execOne runs a statement that must touch exactly the tag's row. MySQL
+// stores count matched rather than changed rows (clientFoundRows), or setting
+// the step a tag already has would look like a missing tag.
+func (s *Store) execOne(ctx context.Context, op, query string, args ...any) error {
+	if err := s.checkOpen(op); err != nil {
+		return err
+	}
+	res, err := s.db.ExecContext(ctx, query, args...)
+	if err != nil {
+		return s.wrap(op, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return s.wrap(op, err)
+	}
+	if n == 0 {
+		return s.wrap(op, leaf.ErrTagNotFound)
+	}
+	return nil
+}
+
+// dbTime scans update_time whatever shape the driver gives it: time.Time
+// (MySQL with parseTime, PostgreSQL), or text/integer (SQLite, which has no
+// time type).
+type dbTime struct{ t time.Time }
+
+var timeLayouts = []string{
+	"2006-01-02 15:04:05.999999999-07:00",
+	"2006-01-02T15:04:05.999999999-07:00",
+	"2006-01-02 15:04:05.999999999Z07:00",
+	time.RFC3339Nano,
+	"2006-01-02 15:04:05.999999999",
+	"2006-01-02T15:04:05.999999999",
+	"2006-01-02",
+}
+
+func (d *dbTime) Scan(v any) error {
+	switch v := v.(type) {
+	case nil:
+		d.t = time.Time{}
+	case time.Time:
+		d.t = v
+	case int64:
+		d.t = time.Unix(v, 0).UTC()
+	case []byte:
+		return d.parse(string(v))
+	case string:
+		return d.parse(v)
+	default:
+		return fmt.Errorf("update_time: cannot scan %T", v)
+	}
+	return nil
+}
+
+func (d *dbTime) parse(s string) error {
+	for _, l := range timeLayouts {
+		// Times without a zone are UTC: that is what SQLite's
+		// CURRENT_TIMESTAMP writes.
+		if t, err := time.ParseInLocation(l, s, time.UTC); err == nil {
+			d.t = t
+			return nil
+		}
+	}
+	return fmt.Errorf("update_time: cannot parse %q", s)
+}

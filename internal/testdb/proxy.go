@@ -1,0 +1,110 @@
+package testdb
+
+import (
+	"io"
+	"net"
+	"sync"
+	"testing"
+)
+
+// Proxy is a TCP proxy on 127.0.0.1 in front of a real database server, for
+// outage tests: Down cuts every connection and refuses new ones, Up lets
+// traffic through again. The database itself is never touched.
+type Proxy struct {
+	target string
+	ln     net.Listener
+
+	mu    sync.Mutex
+	down  bool
+	conns map[net.Conn]struct{}
+	wg    sync.WaitGroup
+}
+
+// NewProxy starts a proxy to target (host:port) and stops it at test cleanup.
+func NewProxy(t testing.TB, target string) *Proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("proxy listen: %v", err)
+	}
+	p := &Proxy{target: target, ln: ln, conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(p.close)
+	return p
+}
+
+// Addr is the proxy's host:port, to put in a DSN instead of the server's.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// Down closes every proxied connection and refuses new ones until Up.
+func (p *Proxy) Down() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = true
+	for c := range p.conns {
+		c.Close()
+	}
+}
+
+// Up lets connections through again.
+func (p *Proxy) Up() {
+	p.mu.Lock()
+	p.down = false
+	p.mu.Unlock()
+}
+
+func (p *Proxy) close() {
+	p.ln.Close()
+	p.Down()
+	p.wg.Wait()
+}
+
+func (p *Proxy) track(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.down {
+		return false
+	}
+	p.conns[c] = struct{}{}
+	return true
+}
+
+func (p *Proxy) untrack(c net.Conn) {
+	p.mu.Lock()
+	delete(p.conns, c)
+	p.mu.Unlock()
+	c.Close()
+}
+
+func (p *Proxy) accept() {
+	defer p.wg.Done()
+	for {
+		client, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		if !p.track(client) {
+			client.Close()
+			continue
+		}
+		server, err := net.Dial("tcp", p.target)
+		if err != nil || !p.track(server) {
+			if server != nil {
+				server.Close()
+			}
+			p.untrack(client)
+			continue
+		}
+		p.wg.Add(2)
+		go p.pipe(client, server)
+		go p.pipe(server, client)
+	}
+}
+
+func (p *Proxy) pipe(dst, src net.Conn) {
+	defer p.wg.Done()
+	io.Copy(dst, src)
+	p.untrack(dst)
+	p.untrack(src)
+}

@@ -1,0 +1,767 @@
+// Package leaftest holds the conformance suites that every implementation of
+// a leaf seam must pass: the SQL stores and the in-memory twin run the same
+// checks, so a generator tested against one can trust the others.
+package leaftest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leafgo/leaf"
+)
+
+// The sample row of Leaf's README, inserted by hand after Leaf's DDL. Store
+// tests put it in a table they create with raw SQL and pass the database to
+// TestExistingLeafTable.
+const (
+	LeafSampleTag         = "leaf-segment-test"
+	LeafSampleStep        = 2000
+	LeafSampleDescription = "Test leaf Segment Mode Get Id"
+	LeafSampleInsert      = "insert into leaf_alloc(biz_tag, max_id, step, description) values('leaf-segment-test', 1, 2000, 'Test leaf Segment Mode Get Id')"
+)
+
+// Opener opens one independent instance (its own connection pool) of a store
+// on a database shared by all instances it opens.
+type Opener = func() (leaf.SegmentStore, error)
+
+// TestSegmentStore runs the leaf.SegmentStore and leaf.SegmentAdmin
+// conformance suite. newDB makes a fresh, empty database for one subtest and
+// returns its Opener; the subtests run in parallel.
+func TestSegmentStore(t *testing.T, newDB func(t *testing.T) func() (leaf.SegmentStore, error)) {
+	var s storeSuite
+	cases := []struct {
+		name string
+		run  func(t *testing.T, open Opener)
+	}{
+		{"Empty", s.empty},
+		{"CreateListAlloc", s.createListAlloc},
+		{"CreateInvalid", s.createInvalid},
+		{"CreateDuplicate", s.createDuplicate},
+		{"CreateConcurrent", s.createConcurrent},
+		{"InvalidTagBeforeSQL", s.invalidTagBeforeSQL},
+		{"ReserveStoredStep", s.reserveStoredStep},
+		{"ReserveFirstRangeFromOne", s.reserveFirstRange},
+		{"ReserveExplicitStep", s.reserveExplicitStep},
+		{"ReserveStepChangeNoOverlap", s.reserveStepChange},
+		{"ReserveUnknownTag", s.reserveUnknown},
+		{"ReserveCanceled", s.reserveCanceled},
+		{"GiveBack", s.giveBack},
+		{"SetStep", s.setStep},
+		{"DeleteTag", s.deleteTag},
+		{"ConcurrentReserves", s.concurrentReserves},
+		{"SchemaIdempotent", s.schemaIdempotent},
+		{"Close", s.close},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			c.run(t, newDB(t))
+		})
+	}
+}
+
+// TestExistingLeafTable checks a store against a table it did not create:
+// the database behind open must already hold leaf_alloc, made with the
+// database's version of Leaf's DDL, with the sample row of LeafSampleInsert
+// and nothing else. Opening must keep the row, and the first range is Leaf's
+// first range, [1, 2001).
+func TestExistingLeafTable(t *testing.T, open Opener) {
+	var s storeSuite
+	ctx := t.Context()
+	st, adm := s.open(t, open)
+	as, err := st.Allocs(ctx)
+	if err != nil {
+		t.Fatalf("Allocs: %v", err)
+	}
+	if len(as) != 1 || as[0].Tag != LeafSampleTag || as[0].MaxID != 1 || as[0].Step != LeafSampleStep || as[0].Description != LeafSampleDescription {
+		t.Fatalf("Allocs on Leaf's table = %+v, want only the sample row", as)
+	}
+	s.checkFresh(t, as[0].UpdateTime)
+	r := s.reserve(t, st, LeafSampleTag, 0)
+	s.wantRange(t, r, 1, LeafSampleStep, LeafSampleStep)
+	if err := adm.CreateTag(ctx, leaf.Alloc{Tag: "go-tag", MaxID: 7, Step: 3}); err != nil {
+		t.Fatalf("CreateTag on Leaf's table: %v", err)
+	}
+
+	// Opening again must find everything as it was.
+	st2, _ := s.open(t, open)
+	if got := s.alloc(t, st2, LeafSampleTag).MaxID; got != 1+LeafSampleStep {
+		t.Errorf("max_id after reopening = %d, want %d", got, 1+LeafSampleStep)
+	}
+	r = s.reserve(t, st2, LeafSampleTag, 0)
+	s.wantRange(t, r, 1+LeafSampleStep, LeafSampleStep, LeafSampleStep)
+	r = s.reserve(t, st2, "go-tag", 0)
+	s.wantRange(t, r, 7, 3, 3)
+}
+
+// storeSuite groups the subtests and their helpers; it has no state.
+type storeSuite struct{}
+
+func (storeSuite) open(t *testing.T, open Opener) (leaf.SegmentStore, leaf.SegmentAdmin) {
+	t.Helper()
+	st, err := open()
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := st.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	adm, ok := st.(leaf.SegmentAdmin)
+	if !ok {
+		t.Fatalf("%T does not implement leaf.SegmentAdmin; the suite needs it to create tags", st)
+	}
+	return st, adm
+}
+
+func (storeSuite) create(t *testing.T, adm leaf.SegmentAdmin, tag string, start int64, step int) {
+	t.Helper()
+	if err := adm.CreateTag(t.Context(), leaf.Alloc{Tag: tag, MaxID: start, Step: step}); err != nil {
+		t.Fatalf("CreateTag(%q, start %d, step %d): %v", tag, start, step, err)
+	}
+}
+
+func (storeSuite) reserve(t *testing.T, st leaf.SegmentStore, tag string, step int) leaf.Reservation {
+	t.Helper()
+	r, err := st.Reserve(t.Context(), tag, step)
+	if err != nil {
+		t.Fatalf("Reserve(%q, %d): %v", tag, step, err)
+	}
+	if r.Tag != tag {
+		t.Errorf("Reserve(%q, %d).Tag = %q", tag, step, r.Tag)
+	}
+	return r
+}
+
+func (storeSuite) alloc(t *testing.T, st leaf.SegmentStore, tag string) leaf.Alloc {
+	t.Helper()
+	a, err := st.Alloc(t.Context(), tag)
+	if err != nil {
+		t.Fatalf("Alloc(%q): %v", tag, err)
+	}
+	return a
+}
+
+func (storeSuite) tags(t *testing.T, st leaf.SegmentStore) []string {
+	t.Helper()
+	tags, err := st.Tags(t.Context())
+	if err != nil {
+		t.Fatalf("Tags: %v", err)
+	}
+	return tags
+}
+
+// wantRange checks that r is [start, start+step) with the given stored step.
+func (storeSuite) wantRange(t *testing.T, r leaf.Reservation, start int64, step, stored int) {
+	t.Helper()
+	if r.Start() != start || r.MaxID != start+int64(step) || r.Step != step || r.StoredStep != stored {
+		t.Errorf("Reserve(%q) = [%d, %d) step %d stored %d; want [%d, %d) step %d stored %d",
+			r.Tag, r.Start(), r.MaxID, r.Step, r.StoredStep, start, start+int64(step), step, stored)
+	}
+}
+
+// checkFresh checks an update_time against the local clock, which catches a
+// store that writes or reads it in the wrong time zone.
+func (storeSuite) checkFresh(t *testing.T, at time.Time) {
+	t.Helper()
+	if d := time.Since(at); d < -5*time.Minute || d > 5*time.Minute {
+		t.Errorf("update_time %v is %v away from now; time zone handling?", at, d)
+	}
+}
+
+func (storeSuite) wantErr(t *testing.T, what string, err, want error) {
+	t.Helper()
+	if !errors.Is(err, want) {
+		t.Errorf("%s: error %v, want %v", what, err, want)
+	}
+}
+
+func (s storeSuite) empty(t *testing.T, open Opener) {
+	ctx := t.Context()
+	st, _ := s.open(t, open)
+	if err := st.Ping(ctx); err != nil {
+		t.Errorf("Ping: %v", err)
+	}
+	if tags := s.tags(t, st); len(tags) != 0 {
+		t.Errorf("Tags of an empty store = %q", tags)
+	}
+	as, err := st.Allocs(ctx)
+	if err != nil || len(as) != 0 {
+		t.Errorf("Allocs of an empty store = %v, %v", as, err)
+	}
+	_, err = st.Alloc(ctx, "nothing")
+	s.wantErr(t, "Alloc of an unknown tag", err, leaf.ErrTagNotFound)
+}
+
+func (s storeSuite) createListAlloc(t *testing.T, open Opener) {
+	ctx := t.Context()
+	st, adm := s.open(t, open)
+	long := strings.Repeat("x", leaf.MaxTagLen)
+	want := []leaf.Alloc{
+		// In byte order, which is how Tags and Allocs sort whatever the
+		// database's collation.
+		{Tag: "C:tag_1", MaxID: 5, Step: 1},
+		{Tag: "a.tag", MaxID: 1, Step: 2000, Description: "Test leaf Segment Mode Get Id"},
+		{Tag: "b-tag", MaxID: 100, Step: 10, Description: "second"},
+		{Tag: long, MaxID: 1 << 40, Step: leaf.MaxStep, Description: strings.Repeat("d", 256)},
+	}
+	for _, i := range []int{2, 0, 3, 1} {
+		if err := adm.CreateTag(ctx, want[i]); err != nil {
+			t.Fatalf("CreateTag(%+v): %v", want[i], err)
+		}
+	}
+	wantTags := []string{want[0].Tag, want[1].Tag, want[2].Tag, want[3].Tag}
+
+	// A second instance sees what the first wrote.
+	st2, _ := s.open(t, open)
+	for _, x := range []leaf.SegmentStore{st, st2} {
+		if got := s.tags(t, x); !slices.Equal(got, wantTags) {
+			t.Errorf("Tags = %q, want %q", got, wantTags)
+		}
+		as, err := x.Allocs(ctx)
+		if err != nil {
+			t.Fatalf("Allocs: %v", err)
+		}
+		if len(as) != len(want) {
+			t.Fatalf("Allocs returned %d rows, want %d: %+v", len(as), len(want), as)
+		}
+		for i, a := range as {
+			w := want[i]
+			if a.Tag != w.Tag || a.MaxID != w.MaxID || a.Step != w.Step || a.Description != w.Description {
+				t.Errorf("Allocs[%d] = %+v, want %+v", i, a, w)
+			}
+			s.checkFresh(t, a.UpdateTime)
+			one := s.alloc(t, x, w.Tag)
+			if one.Tag != a.Tag || one.MaxID != a.MaxID || one.Step != a.Step || one.Description != a.Description || !one.UpdateTime.Equal(a.UpdateTime) {
+				t.Errorf("Alloc(%q) = %+v, Allocs has %+v", w.Tag, one, a)
+			}
+		}
+	}
+	// The longest tag and the largest step work in reserves too.
+	r := s.reserve(t, st2, long, 0)
+	s.wantRange(t, r, 1<<40, leaf.MaxStep, leaf.MaxStep)
+}
+
+func (s storeSuite) createInvalid(t *testing.T, open Opener) {
+	ctx := t.Context()
+	st, adm := s.open(t, open)
+	ok := leaf.Alloc{Tag: "ok", MaxID: 1, Step: 10}
+	with := func(f func(*leaf.Alloc)) leaf.Alloc { a := ok; f(&a); return a }
+	cases := []struct {
+		name string
+		a    leaf.Alloc
+		want error
+	}{
+		{"EmptyTag", with(func(a *leaf.Alloc) { a.Tag = "" }), leaf.ErrInvalidTag},
+		{"LongTag", with(func(a *leaf.Alloc) { a.Tag = strings.Repeat("t", leaf.MaxTagLen+1) }), leaf.ErrInvalidTag},
+		{"Space", with(func(a *leaf.Alloc) { a.Tag = "a b" }), leaf.ErrInvalidTag},
+		{"Injection", with(func(a *leaf.Alloc) { a.Tag = "x'); DROP TABLE leaf_alloc; --" }), leaf.ErrInvalidTag},
+		{"NonASCII", with(func(a *leaf.Alloc) { a.Tag = "täg" }), leaf.ErrInvalidTag},
+		{"StepZero", with(func(a *leaf.Alloc) { a.Step = 0 }), leaf.ErrInvalidArgument},
+		{"StepNegative", with(func(a *leaf.Alloc) { a.Step = -1 }), leaf.ErrInvalidArgument},
+		{"StepTooLarge", with(func(a *leaf.Alloc) { a.Step = leaf.MaxStep + 1 }), leaf.ErrInvalidArgument},
+		{"StartZero", with(func(a *leaf.Alloc) { a.MaxID = 0 }), leaf.ErrInvalidArgument},
+		{"StartNegative", with(func(a *leaf.Alloc) { a.MaxID = -7 }), leaf.ErrInvalidArgument},
+		{"LongDescription", with(func(a *leaf.Alloc) { a.Description = strings.Repeat("d", 257) }), leaf.ErrInvalidArgument},
+	}
+	for _, c := range cases {
+		s.wantErr(t, fmt.Sprintf("CreateTag %s", c.name), adm.CreateTag(ctx, c.a), c.want)
+	}
+	if tags := s.tags(t, st); len(tags) != 0 {
+		t.Errorf("invalid CreateTag calls left tags %q", tags)
+	}
+}
+
+func (s storeSuite) createDuplicate(t *testing.T, open Opener) {
+	ctx := t.Context()
+	st, adm := s.open(t, open)
+	orig := leaf.Alloc{Tag: "dup", MaxID: 10, Step: 5, Description: "first"}
+	if err := adm.CreateTag(ctx, orig); err != nil {
+		t.Fatalf("CreateTag: %v", err)
+	}
+	s.reserve(t, st, "dup", 0)
+	_, adm2 := s.open(t, open)
+	for _, x := range []leaf.SegmentAdmin{adm, adm2} {
+		err := x.CreateTag(ctx, leaf.Alloc{Tag: "dup", MaxID: 1, Step: 99, Description: "second"})
+		s.wantErr(t, "CreateTag of an existing tag", err, leaf.ErrTagExists)
+	}
+	a := s.alloc(t, st, "dup")
+	if a.MaxID != 15 || a.Step != 5 || a.Description != "first" {
+		t.Errorf("a duplicate CreateTag changed the row: %+v", a)
+	}
+}
+
+// createConcurrent races creators of one tag over several instances: exactly
+// one wins and the others get ErrTagExists, whatever the interleaving.
+func (s storeSuite) createConcurrent(t *testing.T, open Opener) {
+	ctx := t.Context()
+	var admins []leaf.SegmentAdmin
+	for range 3 {
+		_, adm := s.open(t, open)
+		admins = append(admins, adm)
+	}
+	var (
+		wg             sync.WaitGroup
+		mu             sync.Mutex
+		created, exist int
+	)
+	start := make(chan struct{})
+	for i := range 24 {
+		wg.Go(func() {
+			<-start
+			err := admins[i%len(admins)].CreateTag(ctx, leaf.Alloc{Tag: "race", MaxID: int64(i + 1), Step: 10})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				created++
+			case errors.Is(err, leaf.ErrTagExists):
+				exist++
+			default:
+				t.Errorf("concurrent CreateTag: %v", err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if created != 1 || exist != 23 {
+		t.Errorf("24 concurrent CreateTag: %d created, %d ErrTagExists; want 1 and 23", created, exist)
+	}
+}
+
+// invalidTagBeforeSQL checks that every method rejects a bad tag before it
+// reaches the database: on a closed instance the error is still
+// ErrInvalidTag, and names built to inject SQL leave the table intact.
+func (s storeSuite) invalidTagBeforeSQL(t *testing.T, open Opener) {
+	ctx := t.Context()
+	st, adm := s.open(t, open)
+	s.create(t, adm, "victim", 1, 10)
+	closed, err := open()
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	if err := closed.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	bad := []string{
+		"",
+		strings.Repeat("a", leaf.MaxTagLen+1),
+		"victim' OR '1'='1",
+		"victim'; DROP TABLE leaf_alloc; --",
+		`victim" OR "1"="1`,
+		"victim%",
+		"vic_im' --",
+		"$1",
+		"?",
+		"a\x00b",
+		"tag/with/slash",
+		"tab\tbed",
+		"ünïcode",
+	}
+	for _, x := range []leaf.SegmentStore{closed, st} {
+		xa := x.(leaf.SegmentAdmin)
+		for _, tag := range bad {
+			calls := []struct {
+				name string
+				err  error
+			}{
+				{"Alloc", func() error { _, err := x.Alloc(ctx, tag); return err }()},
+				{"Reserve", func() error { _, err := x.Reserve(ctx, tag, 0); return err }()},
+				{"Reserve(step)", func() error { _, err := x.Reserve(ctx, tag, 10); return err }()},
+				{"GiveBack", func() error { _, err := x.GiveBack(ctx, tag, 1, 11); return err }()},
+				{"CreateTag", xa.CreateTag(ctx, leaf.Alloc{Tag: tag, MaxID: 1, Step: 10})},
+				{"SetStep", xa.SetStep(ctx, tag, 5)},
+				{"DeleteTag", xa.DeleteTag(ctx, tag)},
+			}
+			for _, c := range calls {
+				s.wantErr(t, fmt.Sprintf("%s(%q)", c.name, tag), c.err, leaf.ErrInvalidTag)
+			}
+		}
+	}
+	if tags := s.tags(t, st); !slices.Equal(tags, []string{"victim"}) {
+		t.Errorf("Tags after invalid calls = %q, want [victim]", tags)
+	}
+	if a := s.alloc(t, st, "victim"); a.MaxID != 1 || a.Step != 10 {
+		t.Errorf("victim row changed by invalid calls: %+v", a)
+	}
+}
+
+func (s storeSuite) reserveStoredStep(t *testing.T, open Opener) {
+	st, adm := s.open(t, open)
+	s.create(t, adm, "stored", 1000, 10)
+	for i := range int64(3) {
+		r := s.reserve(t, st, "stored", 0)
+		s.wantRange(t, r, 1000+10*i, 10, 10)
+	}
+	if got := s.alloc(t, st, "stored").MaxID; got != 1030 {
+		t.Errorf("max_id after 3 reserves of 10 from 1000 = %d, want 1030", got)
+	}
+}
+
+// reserveFirstRange: max_id is the first ID to issue, so a tag created at 1
+// with Leaf's sample step hands out [1, 2001) then [2001, 4001).
+func (s storeSuite) reserveFirstRange(t *testing.T, open Opener) {
+	st, adm := s.open(t, open)
+	s.create(t, adm, "from-one", 1, 2000)
+	s.wantRange(t, s.reserve(t, st, "from-one", 0), 1, 2000, 2000)
+	s.wantRange(t, s.reserve(t, st, "from-one", 0), 2001, 2000, 2000)
+}
+
+func (s storeSuite) reserveExplicitStep(t *testing.T, open Opener) {
+	st, adm := s.open(t, open)
+	s.create(t, adm, "explicit", 50, 10)
+	s.wantRange(t, s.reserve(t, st, "explicit", 25), 50, 25, 10)
+	s.wantRange(t, s.reserve(t, st, "explicit", 0), 75, 10, 10)
+	s.wantRange(t, s.reserve(t, st, "explicit", 1), 85, 1, 10)
+	s.wantRange(t, s.reserve(t, st, "explicit", -3), 86, 10, 10)
+	// Like Leaf, an explicit step lives in the caller's memory only.
+	if a := s.alloc(t, st, "explicit"); a.Step != 10 || a.MaxID != 96 {
+		t.Errorf("after explicit reserves: %+v, want step 10, max_id 96", a)
+	}
+}
+
+// reserveStepChange is the go-zero bug: a server that computes a range from
+// a step it cached overlaps another's range once the stored step shrinks.
+// Bounds must come from the updated row.
+func (s storeSuite) reserveStepChange(t *testing.T, open Opener) {
+	a, adm := s.open(t, open)
+	b, _ := s.open(t, open)
+	s.create(t, adm, "shrink", 1, 1000)
+	var got []leaf.Reservation
+	got = append(got, s.reserve(t, a, "shrink", 0))
+	s.wantRange(t, got[0], 1, 1000, 1000)
+	if err := adm.SetStep(t.Context(), "shrink", 10); err != nil {
+		t.Fatalf("SetStep: %v", err)
+	}
+	got = append(got, s.reserve(t, b, "shrink", 0))
+	s.wantRange(t, got[1], 1001, 10, 10)
+	got = append(got, s.reserve(t, a, "shrink", 0))
+	s.wantRange(t, got[2], 1011, 10, 10)
+	got = append(got, s.reserve(t, a, "shrink", 1000)) // a's cached step
+	s.wantRange(t, got[3], 1021, 1000, 10)
+	if err := adm.SetStep(t.Context(), "shrink", 5000); err != nil {
+		t.Fatalf("SetStep: %v", err)
+	}
+	got = append(got, s.reserve(t, b, "shrink", 0))
+	s.wantRange(t, got[4], 2021, 5000, 5000)
+	if end := s.checkTiling(t, "shrink", 1, got); s.alloc(t, a, "shrink").MaxID != end {
+		t.Errorf("max_id %d, want %d", s.alloc(t, a, "shrink").MaxID, end)
+	}
+}
+
+// checkTiling checks that rs, in any order, tile [start, end) exactly:
+// pairwise disjoint and without gaps. It returns end.
+func (storeSuite) checkTiling(t *testing.T, tag string, start int64, rs []leaf.Reservation) int64 {
+	t.Helper()
+	rs = slices.Clone(rs)
+	slices.SortFunc(rs, func(a, b leaf.Reservation) int {
+		switch {
+		case a.Start() < b.Start():
+			return -1
+		case a.Start() > b.Start():
+			return 1
+		}
+		return 0
+	})
+	next := start
+	for i, r := range rs {
+		if r.Step <= 0 {
+			t.Errorf("%s: range %d [%d, %d) has step %d", tag, i, r.Start(), r.MaxID, r.Step)
+		}
+		switch {
+		case r.Start() < next:
+			t.Errorf("%s: range [%d, %d) overlaps the one before, which ends at %d", tag, r.Start(), r.MaxID, next)
+		case r.Start() > next:
+			t.Errorf("%s: gap [%d, %d) before range [%d, %d)", tag, next, r.Start(), r.Start(), r.MaxID)
+		}
+		next = max(next, r.MaxID)
+	}
+	return next
+}
+
+func (s storeSuite) reserveUnknown(t *testing.T, open Opener) {
+	ctx := t.Context()
+	st, adm := s.open(t, open)
+	s.create(t, adm, "known", 1, 10)
+	for _, step := range []int{0, 7} {
+		_, err := st.Reserve(ctx, "ghost", step)
+		s.wantErr(t, fmt.Sprintf("Reserve(ghost, %d)", step), err, leaf.ErrTagNotFound)
+		if err != nil && !strings.Contains(err.Error(), "ghost") {
+			t.Errorf("Reserve(ghost) error %q does not name the tag", err)
+		}
+	}
+	if tags := s.tags(t, st); !slices.Equal(tags, []string{"known"}) {
+		t.Errorf("Reserve of an unknown tag left tags %q; it must never insert", tags)
+	}
+	_, err := st.Alloc(ctx, "ghost")
+	s.wantErr(t, "Alloc(ghost)", err, leaf.ErrTagNotFound)
+	ok, err := st.GiveBack(ctx, "ghost", 1, 10)
+	if ok || err != nil {
+		t.Errorf("GiveBack(ghost) = %v, %v; want false, nil", ok, err)
+	}
+	if a := s.alloc(t, st, "known"); a.MaxID != 1 {
+		t.Errorf("other row changed: %+v", a)
+	}
+}
+
+func (s storeSuite) reserveCanceled(t *testing.T, open Opener) {
+	st, adm := s.open(t, open)
+	s.create(t, adm, "cancel", 1, 10)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err := st.Reserve(ctx, "cancel", 0)
+	s.wantErr(t, "Reserve with a cancelled context", err, context.Canceled)
+	if a := s.alloc(t, st, "cancel"); a.MaxID != 1 {
+		t.Errorf("a cancelled Reserve moved max_id to %d", a.MaxID)
+	}
+}
+
+func (s storeSuite) giveBack(t *testing.T, open Opener) {
+	ctx := t.Context()
+	st, adm := s.open(t, open)
+	s.create(t, adm, "gb", 100, 10)
+	r := s.reserve(t, st, "gb", 0) // [100, 110)
+	if ok, err := st.GiveBack(ctx, "gb", 104, r.MaxID); !ok || err != nil {
+		t.Fatalf("GiveBack(104, 110) = %v, %v; want true", ok, err)
+	}
+	if got := s.alloc(t, st, "gb").MaxID; got != 104 {
+		t.Errorf("max_id after give back = %d, want 104", got)
+	}
+	r = s.reserve(t, st, "gb", 0)
+	s.wantRange(t, r, 104, 10, 10)
+	// Someone reserved since 110: the give back must not apply.
+	if ok, err := st.GiveBack(ctx, "gb", 100, 110); ok || err != nil {
+		t.Errorf("stale GiveBack = %v, %v; want false, nil", ok, err)
+	}
+	if got := s.alloc(t, st, "gb").MaxID; got != 114 {
+		t.Errorf("max_id after stale give back = %d, want 114", got)
+	}
+	// Nothing to give back still matches the row.
+	if ok, err := st.GiveBack(ctx, "gb", 114, 114); !ok || err != nil {
+		t.Errorf("GiveBack(114, 114) = %v, %v; want true", ok, err)
+	}
+	for _, c := range []struct{ from, expect int64 }{{0, 114}, {-1, 114}, {115, 114}} {
+		_, err := st.GiveBack(ctx, "gb", c.from, c.expect)
+		s.wantErr(t, fmt.Sprintf("GiveBack(%d, %d)", c.from, c.expect), err, leaf.ErrInvalidArgument)
+	}
+	if got := s.alloc(t, st, "gb").MaxID; got != 114 {
+		t.Errorf("max_id after invalid give backs = %d, want 114", got)
+	}
+}
+
+func (s storeSuite) setStep(t *testing.T, open Opener) {
+	ctx := t.Context()
+	st, adm := s.open(t, open)
+	s.create(t, adm, "step", 1, 10)
+	cases := []struct {
+		name string
+		tag  string
+		step int
+		want error
+	}{
+		{"Raise", "step", 20, nil},
+		{"Same", "step", 20, nil}, // a no-op UPDATE still finds the row
+		{"Max", "step", leaf.MaxStep, nil},
+		{"Lower", "step", 3, nil},
+		{"Zero", "step", 0, leaf.ErrInvalidArgument},
+		{"Negative", "step", -5, leaf.ErrInvalidArgument},
+		{"TooLarge", "step", leaf.MaxStep + 1, leaf.ErrInvalidArgument},
+		{"Unknown", "nope", 5, leaf.ErrTagNotFound},
+	}
+	stored := 10
+	for _, c := range cases {
+		err := adm.SetStep(ctx, c.tag, c.step)
+		if c.want == nil {
+			if err != nil {
+				t.Errorf("SetStep %s (%d): %v", c.name, c.step, err)
+				continue
+			}
+			stored = c.step
+		} else {
+			s.wantErr(t, "SetStep "+c.name, err, c.want)
+		}
+		if a := s.alloc(t, st, "step"); a.Step != stored || a.MaxID != 1 {
+			t.Errorf("after SetStep %s: %+v, want step %d, max_id 1", c.name, a, stored)
+		}
+	}
+	s.wantRange(t, s.reserve(t, st, "step", 0), 1, stored, stored)
+	if tags := s.tags(t, st); !slices.Equal(tags, []string{"step"}) {
+		t.Errorf("Tags = %q; SetStep of an unknown tag must not insert", tags)
+	}
+}
+
+func (s storeSuite) deleteTag(t *testing.T, open Opener) {
+	ctx := t.Context()
+	st, adm := s.open(t, open)
+	s.create(t, adm, "a", 1, 10)
+	s.create(t, adm, "b", 1, 10)
+	s.reserve(t, st, "a", 0)
+	if err := adm.DeleteTag(ctx, "a"); err != nil {
+		t.Fatalf("DeleteTag: %v", err)
+	}
+	if tags := s.tags(t, st); !slices.Equal(tags, []string{"b"}) {
+		t.Errorf("Tags after delete = %q, want [b]", tags)
+	}
+	_, err := st.Alloc(ctx, "a")
+	s.wantErr(t, "Alloc of a deleted tag", err, leaf.ErrTagNotFound)
+	_, err = st.Reserve(ctx, "a", 0)
+	s.wantErr(t, "Reserve of a deleted tag", err, leaf.ErrTagNotFound)
+	s.wantErr(t, "DeleteTag twice", adm.DeleteTag(ctx, "a"), leaf.ErrTagNotFound)
+	s.wantErr(t, "DeleteTag of an unknown tag", adm.DeleteTag(ctx, "never"), leaf.ErrTagNotFound)
+	// A tag created again starts where its creator says.
+	s.create(t, adm, "a", 500, 5)
+	s.wantRange(t, s.reserve(t, st, "a", 0), 500, 5, 5)
+}
+
+// concurrentReserves hammers two tags from three instances with 16
+// goroutines each, mixing stored and explicit steps while another goroutine
+// keeps changing the stored step. Every range must be disjoint from every
+// other, and together they must tile [start, max_id) without gaps.
+func (s storeSuite) concurrentReserves(t *testing.T, open Opener) {
+	const instances, goroutines = 3, 16
+	perGoroutine := 6
+	if testing.Short() {
+		perGoroutine = 2
+	}
+	ctx := t.Context()
+	var stores []leaf.SegmentStore
+	for range instances {
+		st, _ := s.open(t, open)
+		stores = append(stores, st)
+	}
+	_, adm := s.open(t, open)
+	starts := map[string]int64{"hot": 1, "warm": 1_000_000}
+	s.create(t, adm, "hot", starts["hot"], 7)
+	s.create(t, adm, "warm", starts["warm"], 3)
+
+	var (
+		mu  sync.Mutex
+		got = map[string][]leaf.Reservation{}
+		wg  sync.WaitGroup
+	)
+	done := make(chan struct{})
+	stepper := make(chan struct{})
+	go func() {
+		defer close(stepper)
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if err := adm.SetStep(ctx, "hot", 1+i%9); err != nil {
+				t.Errorf("concurrent SetStep: %v", err)
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	for i := range instances * goroutines {
+		st := stores[i%instances]
+		wg.Go(func() {
+			for j := range perGoroutine {
+				tag := "hot"
+				if (i+j)%2 == 1 {
+					tag = "warm"
+				}
+				step := []int{0, 5, 11}[(i+j)%3]
+				r, err := st.Reserve(ctx, tag, step)
+				if err != nil {
+					t.Errorf("Reserve(%s, %d): %v", tag, step, err)
+					return
+				}
+				if step > 0 && r.Step != step || step <= 0 && r.Step != r.StoredStep {
+					t.Errorf("Reserve(%s, %d) = step %d, stored %d", tag, step, r.Step, r.StoredStep)
+				}
+				mu.Lock()
+				got[tag] = append(got[tag], r)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	close(done)
+	<-stepper
+	total := 0
+	for tag, start := range starts {
+		rs := got[tag]
+		total += len(rs)
+		end := s.checkTiling(t, tag, start, rs)
+		var sum int64
+		for _, r := range rs {
+			sum += int64(r.Step)
+		}
+		a := s.alloc(t, stores[0], tag)
+		if a.MaxID != end || a.MaxID != start+sum {
+			t.Errorf("%s: max_id %d, want start %d + sum of steps %d = %d (last range ends at %d)", tag, a.MaxID, start, sum, start+sum, end)
+		}
+	}
+	if want := instances * goroutines * perGoroutine; total != want && !t.Failed() {
+		t.Errorf("%d reserves succeeded, want %d", total, want)
+	}
+}
+
+// schemaIdempotent opens several instances at once on a fresh database (they
+// race to create the table), then reopens one over existing rows.
+func (s storeSuite) schemaIdempotent(t *testing.T, open Opener) {
+	var wg sync.WaitGroup
+	opened := make([]leaf.SegmentStore, 4)
+	for i := range opened {
+		wg.Go(func() {
+			st, err := open()
+			if err != nil {
+				t.Errorf("concurrent open %d: %v", i, err)
+				return
+			}
+			opened[i] = st
+		})
+	}
+	wg.Wait()
+	for _, st := range opened {
+		if st != nil {
+			t.Cleanup(func() { _ = st.Close() })
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	adm := opened[0].(leaf.SegmentAdmin)
+	s.create(t, adm, "kept", 40, 4)
+	s.reserve(t, opened[1], "kept", 0)
+	for _, st := range opened {
+		if err := st.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	}
+	st, _ := s.open(t, open)
+	if a := s.alloc(t, st, "kept"); a.MaxID != 44 || a.Step != 4 {
+		t.Errorf("after reopening: %+v, want max_id 44, step 4", a)
+	}
+	s.wantRange(t, s.reserve(t, st, "kept", 0), 44, 4, 4)
+}
+
+// close: closing one instance leaves the others working, and closing twice is
+// harmless.
+func (s storeSuite) close(t *testing.T, open Opener) {
+	a, adm := s.open(t, open)
+	s.create(t, adm, "c", 1, 10)
+	b, err := open()
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	s.reserve(t, b, "c", 0)
+	if err := b.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := b.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	s.wantRange(t, s.reserve(t, a, "c", 0), 11, 10, 10)
+}

@@ -1,0 +1,43 @@
+package mysql_test
+
+import (
+	"context"
+	"testing"
+
+	gomysql "github.com/go-sql-driver/mysql"
+
+	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/testdb"
+	"github.com/leafgo/leaf/leaftest"
+	"github.com/leafgo/leaf/mysql"
+)
+
+// The generator on MariaDB: three instances with their own pools on one
+// database (like three servers), restarts, and an outage through a proxy.
+
+func dbOpener(dsn string) leaftest.Opener {
+	return func() (leaf.SegmentStore, error) { return mysql.Open(context.Background(), dsn) }
+}
+
+func TestGeneratorHammer(t *testing.T) {
+	total := 1_000_000
+	if testing.Short() {
+		total = 100_000
+	}
+	leaftest.HammerSegment(t, dbOpener(testdb.MySQL(t)),
+		leaftest.Hammer{Instances: 3, Goroutines: 32, Total: total, Step: 100, Batch: 10})
+}
+
+func TestGeneratorRestart(t *testing.T) {
+	leaftest.RestartSegment(t, dbOpener(testdb.MySQL(t)))
+}
+
+func TestGeneratorOutage(t *testing.T) {
+	cfg, err := gomysql.ParseDSN(testdb.MySQL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := testdb.NewProxy(t, cfg.Addr)
+	cfg.Addr = p.Addr()
+	leaftest.OutageSegment(t, dbOpener(cfg.FormatDSN()), p)
+}

@@ -1,0 +1,113 @@
+// Package mysql is the segment store on MySQL or MariaDB, on the very
+// leaf_alloc table Java Leaf uses: a database a Leaf deployment already has
+// works unchanged, and Java and Go servers may share it.
+//
+// A reserve is Leaf's own transaction: BEGIN; UPDATE leaf_alloc SET max_id =
+// max_id + step ...; SELECT max_id, step ...; COMMIT. The UPDATE's row lock
+// serialises servers, so the SELECT reads the row this transaction wrote.
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/sqlstore"
+)
+
+// Schema is Leaf's scripts/leaf_alloc.sql with IF NOT EXISTS. It is run on
+// every Open and never alters a table that exists.
+const Schema = "CREATE TABLE IF NOT EXISTS `leaf_alloc` (\n" +
+	"  `biz_tag` varchar(128) NOT NULL DEFAULT '',\n" +
+	"  `max_id` bigint(20) NOT NULL DEFAULT '1',\n" +
+	"  `step` int(11) NOT NULL,\n" +
+	"  `description` varchar(256) DEFAULT NULL,\n" +
+	"  `update_time` timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,\n" +
+	"  PRIMARY KEY (`biz_tag`)\n" +
+	") ENGINE=InnoDB"
+
+// MySQL and MariaDB error numbers the store reacts to.
+const (
+	erDupEntry        = 1062 // ER_DUP_ENTRY: the tag exists
+	erLockWaitTimeout = 1205 // ER_LOCK_WAIT_TIMEOUT
+	erLockDeadlock    = 1213 // ER_LOCK_DEADLOCK
+)
+
+// Store is a leaf.SegmentStore and leaf.SegmentAdmin on MySQL or MariaDB.
+// Its methods come from the embedded shared SQL store.
+type Store struct {
+	*sqlstore.Store
+}
+
+var (
+	_ leaf.SegmentStore = (*Store)(nil)
+	_ leaf.SegmentAdmin = (*Store)(nil)
+)
+
+var dialect = sqlstore.Dialect{
+	Name: "mysql",
+	// MariaDB has RETURNING for INSERT and DELETE only, MySQL not at all.
+	Returning: false,
+	IsUniqueViolation: func(err error) bool {
+		var e *mysql.MySQLError
+		return errors.As(err, &e) && e.Number == erDupEntry
+	},
+	IsRetryable: func(err error) bool {
+		var e *mysql.MySQLError
+		return errors.As(err, &e) && (e.Number == erLockDeadlock || e.Number == erLockWaitTimeout)
+	},
+}
+
+// Open connects to the database named in dsn (go-sql-driver syntax, e.g.
+// "user:pass@tcp(127.0.0.1:3306)/leaf") and creates leaf_alloc if it is
+// missing.
+//
+// Some DSN settings are forced because the store depends on them:
+// interpolateParams (one round trip per statement, no server-side prepared
+// statements), parseTime, and clientFoundRows (so that an UPDATE that
+// matches a row but changes nothing still counts it). Unless the DSN sets
+// loc or time_zone, the session runs in UTC so update_time reads back right.
+func Open(ctx context.Context, dsn string) (*Store, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: open: %w: %w", leaf.ErrInvalidArgument, err)
+	}
+	if cfg.DBName == "" {
+		return nil, fmt.Errorf("mysql: open %s@%s: %w: the DSN names no database", cfg.User, cfg.Addr, leaf.ErrInvalidArgument)
+	}
+	cfg.InterpolateParams = true
+	cfg.ParseTime = true
+	cfg.ClientFoundRows = true
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	if cfg.Loc == time.UTC {
+		if cfg.Params == nil {
+			cfg.Params = map[string]string{}
+		}
+		if _, ok := cfg.Params["time_zone"]; !ok {
+			cfg.Params["time_zone"] = "'+00:00'"
+		}
+	}
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: open %s: %w", cfg.DBName, err)
+	}
+	db := sql.OpenDB(conn)
+	// Reserves are rare (one per segment), so a small pool suffices; the
+	// lifetimes stay under common wait_timeout and proxy idle limits.
+	db.SetMaxOpenConns(16)
+	db.SetMaxIdleConns(4)
+	db.SetConnMaxLifetime(30 * time.Minute)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	if _, err := db.ExecContext(ctx, Schema); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("mysql: open %s: create schema: %w", cfg.DBName, err)
+	}
+	return &Store{Store: sqlstore.New(db, dialect, sqlstore.Settings{})}, nil
+}

@@ -1,0 +1,134 @@
+// Package postgres is the segment store on PostgreSQL, through pgx: a
+// leaf_alloc table of the same shape as Leaf's MySQL one.
+//
+// A reserve is one UPDATE leaf_alloc ... RETURNING max_id, step inside a
+// transaction: the row lock the UPDATE takes serialises servers, and the
+// returned row is the one this transaction wrote.
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/sqlstore"
+)
+
+// Schema creates leaf_alloc with the columns of Leaf's MySQL table. PostgreSQL
+// has no ON UPDATE CURRENT_TIMESTAMP; the store sets update_time itself. It is
+// run on every Open and never alters a table that exists.
+const Schema = `CREATE TABLE IF NOT EXISTS leaf_alloc (
+  biz_tag     VARCHAR(128) NOT NULL DEFAULT '',
+  max_id      BIGINT       NOT NULL DEFAULT 1,
+  step        INT          NOT NULL,
+  description VARCHAR(256)          DEFAULT NULL,
+  update_time TIMESTAMP    NOT NULL DEFAULT CURRENT_TIMESTAMP,
+  PRIMARY KEY (biz_tag)
+)`
+
+// SQLSTATE codes the store reacts to.
+const (
+	uniqueViolation      = "23505"
+	duplicateTable       = "42P07"
+	duplicateObject      = "42710"
+	serializationFailure = "40001"
+	deadlockDetected     = "40P01"
+	lockNotAvailable     = "55P03"
+)
+
+// Store is a leaf.SegmentStore and leaf.SegmentAdmin on PostgreSQL. Its
+// methods come from the embedded shared SQL store.
+type Store struct {
+	*sqlstore.Store
+}
+
+var (
+	_ leaf.SegmentStore = (*Store)(nil)
+	_ leaf.SegmentAdmin = (*Store)(nil)
+)
+
+func sqlState(err error) string {
+	var e *pgconn.PgError
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return ""
+}
+
+var dialect = sqlstore.Dialect{
+	Name:      "postgres",
+	Dollar:    true,
+	Returning: true,
+	IsUniqueViolation: func(err error) bool {
+		return sqlState(err) == uniqueViolation
+	},
+	IsRetryable: func(err error) bool {
+		switch sqlState(err) {
+		case serializationFailure, deadlockDetected, lockNotAvailable:
+			return true
+		}
+		return false
+	},
+}
+
+// Open connects to the database named in dsn (a postgres:// URL or
+// key=value string, as pgx and libpq accept) and creates leaf_alloc if it is
+// missing. Unless the DSN sets timezone, the session runs in UTC, so
+// update_time (a TIMESTAMP without zone) is written and read in UTC.
+func Open(ctx context.Context, dsn string) (*Store, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: open: %w: %w", leaf.ErrInvalidArgument, err)
+	}
+	if !hasParam(cfg.RuntimeParams, "timezone") {
+		cfg.RuntimeParams["timezone"] = "UTC"
+	}
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = 10 * time.Second
+	}
+	db := stdlib.OpenDB(*cfg)
+	// Reserves are rare (one per segment), so a small pool suffices.
+	db.SetMaxOpenConns(16)
+	db.SetMaxIdleConns(4)
+	db.SetConnMaxLifetime(30 * time.Minute)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	if err := createSchema(ctx, db); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("postgres: open %s: create schema: %w", cfg.Database, err)
+	}
+	return &Store{Store: sqlstore.New(db, dialect, sqlstore.Settings{})}, nil
+}
+
+// hasParam reports whether params sets name; PostgreSQL parameter names are
+// case-insensitive (TimeZone, timezone).
+func hasParam(params map[string]string, name string) bool {
+	for k := range params {
+		if strings.EqualFold(k, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// createSchema runs Schema, tolerating a concurrent creator: CREATE TABLE IF
+// NOT EXISTS is not atomic in PostgreSQL, and the loser of a race fails with
+// a unique violation on pg_type (or duplicate_table) although the table is
+// now there. Running it again then finds the table.
+func createSchema(ctx context.Context, db *sql.DB) error {
+	var err error
+	for range 3 {
+		_, err = db.ExecContext(ctx, Schema)
+		if s := sqlState(err); s != uniqueViolation && s != duplicateTable && s != duplicateObject {
+			return err
+		}
+	}
+	return err
+}

@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# services.sh: make sure the services the integration tests use are running
+# on 127.0.0.1, installing them from Debian's packages if they are missing, and
+# print the environment the tests read:
+#
+#   eval "$(scripts/services.sh)"
+#   LEAF_TEST_STRICT=1 go test -race ./...
+#
+# Idempotent: a service that already answers is left alone. Progress goes to
+# stderr; stdout carries only `export NAME=value` lines.
+set -euo pipefail
+
+# Everything below writes to stderr; the export lines go to the saved stdout.
+exec 3>&1 1>&2
+
+readonly WAIT_SECONDS=60
+readonly MYSQL_DSN='root@tcp(127.0.0.1:3306)/'
+readonly POSTGRES_DSN='postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable'
+
+log() { printf 'services: %s\n' "$*"; }
+die() { printf 'services: error: %s\n' "$*"; exit 1; }
+
+# as_root runs a command as root, through sudo when we are not root.
+as_root() {
+	if [ "$(id -u)" -eq 0 ]; then
+		"$@"
+	elif command -v sudo >/dev/null; then
+		sudo "$@"
+	else
+		die "need root to run: $*"
+	fi
+}
+
+apt_updated=
+apt_install() {
+	if [ -z "$apt_updated" ]; then
+		log "apt-get update"
+		as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q
+		apt_updated=1
+	fi
+	log "apt-get install $*"
+	# Package scripts may try to start the services and fail without systemd;
+	# we start them ourselves below.
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@"
+}
+
+# wait_for NAME CMD...: retry CMD once a second, at most WAIT_SECONDS.
+wait_for() {
+	local name=$1 i
+	shift
+	for ((i = 0; i < WAIT_SECONDS; i++)); do
+		if "$@" >/dev/null 2>&1; then
+			return 0
+		fi
+		sleep 1
+	done
+	die "$name did not accept connections within ${WAIT_SECONDS}s"
+}
+
+# ---------------------------------------------------------------- MariaDB
+
+mysql_up() { mysqladmin ping -h127.0.0.1 -P3306 --connect-timeout=2 --silent; }
+# mysqladmin ping succeeds even when access is denied, so check a login too.
+mysql_root_ok() { mariadb -h127.0.0.1 -P3306 -uroot --connect-timeout=2 -e 'SELECT 1'; }
+
+ensure_mariadb() {
+	if mysql_up >/dev/null 2>&1; then
+		log "MariaDB answers on 127.0.0.1:3306"
+	else
+		if [ ! -x /usr/sbin/mariadbd ]; then
+			apt_install mariadb-server mariadb-client
+		fi
+		if [ ! -d /var/lib/mysql/mysql ]; then
+			log "initialising the MariaDB data directory"
+			as_root mariadb-install-db --user=mysql --datadir=/var/lib/mysql >/dev/null
+		fi
+		log "starting MariaDB"
+		as_root install -d -o mysql -g mysql /run/mysqld
+		as_root start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd
+		wait_for MariaDB mysql_up
+		log "MariaDB is up"
+	fi
+	if ! mysql_root_ok >/dev/null 2>&1; then
+		# Debian's root logs in through the Unix socket only; let it log in
+		# over TCP from 127.0.0.1 with an empty password as well. Both
+		# host names are needed: with skip-name-resolve 127.0.0.1 does not
+		# match localhost.
+		log "allowing root@127.0.0.1 with an empty password"
+		as_root mariadb --protocol=socket -uroot <<-'SQL'
+			CREATE USER IF NOT EXISTS 'root'@'127.0.0.1' IDENTIFIED BY '';
+			GRANT ALL PRIVILEGES ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION;
+			ALTER USER 'root'@'localhost' IDENTIFIED VIA unix_socket OR mysql_native_password USING PASSWORD('');
+			FLUSH PRIVILEGES;
+		SQL
+		wait_for "MariaDB root login" mysql_root_ok
+	fi
+}
+
+# ------------------------------------------------------------- PostgreSQL
+
+pg_up() { pg_isready -h 127.0.0.1 -p 5432 -q; }
+pg_login_ok() { psql -h 127.0.0.1 -p 5432 -U postgres -w -d postgres -Atc 'SELECT 1'; }
+pg_version() { ls /etc/postgresql 2>/dev/null | sort -V | tail -n 1 || true; }
+
+ensure_postgres() {
+	if pg_up >/dev/null 2>&1; then
+		log "PostgreSQL answers on 127.0.0.1:5432"
+	else
+		if [ -z "$(pg_version)" ] || ! command -v pg_ctlcluster >/dev/null; then
+			apt_install postgresql postgresql-client
+		fi
+		local v
+		v=$(pg_version)
+		[ -n "$v" ] || die "PostgreSQL is installed but has no cluster in /etc/postgresql"
+		if [ ! -d "/etc/postgresql/$v/main" ]; then
+			log "creating PostgreSQL cluster $v/main"
+			as_root pg_createcluster "$v" main
+		fi
+		log "starting PostgreSQL $v"
+		as_root pg_ctlcluster --skip-systemctl-redirect "$v" main start || true
+		wait_for PostgreSQL pg_up
+		log "PostgreSQL is up"
+	fi
+	if ! pg_login_ok >/dev/null 2>&1; then
+		local v hba
+		v=$(pg_version)
+		hba=/etc/postgresql/$v/main/pg_hba.conf
+		[ -f "$hba" ] || die "cannot log in as postgres on 127.0.0.1 and found no $hba to fix"
+		log "trusting local TCP logins in $hba"
+		# pg_hba.conf is read top-down: the first matching line wins.
+		as_root sed -i -e '1i host all all 127.0.0.1/32 trust' -e '1i host all all ::1/128 trust' "$hba"
+		as_root pg_ctlcluster --skip-systemctl-redirect "$v" main reload
+		wait_for "PostgreSQL login" pg_login_ok
+	fi
+}
+
+# ------------------------------------------------- ZooKeeper and etcd (later)
+# The worker-ID registries will add ensure_zookeeper and ensure_etcd here,
+# exporting LEAF_TEST_ZK and LEAF_TEST_ETCD below.
+
+ensure_mariadb
+ensure_postgres
+
+printf "export LEAF_TEST_MYSQL_DSN='%s'\n" "$MYSQL_DSN" >&3
+printf "export LEAF_TEST_POSTGRES_DSN='%s'\n" "$POSTGRES_DSN" >&3

@@ -1,0 +1,24 @@
+package sqlite_test
+
+import (
+	"testing"
+
+	"github.com/leafgo/leaf/internal/testdb"
+	"github.com/leafgo/leaf/leaftest"
+)
+
+// The generator on SQLite: two instances (separate pools on one file, like
+// two processes), restarts.
+
+func TestGeneratorHammer(t *testing.T) {
+	total := 1_000_000
+	if testing.Short() {
+		total = 100_000
+	}
+	leaftest.HammerSegment(t, opener(testdb.SQLitePath(t)),
+		leaftest.Hammer{Instances: 2, Goroutines: 32, Total: total, Step: 100, Batch: 10})
+}
+
+func TestGeneratorRestart(t *testing.T) {
+	leaftest.RestartSegment(t, opener(testdb.SQLitePath(t)))
+}
