@@ -63,12 +63,7 @@ func (s *Server) v2SegmentID(w http.ResponseWriter, r *http.Request) {
 // v2SegmentBatch serves /v2/segment/{tag}/batch?count=N:
 // {"tag":"t","ids":[1,2],"ids_str":["1","2"]}. count is required.
 func (s *Server) v2SegmentBatch(w http.ResponseWriter, r *http.Request) {
-	tag, err := s.segmentTag(r)
-	if err != nil {
-		s.writeError(w, r, jsonStyle, err)
-		return
-	}
-	n, err := requiredCount(r)
+	tag, n, err := s.segmentTagCount(r)
 	if err != nil {
 		s.writeError(w, r, jsonStyle, err)
 		return
@@ -118,12 +113,7 @@ type rangeResponse struct {
 // [start, end), leased to the client for it to hand out itself. The range may
 // be shorter than N (it never spans two segments); count says how long it is.
 func (s *Server) v2SegmentRange(w http.ResponseWriter, r *http.Request) {
-	tag, err := s.segmentTag(r)
-	if err != nil {
-		s.writeError(w, r, jsonStyle, err)
-		return
-	}
-	n, err := requiredCount(r)
+	tag, n, err := s.segmentTagCount(r)
 	if err != nil {
 		s.writeError(w, r, jsonStyle, err)
 		return
@@ -147,6 +137,17 @@ func (s *Server) v2SegmentRange(w http.ResponseWriter, r *http.Request) {
 }
 
 // requiredCount parses the count query parameter, which /v2 batches require.
+// segmentTagCount reads the tag and the required count of the batch and
+// range routes.
+func (s *Server) segmentTagCount(r *http.Request) (string, int, error) {
+	tag, err := s.segmentTag(r)
+	if err != nil {
+		return "", 0, err
+	}
+	n, err := requiredCount(r)
+	return tag, n, err
+}
+
 func requiredCount(r *http.Request) (int, error) {
 	c, ok := queryValue(r.URL.RawQuery, "count")
 	if !ok {

@@ -149,15 +149,22 @@ func RestartSegment(t *testing.T, open Opener) {
 
 // Proxy is a switchable network path to the store (see internal/testdb.Proxy).
 type Proxy interface {
-	Down()
+	Down()  // connections cut and refused
+	Stall() // connections open, no bytes pass: the store hangs
 	Up()
 }
 
-// OutageSegment checks a store outage on a real store reached through p:
-// issuing continues from the buffers, the generator reports degraded, a
-// request fails with ErrNotReady only once both buffers are empty, and issuing
+// OutageSegment checks store outages on a real store reached through p, both
+// a store that refuses connections and one that stops answering: issuing
+// continues from the buffers, the generator reports degraded, a request
+// fails with ErrNotReady only once both buffers are empty, and issuing
 // resumes when the store returns.
 func OutageSegment(t *testing.T, open Opener, p Proxy) {
+	t.Run("refused", func(t *testing.T) { outage(t, open, p, p.Down) })
+	t.Run("hung", func(t *testing.T) { outage(t, open, p, p.Stall) })
+}
+
+func outage(t *testing.T, open Opener, p Proxy, fail func()) {
 	const step = 1000
 	tag := fmt.Sprintf("outage-%d", time.Now().UnixNano())
 	g, st := startGenerator(t, open, segment.Settings{
@@ -188,7 +195,7 @@ func OutageSegment(t *testing.T, open Opener, p Proxy) {
 		s := statusOf(g, tag)
 		return s.NextReady
 	})
-	p.Down()
+	fail()
 	waitUntil(t, "degraded", func() bool { return len(g.Degraded()) > 0 })
 	t.Logf("degraded: %q", g.Degraded())
 	draw(2*step - 200) // the rest of both buffers

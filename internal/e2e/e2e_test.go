@@ -86,8 +86,14 @@ func TestReadyzFollowsStoreOutage(t *testing.T) {
 	for range 200 {
 		nextID()
 	}
-	proxy.Down()
 	deadline := time.Now().Add(10 * time.Second)
+	for st := gen.Status(); len(st) != 1 || !st[0].NextReady; st = gen.Status() {
+		if time.Now().After(deadline) {
+			t.Fatalf("next range not loaded: %+v", st)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	proxy.Down()
 	for {
 		code, body := get(t, srv.URL+"/readyz")
 		if code == 200 && strings.HasPrefix(body, "degraded\n") && strings.Contains(body, "unreachable") {

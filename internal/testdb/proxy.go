@@ -8,16 +8,19 @@ import (
 )
 
 // Proxy is a TCP proxy on 127.0.0.1 in front of a real database server, for
-// outage tests: Down cuts every connection and refuses new ones, Up lets
+// outage tests: Down cuts every connection and refuses new ones, Stall keeps
+// connections open but stops passing bytes (a server that hangs), Up lets
 // traffic through again. The database itself is never touched.
 type Proxy struct {
 	target string
 	ln     net.Listener
 
-	mu    sync.Mutex
-	down  bool
-	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup
+	mu      sync.Mutex
+	flowing *sync.Cond // broadcast when down or stalled changes
+	down    bool
+	stalled bool
+	conns   map[net.Conn]struct{}
+	wg      sync.WaitGroup
 }
 
 // NewProxy starts a proxy to target (host:port) and stops it at test cleanup.
@@ -28,6 +31,7 @@ func NewProxy(t testing.TB, target string) *Proxy {
 		t.Fatalf("proxy listen: %v", err)
 	}
 	p := &Proxy{target: target, ln: ln, conns: map[net.Conn]struct{}{}}
+	p.flowing = sync.NewCond(&p.mu)
 	p.wg.Add(1)
 	go p.accept()
 	t.Cleanup(p.close)
@@ -45,13 +49,33 @@ func (p *Proxy) Down() {
 	for c := range p.conns {
 		c.Close()
 	}
+	p.flowing.Broadcast()
+}
+
+// Stall stops passing bytes on every connection, old and new, until Up: the
+// database seems to hang.
+func (p *Proxy) Stall() {
+	p.mu.Lock()
+	p.stalled = true
+	p.mu.Unlock()
 }
 
 // Up lets connections through again.
 func (p *Proxy) Up() {
 	p.mu.Lock()
-	p.down = false
+	p.down, p.stalled = false, false
+	p.flowing.Broadcast()
 	p.mu.Unlock()
+}
+
+// waitFlowing blocks while the proxy is stalled; false means it went down.
+func (p *Proxy) waitFlowing() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for p.stalled && !p.down {
+		p.flowing.Wait()
+	}
+	return !p.down
 }
 
 func (p *Proxy) close() {
@@ -104,7 +128,21 @@ func (p *Proxy) accept() {
 
 func (p *Proxy) pipe(dst, src net.Conn) {
 	defer p.wg.Done()
-	io.Copy(dst, src)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 && (!p.waitFlowing() || writeAll(dst, buf[:n]) != nil) {
+			break
+		}
+		if err != nil {
+			break
+		}
+	}
 	p.untrack(dst)
 	p.untrack(src)
+}
+
+func writeAll(w io.Writer, b []byte) error {
+	_, err := w.Write(b)
+	return err
 }
