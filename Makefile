@@ -3,7 +3,8 @@
 # LEAF_TEST_STRICT=1 so a missing service fails instead of skipping, then the
 # race detector over the short variant of the suite.
 GO ?= go
-STATICCHECK ?= $(shell command -v staticcheck || echo $(HOME)/go/bin/staticcheck)
+# staticcheck is run from the module proxy when it is not installed.
+STATICCHECK ?= $(shell command -v staticcheck || { test -x $(HOME)/go/bin/staticcheck && echo $(HOME)/go/bin/staticcheck; } || echo "$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2")
 
 .PHONY: all build test test-full test-race bench bench-http lint serve
 
