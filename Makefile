@@ -6,7 +6,7 @@ GO ?= go
 # staticcheck is run from the module proxy when it is not installed.
 STATICCHECK ?= $(shell command -v staticcheck || { test -x $(HOME)/go/bin/staticcheck && echo $(HOME)/go/bin/staticcheck; } || echo "$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2")
 
-.PHONY: all build test test-full test-race bench bench-http lint serve
+.PHONY: all build test bench bench-http lint serve
 
 all: build
 
