@@ -6,8 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
-	"os"
 	"strings"
 
 	"github.com/leafgo/leaf"
@@ -78,11 +78,9 @@ type app struct {
 	env            []string // os.Environ form
 	// onListen, if set, is called with the address serve listens on.
 	onListen func(net.Addr)
-}
-
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	a := &app{stdout: stdout, stderr: stderr, env: os.Environ()}
-	return a.run(ctx, args)
+	// onLogger, if set, is called with the logger serve builds; main makes
+	// it the process default.
+	onLogger func(*slog.Logger)
 }
 
 // command is one subcommand.

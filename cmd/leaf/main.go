@@ -17,12 +17,21 @@ package main
 
 import (
 	"context"
+	"log"
+	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+
+	gomysql "github.com/go-sql-driver/mysql"
 )
 
 func main() {
+	// The MySQL driver logs dropped connections itself, on stderr, in its own
+	// format; during an outage the generator's warning says it once. Set here,
+	// once per process: SetLogger is not safe to call while the driver runs.
+	gomysql.SetLogger(log.New(driverLog{}, "", 0))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	go func() {
 		// After the first signal, restore the default behaviour so a second
@@ -30,7 +39,20 @@ func main() {
 		<-ctx.Done()
 		stop()
 	}()
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	a := &app{stdout: os.Stdout, stderr: os.Stderr, env: os.Environ(),
+		// Libraries that log through slog's default (the MySQL driver) follow
+		// the configured level and format. Only the process sets it: tests
+		// run many servers at once.
+		onLogger: slog.SetDefault}
+	code := a.run(ctx, os.Args[1:])
 	stop()
 	os.Exit(code)
+}
+
+// driverLog forwards a driver's log lines to the process logger at debug level.
+type driverLog struct{}
+
+func (driverLog) Write(p []byte) (int, error) {
+	slog.Debug(strings.TrimSpace(string(p)), "source", "mysql driver")
+	return len(p), nil
 }

@@ -10,8 +10,6 @@ import (
 	"net/http"
 	"time"
 
-	gomysql "github.com/go-sql-driver/mysql"
-
 	"github.com/leafgo/leaf/httpapi"
 	"github.com/leafgo/leaf/internal/config"
 	"github.com/leafgo/leaf/segment"
@@ -59,9 +57,9 @@ func (a *app) serve(ctx context.Context, args []string) error {
 		return err
 	}
 	log := newLogger(cfg.Log, a.stderr)
-	// The MySQL driver logs dropped connections itself, on stderr, in its
-	// own format; during an outage our own warning says it once.
-	gomysql.SetLogger(slog.NewLogLogger(log.Handler(), slog.LevelDebug))
+	if a.onLogger != nil {
+		a.onLogger(log)
+	}
 	for _, name := range config.UnknownEnv(a.env, envServer) {
 		log.Warn("ignoring unknown environment variable", "name", name)
 	}
