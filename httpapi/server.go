@@ -150,21 +150,21 @@ func (s *Server) routes() {
 
 	// Native JSON API. IDs are issued on GET and POST alike: GET for curl and
 	// browsers, POST for clients that want to be sure no proxy replays it.
-	s.handle("/v2/segment/{tag}", jsonStyle, methods{"GET": s.v2SegmentID, "POST": s.v2SegmentID})
-	s.handle("/v2/segment/{tag}/batch", jsonStyle, methods{"GET": s.v2SegmentBatch, "POST": s.v2SegmentBatch})
-	s.handle("/v2/segment/{tag}/range", jsonStyle, methods{"GET": s.v2SegmentRange, "POST": s.v2SegmentRange})
-	s.handle("/v2/status", jsonStyle, methods{"GET": s.v2Status})
+	s.handle("/v2/segment/{tag}", jsonStyle, methods{"GET": s.v2(s.v2SegmentID), "POST": s.v2(s.v2SegmentID)})
+	s.handle("/v2/segment/{tag}/batch", jsonStyle, methods{"GET": s.v2(s.v2SegmentBatch), "POST": s.v2(s.v2SegmentBatch)})
+	s.handle("/v2/segment/{tag}/range", jsonStyle, methods{"GET": s.v2(s.v2SegmentRange), "POST": s.v2(s.v2SegmentRange)})
+	s.handle("/v2/status", jsonStyle, methods{"GET": s.v2(s.v2Status)})
 
 	// Tag administration: every handler passes through s.admin, the one place
 	// where authentication will be added.
 	s.handle("/v2/tags", jsonStyle, methods{
-		"GET":  s.admin(s.v2ListTags),
-		"POST": s.admin(s.v2CreateTag),
+		"GET":  s.admin(s.v2(s.v2ListTags)),
+		"POST": s.admin(s.v2(s.v2CreateTag)),
 	})
 	s.handle("/v2/tags/{tag}", jsonStyle, methods{
-		"GET":    s.admin(s.v2GetTag),
-		"PATCH":  s.admin(s.v2PatchTag),
-		"DELETE": s.admin(s.v2DeleteTag),
+		"GET":    s.admin(s.v2(s.v2GetTag)),
+		"PATCH":  s.admin(s.v2(s.v2PatchTag)),
+		"DELETE": s.admin(s.v2(s.v2DeleteTag)),
 	})
 
 	s.handle("/healthz", textStyle, methods{"GET": s.healthz})
@@ -189,6 +189,18 @@ func (s *Server) handle(path string, style errorStyle, m methods) {
 	}
 	slices.Sort(allow)
 	s.mux.Handle(path, s.methodNotAllowed(style, []string{strings.Join(allow, ", ")}))
+}
+
+// v2Handler is a /v2 route: it writes its answer, or returns the error to
+// answer instead (in JSON, through the one error table).
+type v2Handler func(w http.ResponseWriter, r *http.Request) error
+
+func (s *Server) v2(h v2Handler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			s.writeError(w, r, jsonStyle, err)
+		}
+	}
 }
 
 // admin wraps a tag-administration handler. It is the seam for the bearer

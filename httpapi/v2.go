@@ -34,19 +34,17 @@ func (s *Server) segmentTag(r *http.Request) (string, error) {
 // v2SegmentID serves /v2/segment/{tag}: {"tag":"t","id":123,"id_str":"123"}.
 // The body is formatted by hand: the tag is validated to bytes that need no
 // JSON escaping, and encoding/json would cost several allocations per ID.
-func (s *Server) v2SegmentID(w http.ResponseWriter, r *http.Request) {
+func (s *Server) v2SegmentID(w http.ResponseWriter, r *http.Request) error {
 	tag, err := s.segmentTag(r)
 	if err != nil {
-		s.writeError(w, r, jsonStyle, err)
-		return
+		return err
 	}
 	id, err := s.seg.NextID(r.Context(), tag)
 	if err == nil {
 		err = checkID(id)
 	}
 	if err != nil {
-		s.writeError(w, r, jsonStyle, err)
-		return
+		return err
 	}
 	buf := smallBufs.Get().(*[256]byte)
 	b := append(buf[:0], `{"tag":"`...)
@@ -58,20 +56,19 @@ func (s *Server) v2SegmentID(w http.ResponseWriter, r *http.Request) {
 	b = append(b, "\"}\n"...)
 	writeBody(w, r, http.StatusOK, appJSON, b)
 	smallBufs.Put(buf)
+	return nil
 }
 
 // v2SegmentBatch serves /v2/segment/{tag}/batch?count=N:
 // {"tag":"t","ids":[1,2],"ids_str":["1","2"]}. count is required.
-func (s *Server) v2SegmentBatch(w http.ResponseWriter, r *http.Request) {
+func (s *Server) v2SegmentBatch(w http.ResponseWriter, r *http.Request) error {
 	tag, n, err := s.segmentTagCount(r)
 	if err != nil {
-		s.writeError(w, r, jsonStyle, err)
-		return
+		return err
 	}
 	p, ids, err := s.nextIDs(r, tag, n)
 	if err != nil {
-		s.writeError(w, r, jsonStyle, err)
-		return
+		return err
 	}
 	defer putIDs(p, ids)
 	bp := batchBufs.Get().(*[]byte)
@@ -97,6 +94,7 @@ func (s *Server) v2SegmentBatch(w http.ResponseWriter, r *http.Request) {
 	writeBody(w, r, http.StatusOK, appJSON, b)
 	*bp = b
 	batchBufs.Put(bp)
+	return nil
 }
 
 // rangeResponse is the body of /v2/segment/{tag}/range.
@@ -112,21 +110,19 @@ type rangeResponse struct {
 // v2SegmentRange serves /v2/segment/{tag}/range?count=N: the contiguous IDs
 // [start, end), leased to the client for it to hand out itself. The range may
 // be shorter than N (it never spans two segments); count says how long it is.
-func (s *Server) v2SegmentRange(w http.ResponseWriter, r *http.Request) {
+func (s *Server) v2SegmentRange(w http.ResponseWriter, r *http.Request) error {
 	tag, n, err := s.segmentTagCount(r)
 	if err != nil {
-		s.writeError(w, r, jsonStyle, err)
-		return
+		return err
 	}
 	start, end, err := s.seg.NextRange(r.Context(), tag, n)
 	if err == nil && (start < 1 || end <= start || end-start > int64(n)) {
 		err = fmt.Errorf("httpapi: generator returned range [%d, %d) for count %d", start, end, n)
 	}
 	if err != nil {
-		s.writeError(w, r, jsonStyle, err)
-		return
+		return err
 	}
-	s.writeJSON(w, r, http.StatusOK, rangeResponse{
+	return writeJSON(w, r, http.StatusOK, rangeResponse{
 		Tag:      tag,
 		Start:    start,
 		End:      end,
@@ -136,7 +132,6 @@ func (s *Server) v2SegmentRange(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// requiredCount parses the count query parameter, which /v2 batches require.
 // segmentTagCount reads the tag and the required count of the batch and
 // range routes.
 func (s *Server) segmentTagCount(r *http.Request) (string, int, error) {
@@ -148,6 +143,7 @@ func (s *Server) segmentTagCount(r *http.Request) (string, int, error) {
 	return tag, n, err
 }
 
+// requiredCount parses the count query parameter, which /v2 batches require.
 func requiredCount(r *http.Request) (int, error) {
 	c, ok := queryValue(r.URL.RawQuery, "count")
 	if !ok {
@@ -171,7 +167,7 @@ type segmentStatus struct {
 }
 
 // v2Status serves /v2/status.
-func (s *Server) v2Status(w http.ResponseWriter, r *http.Request) {
+func (s *Server) v2Status(w http.ResponseWriter, r *http.Request) error {
 	resp := statusResponse{
 		Version: s.version,
 		Segment: segmentStatus{Degraded: []string{}, Tags: []leaf.SegmentStatus{}},
@@ -185,41 +181,37 @@ func (s *Server) v2Status(w http.ResponseWriter, r *http.Request) {
 			resp.Segment.Tags = t
 		}
 	}
-	s.writeJSON(w, r, http.StatusOK, resp)
+	return writeJSON(w, r, http.StatusOK, resp)
 }
 
 // v2ListTags serves GET /v2/tags: {"tags":[row...]}.
-func (s *Server) v2ListTags(w http.ResponseWriter, r *http.Request) {
+func (s *Server) v2ListTags(w http.ResponseWriter, r *http.Request) error {
 	if s.seg == nil {
-		s.writeError(w, r, jsonStyle, errSegmentDisabled)
-		return
+		return errSegmentDisabled
 	}
 	allocs, err := s.seg.Allocs(r.Context())
 	if err != nil {
-		s.writeError(w, r, jsonStyle, err)
-		return
+		return err
 	}
 	if allocs == nil {
 		allocs = []leaf.Alloc{}
 	}
-	s.writeJSON(w, r, http.StatusOK, struct {
+	return writeJSON(w, r, http.StatusOK, struct {
 		Tags []leaf.Alloc `json:"tags"`
 	}{allocs})
 }
 
 // v2GetTag serves GET /v2/tags/{tag}: one row.
-func (s *Server) v2GetTag(w http.ResponseWriter, r *http.Request) {
+func (s *Server) v2GetTag(w http.ResponseWriter, r *http.Request) error {
 	tag, err := s.segmentTag(r)
 	if err != nil {
-		s.writeError(w, r, jsonStyle, err)
-		return
+		return err
 	}
 	a, err := s.seg.Alloc(r.Context(), tag)
 	if err != nil {
-		s.writeError(w, r, jsonStyle, err)
-		return
+		return err
 	}
-	s.writeJSON(w, r, http.StatusOK, a)
+	return writeJSON(w, r, http.StatusOK, a)
 }
 
 // createTagRequest is the body of POST /v2/tags. Start and Step are pointers
@@ -232,15 +224,13 @@ type createTagRequest struct {
 }
 
 // v2CreateTag serves POST /v2/tags: 201 with the created row.
-func (s *Server) v2CreateTag(w http.ResponseWriter, r *http.Request) {
+func (s *Server) v2CreateTag(w http.ResponseWriter, r *http.Request) error {
 	if s.seg == nil {
-		s.writeError(w, r, jsonStyle, errSegmentDisabled)
-		return
+		return errSegmentDisabled
 	}
 	var req createTagRequest
 	if err := decodeBody(w, r, &req); err != nil {
-		s.writeError(w, r, jsonStyle, err)
-		return
+		return err
 	}
 	a := leaf.Alloc{Tag: req.Tag, MaxID: defaultStart, Step: defaultStep, Description: req.Description}
 	if req.Start != nil {
@@ -250,12 +240,10 @@ func (s *Server) v2CreateTag(w http.ResponseWriter, r *http.Request) {
 		a.Step = *req.Step
 	}
 	if err := leaf.ValidateAlloc(a); err != nil {
-		s.writeError(w, r, jsonStyle, err)
-		return
+		return err
 	}
 	if err := s.seg.CreateTag(r.Context(), a); err != nil {
-		s.writeError(w, r, jsonStyle, err)
-		return
+		return err
 	}
 	// Answer with the row as stored (update_time is the store's). If reading
 	// it back fails, the tag was still created: say so with what was asked.
@@ -263,7 +251,7 @@ func (s *Server) v2CreateTag(w http.ResponseWriter, r *http.Request) {
 		a = stored
 	}
 	w.Header()["Location"] = []string{"/v2/tags/" + a.Tag}
-	s.writeJSON(w, r, http.StatusCreated, a)
+	return writeJSON(w, r, http.StatusCreated, a)
 }
 
 // patchTagRequest is the body of PATCH /v2/tags/{tag}.
@@ -272,51 +260,44 @@ type patchTagRequest struct {
 }
 
 // v2PatchTag serves PATCH /v2/tags/{tag} {"step":N}: 200 with the row.
-func (s *Server) v2PatchTag(w http.ResponseWriter, r *http.Request) {
+func (s *Server) v2PatchTag(w http.ResponseWriter, r *http.Request) error {
 	tag, err := s.segmentTag(r)
 	if err != nil {
-		s.writeError(w, r, jsonStyle, err)
-		return
+		return err
 	}
 	var req patchTagRequest
 	if err := decodeBody(w, r, &req); err != nil {
-		s.writeError(w, r, jsonStyle, err)
-		return
+		return err
 	}
 	if req.Step == nil {
-		s.writeError(w, r, jsonStyle, fmt.Errorf("%w: step is required", leaf.ErrInvalidArgument))
-		return
+		return fmt.Errorf("%w: step is required", leaf.ErrInvalidArgument)
 	}
 	if err := leaf.ValidateStep(*req.Step); err != nil {
-		s.writeError(w, r, jsonStyle, err)
-		return
+		return err
 	}
 	if err := s.seg.SetStep(r.Context(), tag, *req.Step); err != nil {
-		s.writeError(w, r, jsonStyle, err)
-		return
+		return err
 	}
 	// If reading the row back fails, answer the error: setting a step is
 	// idempotent, so the client may simply retry.
 	a, err := s.seg.Alloc(r.Context(), tag)
 	if err != nil {
-		s.writeError(w, r, jsonStyle, err)
-		return
+		return err
 	}
-	s.writeJSON(w, r, http.StatusOK, a)
+	return writeJSON(w, r, http.StatusOK, a)
 }
 
 // v2DeleteTag serves DELETE /v2/tags/{tag}: 204.
-func (s *Server) v2DeleteTag(w http.ResponseWriter, r *http.Request) {
+func (s *Server) v2DeleteTag(w http.ResponseWriter, r *http.Request) error {
 	tag, err := s.segmentTag(r)
 	if err != nil {
-		s.writeError(w, r, jsonStyle, err)
-		return
+		return err
 	}
 	if err := s.seg.DeleteTag(r.Context(), tag); err != nil {
-		s.writeError(w, r, jsonStyle, err)
-		return
+		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
+	return nil
 }
 
 // decodeBody reads one JSON object from the request body into dst. Unknown
@@ -348,12 +329,13 @@ func decodeBody(w http.ResponseWriter, r *http.Request, dst any) error {
 	}
 }
 
-// writeJSON answers with v as JSON and a trailing newline.
-func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
+// writeJSON answers with v as JSON and a trailing newline. An encoding
+// error is returned before anything is written, to be answered instead.
+func writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
-		s.writeError(w, r, jsonStyle, fmt.Errorf("httpapi: encode response: %w", err))
-		return
+		return fmt.Errorf("httpapi: encode response: %w", err)
 	}
 	writeBody(w, r, status, appJSON, append(b, '\n'))
+	return nil
 }
