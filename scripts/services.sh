@@ -134,12 +134,77 @@ ensure_postgres() {
 	fi
 }
 
-# ------------------------------------------------- ZooKeeper and etcd (later)
-# The worker-ID registries will add ensure_zookeeper and ensure_etcd here,
-# exporting LEAF_TEST_ZK and LEAF_TEST_ETCD below.
+# -------------------------------------------------------------- ZooKeeper
+# Debian's package ships no service we can use without systemd and a config
+# that opens the admin server on 8080 (leaf's own port), so we run the server
+# class ourselves with a config of our own: loopback only, no admin server,
+# a 500 ms tick so tests may ask for sessions as short as 1 s.
+
+readonly ZK_DIR=/var/lib/leaf-test-zookeeper
+zk_up() { exec 3<>/dev/tcp/127.0.0.1/2181 && printf ruok >&3 && [ "$(head -c 4 <&3)" = imok ]; }
+
+ensure_zookeeper() {
+	if (zk_up) >/dev/null 2>&1; then
+		log "ZooKeeper answers on 127.0.0.1:2181"
+		return
+	fi
+	if [ ! -f /usr/share/java/zookeeper.jar ]; then
+		apt_install zookeeper
+	fi
+	as_root install -d "$ZK_DIR" "$ZK_DIR/data"
+	as_root tee "$ZK_DIR/zoo.cfg" >/dev/null <<-EOF_CFG
+		tickTime=500
+		initLimit=10
+		syncLimit=5
+		dataDir=$ZK_DIR/data
+		clientPort=2181
+		clientPortAddress=127.0.0.1
+		admin.enableServer=false
+		minSessionTimeout=1000
+		maxSessionTimeout=30000
+		4lw.commands.whitelist=ruok,srvr
+	EOF_CFG
+	log "starting ZooKeeper"
+	as_root start-stop-daemon --start --oknodo --background --make-pidfile \
+		--pidfile "$ZK_DIR/zookeeper.pid" --chdir "$ZK_DIR" --output "$ZK_DIR/zookeeper.log" \
+		--exec /usr/bin/java -- -Dzookeeper.log.dir="$ZK_DIR" -Dzookeeper.root.logger=INFO,CONSOLE \
+		-cp /etc/zookeeper/conf:/usr/share/java/zookeeper.jar \
+		org.apache.zookeeper.server.quorum.QuorumPeerMain "$ZK_DIR/zoo.cfg"
+	wait_for ZooKeeper bash -c "$(declare -f zk_up); zk_up"
+	log "ZooKeeper is up"
+}
+
+# ------------------------------------------------------------------- etcd
+
+readonly ETCD_DIR=/var/lib/leaf-test-etcd
+etcd_up() { curl -fsS --max-time 2 http://127.0.0.1:2379/health | grep -q '"health":"true"'; }
+
+ensure_etcd() {
+	if etcd_up >/dev/null 2>&1; then
+		log "etcd answers on 127.0.0.1:2379"
+		return
+	fi
+	if [ ! -x /usr/bin/etcd ]; then
+		apt_install etcd-server
+	fi
+	as_root install -d "$ETCD_DIR"
+	log "starting etcd"
+	as_root start-stop-daemon --start --oknodo --background --make-pidfile \
+		--pidfile "$ETCD_DIR/etcd.pid" --chdir "$ETCD_DIR" --output "$ETCD_DIR/etcd.log" \
+		--exec /usr/bin/etcd -- --name leaf-test --data-dir "$ETCD_DIR/data" \
+		--listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
+		--listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
+		--initial-cluster leaf-test=http://127.0.0.1:2380
+	wait_for etcd etcd_up
+	log "etcd is up"
+}
 
 ensure_mariadb
 ensure_postgres
+ensure_zookeeper
+ensure_etcd
 
 printf "export LEAF_TEST_MYSQL_DSN='%s'\n" "$MYSQL_DSN" >&3
 printf "export LEAF_TEST_POSTGRES_DSN='%s'\n" "$POSTGRES_DSN" >&3
+printf "export LEAF_TEST_ZK='%s'\n" 127.0.0.1:2181 >&3
+printf "export LEAF_TEST_ETCD='%s'\n" 127.0.0.1:2379 >&3
