@@ -21,8 +21,12 @@ var (
 	ErrNotReady = errors.New("not ready")
 	// ErrClockBackwards: the clock went back further than the generator waits out.
 	ErrClockBackwards = errors.New("clock moved backwards")
-	// ErrWorkerIDsExhausted: the registry has no worker ID left to hand out.
+	// ErrWorkerIDsExhausted: the registry has no worker ID left to hand out,
+	// or the one it holds for this server is above the layout's maximum.
 	ErrWorkerIDsExhausted = errors.New("worker IDs exhausted")
+	// ErrWorkerLost: a snowflake worker's claim on its ID is gone (its lease
+	// expired or another server took the ID); it must stop issuing.
+	ErrWorkerLost = errors.New("worker ID lost")
 	// ErrClosed: the generator or store has been closed.
 	ErrClosed = errors.New("closed")
 )

@@ -43,6 +43,7 @@ var errorTable = [...]errorKind{
 	{leaf.ErrNotReady, http.StatusServiceUnavailable, "not_ready"},
 	{leaf.ErrClockBackwards, http.StatusServiceUnavailable, "clock_backwards"},
 	{leaf.ErrWorkerIDsExhausted, http.StatusServiceUnavailable, "worker_ids_exhausted"},
+	{leaf.ErrWorkerLost, http.StatusServiceUnavailable, "worker_lost"},
 	{leaf.ErrClosed, http.StatusServiceUnavailable, "closed"},
 	{context.DeadlineExceeded, http.StatusServiceUnavailable, "timeout"},
 	// The client gave up; it will not read the answer, and it is no bug.

@@ -27,6 +27,8 @@ import (
 const (
 	EnvMySQL    = "LEAF_TEST_MYSQL_DSN"    // e.g. root@tcp(127.0.0.1:3306)/
 	EnvPostgres = "LEAF_TEST_POSTGRES_DSN" // e.g. postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
+	EnvZK       = "LEAF_TEST_ZK"           // e.g. 127.0.0.1:2181
+	EnvEtcd     = "LEAF_TEST_ETCD"         // e.g. 127.0.0.1:2379
 	EnvStrict   = "LEAF_TEST_STRICT"       // "1": a missing server fails the test
 )
 
@@ -46,6 +48,24 @@ func lookup(t testing.TB, env string) string {
 	t.Skip(msg)
 	return ""
 }
+
+// ZooKeeper returns the address of the ZooKeeper server at $LEAF_TEST_ZK. The
+// test keeps to a namespace of its own (UniqueName) and removes it.
+func ZooKeeper(t testing.TB) string {
+	t.Helper()
+	return lookup(t, EnvZK)
+}
+
+// Etcd returns the client endpoint of the etcd server at $LEAF_TEST_ETCD. The
+// test keeps to a key prefix of its own (UniqueName) and removes it.
+func Etcd(t testing.TB) string {
+	t.Helper()
+	return lookup(t, EnvEtcd)
+}
+
+// UniqueName is a name no other test run uses: a database, a ZooKeeper
+// namespace, an etcd prefix. It is a valid identifier in all of them.
+func UniqueName() string { return uniqueName() }
 
 // uniqueName is a database name no other test run uses.
 func uniqueName() string {

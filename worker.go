@@ -1,0 +1,126 @@
+package leaf
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Endpoint is how a snowflake server names itself to a worker registry:
+// Leaf's "ip:port". Registries that promise an endpoint its old worker ID
+// back (zookeeper, mysql, local) key the ID by it.
+type Endpoint struct {
+	IP   string
+	Port int
+}
+
+// String returns "ip:port" exactly as Java Leaf writes it (no brackets).
+func (e Endpoint) String() string { return e.IP + ":" + strconv.Itoa(e.Port) }
+
+// Validate checks that the endpoint is an IPv4 or IPv6 address and a port in
+// 1..65535. An IPv6 address is accepted, although Java Leaf only ever uses
+// IPv4: the last ":" of "ip:port" separates the port.
+func (e Endpoint) Validate() error {
+	if net.ParseIP(e.IP) == nil {
+		return fmt.Errorf("%w: endpoint IP %q is not an IP address", ErrInvalidArgument, truncate(e.IP, 60))
+	}
+	if e.Port < 1 || e.Port > 65535 {
+		return fmt.Errorf("%w: endpoint port %d, want 1..65535", ErrInvalidArgument, e.Port)
+	}
+	return nil
+}
+
+// ParseEndpoint parses and validates "ip:port".
+func ParseEndpoint(s string) (Endpoint, error) {
+	i := strings.LastIndexByte(s, ':')
+	if i < 0 {
+		return Endpoint{}, fmt.Errorf("%w: endpoint %q is not ip:port", ErrInvalidArgument, truncate(s, 60))
+	}
+	port, err := strconv.Atoi(s[i+1:])
+	if err != nil {
+		return Endpoint{}, fmt.Errorf("%w: endpoint %q has no numeric port", ErrInvalidArgument, truncate(s, 60))
+	}
+	e := Endpoint{IP: strings.Trim(s[:i], "[]"), Port: port}
+	return e, e.Validate()
+}
+
+// WorkerClaim is a worker ID held by one server.
+type WorkerClaim struct {
+	// WorkerID is the claimed ID, in [0, maxID] of the Register call.
+	WorkerID int64
+	// HighWater is the high-water mark (Unix milliseconds) stored with the ID
+	// by its previous holder: that holder issued no ID stamped at or after it.
+	// 0 when the ID has no history. The new holder must not issue before it.
+	HighWater int64
+	// Expires is when the claim lapses unless Heartbeat renews it. The zero
+	// Time means never: the ID belongs to the endpoint. A holder must stop
+	// issuing before Expires, because afterwards the registry may hand the ID
+	// to another server.
+	Expires time.Time
+}
+
+// WorkerRegistry hands out snowflake worker IDs so that no two live servers
+// hold the same one. One value serves one server: Register once, then
+// Heartbeat until Release. Implementations: local, zookeeper, etcd, mysql.
+//
+// Registration must be atomic in the registry itself (a sequential node, a
+// transaction on the ID's own key, a unique index): concurrent cold starts of
+// many servers never yield one ID twice.
+type WorkerRegistry interface {
+	// Register claims a worker ID in [0, maxID] for ep. Where the registry
+	// promises it, an endpoint gets back the ID it held before. It fails with
+	// ErrWorkerIDsExhausted when no ID is free or ep's ID is above maxID;
+	// other errors (the registry unreachable) may pass.
+	Register(ctx context.Context, ep Endpoint, maxID int64) (WorkerClaim, error)
+	// Heartbeat stores mark (Unix ms) as the claim's high-water mark, the
+	// holder's promise to issue no ID stamped at or after it, and renews the
+	// lease. It returns the lease's new expiry (zero if the registry does not
+	// lease). ErrWorkerLost means the claim is gone: the lease expired or
+	// another server took the ID.
+	Heartbeat(ctx context.Context, mark int64) (expires time.Time, err error)
+	// Release ends the claim, storing mark as its final high-water mark.
+	// Leasing registries return the ID to the pool; the others keep it for
+	// the endpoint.
+	Release(ctx context.Context, mark int64) error
+	// Close frees the client's resources. It does not Release.
+	Close() error
+}
+
+// WorkerStatus is a snowflake worker's state, for /v2/status and metrics.
+type WorkerStatus struct {
+	Registry string `json:"registry"`
+	Endpoint string `json:"endpoint"`
+	// WorkerID is -1 while no ID is held (lost and not yet re-registered).
+	WorkerID int64 `json:"worker_id"`
+	// FromCache: the registry was unreachable at start-up and the ID came
+	// from the local cache.
+	FromCache bool `json:"from_cache"`
+	// HighWater is the persisted high-water mark, Unix ms: no ID is issued
+	// stamped at or after it until a heartbeat moves it.
+	HighWater int64 `json:"high_water_ms"`
+	// LastIssued is the timestamp of the last ID issued, Unix ms (0: none yet).
+	LastIssued int64 `json:"last_issued_ms"`
+	// LeaseExpires is zero for registries without leases.
+	LeaseExpires  time.Time `json:"lease_expires,omitzero"`
+	LastHeartbeat time.Time `json:"last_heartbeat,omitzero"`
+	// HeartbeatError is the last heartbeat's error, empty when it succeeded.
+	HeartbeatError string `json:"heartbeat_error,omitempty"`
+	// HeartbeatFailures counts failed heartbeats since start.
+	HeartbeatFailures int64 `json:"heartbeat_failures"`
+	// Rollbacks counts clock steps backwards seen while issuing; MaxRollbackMs
+	// is the largest, in milliseconds.
+	Rollbacks     int64 `json:"rollbacks"`
+	MaxRollbackMs int64 `json:"max_rollback_ms"`
+}
+
+// SnowflakeParts is a snowflake ID taken apart by its layout.
+type SnowflakeParts struct {
+	ID int64 `json:"id"`
+	// Timestamp is the ID's time, Unix milliseconds (the layout's epoch added).
+	Timestamp int64 `json:"timestamp_ms"`
+	WorkerID  int64 `json:"worker_id"`
+	Sequence  int64 `json:"sequence"`
+}
