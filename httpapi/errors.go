@@ -13,10 +13,11 @@ import (
 // Errors of the transport itself; they go through the same table as the
 // generator's.
 var (
-	errNoRoute          = errors.New("not found")
-	errMethodNotAllowed = errors.New("method not allowed")
-	errSegmentDisabled  = errors.New("segment mode is disabled")
-	errBodyTooLarge     = errors.New("request body too large")
+	errNoRoute           = errors.New("not found")
+	errMethodNotAllowed  = errors.New("method not allowed")
+	errSegmentDisabled   = errors.New("segment mode is disabled")
+	errSnowflakeDisabled = errors.New("snowflake mode is disabled")
+	errBodyTooLarge      = errors.New("request body too large")
 )
 
 // errorKind is one row of the error table.
@@ -49,6 +50,7 @@ var errorTable = [...]errorKind{
 	// The client gave up; it will not read the answer, and it is no bug.
 	{context.Canceled, http.StatusServiceUnavailable, "canceled"},
 	{errSegmentDisabled, http.StatusNotFound, "segment_disabled"},
+	{errSnowflakeDisabled, http.StatusNotFound, "snowflake_disabled"},
 	{errNoRoute, http.StatusNotFound, "not_found"},
 	{errMethodNotAllowed, http.StatusMethodNotAllowed, "method_not_allowed"},
 	{errBodyTooLarge, http.StatusRequestEntityTooLarge, "request_too_large"},
@@ -67,12 +69,15 @@ func classify(err error) errorKind {
 }
 
 // errorStyle selects the body of an error response: one line of text on the
-// Leaf-compatible and operations routes, a JSON object on /v2.
-type errorStyle bool
+// Leaf-compatible text routes and the operations routes, a JSON object on /v2,
+// and Leaf's {"errorMsg":"..."} on /decodeSnowflakeId, whose clients already
+// look for that key.
+type errorStyle uint8
 
 const (
-	textStyle errorStyle = false
-	jsonStyle errorStyle = true
+	textStyle     errorStyle = iota
+	jsonStyle                // {"error":"...","code":"..."}
+	leafJSONStyle            // {"errorMsg":"..."}
 )
 
 // writeError answers a request with err, its status taken from the error
@@ -92,15 +97,21 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, style errorS
 	if k.status == http.StatusServiceUnavailable {
 		h["Retry-After"] = retry1s
 	}
-	if style == jsonStyle {
+	switch style {
+	case jsonStyle:
 		body, _ := json.Marshal(struct { // strings only: cannot fail
 			Error string `json:"error"`
 			Code  string `json:"code"`
 		}{msg, k.code})
 		writeBody(w, r, k.status, appJSON, append(body, '\n'))
-		return
+	case leafJSONStyle:
+		body, _ := json.Marshal(struct { // a string only: cannot fail
+			ErrorMsg string `json:"errorMsg"`
+		}{msg})
+		writeBody(w, r, k.status, appJSON, append(body, '\n'))
+	default:
+		writeBody(w, r, k.status, textPlain, []byte(msg+"\n"))
 	}
-	writeBody(w, r, k.status, textPlain, []byte(msg+"\n"))
 }
 
 // notFound answers 404 for a path no route matches.

@@ -1,0 +1,214 @@
+// Package local keeps snowflake worker state on local disk: Cache, the file
+// that lets a server start with its worker ID while its registry is down,
+// and Registry, the "local" worker registry (a worker ID from configuration,
+// its high-water mark in such a file).
+//
+// The cache file is the NotFound9 fork of Java Leaf's workerID.properties:
+//
+//	workerID=5
+//	maxTimestamp=1590000000000
+//
+// A file without maxTimestamp (written by Meituan's Leaf, which cached only
+// the ID) is refused: without a mark the cache cannot prove the clock has not
+// gone back (Leaf#97).
+package local
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/leafgo/leaf"
+)
+
+// Cache is a worker cache file. Its methods are safe for concurrent use
+// within one process.
+type Cache struct {
+	path string
+	mu   sync.Mutex
+}
+
+// NewCache returns the cache at path; the file and its directory are created
+// on the first Save.
+func NewCache(path string) *Cache { return &Cache{path: path} }
+
+// Path is the cache file's path.
+func (c *Cache) Path() string { return c.path }
+
+// Load reads the cached worker ID and high-water mark. It fails with an
+// error wrapping fs.ErrNotExist when there is no file, and with one wrapping
+// leaf.ErrInvalidArgument when the file is malformed.
+func (c *Cache) Load() (workerID, mark int64, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, err := os.ReadFile(c.path)
+	if err != nil {
+		return 0, 0, fmt.Errorf("worker cache: %w", err)
+	}
+	kv := make(map[string]string)
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || line[0] == '#' || line[0] == '!' {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			return 0, 0, fmt.Errorf("%w: worker cache %s: line %q is not key=value", leaf.ErrInvalidArgument, c.path, line)
+		}
+		kv[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
+	id, err := strconv.ParseInt(kv["workerID"], 10, 64)
+	if err != nil || id < 0 {
+		return 0, 0, fmt.Errorf("%w: worker cache %s: no valid workerID", leaf.ErrInvalidArgument, c.path)
+	}
+	mark, err = strconv.ParseInt(kv["maxTimestamp"], 10, 64)
+	if err != nil || mark < 0 {
+		return 0, 0, fmt.Errorf("%w: worker cache %s: no valid maxTimestamp (a file written by Meituan's Leaf has none; without it the clock cannot be checked)", leaf.ErrInvalidArgument, c.path)
+	}
+	return id, mark, nil
+}
+
+// Save writes the worker ID and mark durably: a temporary file, fsync,
+// rename over the old one, fsync of the directory. A crash leaves either the
+// old or the new content, never a torn file.
+func (c *Cache) Save(workerID, mark int64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	dir := filepath.Dir(c.path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("worker cache: %w", err)
+	}
+	f, err := os.CreateTemp(dir, ".workerID-*.tmp")
+	if err != nil {
+		return fmt.Errorf("worker cache: %w", err)
+	}
+	tmp := f.Name()
+	body := "workerID=" + strconv.FormatInt(workerID, 10) + "\nmaxTimestamp=" + strconv.FormatInt(mark, 10) + "\n"
+	_, err = f.WriteString(body)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, c.path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("worker cache: %w", err)
+	}
+	if d, err := os.Open(dir); err == nil {
+		err = d.Sync()
+		_ = d.Close()
+		if err != nil {
+			return fmt.Errorf("worker cache: sync %s: %w", dir, err)
+		}
+	}
+	return nil
+}
+
+// Config configures a local Registry. Either WorkerIDs maps each endpoint
+// ("ip:port") to its ID, or WorkerID is the ID of every endpoint.
+type Config struct {
+	WorkerID  int64
+	WorkerIDs map[string]int64
+	// Dir keeps one cache file per worker ID with its high-water mark
+	// (worker-N.properties). Required: without it a restart could not be
+	// checked against the clock.
+	Dir string
+}
+
+// Registry is the "local" worker registry: the worker ID comes from
+// configuration, nothing is shared between servers, and the high-water mark
+// lives in a file under Config.Dir. Two servers configured with one ID
+// duplicate IDs; that is the operator's promise to keep.
+type Registry struct {
+	cfg   Config
+	id    int64
+	cache *Cache // of the registered ID; nil before Register
+}
+
+// New validates cfg and returns a Registry.
+func New(cfg Config) (*Registry, error) {
+	if cfg.Dir == "" {
+		return nil, fmt.Errorf("%w: local worker registry needs a directory for its high-water marks", leaf.ErrInvalidArgument)
+	}
+	if cfg.WorkerID < 0 {
+		return nil, fmt.Errorf("%w: worker ID %d is negative", leaf.ErrInvalidArgument, cfg.WorkerID)
+	}
+	seen := make(map[int64]string, len(cfg.WorkerIDs))
+	for ep, id := range cfg.WorkerIDs {
+		if _, err := leaf.ParseEndpoint(ep); err != nil {
+			return nil, fmt.Errorf("local worker IDs: %w", err)
+		}
+		if id < 0 {
+			return nil, fmt.Errorf("%w: worker ID %d of %s is negative", leaf.ErrInvalidArgument, id, ep)
+		}
+		if other, dup := seen[id]; dup {
+			return nil, fmt.Errorf("%w: worker ID %d given to both %s and %s", leaf.ErrInvalidArgument, id, other, ep)
+		}
+		seen[id] = ep
+	}
+	return &Registry{cfg: cfg}, nil
+}
+
+// Register returns the configured ID of ep and the mark stored for it.
+func (r *Registry) Register(_ context.Context, ep leaf.Endpoint, maxID int64) (leaf.WorkerClaim, error) {
+	if err := ep.Validate(); err != nil {
+		return leaf.WorkerClaim{}, err
+	}
+	if maxID < 0 {
+		return leaf.WorkerClaim{}, fmt.Errorf("%w: max worker ID %d is negative", leaf.ErrInvalidArgument, maxID)
+	}
+	id := r.cfg.WorkerID
+	if r.cfg.WorkerIDs != nil {
+		var ok bool
+		if id, ok = r.cfg.WorkerIDs[ep.String()]; !ok {
+			return leaf.WorkerClaim{}, fmt.Errorf("%w: no worker ID for %s in the local worker ID map", leaf.ErrInvalidArgument, ep)
+		}
+	}
+	if id > maxID {
+		return leaf.WorkerClaim{}, fmt.Errorf("%w: configured worker ID %d of %s is above the layout's maximum %d",
+			leaf.ErrWorkerIDsExhausted, id, ep, maxID)
+	}
+	c := NewCache(filepath.Join(r.cfg.Dir, "worker-"+strconv.FormatInt(id, 10)+".properties"))
+	claim := leaf.WorkerClaim{WorkerID: id}
+	switch cid, mark, err := c.Load(); {
+	case err == nil && cid == id:
+		claim.HighWater = mark
+	case err == nil:
+		return leaf.WorkerClaim{}, fmt.Errorf("%w: %s holds worker ID %d, not %d", leaf.ErrInvalidArgument, c.Path(), cid, id)
+	case !errors.Is(err, fs.ErrNotExist):
+		return leaf.WorkerClaim{}, err
+	}
+	r.id, r.cache = id, c
+	return claim, nil
+}
+
+// Heartbeat stores mark in the worker's file. There is no lease.
+func (r *Registry) Heartbeat(_ context.Context, mark int64) (time.Time, error) {
+	if r.cache == nil {
+		return time.Time{}, errors.New("local registry: heartbeat before Register")
+	}
+	return time.Time{}, r.cache.Save(r.id, mark)
+}
+
+// Release stores the final mark; the ID stays configured.
+func (r *Registry) Release(ctx context.Context, mark int64) error {
+	_, err := r.Heartbeat(ctx, mark)
+	return err
+}
+
+// Close does nothing: the registry holds no connection.
+func (r *Registry) Close() error { return nil }

@@ -1,0 +1,432 @@
+package snowflake_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/inmem"
+	"github.com/leafgo/leaf/leaftest"
+	"github.com/leafgo/leaf/local"
+	"github.com/leafgo/leaf/snowflake"
+)
+
+// offsetClock is the real clock plus an offset a test steps, the way NTP
+// steps a server's clock.
+type offsetClock struct{ off atomic.Int64 }
+
+func (c *offsetClock) Now() time.Time      { return time.Now().Add(time.Duration(c.off.Load())) }
+func (c *offsetClock) Set(d time.Duration) { c.off.Store(int64(d)) }
+func quiet() *slog.Logger                  { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func ctx(t *testing.T) context.Context     { return t.Context() }
+func ep(i int) leaf.Endpoint               { return leaftest.TestEndpoint(i) }
+func localReg(t *testing.T, dir string) leaf.WorkerRegistry {
+	t.Helper()
+	r, err := local.New(local.Config{WorkerID: 7, Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func settings(reg leaf.WorkerRegistry, clock *offsetClock) snowflake.Settings {
+	s := leaftest.FastSnowflake(reg, ep(0))
+	s.Logger = quiet()
+	if clock != nil {
+		s.Now = clock.Now
+	}
+	return s
+}
+
+func start(t *testing.T, s snowflake.Settings) *snowflake.Generator {
+	t.Helper()
+	g, err := snowflake.New(ctx(t), s)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { _ = g.Close(context.Background()) })
+	return g
+}
+
+func TestHammerInMemoryPool(t *testing.T) {
+	leaftest.HammerSnowflake(t, inmem.NewWorkerPool(5*time.Second).Open)
+}
+
+func TestLeaseHandoverInMemoryPool(t *testing.T) {
+	pool := inmem.NewWorkerPool(2 * time.Second)
+	link := pool.NewLink()
+	leaftest.LeaseHandover(t, pool.Open, link.Open, link)
+}
+
+// issue draws n IDs from 4 goroutines and returns them with the errors met.
+func issue(t *testing.T, g *snowflake.Generator, n int, seen map[int64]struct{}) (errs []error) {
+	t.Helper()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var left atomic.Int64
+	left.Store(int64(n))
+	for range 4 {
+		wg.Go(func() {
+			var ids []int64
+			var myErrs []error
+			for left.Add(-100) >= 0 {
+				var err error
+				ids, err = g.NextIDs(ctx(t), "", 100, ids)
+				if err != nil {
+					myErrs = append(myErrs, err)
+					left.Add(100)
+					if len(myErrs) > 1000 {
+						break
+					}
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			errs = append(errs, myErrs...)
+			for _, id := range ids {
+				if _, dup := seen[id]; dup {
+					t.Errorf("duplicate ID %d", id)
+				}
+				seen[id] = struct{}{}
+			}
+		})
+	}
+	wg.Wait()
+	return errs
+}
+
+// The clock steps back 3 ms, 1 s and 1 h while IDs are issued: the small
+// step is waited out, the large ones are refused with ErrClockBackwards
+// until the clock is back, and over a million IDs none repeats.
+func TestRollbackWhileIssuing(t *testing.T) {
+	clock := new(offsetClock)
+	g := start(t, settings(localReg(t, t.TempDir()), clock))
+	seen := make(map[int64]struct{})
+	const phase = 250_000
+
+	if errs := issue(t, g, phase, seen); len(errs) > 0 {
+		t.Fatalf("steady clock: %v", errs[0])
+	}
+	// Step back 3 ms every 5 ms while issuing.
+	stepping := make(chan struct{})
+	go func() {
+		defer close(stepping)
+		for i := 1; i <= 20; i++ {
+			time.Sleep(5 * time.Millisecond)
+			clock.Set(time.Duration(-3*i) * time.Millisecond)
+		}
+	}()
+	if errs := issue(t, g, 2*phase, seen); len(errs) > 0 {
+		t.Fatalf("3ms back must be waited out, got %v", errs[0])
+	}
+	<-stepping
+	if st := g.Status(); st.Rollbacks == 0 || st.MaxRollbackMs > 5 {
+		t.Fatalf("after 3ms steps: %d rollbacks, largest %d ms; want some, none above 5", st.Rollbacks, st.MaxRollbackMs)
+	}
+	for _, back := range []time.Duration{time.Second, time.Hour} {
+		clock.Set(-back)
+		for range 100 {
+			_, err := g.NextID(ctx(t), "")
+			if !errors.Is(err, leaf.ErrClockBackwards) {
+				t.Fatalf("clock %v back: NextID error %v, want ErrClockBackwards", back, err)
+			}
+		}
+		if len(g.Degraded()) == 0 {
+			t.Errorf("clock %v back: Degraded() is empty", back)
+		}
+		clock.Set(0)
+		if errs := issue(t, g, phase, seen); len(errs) > 0 {
+			t.Fatalf("after the clock returned from %v back: %v", back, errs[0])
+		}
+	}
+	if len(seen) < 5*phase {
+		t.Fatalf("%d IDs, want %d", len(seen), 5*phase)
+	}
+	st := g.Status()
+	if st.Rollbacks < 3 || st.MaxRollbackMs < (59*time.Minute).Milliseconds() {
+		t.Fatalf("status after rollbacks: %+v", st)
+	}
+	t.Logf("%d unique IDs; %d rollbacks, largest %d ms", len(seen), st.Rollbacks, st.MaxRollbackMs)
+}
+
+// Restarts check the clock against the persisted high-water mark: a clock an
+// hour behind refuses to start, a clock slightly behind is waited out, and
+// after a crash (the mark a window ahead) no ID repeats.
+func TestRollbackAcrossRestart(t *testing.T) {
+	dir := t.TempDir()
+	clock := new(offsetClock)
+	seen := make(map[int64]struct{})
+	var last int64
+
+	g1 := start(t, settings(localReg(t, dir), clock))
+	if errs := issue(t, g1, 100_000, seen); len(errs) > 0 {
+		t.Fatal(errs[0])
+	}
+	for id := range seen {
+		last = max(last, id)
+	}
+	// A crash: copy the state as kill -9 would leave it, then stop using g1.
+	crashDir := t.TempDir()
+	b, err := os.ReadFile(filepath.Join(dir, "worker-7.properties"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(crashDir, "worker-7.properties"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := g1.Close(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+
+	clock.Set(-time.Hour)
+	_, err = snowflake.New(ctx(t), settings(localReg(t, dir), clock))
+	if !errors.Is(err, leaf.ErrClockBackwards) || !strings.Contains(err.Error(), "refuses to start") {
+		t.Fatalf("restart with the clock 1h back: %v, want a refusal wrapping ErrClockBackwards", err)
+	}
+	t.Logf("refusal: %v", err)
+
+	// The crash left a mark a window (1s) ahead: a restart right away waits
+	// for it, and its IDs are above every ID issued before the crash.
+	clock.Set(0)
+	g2 := start(t, settings(localReg(t, crashDir), clock))
+	id, err := g2.NextID(ctx(t), "")
+	if err != nil || id <= last {
+		t.Fatalf("after crash restart: first ID %d (%v), want above %d", id, err, last)
+	}
+	if errs := issue(t, g2, 100_000, seen); len(errs) > 0 {
+		t.Fatal(errs[0])
+	}
+
+	// A graceful restart 1.5 s back (under the 2 s StartupWait) waits.
+	if err := g2.Close(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	clock.Set(-1500 * time.Millisecond)
+	g3 := start(t, settings(localReg(t, crashDir), clock))
+	if errs := issue(t, g3, 100_000, seen); len(errs) > 0 {
+		t.Fatal(errs[0])
+	}
+}
+
+// flaky wraps a registry and can refuse Register, as a registry that is down.
+type flaky struct {
+	leaf.WorkerRegistry
+	down atomic.Bool
+}
+
+var errDown = errors.New("registry down")
+
+func (f *flaky) Register(ctx context.Context, ep leaf.Endpoint, maxID int64) (leaf.WorkerClaim, error) {
+	if f.down.Load() {
+		return leaf.WorkerClaim{}, errDown
+	}
+	return f.WorkerRegistry.Register(ctx, ep, maxID)
+}
+
+func (f *flaky) Heartbeat(ctx context.Context, mark int64) (time.Time, error) {
+	if f.down.Load() {
+		return time.Time{}, errDown
+	}
+	return f.WorkerRegistry.Heartbeat(ctx, mark)
+}
+
+// With the registry unreachable at start-up, the cached worker ID is used
+// only if the clock is past the cached mark.
+func TestCacheFallback(t *testing.T) {
+	t.Run("clock past the mark", func(t *testing.T) {
+		cache := local.NewCache(filepath.Join(t.TempDir(), "workerID.properties"))
+		if err := cache.Save(42, time.Now().Add(-time.Minute).UnixMilli()); err != nil {
+			t.Fatal(err)
+		}
+		reg := &flaky{WorkerRegistry: localReg(t, t.TempDir())}
+		reg.down.Store(true)
+		s := settings(reg, nil)
+		s.Cache = cache
+		g := start(t, s)
+		st := g.Status()
+		if st.WorkerID != 42 || !st.FromCache || len(g.Degraded()) == 0 {
+			t.Fatalf("status %+v degraded %q, want worker 42 from the cache", st, g.Degraded())
+		}
+		id, err := g.NextID(ctx(t), "")
+		if p, _ := g.Decode(id); err != nil || p.WorkerID != 42 {
+			t.Fatalf("NextID = %d (%v), want worker 42", id, err)
+		}
+		// The mark keeps moving in the cache while the registry is down.
+		_, mark, err := cache.Load()
+		if err != nil || mark <= time.Now().UnixMilli() {
+			t.Fatalf("cached mark %d (%v), want ahead of now", mark, err)
+		}
+		// When the registry returns, its ID (7) takes over.
+		reg.down.Store(false)
+		deadline := time.Now().Add(5 * time.Second)
+		for g.Status().FromCache && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		next, err := g.NextID(ctx(t), "")
+		if p, _ := g.Decode(next); err != nil || p.WorkerID != 7 || next <= id {
+			t.Fatalf("after the registry returned: ID %d worker %d (%v), want worker 7 above %d", next, p.WorkerID, err, id)
+		}
+	})
+	t.Run("clock below the mark", func(t *testing.T) {
+		cache := local.NewCache(filepath.Join(t.TempDir(), "workerID.properties"))
+		if err := cache.Save(42, time.Now().Add(time.Hour).UnixMilli()); err != nil {
+			t.Fatal(err)
+		}
+		reg := &flaky{WorkerRegistry: localReg(t, t.TempDir())}
+		reg.down.Store(true)
+		s := settings(reg, nil)
+		s.Cache = cache
+		if _, err := snowflake.New(ctx(t), s); !errors.Is(err, leaf.ErrClockBackwards) {
+			t.Fatalf("New = %v, want ErrClockBackwards", err)
+		}
+	})
+	t.Run("no cache", func(t *testing.T) {
+		reg := &flaky{WorkerRegistry: localReg(t, t.TempDir())}
+		reg.down.Store(true)
+		s := settings(reg, nil)
+		s.Cache = local.NewCache(filepath.Join(t.TempDir(), "none", "workerID.properties"))
+		if _, err := snowflake.New(ctx(t), s); !errors.Is(err, errDown) || !strings.Contains(err.Error(), "no cached worker ID") {
+			t.Fatalf("New = %v, want the registry's error and no cache", err)
+		}
+	})
+}
+
+// A leased worker whose registry stops answering stops issuing before its
+// lease ends.
+func TestLeaseStopsIssuingBeforeExpiry(t *testing.T) {
+	pool := inmem.NewWorkerPool(time.Second)
+	link := pool.NewLink()
+	reg, _ := link.Open(ctx(t))
+	g := start(t, settings(reg, nil))
+	time.Sleep(150 * time.Millisecond) // let a heartbeat renew
+	link.Stall()
+	expires := g.Status().LeaseExpires
+	var lastOK time.Time
+	for time.Now().Before(expires.Add(500 * time.Millisecond)) {
+		if _, err := g.NextID(ctx(t), ""); err == nil {
+			lastOK = time.Now()
+		} else if !errors.Is(err, leaf.ErrNotReady) {
+			t.Fatalf("NextID: %v", err)
+		}
+	}
+	if lastOK.IsZero() || !lastOK.Before(expires) {
+		t.Fatalf("last ID issued at %v, lease expired at %v", lastOK, expires)
+	}
+	t.Logf("stopped %v before the lease expired", expires.Sub(lastOK))
+}
+
+// A used-up millisecond waits for the next one, which starts at sequence 0.
+func TestSequenceExhaustion(t *testing.T) {
+	base := time.Now().Add(-10 * time.Second)
+	var calls atomic.Int64
+	var frozen atomic.Bool
+	now := func() time.Time {
+		n := calls.Add(1)
+		if frozen.Load() {
+			return base.Add(time.Duration(n/20000) * time.Millisecond) // advances slowly
+		}
+		return time.Now()
+	}
+	s := settings(localReg(t, t.TempDir()), nil)
+	s.Now = now
+	s.NoRandomStart = true
+	g := start(t, s)
+	frozen.Store(true)
+	calls.Store(0)
+	base = time.Now().Add(-10 * time.Second)
+	_ = base
+	ids, err := g.NextIDs(ctx(t), "", 10000, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perMs := map[int64][]int64{}
+	for _, id := range ids {
+		p, _ := g.Decode(id)
+		perMs[p.Timestamp] = append(perMs[p.Timestamp], p.Sequence)
+	}
+	full := 0
+	for ms, seqs := range perMs {
+		if len(seqs) == 4096 {
+			full++
+			if seqs[0] != 0 || seqs[4095] != 4095 {
+				t.Fatalf("millisecond %d: sequences %d..%d", ms, seqs[0], seqs[4095])
+			}
+		}
+	}
+	if full == 0 {
+		t.Fatalf("no millisecond used all 4096 sequences: %d ms for %d IDs", len(perMs), len(ids))
+	}
+}
+
+func TestNewRefusesBadSettings(t *testing.T) {
+	dir := t.TempDir()
+	future := func() time.Time { return time.UnixMilli(snowflake.LeafEpoch - 1000) }
+	for _, c := range []struct {
+		name string
+		mod  func(*snowflake.Settings)
+		want error
+	}{
+		{"no registry", func(s *snowflake.Settings) { s.Registry = nil }, leaf.ErrInvalidArgument},
+		{"bad endpoint", func(s *snowflake.Settings) { s.Endpoint = leaf.Endpoint{IP: "x"} }, leaf.ErrInvalidArgument},
+		{"64-bit layout", func(s *snowflake.Settings) {
+			s.Layout = snowflake.Layout{Epoch: 1, TimeBits: 42, WorkerBits: 10, SequenceBits: 12}
+		}, leaf.ErrInvalidArgument},
+		{"layout ends within its lifetime", func(s *snowflake.Settings) {
+			s.Layout = snowflake.Layout{Epoch: snowflake.LeafEpoch, TimeBits: 39, WorkerBits: 10, SequenceBits: 12}
+		}, leaf.ErrInvalidArgument},
+		{"clock before the epoch", func(s *snowflake.Settings) { s.Now = future }, leaf.ErrClockBackwards},
+		{"heartbeat not shorter than the window", func(s *snowflake.Settings) { s.HeartbeatInterval = s.Window }, leaf.ErrInvalidArgument},
+		{"worker ID above the layout", func(s *snowflake.Settings) {
+			s.Layout = snowflake.Layout{Epoch: snowflake.LeafEpoch, TimeBits: 41, WorkerBits: 2, SequenceBits: 12}
+		}, leaf.ErrWorkerIDsExhausted},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := settings(localReg(t, dir), nil)
+			c.mod(&s)
+			g, err := snowflake.New(ctx(t), s)
+			if err == nil {
+				_ = g.Close(ctx(t))
+			}
+			if !errors.Is(err, c.want) {
+				t.Fatalf("New = %v, want %v", err, c.want)
+			}
+		})
+	}
+}
+
+func TestClose(t *testing.T) {
+	g := start(t, settings(localReg(t, t.TempDir()), nil))
+	if err := g.Close(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.NextID(ctx(t), ""); !errors.Is(err, leaf.ErrClosed) {
+		t.Fatalf("NextID after Close: %v", err)
+	}
+	if err := g.Close(ctx(t)); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}
+
+func benchGenerator(b *testing.B) *snowflake.Generator {
+	r, err := local.New(local.Config{WorkerID: 1, Dir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := leaftest.FastSnowflake(r, ep(0))
+	s.Logger = quiet()
+	g, err := snowflake.New(b.Context(), s)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = g.Close(b.Context()) })
+	return g
+}

@@ -1,0 +1,704 @@
+// Package snowflake is leaf's snowflake-mode generator: IDs made of
+// milliseconds, a worker ID and a sequence (Java Leaf's layout by default),
+// with a worker ID claimed from a leaf.WorkerRegistry.
+//
+// It differs from Java Leaf where Leaf can duplicate:
+//
+//   - A time high-water mark is persisted (to the registry and the local
+//     cache) ahead of issuing: the generator never issues an ID stamped at or
+//     after the mark it last persisted, and a new holder of the worker ID
+//     refuses to start while its clock is below that mark. Leaf reports the
+//     time behind its IDs, every 3 s, so a restart after a small rollback can
+//     repeat IDs (Leaf#216).
+//   - A registry unreachable at start-up is survived with the cached worker
+//     ID only if the clock is past the cached mark (Leaf#97).
+//   - A leased worker ID (zookeeper-recycle, etcd) stops issuing before its
+//     lease can expire, so the registry may hand it to another server.
+//   - Every wait is bounded: a clock going back while waiting for the next
+//     millisecond is noticed (Leaf#153).
+//
+// One mutex guards the state; at 12 sequence bits the clock, not the lock,
+// limits throughput (4,096,000 IDs/s).
+package snowflake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/leafgo/leaf"
+)
+
+// WorkerCache keeps a worker ID and its high-water mark on local disk, so a
+// server can start while its registry is down. local.Cache implements it.
+type WorkerCache interface {
+	// Load returns the cached worker ID and mark (Unix ms); an error wrapping
+	// fs.ErrNotExist when nothing is cached.
+	Load() (workerID, mark int64, err error)
+	// Save stores them durably before returning.
+	Save(workerID, mark int64) error
+}
+
+// Settings configure a Generator. Registry and Endpoint are required; every
+// other zero value means the default given.
+type Settings struct {
+	// Layout of the IDs; zero means LeafLayout.
+	Layout Layout
+	// Registry hands out the worker ID. The Generator does not close it.
+	Registry leaf.WorkerRegistry
+	// RegistryName is reported in Status ("zookeeper", "etcd", ...).
+	RegistryName string
+	// Endpoint is this server's ip:port as the registry knows it.
+	Endpoint leaf.Endpoint
+	// Cache, if set, receives the worker ID and every high-water mark, and
+	// provides the worker ID when the registry is unreachable at start-up.
+	// Leave it nil for registries that lease IDs: a cached leased ID may be
+	// someone else's by now.
+	Cache WorkerCache
+	// MaxBackwards is the largest clock step backwards that is waited out;
+	// beyond it NextID fails with ErrClockBackwards. Default 5ms (Leaf's).
+	// Negative: never wait.
+	MaxBackwards time.Duration
+	// NoRandomStart starts each millisecond's sequence at 0 instead of a
+	// random number in [0, 100), which Leaf uses to spread IDs for id%n
+	// sharding at low traffic.
+	NoRandomStart bool
+	// Window is how far ahead of the clock the high-water mark is persisted.
+	// Default 3s. A restart waits out at most this long.
+	Window time.Duration
+	// HeartbeatInterval is how often the mark is moved forward and the lease
+	// renewed. Default 1s; it must be shorter than Window.
+	HeartbeatInterval time.Duration
+	// StartupWait is how far the clock may be below the stored mark at
+	// start-up and be waited out; further is a refusal to start. Default
+	// Window plus one second, which covers a quick restart.
+	StartupWait time.Duration
+	// LeaseMargin: issuing stops this long before the lease expires, to allow
+	// for clock drift between this server and the registry. Default 500ms.
+	LeaseMargin time.Duration
+	// RegistryTimeout bounds each registry call. Default 5s.
+	RegistryTimeout time.Duration
+	// Lifetime is how long the layout must last from now; a layout whose end
+	// comes sooner is refused. Default 10 years.
+	Lifetime time.Duration
+	// Now is the clock; nil means time.Now. Tests step it.
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+func (s *Settings) defaults() error {
+	if s.Layout == (Layout{}) {
+		s.Layout = LeafLayout
+	}
+	if err := s.Layout.Validate(); err != nil {
+		return err
+	}
+	if s.Registry == nil {
+		return fmt.Errorf("%w: snowflake: no worker registry", leaf.ErrInvalidArgument)
+	}
+	if err := s.Endpoint.Validate(); err != nil {
+		return err
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&s.MaxBackwards, 5*time.Millisecond)
+	def(&s.Window, 3*time.Second)
+	def(&s.HeartbeatInterval, time.Second)
+	def(&s.StartupWait, s.Window+time.Second)
+	def(&s.LeaseMargin, 500*time.Millisecond)
+	def(&s.RegistryTimeout, 5*time.Second)
+	def(&s.Lifetime, 10*365*24*time.Hour)
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"window", s.Window}, {"heartbeat interval", s.HeartbeatInterval}, {"startup wait", s.StartupWait},
+		{"lease margin", s.LeaseMargin}, {"registry timeout", s.RegistryTimeout}, {"lifetime", s.Lifetime}} {
+		if d.v < 0 {
+			return fmt.Errorf("%w: snowflake %s %v is negative", leaf.ErrInvalidArgument, d.name, d.v)
+		}
+	}
+	if s.HeartbeatInterval >= s.Window {
+		return fmt.Errorf("%w: snowflake heartbeat interval %v must be shorter than the window %v",
+			leaf.ErrInvalidArgument, s.HeartbeatInterval, s.Window)
+	}
+	if s.Now == nil {
+		s.Now = time.Now
+	}
+	if s.Logger == nil {
+		s.Logger = slog.Default()
+	}
+	return nil
+}
+
+// Generator issues snowflake IDs. It is safe for concurrent use.
+type Generator struct {
+	s      Settings
+	layout Layout
+	maxSeq int64
+
+	hbMu sync.Mutex // serialises heartbeats (the loop and the hot path's extend)
+
+	mu        sync.Mutex
+	worker    int64 // -1 while lost
+	last      int64 // Unix ms of the last ID issued (or the floor a claim imposes)
+	seq       int64 // sequence of the last ID issued
+	exhausted bool  // the last millisecond ran out of sequence: start the next at 0
+	limit     int64 // no ID may be stamped at or after this Unix ms
+	mark      int64 // highest mark ever sent for persistence; never lowered while running
+	leased    bool
+	leaseEnd  time.Time // issuing stops here: the lease's expiry less LeaseMargin
+	fromCache bool      // registered from the cache; the registry has not confirmed yet
+	lost      bool
+	closed    bool
+	issued    bool // at least one ID issued
+	inRoll    bool // currently behind the last issued ID
+	status    leaf.WorkerStatus
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+var errLimit = errors.New("high-water mark reached")
+
+// New claims a worker ID, checks the clock against the claim's high-water
+// mark, persists the first mark and starts the heartbeat. It fails with
+// ErrClockBackwards when the clock is further below the stored mark than
+// StartupWait, and with the registry's error when the registry is
+// unreachable and no usable cached ID exists.
+func New(ctx context.Context, s Settings) (*Generator, error) {
+	if err := s.defaults(); err != nil {
+		return nil, err
+	}
+	g := &Generator{
+		s:      s,
+		layout: s.Layout,
+		maxSeq: s.Layout.MaxSequence(),
+		worker: -1,
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
+	}
+	g.status.Registry = s.RegistryName
+	g.status.Endpoint = s.Endpoint.String()
+
+	now := g.nowMs()
+	if now < s.Layout.Epoch {
+		return nil, fmt.Errorf("%w: the clock (%s) is before the layout's epoch (%s)",
+			leaf.ErrClockBackwards, fmtMs(now), fmtMs(s.Layout.Epoch))
+	}
+	if end := s.Layout.End(); end-now < s.Lifetime.Milliseconds() {
+		return nil, fmt.Errorf("%w: layout %s runs out at %s, less than the required lifetime %v from now",
+			leaf.ErrInvalidArgument, s.Layout, fmtMs(end), s.Lifetime)
+	}
+
+	claim, fromCache, err := g.register(ctx, true)
+	if err != nil {
+		return nil, err
+	}
+	if err := g.waitForMark(ctx, claim); err != nil {
+		g.releaseClaim(ctx, claim, fromCache)
+		return nil, err
+	}
+	g.adopt(claim, fromCache)
+	if err := g.heartbeat(ctx); err != nil {
+		g.releaseClaim(ctx, claim, fromCache)
+		return nil, fmt.Errorf("persist the first high-water mark: %w", err)
+	}
+	s.Logger.Info("snowflake worker started", "registry", s.RegistryName, "endpoint", s.Endpoint.String(),
+		"worker_id", claim.WorkerID, "from_cache", fromCache, "layout", s.Layout.String())
+	go g.loop()
+	return g, nil
+}
+
+// register claims a worker ID from the registry, or from the cache when the
+// registry cannot be reached.
+func (g *Generator) register(ctx context.Context, allowCache bool) (leaf.WorkerClaim, bool, error) {
+	maxID := g.layout.MaxWorkerID()
+	rctx, cancel := context.WithTimeout(ctx, g.s.RegistryTimeout)
+	claim, err := g.s.Registry.Register(rctx, g.s.Endpoint, maxID)
+	cancel()
+	if err == nil {
+		if claim.WorkerID < 0 || claim.WorkerID > maxID {
+			return claim, false, fmt.Errorf("%w: registry gave worker ID %d, outside the layout's [0, %d]",
+				leaf.ErrWorkerIDsExhausted, claim.WorkerID, maxID)
+		}
+		if g.s.Cache != nil {
+			// The cache may know a later mark than the registry, if the
+			// registry was unreachable during the last run.
+			if id, mark, err := g.s.Cache.Load(); err == nil && id == claim.WorkerID && mark > claim.HighWater {
+				claim.HighWater = mark
+			}
+		}
+		return claim, false, nil
+	}
+	if !allowCache || g.s.Cache == nil || errors.Is(err, leaf.ErrWorkerIDsExhausted) || errors.Is(err, leaf.ErrInvalidArgument) || ctx.Err() != nil {
+		return claim, false, fmt.Errorf("register worker %s: %w", g.s.Endpoint, err)
+	}
+	id, mark, cerr := g.s.Cache.Load()
+	if cerr != nil {
+		return claim, false, fmt.Errorf("register worker %s: %w; and no cached worker ID to fall back on: %w", g.s.Endpoint, err, cerr)
+	}
+	if id < 0 || id > maxID {
+		return claim, false, fmt.Errorf("%w: cached worker ID %d is outside the layout's [0, %d]", leaf.ErrWorkerIDsExhausted, id, maxID)
+	}
+	g.s.Logger.Warn("snowflake registry unreachable; starting with the cached worker ID",
+		"worker_id", id, "cached_mark", fmtMs(mark), "err", err)
+	return leaf.WorkerClaim{WorkerID: id, HighWater: mark}, true, nil
+}
+
+// waitForMark makes sure the clock has passed the claim's high-water mark,
+// waiting for it when it is close (a quick restart), refusing when it is far.
+func (g *Generator) waitForMark(ctx context.Context, claim leaf.WorkerClaim) error {
+	for {
+		behind := claim.HighWater - g.nowMs()
+		if behind <= 0 {
+			return nil
+		}
+		if time.Duration(behind)*time.Millisecond > g.s.StartupWait {
+			return fmt.Errorf("%w: the clock (%s) is %v behind the high-water mark %s stored for worker %d; IDs up to that time may already exist, so the server refuses to start until the clock passes it",
+				leaf.ErrClockBackwards, fmtMs(g.nowMs()), time.Duration(behind)*time.Millisecond, fmtMs(claim.HighWater), claim.WorkerID)
+		}
+		t := time.NewTimer(time.Duration(behind) * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// releaseClaim gives back a claim New could not use.
+func (g *Generator) releaseClaim(ctx context.Context, claim leaf.WorkerClaim, fromCache bool) {
+	if fromCache {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.s.RegistryTimeout)
+	defer cancel()
+	_ = g.s.Registry.Release(rctx, max(claim.HighWater, g.mark))
+}
+
+// adopt makes claim the worker's identity. IDs continue to increase across a
+// change of worker ID, because the time part dominates and last is kept; the
+// claim's high-water mark becomes a floor for the next ID's time.
+func (g *Generator) adopt(claim leaf.WorkerClaim, fromCache bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.worker = claim.WorkerID
+	if floor := claim.HighWater - 1; floor > g.last {
+		g.last = floor
+		g.seq = g.maxSeq // the floor millisecond itself is not ours
+	}
+	g.leased = !claim.Expires.IsZero()
+	g.leaseEnd = claim.Expires.Add(-g.s.LeaseMargin)
+	g.fromCache = fromCache
+	g.lost = false
+	g.limit = 0 // until the first mark for this claim is persisted
+	g.status.WorkerID = claim.WorkerID
+	g.status.FromCache = fromCache
+	g.status.LeaseExpires = claim.Expires
+}
+
+func (g *Generator) nowMs() int64 { return g.s.Now().UnixMilli() }
+
+func fmtMs(ms int64) string { return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z") }
+
+// Layout returns the generator's layout.
+func (g *Generator) Layout() Layout { return g.layout }
+
+// Decode takes an ID apart with the generator's layout.
+func (g *Generator) Decode(id int64) (leaf.SnowflakeParts, error) { return g.layout.Decode(id) }
+
+// NextID issues one ID. The key is ignored, as in Leaf.
+func (g *Generator) NextID(ctx context.Context, _ string) (int64, error) {
+	// The clock is read under the lock: read before it, a reading could be
+	// older than the last ID by the time the lock is ours, a false rollback.
+	g.mu.Lock()
+	t := g.s.Now()
+	id, _, err := g.next(t, t.UnixMilli())
+	g.mu.Unlock()
+	if err == nil {
+		return id, nil
+	}
+	var one [1]int64
+	ids, err := g.fill(ctx, one[:0], 1, err)
+	if err != nil {
+		return 0, err
+	}
+	return ids[0], nil
+}
+
+// NextIDs appends n strictly increasing IDs to dst. A batch that fails part
+// way returns dst unchanged; the IDs it had issued are never issued again.
+func (g *Generator) NextIDs(ctx context.Context, _ string, n int, dst []int64) ([]int64, error) {
+	if err := leaf.ValidateCount(n); err != nil {
+		return dst, err
+	}
+	return g.fill(ctx, slices.Grow(dst, n), len(dst)+n, nil)
+}
+
+// Bounds of one request's waits: small rollbacks are waited out for at most
+// waitBudget in all (a clock stepping back again and again is not waited on
+// for ever), and an exhausted high-water mark is extended at most
+// maxExtends times.
+const (
+	waitBudget = time.Second
+	maxExtends = 3
+)
+
+// fill issues IDs until dst holds want of them. prev is the error that
+// stopped a fast path already, if any.
+func (g *Generator) fill(ctx context.Context, dst []int64, want int, prev error) ([]int64, error) {
+	start := len(dst)
+	err := prev
+	var waited time.Duration
+	extends := 0
+	for {
+		if err != nil {
+			var wb *waitBackwards
+			switch {
+			case errors.As(err, &wb):
+				if waited += wb.d; waited > waitBudget {
+					return dst[:start], fmt.Errorf("%w: it kept stepping back for over %v", leaf.ErrClockBackwards, waitBudget)
+				}
+				if serr := sleep(ctx, wb.d); serr != nil {
+					return dst[:start], serr
+				}
+			case errors.Is(err, errLimit):
+				if extends++; extends > maxExtends {
+					return dst[:start], fmt.Errorf("%w: the high-water mark does not keep ahead of the clock", leaf.ErrNotReady)
+				}
+				if herr := g.heartbeat(ctx); herr != nil {
+					return dst[:start], fmt.Errorf("%w: cannot persist the high-water mark ahead of the clock: %w", leaf.ErrNotReady, herr)
+				}
+			default:
+				return dst[:start], err
+			}
+		}
+		// One clock reading serves a run of IDs: next reads the clock again
+		// itself when the millisecond is used up, and says which it stamped.
+		g.mu.Lock()
+		t := g.s.Now()
+		ms := t.UnixMilli()
+		err = nil
+		for len(dst) < want {
+			var id int64
+			if id, ms, err = g.next(t, ms); err != nil {
+				break
+			}
+			dst = append(dst, id)
+		}
+		g.mu.Unlock()
+		if err == nil {
+			return dst, nil
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// waitBackwards is returned by next when the clock is behind the last ID by
+// at most MaxBackwards: the caller waits d and tries again.
+type waitBackwards struct{ d time.Duration }
+
+func (w *waitBackwards) Error() string { return "clock behind by " + w.d.String() }
+
+// next issues one ID stamped now (t's millisecond, or later if that one is
+// used up), or says why it cannot; it returns the millisecond it stamped.
+// Caller holds mu.
+func (g *Generator) next(t time.Time, now int64) (int64, int64, error) {
+	id, err := g.next1(t, now)
+	return id, g.last, err
+}
+
+func (g *Generator) next1(t time.Time, now int64) (int64, error) {
+	if g.closed {
+		return 0, fmt.Errorf("snowflake generator: %w", leaf.ErrClosed)
+	}
+	// A lease is timed on t's monotonic reading (when the clock is the real
+	// one), so a wall clock stepping back cannot stretch it.
+	if g.leased && !t.Before(g.leaseEnd) {
+		return 0, g.limitError(now)
+	}
+	for spins := 0; ; spins++ {
+		if now < g.last {
+			back := g.last - now
+			if !g.inRoll {
+				g.inRoll = true
+				g.status.Rollbacks++
+				g.status.MaxRollbackMs = max(g.status.MaxRollbackMs, back)
+				g.s.Logger.Warn("snowflake clock moved backwards", "by_ms", back, "worker_id", g.worker)
+			}
+			if time.Duration(back)*time.Millisecond <= g.s.MaxBackwards {
+				return 0, &waitBackwards{time.Duration(back) * time.Millisecond}
+			}
+			return 0, fmt.Errorf("%w: by %dms, more than the %v waited out; no IDs until the clock passes %s",
+				leaf.ErrClockBackwards, back, g.s.MaxBackwards, fmtMs(g.last))
+		}
+		g.inRoll = false
+		if now >= g.limit {
+			return 0, g.limitError(now)
+		}
+		if now == g.last {
+			if g.seq < g.maxSeq {
+				g.seq++
+				return g.issue(now), nil
+			}
+			// The millisecond is used up: spin to the next one. The loop
+			// re-checks for a clock going back meanwhile (Leaf#153); a clock
+			// that does not advance at all is a stuck clock, bounded too.
+			g.exhausted = true
+			if spins > 1<<22 {
+				return 0, fmt.Errorf("%w: the clock has not advanced past %s", leaf.ErrNotReady, fmtMs(now))
+			}
+			now = g.nowMs()
+			continue
+		}
+		// A new millisecond. After a used-up one, traffic is saturating: start
+		// at 0 and keep the whole sequence space; otherwise a random start
+		// spreads IDs for id%n sharding, as Leaf does.
+		g.seq = 0
+		if !g.exhausted && !g.s.NoRandomStart {
+			g.seq = rand.Int64N(min(100, g.maxSeq+1))
+		}
+		g.exhausted = false
+		g.last = now
+		return g.issue(now), nil
+	}
+}
+
+func (g *Generator) issue(now int64) int64 {
+	g.issued = true
+	return g.layout.compose(now, g.worker, g.seq)
+}
+
+// limitError says why no ID may be stamped at now.
+func (g *Generator) limitError(now int64) error {
+	switch {
+	case g.closed:
+		return fmt.Errorf("snowflake generator: %w", leaf.ErrClosed)
+	case g.worker < 0 || g.lost:
+		return fmt.Errorf("%w: the worker ID was lost (lease expired or taken over); re-registering", leaf.ErrWorkerLost)
+	case now >= g.layout.End():
+		return fmt.Errorf("%w: the clock (%s) is past the layout's end (%s)", leaf.ErrNotReady, fmtMs(now), fmtMs(g.layout.End()))
+	}
+	return errLimit
+}
+
+// heartbeat moves the high-water mark to Window ahead of the clock and
+// persists it (cache first, then registry), renewing the lease; on success
+// IDs may be stamped up to the new mark. A lost or cache-only worker tries
+// the registry again first.
+func (g *Generator) heartbeat(ctx context.Context) error {
+	g.hbMu.Lock()
+	defer g.hbMu.Unlock()
+
+	g.mu.Lock()
+	closed, lost, fromCache, worker := g.closed, g.lost || g.worker < 0, g.fromCache, g.worker
+	g.mu.Unlock()
+	if closed {
+		return fmt.Errorf("snowflake generator: %w", leaf.ErrClosed)
+	}
+	if lost || fromCache {
+		claim, _, err := g.register(ctx, false)
+		switch {
+		case err != nil && lost:
+			g.recordHeartbeat(time.Now(), err)
+			return err
+		case err != nil:
+			// Still unreachable: carry on with the cached ID.
+		case claim.HighWater > g.s.Now().UnixMilli()+g.s.StartupWait.Milliseconds():
+			// IDs would wait far too long for this ID's mark; hand it back.
+			g.releaseClaim(ctx, claim, false)
+			err := fmt.Errorf("%w: re-registered worker %d has a high-water mark %s far ahead of the clock",
+				leaf.ErrClockBackwards, claim.WorkerID, fmtMs(claim.HighWater))
+			g.recordHeartbeat(time.Now(), err)
+			return err
+		default:
+			if fromCache && claim.WorkerID != worker {
+				g.s.Logger.Warn("snowflake registry is back and assigns another worker ID; switching",
+					"cached_worker_id", worker, "worker_id", claim.WorkerID)
+			} else {
+				g.s.Logger.Info("snowflake worker registered", "worker_id", claim.WorkerID)
+			}
+			g.adopt(claim, false)
+			fromCache, worker = false, claim.WorkerID
+		}
+	}
+
+	g.mu.Lock()
+	mark := max(g.mark, max(g.s.Now().UnixMilli(), g.last+1)+g.s.Window.Milliseconds())
+	g.mark = mark
+	leased := g.leased
+	g.mu.Unlock()
+
+	t0 := time.Now()
+	var cacheErr, regErr error
+	var expires time.Time
+	if g.s.Cache != nil {
+		if cacheErr = g.s.Cache.Save(worker, mark); cacheErr != nil {
+			cacheErr = fmt.Errorf("save worker cache: %w", cacheErr)
+		}
+	}
+	if !fromCache {
+		rctx, cancel := context.WithTimeout(ctx, g.s.RegistryTimeout)
+		expires, regErr = g.s.Registry.Heartbeat(rctx, mark)
+		cancel()
+		if regErr != nil {
+			regErr = fmt.Errorf("registry heartbeat: %w", regErr)
+		}
+	}
+
+	g.mu.Lock()
+	switch {
+	case errors.Is(regErr, leaf.ErrWorkerLost):
+		g.lost = true
+		g.status.WorkerID = -1
+		g.s.Logger.Error("snowflake worker ID lost; stopped issuing", "worker_id", worker, "err", regErr)
+	case leased:
+		// The registry is the only record that counts for a lease.
+		if regErr == nil {
+			g.leaseEnd = expires.Add(-g.s.LeaseMargin)
+			g.status.LeaseExpires = expires
+			g.limit = mark
+		}
+	case cacheErr == nil && (g.s.Cache != nil || regErr == nil):
+		// Durable somewhere a restart will look: the cache when there is one
+		// (the registry may be down then), else the registry.
+		g.limit = mark
+	}
+	g.mu.Unlock()
+	err := errors.Join(regErr, cacheErr)
+	g.recordHeartbeat(t0, err)
+	if leased || g.s.Cache == nil {
+		return regErr
+	}
+	return cacheErr
+}
+
+func (g *Generator) recordHeartbeat(at time.Time, err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.status.LastHeartbeat = at
+	if err != nil {
+		g.status.HeartbeatFailures++
+		g.status.HeartbeatError = err.Error()
+	} else {
+		g.status.HeartbeatError = ""
+	}
+}
+
+// loop runs the heartbeat until Close.
+func (g *Generator) loop() {
+	defer close(g.done)
+	t := time.NewTicker(g.s.HeartbeatInterval)
+	defer t.Stop()
+	failing := false
+	for {
+		select {
+		case <-g.stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), g.s.RegistryTimeout)
+		err := g.heartbeat(ctx)
+		cancel()
+		// One log line per change, not one per second.
+		if err != nil && !failing {
+			g.s.Logger.Warn("snowflake heartbeat failing", "err", err)
+		} else if err == nil && failing {
+			g.s.Logger.Info("snowflake heartbeat recovered")
+		}
+		failing = err != nil
+	}
+}
+
+// Close stops issuing and the heartbeat, then stores the final high-water
+// mark (just after the last ID issued) in the cache and the registry, and
+// releases the claim: a leased ID returns to the pool. The registry itself
+// is left open for its owner to close.
+func (g *Generator) Close(ctx context.Context) error {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return nil
+	}
+	g.closed = true
+	g.mu.Unlock()
+	close(g.stop)
+	<-g.done
+
+	g.hbMu.Lock()
+	defer g.hbMu.Unlock()
+	g.mu.Lock()
+	worker, lost, fromCache := g.worker, g.lost || g.worker < 0, g.fromCache
+	final := g.last + 1 // no ID is stamped at or after it
+	g.mu.Unlock()
+	if lost {
+		return nil
+	}
+	var errs []error
+	if g.s.Cache != nil {
+		if err := g.s.Cache.Save(worker, final); err != nil {
+			errs = append(errs, fmt.Errorf("save worker cache: %w", err))
+		}
+	}
+	if !fromCache {
+		rctx, cancel := context.WithTimeout(ctx, g.s.RegistryTimeout)
+		if err := g.s.Registry.Release(rctx, final); err != nil {
+			errs = append(errs, fmt.Errorf("release worker %d: %w", worker, err))
+		}
+		cancel()
+	}
+	return errors.Join(errs...)
+}
+
+// Status describes the worker.
+func (g *Generator) Status() leaf.WorkerStatus {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	st := g.status
+	st.HighWater = g.mark
+	if g.issued {
+		st.LastIssued = g.last
+	}
+	return st
+}
+
+// Degraded lists reasons the worker is not fully healthy; empty when it is.
+func (g *Generator) Degraded() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var r []string
+	switch {
+	case g.closed:
+		r = append(r, "snowflake generator closed")
+	case g.lost || g.worker < 0:
+		r = append(r, "snowflake worker ID lost; re-registering")
+	case g.fromCache:
+		r = append(r, fmt.Sprintf("snowflake registry unreachable at start-up; issuing with the cached worker ID %d", g.worker))
+	}
+	if g.status.HeartbeatError != "" {
+		r = append(r, "snowflake heartbeat failing: "+g.status.HeartbeatError)
+	}
+	if g.inRoll {
+		r = append(r, fmt.Sprintf("snowflake clock is behind the last issued ID (%s)", fmtMs(g.last)))
+	}
+	return r
+}
