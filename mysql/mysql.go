@@ -63,22 +63,16 @@ var dialect = sqlstore.Dialect{
 	},
 }
 
-// Open connects to the database named in dsn (go-sql-driver syntax, e.g.
-// "user:pass@tcp(127.0.0.1:3306)/leaf") and creates leaf_alloc if it is
-// missing.
-//
-// Some DSN settings are forced because the store depends on them:
-// interpolateParams (one round trip per statement, no server-side prepared
-// statements), parseTime, and clientFoundRows (so that an UPDATE that
-// matches a row but changes nothing still counts it). Unless the DSN sets
-// loc or time_zone, the session runs in UTC so update_time reads back right.
-func Open(ctx context.Context, dsn string) (*Store, error) {
+// config parses dsn and forces the settings Open documents, so that the
+// segment store and the worker registry run their sessions alike. op names
+// the caller in errors ("mysql: <op>: ...").
+func config(dsn, op string) (*mysql.Config, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("mysql: open: %w: %w", leaf.ErrInvalidArgument, err)
+		return nil, fmt.Errorf("mysql: %s: %w: %w", op, leaf.ErrInvalidArgument, err)
 	}
 	if cfg.DBName == "" {
-		return nil, fmt.Errorf("mysql: open %s@%s: %w: the DSN names no database", cfg.User, cfg.Addr, leaf.ErrInvalidArgument)
+		return nil, fmt.Errorf("mysql: %s %s@%s: %w: the DSN names no database", op, cfg.User, cfg.Addr, leaf.ErrInvalidArgument)
 	}
 	cfg.InterpolateParams = true
 	cfg.ParseTime = true
@@ -93,6 +87,23 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		if _, ok := cfg.Params["time_zone"]; !ok {
 			cfg.Params["time_zone"] = "'+00:00'"
 		}
+	}
+	return cfg, nil
+}
+
+// Open connects to the database named in dsn (go-sql-driver syntax, e.g.
+// "user:pass@tcp(127.0.0.1:3306)/leaf") and creates leaf_alloc if it is
+// missing.
+//
+// Some DSN settings are forced because the store depends on them:
+// interpolateParams (one round trip per statement, no server-side prepared
+// statements), parseTime, and clientFoundRows (so that an UPDATE that
+// matches a row but changes nothing still counts it). Unless the DSN sets
+// loc or time_zone, the session runs in UTC so update_time reads back right.
+func Open(ctx context.Context, dsn string) (*Store, error) {
+	cfg, err := config(dsn, "open")
+	if err != nil {
+		return nil, err
 	}
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
