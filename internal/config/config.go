@@ -16,6 +16,7 @@
 package config
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -26,6 +27,7 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/snowflake"
 )
 
 // ErrInvalid is wrapped by every error about a configuration value: a bad
@@ -58,6 +60,7 @@ type Config struct {
 	DataDir         string        `yaml:"data_dir" flag:"data-dir" arg:"dir" help:"directory for local state; the embedded SQLite store lives here"`
 	Log             Log           `yaml:"log"`
 	Segment         Segment       `yaml:"segment"`
+	Snowflake       Snowflake     `yaml:"snowflake"`
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" help:"how long a graceful shutdown (drain HTTP, give back IDs, close the store) may take"`
 }
 
@@ -82,6 +85,68 @@ type Segment struct {
 	Seed *bool `yaml:"seed" help:"insert the tag leaf-segment-test (step 2000, first ID 1); unset: only into an empty embedded SQLite store; true: into any store that lacks the tag; false: never"`
 }
 
+// Registry names accepted by snowflake.registry.
+const (
+	RegistryLocal            = "local"
+	RegistryZooKeeper        = "zookeeper"
+	RegistryZooKeeperRecycle = "zookeeper-recycle"
+	RegistryEtcd             = "etcd"
+	RegistryMySQL            = "mysql"
+)
+
+// Snowflake configures snowflake mode: the worker-ID registry, the layout and
+// the clock policy.
+type Snowflake struct {
+	Enabled  bool   `yaml:"enabled" help:"serve snowflake IDs (/api/snowflake/get/KEY)"`
+	Registry string `yaml:"registry" flag:"snowflake-registry" enum:"local,zookeeper,zookeeper-recycle,etcd,mysql" help:"where the worker ID comes from"`
+	Name     string `yaml:"name" flag:"name" arg:"name" help:"cluster name, Leaf's leaf.name: the ZooKeeper path /snowflake/NAME, the etcd key prefix, the cache directory"`
+	Endpoint string `yaml:"endpoint" flag:"snowflake-endpoint" arg:"ip:port" help:"ip:port this server registers as; empty: the first non-loopback IPv4 address and the listen port"`
+	WorkerID int    `yaml:"worker_id" flag:"worker-id" arg:"n" help:"local registry: this server's worker ID"`
+	// WorkerIDs is a string holding JSON, not a map, because it is also set
+	// from an environment variable and copied from Leaf's workIdMap property.
+	WorkerIDs  string        `yaml:"worker_ids" arg:"json" help:"local registry: JSON object {\"ip:port\": id, ...} (Leaf's workIdMap); when set, it replaces worker_id"`
+	ZooKeeper  string        `yaml:"zk" flag:"zk" arg:"host:port,..." help:"ZooKeeper servers, for the zookeeper and zookeeper-recycle registries"`
+	Etcd       string        `yaml:"etcd" flag:"etcd" arg:"host:port,..." help:"etcd endpoints, for the etcd registry"`
+	DSN        string        `yaml:"dsn" flag:"snowflake-dsn" arg:"dsn" help:"mysql registry: the database holding leaf_workerid_alloc; empty: segment.dsn when segment.store is mysql"`
+	LeaseTTL   time.Duration `yaml:"lease_ttl" help:"zookeeper-recycle session timeout and etcd lease TTL: how long a silent server keeps its worker ID"`
+	Epoch      int           `yaml:"epoch" help:"layout: the zero of the time part, Unix milliseconds"`
+	TimeBits   int           `yaml:"time_bits" help:"layout: bits of milliseconds"`
+	WorkerBits int           `yaml:"worker_bits" help:"layout: bits of worker ID"`
+	SeqBits    int           `yaml:"sequence_bits" help:"layout: bits of sequence"`
+	// MaxBackwards: a clock step back up to this is waited out.
+	MaxBackwards time.Duration `yaml:"max_backwards" help:"clock steps backwards up to this are waited out; larger ones answer 503 until the clock catches up"`
+	RandomStart  bool          `yaml:"random_start" help:"start each millisecond's sequence at a random number in [0, 100), as Leaf does, to spread IDs for id%n sharding"`
+	Window       time.Duration `yaml:"window" help:"how far ahead of the clock the high-water mark is persisted; a restart waits out at most this"`
+}
+
+// Layout is the configured ID layout.
+func (s Snowflake) Layout() snowflake.Layout {
+	return snowflake.Layout{Epoch: int64(s.Epoch), TimeBits: s.TimeBits, WorkerBits: s.WorkerBits, SequenceBits: s.SeqBits}
+}
+
+// LocalWorkerIDs parses worker_ids; nil when it is empty.
+func (s Snowflake) LocalWorkerIDs() (map[string]int64, error) {
+	if strings.TrimSpace(s.WorkerIDs) == "" {
+		return nil, nil
+	}
+	var m map[string]int64
+	if err := json.Unmarshal([]byte(s.WorkerIDs), &m); err != nil {
+		return nil, fmt.Errorf("not a JSON object of \"ip:port\": id: %v", err)
+	}
+	return m, nil
+}
+
+// Servers splits a comma-separated server list, dropping blanks.
+func Servers(list string) []string {
+	var out []string
+	for _, s := range strings.Split(list, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // Default returns the zero-configuration defaults: listen on loopback, keep
 // segments in an embedded SQLite file under ./leaf-data, seed the test tag.
 func Default() Config {
@@ -96,6 +161,19 @@ func Default() Config {
 			MaxStep:         leaf.MaxStep,
 			WaitTimeout:     time.Second,
 			GiveBack:        true,
+		},
+		Snowflake: Snowflake{
+			Enabled:      true,
+			Registry:     RegistryLocal,
+			Name:         "leaf",
+			LeaseTTL:     10 * time.Second,
+			Epoch:        snowflake.LeafEpoch,
+			TimeBits:     snowflake.LeafLayout.TimeBits,
+			WorkerBits:   snowflake.LeafLayout.WorkerBits,
+			SeqBits:      snowflake.LeafLayout.SequenceBits,
+			MaxBackwards: 5 * time.Millisecond,
+			RandomStart:  true,
+			Window:       3 * time.Second,
 		},
 		ShutdownTimeout: 10 * time.Second,
 	}
@@ -191,7 +269,67 @@ func (c Config) validate(origin map[string]string) error {
 	if c.ShutdownTimeout <= 0 {
 		bad("shutdown_timeout", "%v must be positive", c.ShutdownTimeout)
 	}
+	c.validateSnowflake(bad)
 	return errors.Join(errs...)
+}
+
+// validateSnowflake checks the snowflake keys, even when the mode is off, for
+// the reason given for segment.dsn.
+func (c Config) validateSnowflake(bad func(path, format string, args ...any)) {
+	s := c.Snowflake
+	if !validName.MatchString(s.Name) {
+		bad("snowflake.name", "%q must be 1-128 bytes of A-Z a-z 0-9 . _ - (it names a ZooKeeper node, an etcd prefix and a directory)", s.Name)
+	}
+	if s.Endpoint != "" {
+		if _, err := leaf.ParseEndpoint(s.Endpoint); err != nil {
+			bad("snowflake.endpoint", "%v", err)
+		}
+	}
+	layout := s.Layout()
+	if err := layout.Validate(); err != nil {
+		bad("snowflake.time_bits", "%v", err)
+	} else if s.WorkerID < 0 || int64(s.WorkerID) > layout.MaxWorkerID() {
+		bad("snowflake.worker_id", "%d is outside the layout's 0..%d", s.WorkerID, layout.MaxWorkerID())
+	}
+	if _, err := s.LocalWorkerIDs(); err != nil {
+		bad("snowflake.worker_ids", "%v", err)
+	}
+	switch s.Registry {
+	case RegistryZooKeeper, RegistryZooKeeperRecycle:
+		if len(Servers(s.ZooKeeper)) == 0 {
+			bad("snowflake.zk", "required when snowflake.registry is %s (set --zk host:port)", s.Registry)
+		}
+	case RegistryEtcd:
+		if len(Servers(s.Etcd)) == 0 {
+			bad("snowflake.etcd", "required when snowflake.registry is etcd (set --etcd host:port)")
+		}
+	case RegistryMySQL:
+		if s.DSN == "" && c.Segment.Store != StoreMySQL {
+			bad("snowflake.dsn", "required when snowflake.registry is mysql and segment.store is not (set --snowflake-dsn)")
+		}
+	}
+	if s.LeaseTTL < 2*time.Second {
+		bad("snowflake.lease_ttl", "%v is too short, want at least 2s", s.LeaseTTL)
+	}
+	if s.MaxBackwards < 0 {
+		bad("snowflake.max_backwards", "%v must not be negative", s.MaxBackwards)
+	}
+	if s.Window < 300*time.Millisecond {
+		bad("snowflake.window", "%v is too short, want at least 300ms", s.Window)
+	}
+}
+
+// validName is a cluster name usable as a ZooKeeper node, an etcd key
+// segment and a directory name.
+var validName = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
+
+// MySQLRegistryDSN is the DSN of the mysql worker registry: snowflake.dsn, or
+// segment.dsn when the segments live in MySQL too.
+func (c Config) MySQLRegistryDSN() string {
+	if c.Snowflake.DSN != "" {
+		return c.Snowflake.DSN
+	}
+	return c.Segment.DSN
 }
 
 // validateListen accepts host:port with a numeric port; an empty host means

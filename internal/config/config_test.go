@@ -279,7 +279,7 @@ func TestYAMLErrors(t *testing.T) {
 	tests := []struct {
 		name, yaml, want string
 	}{
-		{"unknown top key", "listen: :1\nlisen: :2\n", `:2: unknown key "lisen"; known keys in the top level: listen, data_dir, log, segment, shutdown_timeout`},
+		{"unknown top key", "listen: :1\nlisen: :2\n", `:2: unknown key "lisen"; known keys in the top level: listen, data_dir, log, segment, snowflake, shutdown_timeout`},
 		{"unknown nested key", "segment:\n  stor: mysql\n", `:2: unknown key "segment.stor"; known keys in segment: enabled, store, dsn`},
 		{"bad duration", "segment:\n  refresh_interval: 60\n", `:2: segment.refresh_interval: "60" is not a duration: add a unit`},
 		{"bad enum", "log:\n  level: loud\n", `:2: log.level: "loud" is not one of`},
@@ -389,7 +389,11 @@ func TestKeys(t *testing.T) {
 		}
 	}
 	want := []string{"listen", "data_dir", "log.level", "log.format", "segment.enabled", "segment.store", "segment.dsn",
-		"segment.refresh_interval", "segment.max_step", "segment.wait_timeout", "segment.give_back", "segment.seed", "shutdown_timeout"}
+		"segment.refresh_interval", "segment.max_step", "segment.wait_timeout", "segment.give_back", "segment.seed",
+		"snowflake.enabled", "snowflake.registry", "snowflake.name", "snowflake.endpoint", "snowflake.worker_id", "snowflake.worker_ids",
+		"snowflake.zk", "snowflake.etcd", "snowflake.dsn", "snowflake.lease_ttl", "snowflake.epoch", "snowflake.time_bits",
+		"snowflake.worker_bits", "snowflake.sequence_bits", "snowflake.max_backwards", "snowflake.random_start", "snowflake.window",
+		"shutdown_timeout"}
 	if got := KeyPaths(); !slices.Equal(got, want) {
 		t.Errorf("KeyPaths = %v\nwant %v", got, want)
 	}
@@ -480,5 +484,50 @@ func TestRedactDSN(t *testing.T) {
 		if got := RedactDSN(tt.in); got != tt.want {
 			t.Errorf("RedactDSN(%q) = %q, want %q", tt.in, got, tt.want)
 		}
+	}
+}
+
+func TestValidateSnowflake(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		mod  func(*Config)
+		key  string // the key the error must name; "" means valid
+	}{
+		{"default", func(*Config) {}, ""},
+		{"zookeeper with servers", func(c *Config) { c.Snowflake.Registry = RegistryZooKeeper; c.Snowflake.ZooKeeper = "127.0.0.1:2181" }, ""},
+		{"zookeeper without servers", func(c *Config) { c.Snowflake.Registry = RegistryZooKeeper }, "snowflake.zk"},
+		{"recycle without servers", func(c *Config) { c.Snowflake.Registry = RegistryZooKeeperRecycle; c.Snowflake.ZooKeeper = " , " }, "snowflake.zk"},
+		{"etcd without endpoints", func(c *Config) { c.Snowflake.Registry = RegistryEtcd }, "snowflake.etcd"},
+		{"mysql without DSN", func(c *Config) { c.Snowflake.Registry = RegistryMySQL }, "snowflake.dsn"},
+		{"mysql with the segment DSN", func(c *Config) {
+			c.Snowflake.Registry = RegistryMySQL
+			c.Segment.Store, c.Segment.DSN = StoreMySQL, "root@tcp(127.0.0.1:3306)/leaf"
+		}, ""},
+		{"name with a slash", func(c *Config) { c.Snowflake.Name = "a/b" }, "snowflake.name"},
+		{"empty name", func(c *Config) { c.Snowflake.Name = "" }, "snowflake.name"},
+		{"bad endpoint", func(c *Config) { c.Snowflake.Endpoint = "10.0.0.1" }, "snowflake.endpoint"},
+		{"worker ID above the layout", func(c *Config) { c.Snowflake.WorkerID = 1024 }, "snowflake.worker_id"},
+		{"worker ID with fewer bits", func(c *Config) { c.Snowflake.WorkerBits, c.Snowflake.WorkerID = 2, 4 }, "snowflake.worker_id"},
+		{"64-bit layout", func(c *Config) { c.Snowflake.TimeBits = 42 }, "snowflake.time_bits"},
+		{"worker map not JSON", func(c *Config) { c.Snowflake.WorkerIDs = "10.0.0.1:80=1" }, "snowflake.worker_ids"},
+		{"worker map", func(c *Config) { c.Snowflake.WorkerIDs = `{"10.0.0.1:80": 1}` }, ""},
+		{"short lease", func(c *Config) { c.Snowflake.LeaseTTL = time.Second }, "snowflake.lease_ttl"},
+		{"negative max_backwards", func(c *Config) { c.Snowflake.MaxBackwards = -1 }, "snowflake.max_backwards"},
+		{"short window", func(c *Config) { c.Snowflake.Window = 100 * time.Millisecond }, "snowflake.window"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := Default()
+			c.mod(&cfg)
+			err := cfg.Validate()
+			if c.key == "" {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.key) {
+				t.Fatalf("Validate = %v, want an ErrInvalid naming %s", err, c.key)
+			}
+		})
 	}
 }
