@@ -166,7 +166,8 @@ func TestBindFlags(t *testing.T) {
 	BindFlags(fs, KeyPaths()...)
 	var names []string
 	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
-	want := []string{"config", "data-dir", "listen", "log-format", "log-level", "segment-dsn", "segment-store"}
+	want := []string{"config", "data-dir", "etcd", "listen", "log-format", "log-level", "name", "segment-dsn", "segment-store",
+		"snowflake-dsn", "snowflake-endpoint", "snowflake-registry", "worker-id", "zk"}
 	if !slices.Equal(names, want) {
 		t.Errorf("flags = %v, want %v", names, want)
 	}
