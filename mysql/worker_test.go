@@ -338,3 +338,9 @@ func TestOpenWorkerRegistryDSN(t *testing.T) {
 		}
 	}
 }
+
+// Four snowflake generators with worker IDs from leaf_workerid_alloc × 8
+// goroutines: every ID unique.
+func TestSnowflakeHammer(t *testing.T) {
+	leaftest.HammerSnowflake(t, registryOpener(testdb.MySQL(t)))
+}
