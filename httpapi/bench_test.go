@@ -50,10 +50,14 @@ func (d *discardWriter) reset() {
 	d.n = 0
 }
 
+// newBenchServer serves both modes. The snowflake fake is the test one: a
+// mutex and a few shifts, about the cost of the real generator's fast path
+// without its clock read.
 func newBenchServer() *Server {
 	return New(Config{
-		Segment: &counterGen{fakeGen: newFakeGen("leaf-segment-test")},
-		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Segment:   &counterGen{fakeGen: newFakeGen("leaf-segment-test")},
+		Snowflake: newFakeSnowflake(),
+		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 }
 
@@ -82,6 +86,10 @@ func benchServe(b *testing.B, target string) {
 // BenchmarkSegmentGet is the hot path: GET /api/segment/get/{key}, one ID.
 func BenchmarkSegmentGet(b *testing.B) { benchServe(b, "/api/segment/get/leaf-segment-test") }
 
+// BenchmarkSnowflakeGet is the snowflake hot path: GET
+// /api/snowflake/get/{key}, one ID.
+func BenchmarkSnowflakeGet(b *testing.B) { benchServe(b, "/api/snowflake/get/leaf-snowflake-test") }
+
 // BenchmarkSegmentGetParallel is the hot path from every core at once: the
 // shared state it touches (the generator's counter, the pools) shows here.
 func BenchmarkSegmentGetParallel(b *testing.B) {
@@ -106,6 +114,12 @@ func BenchmarkV2SegmentID(b *testing.B) { benchServe(b, "/v2/segment/leaf-segmen
 func BenchmarkV2SegmentBatch100(b *testing.B) {
 	benchServe(b, "/v2/segment/leaf-segment-test/batch?count=100")
 }
+
+func BenchmarkSnowflakeGetBatch100(b *testing.B) {
+	benchServe(b, "/api/snowflake/get/leaf-snowflake-test?count=100")
+}
+
+func BenchmarkV2SnowflakeID(b *testing.B) { benchServe(b, "/v2/snowflake") }
 
 // BenchmarkSegmentGetLoopback is one ID over real HTTP/1.1 on loopback with
 // keep-alive: the whole cost a client sees, mostly net/http's.
@@ -139,6 +153,8 @@ func TestHotPathAllocations(t *testing.T) {
 		"/api/segment/get/leaf-segment-test",
 		"/api/segment/get/leaf-segment-test?_=1700000000",
 		"/api/segment/get/leaf-segment-test?a=1&b=%20&c",
+		"/api/snowflake/get/leaf-snowflake-test",
+		"/api/snowflake/get/leaf-snowflake-test?_=1700000000",
 	} {
 		r := newBenchRequest(target)
 		w := &discardWriter{h: http.Header{}}

@@ -219,3 +219,169 @@ func (g *fakeGen) invalidCalls() int {
 	defer g.mu.Unlock()
 	return g.badCalls
 }
+
+// Leaf's snowflake layout, which fakeSnowflake composes and decodes IDs with:
+// 41 bits of milliseconds since leafEpoch, 10 bits of worker ID, 12 bits of
+// sequence.
+const (
+	leafEpoch    = 1288834974657
+	workerBits   = 10
+	sequenceBits = 12
+	maxWorkerID  = 1<<workerBits - 1
+	maxSequence  = 1<<sequenceBits - 1
+)
+
+// leafCompose builds an ID from its parts with Leaf's layout.
+func leafCompose(ms, worker, seq int64) int64 {
+	return (ms-leafEpoch)<<(workerBits+sequenceBits) | worker<<sequenceBits | seq
+}
+
+// fakeSnowflake is an in-memory SnowflakeGenerator whose clock is a counter:
+// each ID is composed with Leaf's layout from its worker ID, the clock's
+// millisecond and a sequence that counts up, the millisecond moving on when
+// the sequence runs out. IDs therefore strictly increase, and Decode really
+// takes apart what NextID built. It is safe for concurrent use, and NextID
+// allocates nothing, so the benchmarks can use it.
+type fakeSnowflake struct {
+	mu       sync.Mutex
+	worker   int64
+	ms       int64 // the clock: Unix ms of the next ID
+	seq      int64 // sequence of the next ID
+	last     leaf.SnowflakeParts
+	lastKey  string
+	fail     error // ID calls fail with it
+	degraded []string
+	calls    int // NextID and NextIDs calls, failed ones included
+	badCalls int // calls with a key that is neither "" (the /v2 routes) nor a valid tag, or a bad count
+}
+
+var _ SnowflakeGenerator = (*fakeSnowflake)(nil)
+
+// Leaf's sample (LEAF-REFERENCE §1.7): worker 5, 1590000000000 ms, sequence
+// 42 is the ID 1263177670456266794.
+const (
+	sampleWorker = 5
+	sampleMs     = 1590000000000
+	sampleSeq    = 42
+	sampleID     = 1263177670456266794
+)
+
+// newFakeSnowflake returns a fake whose first ID is Leaf's sample.
+func newFakeSnowflake() *fakeSnowflake {
+	return &fakeSnowflake{worker: sampleWorker, ms: sampleMs, seq: sampleSeq}
+}
+
+func (f *fakeSnowflake) setFail(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fail = err
+}
+
+func (f *fakeSnowflake) setDegraded(reasons ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.degraded = reasons
+}
+
+// check is the start of every ID call; f.mu is held.
+func (f *fakeSnowflake) check(key string) error {
+	f.calls++
+	f.lastKey = key
+	if key != "" && leaf.ValidateTag(key) != nil {
+		f.badCalls++
+	}
+	if f.fail != nil {
+		return fmt.Errorf("fake snowflake: %w", f.fail)
+	}
+	return nil
+}
+
+// take issues the next ID; f.mu is held.
+func (f *fakeSnowflake) take() int64 {
+	id := leafCompose(f.ms, f.worker, f.seq)
+	f.last = leaf.SnowflakeParts{ID: id, Timestamp: f.ms, WorkerID: f.worker, Sequence: f.seq}
+	if f.seq++; f.seq > maxSequence {
+		f.ms++
+		f.seq = 0
+	}
+	return id
+}
+
+func (f *fakeSnowflake) NextID(_ context.Context, key string) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.check(key); err != nil {
+		return 0, err
+	}
+	return f.take(), nil
+}
+
+func (f *fakeSnowflake) NextIDs(_ context.Context, key string, n int, dst []int64) ([]int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.check(key); err != nil {
+		return dst, err
+	}
+	if err := leaf.ValidateCount(n); err != nil {
+		f.badCalls++
+		return dst, err
+	}
+	for range n {
+		dst = append(dst, f.take())
+	}
+	return dst, nil
+}
+
+// Decode refuses what this fake cannot have issued: IDs that are not
+// positive, and IDs stamped after its clock.
+func (f *fakeSnowflake) Decode(id int64) (leaf.SnowflakeParts, error) {
+	if id <= 0 {
+		return leaf.SnowflakeParts{}, fmt.Errorf("%w: snowflake ID %d is not positive", leaf.ErrInvalidArgument, id)
+	}
+	p := leaf.SnowflakeParts{
+		ID:        id,
+		Timestamp: id>>(workerBits+sequenceBits) + leafEpoch,
+		WorkerID:  id >> sequenceBits & maxWorkerID,
+		Sequence:  id & maxSequence,
+	}
+	f.mu.Lock()
+	now := f.ms
+	f.mu.Unlock()
+	if p.Timestamp > now {
+		return leaf.SnowflakeParts{}, fmt.Errorf("%w: snowflake ID %d is stamped %d, after the clock (%d)", leaf.ErrInvalidArgument, id, p.Timestamp, now)
+	}
+	return p, nil
+}
+
+func (f *fakeSnowflake) Status() leaf.WorkerStatus {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return leaf.WorkerStatus{
+		Registry:      "local",
+		Endpoint:      "127.0.0.1:8080",
+		WorkerID:      f.worker,
+		HighWater:     f.ms + 3000,
+		LastIssued:    f.last.Timestamp,
+		LastHeartbeat: fakeTime,
+		Rollbacks:     2,
+		MaxRollbackMs: 3,
+	}
+}
+
+func (f *fakeSnowflake) Degraded() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.degraded)
+}
+
+func (f *fakeSnowflake) lastParts() leaf.SnowflakeParts {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.last
+}
+
+func (f *fakeSnowflake) counts() (calls, badCalls int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls, f.badCalls
+}

@@ -11,8 +11,8 @@ import (
 )
 
 // FuzzServeHTTP sends arbitrary methods, paths, queries and bodies straight
-// to the handler: it must never panic, never answer 500 (the fake generator
-// has no bugs to report), and never hand the generator an invalid tag.
+// to the handler: it must never panic, never answer 500 (the fake generators
+// have no bugs to report), and never hand a generator an invalid tag.
 func FuzzServeHTTP(f *testing.F) {
 	seeds := []struct{ method, path, query, body string }{
 		{"GET", "/api/segment/get/test", "", ""},
@@ -27,6 +27,17 @@ func FuzzServeHTTP(f *testing.F) {
 		{"BREW", "/cache", "", ""},
 		{"GET", "/db", ";;;&&&==", ""},
 		{"GET", "//..//./v2/status", "", ""},
+		{"GET", "/api/snowflake/get/test", "", ""},
+		{"POST", "/api/snowflake/get/test", "count=3", ""},
+		{"HEAD", "/api/snowflake/get/", "count=0", ""},
+		{"PUT", "/api/snowflake/get/a%2Fb", "", ""},
+		{"GET", "/decodeSnowflakeId", "snowflakeId=1263177670456266794", ""},
+		{"POST", "/decodeSnowflakeId", "snowflakeId=-5&snowflakeId=abc", ""},
+		{"GET", "/decodeSnowflakeId", "snowflakeId=99999999999999999999", ""},
+		{"GET", "/v2/snowflake", "", ""},
+		{"POST", "/v2/snowflake/batch", "count=10000", ""},
+		{"GET", "/v2/snowflake/decode/9223372036854775807", "", ""},
+		{"GET", "/v2/snowflake/decode/%2D1", "", ""},
 	}
 	for _, s := range seeds {
 		f.Add(s.method, s.path, s.query, s.body)
@@ -37,7 +48,9 @@ func FuzzServeHTTP(f *testing.F) {
 		}
 		g := newFakeGen("test")
 		g.setDegraded("fuzz")
-		s := New(Config{Segment: g, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		sf := newFakeSnowflake()
+		sf.setDegraded("snowflake fuzz")
+		s := New(Config{Segment: g, Snowflake: sf, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		if !strings.HasPrefix(path, "/") {
 			path = "/" + path
 		}
@@ -55,6 +68,9 @@ func FuzzServeHTTP(f *testing.F) {
 		}
 		if n := g.invalidCalls(); n != 0 {
 			t.Errorf("%s %q ? %q: the generator got %d calls with invalid input", method, path, query, n)
+		}
+		if _, n := sf.counts(); n != 0 {
+			t.Errorf("%s %q ? %q: the snowflake generator got %d calls with invalid input", method, path, query, n)
 		}
 	})
 }

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
 )
 
@@ -43,10 +44,21 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	writeBody(w, r, status, textPlain, b)
 }
 
-// degraded collects the degraded reasons of every enabled generator.
+// degraded collects the degraded reasons of every enabled generator, segment
+// first. They are shown as the generators word them, unprefixed: each
+// generator names itself in its reasons ("segment store unreachable ...",
+// "snowflake heartbeat failing ..."). The result is a new slice, so that no
+// generator's own slice is ever appended to.
 func (s *Server) degraded() []string {
-	if s.seg == nil {
+	var seg, snow []string
+	if s.seg != nil {
+		seg = s.seg.Degraded()
+	}
+	if s.snow != nil {
+		snow = s.snow.Degraded()
+	}
+	if len(seg)+len(snow) == 0 {
 		return nil
 	}
-	return s.seg.Degraded()
+	return slices.Concat(seg, snow)
 }

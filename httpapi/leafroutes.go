@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"html/template"
 	"net/http"
@@ -27,13 +28,15 @@ var (
 	idBufs = sync.Pool{New: func() any { return new([]int64) }}
 )
 
-// leafSegmentGet serves /api/segment/get/{key}[?count=N], Leaf's ID route:
-// the ID in decimal, or N IDs one per line, with no trailing newline (a client
-// reading one ID gets exactly Leaf's body; a batch splits cleanly on "\n").
+// leafGet serves the Leaf ID routes, /api/segment/get/{key}[?count=N] and
+// /api/snowflake/get/{key}[?count=N], from gen (nil: the mode is off, answer
+// disabled): the ID in decimal, or N IDs one per line, with no trailing
+// newline (a client reading one ID gets exactly Leaf's body; a batch splits
+// cleanly on "\n").
 //
 // HEAD issues an ID like GET (and discards it) so that it answers with the
 // status and headers GET would.
-func (s *Server) leafSegmentGet(w http.ResponseWriter, r *http.Request, key string) {
+func (s *Server) leafGet(w http.ResponseWriter, r *http.Request, gen idSource, disabled error, key string) {
 	switch r.Method {
 	case http.MethodGet, http.MethodPost, http.MethodHead:
 	default:
@@ -41,8 +44,8 @@ func (s *Server) leafSegmentGet(w http.ResponseWriter, r *http.Request, key stri
 		s.writeError(w, r, textStyle, methodError(r.Method, allowLeaf[0]))
 		return
 	}
-	if s.seg == nil {
-		s.writeError(w, r, textStyle, errSegmentDisabled)
+	if gen == nil {
+		s.writeError(w, r, textStyle, disabled)
 		return
 	}
 	if err := leaf.ValidateTag(key); err != nil {
@@ -56,11 +59,11 @@ func (s *Server) leafSegmentGet(w http.ResponseWriter, r *http.Request, key stri
 				s.writeError(w, r, textStyle, err)
 				return
 			}
-			s.leafSegmentBatch(w, r, key, n)
+			s.leafBatch(w, r, gen, key, n)
 			return
 		}
 	}
-	id, err := s.seg.NextID(r.Context(), key)
+	id, err := gen.NextID(r.Context(), key)
 	if err == nil {
 		err = checkID(id)
 	}
@@ -73,9 +76,9 @@ func (s *Server) leafSegmentGet(w http.ResponseWriter, r *http.Request, key stri
 	smallBufs.Put(buf)
 }
 
-// leafSegmentBatch answers n IDs, one per line.
-func (s *Server) leafSegmentBatch(w http.ResponseWriter, r *http.Request, key string, n int) {
-	p, ids, err := s.nextIDs(r, key, n)
+// leafBatch answers n IDs, one per line.
+func (s *Server) leafBatch(w http.ResponseWriter, r *http.Request, gen idSource, key string, n int) {
+	p, ids, err := nextIDs(r, gen, key, n)
 	if err != nil {
 		s.writeError(w, r, textStyle, err)
 		return
@@ -94,11 +97,11 @@ func (s *Server) leafSegmentBatch(w http.ResponseWriter, r *http.Request, key st
 	batchBufs.Put(bp)
 }
 
-// nextIDs gets n IDs from the generator into a pooled slice and checks them.
-// Once done with ids, the caller returns them with putIDs(p, ids).
-func (s *Server) nextIDs(r *http.Request, tag string, n int) (p *[]int64, ids []int64, err error) {
+// nextIDs gets n IDs from gen into a pooled slice and checks them. Once done
+// with ids, the caller returns them with putIDs(p, ids).
+func nextIDs(r *http.Request, gen idSource, key string, n int) (p *[]int64, ids []int64, err error) {
 	p = idBufs.Get().(*[]int64)
-	ids, err = s.seg.NextIDs(r.Context(), tag, n, (*p)[:0])
+	ids, err = gen.NextIDs(r.Context(), key, n, (*p)[:0])
 	if err == nil {
 		err = checkIDs(ids, n)
 	}
@@ -164,6 +167,65 @@ func queryValue(rawQuery, name string) (value string, ok bool) {
 		return v, true
 	}
 	return "", false
+}
+
+// leafDecodeResponse is Leaf's /decodeSnowflakeId body. Every value is a
+// string, as Leaf's Map<String,String>, and the fields are in the order Leaf's
+// HashMap writes them.
+type leafDecodeResponse struct {
+	WorkerID   string `json:"workerId"`
+	SequenceID string `json:"sequenceId"`
+	Timestamp  string `json:"timestamp"`
+}
+
+// leafDecode serves /decodeSnowflakeId?snowflakeId=N. Errors, bad input
+// included, answer {"errorMsg":"..."} with their status (400 for bad input),
+// where Leaf answers 200: see the package doc.
+func (s *Server) leafDecode(w http.ResponseWriter, r *http.Request) {
+	v, ok := queryValue(r.URL.RawQuery, "snowflakeId")
+	parts, err := s.decode("snowflakeId", v, ok)
+	if err != nil {
+		s.writeError(w, r, leafJSONStyle, err)
+		return
+	}
+	if err := writeJSON(w, r, http.StatusOK, leafDecodeResponse{
+		WorkerID:   strconv.FormatInt(parts.WorkerID, 10),
+		SequenceID: strconv.FormatInt(parts.Sequence, 10),
+		Timestamp:  leafTimestamp(parts.Timestamp, time.Local),
+	}); err != nil {
+		s.writeError(w, r, leafJSONStyle, err)
+	}
+}
+
+// leafTimestamp formats Unix milliseconds as Leaf does: the number, then the
+// time in loc as SimpleDateFormat's "yyyy-MM-dd HH:mm:ss.SSS" in brackets.
+func leafTimestamp(ms int64, loc *time.Location) string {
+	b := strconv.AppendInt(make([]byte, 0, 40), ms, 10)
+	b = append(b, '(')
+	b = time.UnixMilli(ms).In(loc).AppendFormat(b, "2006-01-02 15:04:05.000")
+	return string(append(b, ')'))
+}
+
+// decode parses v, the client's parameter name (given: whether the client
+// sent it at all), and takes it apart with the snowflake generator's layout.
+// Parsing is strict decimal, as Leaf's Long.parseLong; whether the number is
+// an ID the layout can produce is the generator's call.
+func (s *Server) decode(name, v string, given bool) (leaf.SnowflakeParts, error) {
+	if s.snow == nil {
+		return leaf.SnowflakeParts{}, errSnowflakeDisabled
+	}
+	if !given {
+		return leaf.SnowflakeParts{}, fmt.Errorf("%w: the parameter %s is required", leaf.ErrInvalidArgument, name)
+	}
+	id, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		why := "is not a decimal integer"
+		if errors.Is(err, strconv.ErrRange) {
+			why = "is out of range for a 64-bit ID"
+		}
+		return leaf.SnowflakeParts{}, fmt.Errorf("%w: %s %q %s", leaf.ErrInvalidArgument, name, truncate(v, 40), why)
+	}
+	return s.snow.Decode(id)
 }
 
 // cachePage serves /cache: every tag's two buffers, with Leaf's columns.

@@ -4,7 +4,8 @@
 //
 // The package parses and validates requests, calls a generator, and maps the
 // generator's errors to status codes through one table (see errors.go). It
-// holds no ID logic: everything it serves comes from the generator.
+// holds no ID logic: everything it serves comes from the generators, down to
+// the snowflake layout that /decodeSnowflakeId takes IDs apart with.
 //
 // Routes (every response carries Cache-Control: no-store, because an ID served
 // twice from a cache is a duplicate ID):
@@ -12,30 +13,54 @@
 //	Leaf-compatible, text/plain, GET, POST and HEAD:
 //	  /api/segment/get/{key}              one ID, decimal, no trailing newline
 //	  /api/segment/get/{key}?count=N      N IDs (1..10000), one per line, no trailing newline
+//	  /api/snowflake/get/{key}            one snowflake ID, as above; key is checked, then ignored
+//	  /api/snowflake/get/{key}?count=N    N snowflake IDs, as above
 //	  /cache                              HTML: every tag's two buffers
 //	  /db                                 HTML: the rows of leaf_alloc
+//	Leaf-compatible, application/json, GET, POST and HEAD:
+//	  /decodeSnowflakeId?snowflakeId=N    {"workerId":"5","sequenceId":"42","timestamp":"1590000000000(2020-05-21 02:40:00.000)"}
 //	Native JSON (/v2), application/json:
 //	  GET|POST /v2/segment/{tag}               {"tag","id","id_str"}
 //	  GET|POST /v2/segment/{tag}/batch?count=N {"tag","ids","ids_str"}
 //	  GET|POST /v2/segment/{tag}/range?count=N {"tag","start","end","start_str","end_str","count"}, [start,end)
+//	  GET|POST /v2/snowflake                   {"id","id_str"}
+//	  GET|POST /v2/snowflake/batch?count=N     {"ids","ids_str"}
+//	  GET    /v2/snowflake/decode/{id}         {"id","id_str","timestamp_ms","time","worker_id","sequence"}
 //	  GET    /v2/tags                          {"tags":[...]}          (admin)
 //	  POST   /v2/tags                          create, 201             (admin)
 //	  GET    /v2/tags/{tag}                    one row                 (admin)
 //	  PATCH  /v2/tags/{tag}                    {"step":N}              (admin)
 //	  DELETE /v2/tags/{tag}                    204                     (admin)
-//	  GET    /v2/status                        version, degraded reasons, buffers
+//	  GET    /v2/status                        version, degraded reasons, buffers, snowflake worker
 //	Operations, text/plain:
 //	  GET /healthz                        "ok": the process is alive
 //	  GET /readyz[?strict=1]              "ok", or "degraded" and one reason per line
 //
 // GET routes also answer HEAD (same status and headers, no body). A known path
 // with another method answers 405 with an Allow header; an unknown path 404.
-// Errors are one line of text on the text routes and
-// {"error":"...","code":"..."} on /v2.
+// Errors are one line of text on the text routes,
+// {"error":"...","code":"..."} on /v2, and {"errorMsg":"..."} on
+// /decodeSnowflakeId. A mode that is not configured answers 404 on its routes
+// ("segment mode is disabled", "snowflake mode is disabled"), where Leaf
+// answers 200 with the ID 0.
 //
 // Tag names are checked with leaf.ValidateTag before a generator sees them.
 // Unlike Leaf under Spring MVC, a key is never cut at its last dot: the key of
-// /api/segment/get/order.v1 is "order.v1", not "order".
+// /api/segment/get/order.v1 is "order.v1", not "order". The snowflake
+// generator ignores the key, as Leaf's does, but it is checked all the same,
+// so that one rule holds for every {key} and a key that reaches a log or a
+// metric label is always a plain tag.
+//
+// /decodeSnowflakeId differs from Leaf on bad input. Leaf answers 200 with
+// {"errorMsg":"snowflake Id反解析发生异常!"} to an ID it cannot parse, a body
+// a client can mistake for a decoded ID; here a missing, non-numeric,
+// out-of-range or undecodable snowflakeId answers 400 with
+// {"errorMsg":"<what is wrong>"}. The key stays errorMsg so that Leaf clients
+// that look for it still find it. The ID is read from the query string only,
+// where Leaf under Spring would also take it from a form body on POST: no
+// known client sends one, and a body parser is one more thing to attack. The
+// timestamp's time is in the server's local time zone, like Leaf's
+// SimpleDateFormat; /v2/snowflake/decode/{id} gives it in UTC.
 package httpapi
 
 import (
@@ -77,12 +102,38 @@ type SegmentGenerator interface {
 	DeleteTag(ctx context.Context, tag string) error
 }
 
+// SnowflakeGenerator is what the snowflake routes need from the snowflake
+// generator; *snowflake.Generator satisfies it. Errors wrap the sentinels of
+// package leaf.
+type SnowflakeGenerator interface {
+	// NextID issues one ID. The key is ignored, as in Leaf.
+	NextID(ctx context.Context, key string) (int64, error)
+	// NextIDs appends n strictly increasing IDs to dst. The key is ignored.
+	NextIDs(ctx context.Context, key string, n int, dst []int64) ([]int64, error)
+	// Decode takes an ID apart with the generator's layout. The error wraps
+	// leaf.ErrInvalidArgument for an ID the layout cannot have produced (not
+	// positive, worker or time out of range).
+	Decode(id int64) (leaf.SnowflakeParts, error)
+	// Status describes the worker: its ID, registry, heartbeats, clock.
+	Status() leaf.WorkerStatus
+	// Degraded lists human-readable reasons the generator is degraded; empty
+	// when healthy. Like the segment generator's, each reason names its
+	// generator ("snowflake heartbeat failing: ..."): /readyz shows them as
+	// they are, after the segment generator's.
+	Degraded() []string
+}
+
 // Config configures a Server. The zero value serves only the health probes
-// and answers 404 "segment mode is disabled" on the segment routes.
+// and answers 404 "segment mode is disabled" or "snowflake mode is disabled"
+// on the ID routes.
 type Config struct {
 	// Segment issues segment IDs and manages tags. Nil disables segment mode:
 	// its routes answer 404.
 	Segment SegmentGenerator
+	// Snowflake issues and decodes snowflake IDs. Nil disables snowflake mode:
+	// its routes answer 404, decoding included, since the layout belongs to
+	// the generator.
+	Snowflake SnowflakeGenerator
 	// Logger receives internal errors (the 500s). Nil means slog.Default().
 	// Nothing is logged per successful request.
 	Logger *slog.Logger
@@ -92,16 +143,30 @@ type Config struct {
 
 // Server is the HTTP handler. It is safe for concurrent use.
 type Server struct {
-	seg     SegmentGenerator
+	seg  SegmentGenerator
+	snow SnowflakeGenerator
+	// segIDs and snowIDs are seg and snow as the shared ID-route code takes
+	// them, converted once here rather than on every request; nil when the
+	// mode is off.
+	segIDs  idSource
+	snowIDs idSource
 	log     *slog.Logger
 	version string
 	mux     *http.ServeMux // every route except the hot ID routes, see ServeHTTP
+}
+
+// idSource is what the ID routes need from either generator, so that the
+// segment and snowflake routes share one implementation.
+type idSource interface {
+	leaf.Generator
+	leaf.BatchGenerator
 }
 
 // New builds a Server from cfg.
 func New(cfg Config) *Server {
 	s := &Server{
 		seg:     cfg.Segment,
+		snow:    cfg.Snowflake,
 		log:     cfg.Logger,
 		version: cfg.Version,
 		mux:     http.NewServeMux(),
@@ -109,27 +174,41 @@ func New(cfg Config) *Server {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
+	// Assigned only when set: a nil generator must stay a nil idSource.
+	if s.seg != nil {
+		s.segIDs = s.seg
+	}
+	if s.snow != nil {
+		s.snowIDs = s.snow
+	}
 	s.routes()
 	return s
 }
 
 // Path prefixes served in ServeHTTP ahead of the mux.
-const segmentGetPrefix = "/api/segment/get/"
+const (
+	segmentGetPrefix   = "/api/segment/get/"
+	snowflakeGetPrefix = "/api/snowflake/get/"
+)
 
 // ServeHTTP dispatches a request.
 //
-// The Leaf ID route is matched here by prefix, ahead of the ServeMux: it is
-// the product's hot path, and the mux costs a read lock shared by every core
-// plus an allocation for the path wildcard on every request. The snowflake ID
-// route will join it here. Everything else goes through the mux, where Go's
-// patterns keep the route table readable.
+// The Leaf ID routes are matched here by prefix, ahead of the ServeMux: they
+// are the product's hot path, and the mux costs a read lock shared by every
+// core plus an allocation for the path wildcard on every request. Everything
+// else goes through the mux, where Go's patterns keep the route table
+// readable.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// IDs must never be served from a cache (a cached ID is a duplicate), and
 	// neither should errors: 404 is cacheable by default, and a tag created a
 	// moment later must be found.
 	w.Header()["Cache-Control"] = noStore
 	if key, ok := strings.CutPrefix(r.URL.Path, segmentGetPrefix); ok {
-		s.leafSegmentGet(w, r, key)
+		s.leafGet(w, r, s.segIDs, errSegmentDisabled, key)
+		return
+	}
+	if key, ok := strings.CutPrefix(r.URL.Path, snowflakeGetPrefix); ok {
+		s.leafGet(w, r, s.snowIDs, errSnowflakeDisabled, key)
 		return
 	}
 	s.mux.ServeHTTP(w, r)
@@ -147,12 +226,17 @@ func (s *Server) routes() {
 	// any method; we stop at the safe ones plus POST, which Leaf clients use.
 	s.handle("/cache", textStyle, methods{"GET": s.cachePage, "POST": s.cachePage})
 	s.handle("/db", textStyle, methods{"GET": s.dbPage, "POST": s.dbPage})
+	s.handle("/decodeSnowflakeId", leafJSONStyle, methods{"GET": s.leafDecode, "POST": s.leafDecode})
 
 	// Native JSON API. IDs are issued on GET and POST alike: GET for curl and
 	// browsers, POST for clients that want to be sure no proxy replays it.
 	s.handle("/v2/segment/{tag}", jsonStyle, methods{"GET": s.v2(s.v2SegmentID), "POST": s.v2(s.v2SegmentID)})
 	s.handle("/v2/segment/{tag}/batch", jsonStyle, methods{"GET": s.v2(s.v2SegmentBatch), "POST": s.v2(s.v2SegmentBatch)})
 	s.handle("/v2/segment/{tag}/range", jsonStyle, methods{"GET": s.v2(s.v2SegmentRange), "POST": s.v2(s.v2SegmentRange)})
+	s.handle("/v2/snowflake", jsonStyle, methods{"GET": s.v2(s.v2SnowflakeID), "POST": s.v2(s.v2SnowflakeID)})
+	s.handle("/v2/snowflake/batch", jsonStyle, methods{"GET": s.v2(s.v2SnowflakeBatch), "POST": s.v2(s.v2SnowflakeBatch)})
+	// Decoding issues nothing, so it is a GET only.
+	s.handle("/v2/snowflake/decode/{id}", jsonStyle, methods{"GET": s.v2(s.v2SnowflakeDecode)})
 	s.handle("/v2/status", jsonStyle, methods{"GET": s.v2(s.v2Status)})
 
 	// Tag administration: every handler passes through s.admin, the one place

@@ -21,11 +21,20 @@ import (
 // its base URL and the log it writes.
 func testServer(t *testing.T, gen SegmentGenerator) (string, *syncBuffer) {
 	t.Helper()
-	logs := &syncBuffer{}
-	cfg := Config{Logger: slog.New(slog.NewTextHandler(logs, nil)), Version: "v1.2.3-test"}
+	var cfg Config
 	if gen != nil {
 		cfg.Segment = gen
 	}
+	return testServerConfig(t, cfg)
+}
+
+// testServerConfig serves New(cfg) on loopback, with a logger and a version
+// of its own, and returns its base URL and the log it writes.
+func testServerConfig(t *testing.T, cfg Config) (string, *syncBuffer) {
+	t.Helper()
+	logs := &syncBuffer{}
+	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	cfg.Version = "v1.2.3-test"
 	srv := httptest.NewServer(New(cfg))
 	t.Cleanup(srv.Close)
 	return srv.URL, logs
@@ -328,10 +337,12 @@ func TestErrorTable(t *testing.T) {
 		{leaf.ErrNotReady, 503, "not_ready"},
 		{leaf.ErrClockBackwards, 503, "clock_backwards"},
 		{leaf.ErrWorkerIDsExhausted, 503, "worker_ids_exhausted"},
+		{leaf.ErrWorkerLost, 503, "worker_lost"},
 		{leaf.ErrClosed, 503, "closed"},
 		{context.DeadlineExceeded, 503, "timeout"},
 		{context.Canceled, 503, "canceled"},
 		{errSegmentDisabled, 404, "segment_disabled"},
+		{errSnowflakeDisabled, 404, "snowflake_disabled"},
 		{errNoRoute, 404, "not_found"},
 		{errMethodNotAllowed, 405, "method_not_allowed"},
 		{errBodyTooLarge, 413, "request_too_large"},
@@ -351,7 +362,7 @@ func TestErrorTable(t *testing.T) {
 
 func TestNotFound(t *testing.T) {
 	base, _ := testServer(t, newFakeGen("test"))
-	for _, target := range []string{"/", "/nope", "/api/segment", "/api/snowflake/get/x", "/cache/", "/healthz/x", "/V2/status"} {
+	for _, target := range []string{"/", "/nope", "/api/segment", "/api/snowflake/get", "/decodeSnowflakeId/", "/cache/", "/healthz/x", "/V2/status"} {
 		r := do(t, "GET", base, target, "")
 		if r.status != 404 || !strings.HasPrefix(r.body, "no route for ") {
 			t.Errorf("GET %s = %d %q, want 404 no route", target, r.status, r.body)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/leafgo/leaf"
 )
@@ -49,32 +50,27 @@ func (s *Server) v2SegmentID(w http.ResponseWriter, r *http.Request) error {
 	buf := smallBufs.Get().(*[256]byte)
 	b := append(buf[:0], `{"tag":"`...)
 	b = append(b, tag...)
-	b = append(b, `","id":`...)
-	b = strconv.AppendInt(b, id, 10)
-	b = append(b, `,"id_str":"`...)
-	b = strconv.AppendInt(b, id, 10)
-	b = append(b, "\"}\n"...)
-	writeBody(w, r, http.StatusOK, appJSON, b)
+	b = append(b, `",`...)
+	b = appendIDJSON(b, id)
+	writeBody(w, r, http.StatusOK, appJSON, append(b, "}\n"...))
 	smallBufs.Put(buf)
 	return nil
 }
 
-// v2SegmentBatch serves /v2/segment/{tag}/batch?count=N:
-// {"tag":"t","ids":[1,2],"ids_str":["1","2"]}. count is required.
-func (s *Server) v2SegmentBatch(w http.ResponseWriter, r *http.Request) error {
-	tag, n, err := s.segmentTagCount(r)
-	if err != nil {
-		return err
-	}
-	p, ids, err := s.nextIDs(r, tag, n)
-	if err != nil {
-		return err
-	}
-	defer putIDs(p, ids)
-	bp := batchBufs.Get().(*[]byte)
-	b := append((*bp)[:0], `{"tag":"`...)
-	b = append(b, tag...)
-	b = append(b, `","ids":[`...)
+// appendIDJSON appends the members "id":N,"id_str":"N" of a single-ID body.
+// id_str is there for JavaScript, whose numbers lose IDs above 2^53.
+func appendIDJSON(b []byte, id int64) []byte {
+	b = append(b, `"id":`...)
+	b = strconv.AppendInt(b, id, 10)
+	b = append(b, `,"id_str":"`...)
+	b = strconv.AppendInt(b, id, 10)
+	return append(b, '"')
+}
+
+// appendIDsJSON appends the members "ids":[...],"ids_str":[...] of a batch
+// body.
+func appendIDsJSON(b []byte, ids []int64) []byte {
+	b = append(b, `"ids":[`...)
 	for i, id := range ids {
 		if i > 0 {
 			b = append(b, ',')
@@ -90,11 +86,106 @@ func (s *Server) v2SegmentBatch(w http.ResponseWriter, r *http.Request) error {
 		b = strconv.AppendInt(b, id, 10)
 		b = append(b, '"')
 	}
-	b = append(b, "]}\n"...)
+	return append(b, ']')
+}
+
+// v2SegmentBatch serves /v2/segment/{tag}/batch?count=N:
+// {"tag":"t","ids":[1,2],"ids_str":["1","2"]}. count is required.
+func (s *Server) v2SegmentBatch(w http.ResponseWriter, r *http.Request) error {
+	tag, n, err := s.segmentTagCount(r)
+	if err != nil {
+		return err
+	}
+	p, ids, err := nextIDs(r, s.segIDs, tag, n)
+	if err != nil {
+		return err
+	}
+	defer putIDs(p, ids)
+	bp := batchBufs.Get().(*[]byte)
+	b := append((*bp)[:0], `{"tag":"`...)
+	b = append(b, tag...)
+	b = append(b, `",`...)
+	b = appendIDsJSON(b, ids)
+	b = append(b, "}\n"...)
 	writeBody(w, r, http.StatusOK, appJSON, b)
 	*bp = b
 	batchBufs.Put(bp)
 	return nil
+}
+
+// The /v2 snowflake routes have no key; they pass the generator this one,
+// which it ignores.
+const noKey = ""
+
+// v2SnowflakeID serves /v2/snowflake: {"id":123,"id_str":"123"}, formatted by
+// hand like /v2/segment/{tag}.
+func (s *Server) v2SnowflakeID(w http.ResponseWriter, r *http.Request) error {
+	if s.snow == nil {
+		return errSnowflakeDisabled
+	}
+	id, err := s.snow.NextID(r.Context(), noKey)
+	if err == nil {
+		err = checkID(id)
+	}
+	if err != nil {
+		return err
+	}
+	buf := smallBufs.Get().(*[256]byte)
+	b := appendIDJSON(append(buf[:0], '{'), id)
+	writeBody(w, r, http.StatusOK, appJSON, append(b, "}\n"...))
+	smallBufs.Put(buf)
+	return nil
+}
+
+// v2SnowflakeBatch serves /v2/snowflake/batch?count=N:
+// {"ids":[1,2],"ids_str":["1","2"]}. count is required.
+func (s *Server) v2SnowflakeBatch(w http.ResponseWriter, r *http.Request) error {
+	if s.snow == nil {
+		return errSnowflakeDisabled
+	}
+	n, err := requiredCount(r)
+	if err != nil {
+		return err
+	}
+	p, ids, err := nextIDs(r, s.snowIDs, noKey, n)
+	if err != nil {
+		return err
+	}
+	defer putIDs(p, ids)
+	bp := batchBufs.Get().(*[]byte)
+	b := appendIDsJSON(append((*bp)[:0], '{'), ids)
+	b = append(b, "}\n"...)
+	writeBody(w, r, http.StatusOK, appJSON, b)
+	*bp = b
+	batchBufs.Put(bp)
+	return nil
+}
+
+// decodeResponse is the body of /v2/snowflake/decode/{id}.
+type decodeResponse struct {
+	ID          int64  `json:"id"`
+	IDStr       string `json:"id_str"`
+	TimestampMs int64  `json:"timestamp_ms"`
+	Time        string `json:"time"` // RFC 3339 in UTC, to the millisecond
+	WorkerID    int64  `json:"worker_id"`
+	Sequence    int64  `json:"sequence"`
+}
+
+// v2SnowflakeDecode serves /v2/snowflake/decode/{id}: the ID taken apart with
+// the generator's layout.
+func (s *Server) v2SnowflakeDecode(w http.ResponseWriter, r *http.Request) error {
+	parts, err := s.decode("ID", r.PathValue("id"), true)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, r, http.StatusOK, decodeResponse{
+		ID:          parts.ID,
+		IDStr:       strconv.FormatInt(parts.ID, 10),
+		TimestampMs: parts.Timestamp,
+		Time:        time.UnixMilli(parts.Timestamp).UTC().Format("2006-01-02T15:04:05.000Z07:00"),
+		WorkerID:    parts.WorkerID,
+		Sequence:    parts.Sequence,
+	})
 }
 
 // rangeResponse is the body of /v2/segment/{tag}/range.
@@ -152,12 +243,14 @@ func requiredCount(r *http.Request) (int, error) {
 	return leaf.ParseCount(c)
 }
 
-// statusResponse is the body of /v2/status. Each mode has its own member
-// (snowflake will sit beside segment), present even when the mode is off, so
-// that clients can rely on the shape.
+// statusResponse is the body of /v2/status. The segment member is present
+// even when the mode is off, so that clients can rely on its shape. The
+// snowflake member is the worker's state, which has no meaning without a
+// worker: it is present only when snowflake mode is on.
 type statusResponse struct {
-	Version string        `json:"version"`
-	Segment segmentStatus `json:"segment"`
+	Version   string             `json:"version"`
+	Segment   segmentStatus      `json:"segment"`
+	Snowflake *leaf.WorkerStatus `json:"snowflake,omitempty"`
 }
 
 type segmentStatus struct {
@@ -180,6 +273,10 @@ func (s *Server) v2Status(w http.ResponseWriter, r *http.Request) error {
 		if t := s.seg.Status(); t != nil {
 			resp.Segment.Tags = t
 		}
+	}
+	if s.snow != nil {
+		st := s.snow.Status()
+		resp.Snowflake = &st
 	}
 	return writeJSON(w, r, http.StatusOK, resp)
 }

@@ -94,6 +94,7 @@ func commands() []command {
 	return []command{
 		{"serve", (*app).serve},
 		{"get", (*app).get},
+		{"decode", (*app).decode},
 		{"tags", (*app).tags},
 		{"version", (*app).versionCmd},
 		{"help", (*app).help},
@@ -153,6 +154,7 @@ const mainUsage = `leaf issues unique, increasing 64-bit IDs (compatible with Me
 Usage:
   leaf serve [flags]                      run the ID server
   leaf get TAG [--count N] [--server URL] fetch IDs from a running server
+  leaf decode [--json] ID...              take snowflake IDs apart
   leaf tags list [--json]                 list segment tags in the store
   leaf tags create TAG [--step N] [--start N] [--description S]
   leaf tags set-step TAG N
@@ -160,9 +162,11 @@ Usage:
   leaf version                            print version and build information
   leaf help [COMMAND]                     show help for a command
 
-With no configuration, 'leaf serve' listens on 127.0.0.1:8080 and keeps its
-segments in ./leaf-data/leaf.db, seeded with the tag leaf-segment-test:
+With no configuration, 'leaf serve' listens on 127.0.0.1:8080, keeps its
+segments in ./leaf-data/leaf.db, seeded with the tag leaf-segment-test, and
+issues snowflake IDs as local worker 0:
   curl 127.0.0.1:8080/api/segment/get/leaf-segment-test
+  curl 127.0.0.1:8080/api/snowflake/get/any
 
 Configuration, lowest precedence first: defaults, a YAML file (--config FILE
 or LEAF_CONFIG), LEAF_* environment variables, flags. Every key is described

@@ -22,9 +22,13 @@ accepting, drains requests, gives unused IDs back to the store, closes it.
 The address actually bound is logged ("listening" addr=...), so --listen with
 port 0 is usable.
 
-With no configuration it listens on 127.0.0.1:8080 and keeps segments in
-./leaf-data/leaf.db, seeded with the tag leaf-segment-test (step 2000):
+With no configuration it listens on 127.0.0.1:8080, keeps segments in
+./leaf-data/leaf.db, seeded with the tag leaf-segment-test (step 2000), and
+issues snowflake IDs as local worker 0:
   curl 127.0.0.1:8080/api/segment/get/leaf-segment-test
+  curl 127.0.0.1:8080/api/snowflake/get/any
+Worker IDs from ZooKeeper (Java Leaf's tree), etcd or MySQL:
+  leaf serve --snowflake-registry zookeeper --zk 10.0.0.5:2181 --name my-service
 
 Every key can also be set in the YAML file or a LEAF_* variable: see
 etc/leaf.yml. Flags win over both.
@@ -44,7 +48,8 @@ const (
 
 func (a *app) serve(ctx context.Context, args []string) error {
 	fs := newFlagSet("serve")
-	flags := config.BindFlags(fs, "listen", "data_dir", "segment.store", "segment.dsn", "log.level", "log.format")
+	flags := config.BindFlags(fs, "listen", "data_dir", "segment.store", "segment.dsn", "log.level", "log.format",
+		"snowflake.registry", "snowflake.name", "snowflake.endpoint", "snowflake.worker_id", "snowflake.zk", "snowflake.etcd", "snowflake.dsn")
 	pos, err := a.parseFlags(fs, serveUsage, args)
 	if err != nil {
 		return err
@@ -86,14 +91,25 @@ func (a *app) runServer(ctx context.Context, cfg config.Config, log *slog.Logger
 		store     segmentStore
 		storeDesc = "none (segment mode disabled)"
 		gen       *segment.Generator
-		// The handler takes an interface: it must stay nil, not hold a nil
-		// *segment.Generator, when segment mode is off.
-		segGen httpapi.SegmentGenerator
+		// The handler takes interfaces: they must stay nil, not hold a nil
+		// pointer, when a mode is off.
+		segGen  httpapi.SegmentGenerator
+		snowGen httpapi.SnowflakeGenerator
+		worker  *snowflakeWorker
+		ln      net.Listener
 	)
 	// release closes, newest first, what has been opened so far. The
 	// generator's Close gives unused IDs back, so it needs the store open.
 	release := func(ctx context.Context) error {
 		var errs []error
+		if worker != nil {
+			if err := worker.close(ctx); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if ln != nil {
+			_ = ln.Close() // already closed by a server that served
+		}
 		if gen != nil {
 			if err := gen.Close(ctx); err != nil {
 				errs = append(errs, fmt.Errorf("give back unused IDs: %w", err))
@@ -137,12 +153,22 @@ func (a *app) runServer(ctx context.Context, cfg config.Config, log *slog.Logger
 		segGen = gen
 	}
 
-	handler := httpapi.New(httpapi.Config{Segment: segGen, Logger: log, Version: buildVersion()})
+	// Listen before starting snowflake: its endpoint names the port actually
+	// bound. Connections wait in the backlog until Serve.
 	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", cfg.Listen)
-	if err != nil {
+	var err error
+	if ln, err = lc.Listen(ctx, "tcp", cfg.Listen); err != nil {
 		return abort(fmt.Errorf("listen: %w", err))
 	}
+	workerDesc := "none (snowflake mode disabled)"
+	if cfg.Snowflake.Enabled {
+		if worker, err = startSnowflake(ctx, cfg, ln.Addr().(*net.TCPAddr).Port, log); err != nil {
+			return abort(err)
+		}
+		snowGen, workerDesc = worker.gen, worker.desc
+	}
+
+	handler := httpapi.New(httpapi.Config{Segment: segGen, Snowflake: snowGen, Logger: log, Version: buildVersion()})
 	srv := &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: readHeaderTimeout,
@@ -155,7 +181,7 @@ func (a *app) runServer(ctx context.Context, cfg config.Config, log *slog.Logger
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 
-	log.Info("listening", "addr", ln.Addr().String(), "store", storeDesc, "version", buildVersion())
+	log.Info("listening", "addr", ln.Addr().String(), "store", storeDesc, "snowflake", workerDesc, "version", buildVersion())
 	if a.onListen != nil {
 		a.onListen(ln.Addr())
 	}

@@ -1,0 +1,250 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/etcd"
+	"github.com/leafgo/leaf/internal/config"
+	"github.com/leafgo/leaf/local"
+	"github.com/leafgo/leaf/mysql"
+	"github.com/leafgo/leaf/snowflake"
+	"github.com/leafgo/leaf/zookeeper"
+)
+
+// snowflakeWorker is a running snowflake generator and the registry client
+// it uses, closed in that order.
+type snowflakeWorker struct {
+	gen  *snowflake.Generator
+	reg  leaf.WorkerRegistry
+	desc string
+}
+
+func (w *snowflakeWorker) close(ctx context.Context) error {
+	var errs []error
+	if err := w.gen.Close(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("release worker ID: %w", err))
+	}
+	if err := w.reg.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("close worker registry: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// startSnowflake claims a worker ID and starts the generator. port is the
+// port actually listened on, used for the endpoint when none is configured.
+func startSnowflake(ctx context.Context, cfg config.Config, port int, log *slog.Logger) (*snowflakeWorker, error) {
+	sc := cfg.Snowflake
+	ep, err := snowflakeEndpoint(sc.Endpoint, port)
+	if err != nil {
+		return nil, err
+	}
+	reg, cache, desc, err := openRegistry(cfg, ep, log)
+	if err != nil {
+		return nil, err
+	}
+	maxBackwards := sc.MaxBackwards
+	if maxBackwards == 0 {
+		maxBackwards = -1 // configured 0: never wait (Settings reads 0 as its default)
+	}
+	interval := min(time.Second, sc.Window/3)
+	if leases(sc.Registry) {
+		interval = min(interval, sc.LeaseTTL/4)
+	}
+	gen, err := snowflake.New(ctx, snowflake.Settings{
+		Layout:            sc.Layout(),
+		Registry:          reg,
+		RegistryName:      sc.Registry,
+		Endpoint:          ep,
+		Cache:             cache,
+		MaxBackwards:      maxBackwards,
+		NoRandomStart:     !sc.RandomStart,
+		Window:            sc.Window,
+		HeartbeatInterval: interval,
+		Logger:            log,
+	})
+	if err != nil {
+		_ = reg.Close()
+		return nil, fmt.Errorf("start snowflake worker (%s): %w", desc, err)
+	}
+	return &snowflakeWorker{gen: gen, reg: reg, desc: desc}, nil
+}
+
+func leases(registry string) bool {
+	return registry == config.RegistryZooKeeperRecycle || registry == config.RegistryEtcd
+}
+
+// openRegistry builds the configured worker registry. Registries that keep
+// an ID per endpoint (zookeeper, mysql) get a local cache file, Leaf's
+// workerID.properties, and connect lazily, so that an unreachable registry at
+// start-up falls back on the cache instead of failing. Leasing registries get
+// no cache: a cached leased ID may belong to another server by now.
+func openRegistry(cfg config.Config, ep leaf.Endpoint, log *slog.Logger) (leaf.WorkerRegistry, snowflake.WorkerCache, string, error) {
+	sc := cfg.Snowflake
+	dir := filepath.Join(cfg.DataDir, "snowflake", sc.Name)
+	cache := local.NewCache(filepath.Join(dir, strconv.Itoa(ep.Port), "workerID.properties"))
+	switch sc.Registry {
+	case config.RegistryLocal:
+		ids, err := sc.LocalWorkerIDs()
+		if err != nil {
+			return nil, nil, "", fmt.Errorf("%w: snowflake.worker_ids: %v", config.ErrInvalid, err)
+		}
+		r, err := local.New(local.Config{WorkerID: int64(sc.WorkerID), WorkerIDs: ids, Dir: filepath.Join(dir, "local")})
+		if err != nil {
+			return nil, nil, "", err
+		}
+		return r, nil, "local " + ep.String(), nil
+	case config.RegistryZooKeeper:
+		zc := zookeeper.Config{Servers: config.Servers(sc.ZooKeeper), Name: sc.Name, Logger: log}
+		return lazy(func(ctx context.Context) (leaf.WorkerRegistry, error) { return zookeeper.Open(ctx, zc) }),
+			cache, "zookeeper " + sc.ZooKeeper + " /snowflake/" + sc.Name, nil
+	case config.RegistryZooKeeperRecycle:
+		zc := zookeeper.Config{Servers: config.Servers(sc.ZooKeeper), Name: sc.Name, SessionTimeout: sc.LeaseTTL, Logger: log}
+		return lazy(func(ctx context.Context) (leaf.WorkerRegistry, error) { return zookeeper.OpenRecycle(ctx, zc) }),
+			nil, "zookeeper-recycle " + sc.ZooKeeper + " /snowflake/" + sc.Name, nil
+	case config.RegistryEtcd:
+		ec := etcd.Config{Endpoints: config.Servers(sc.Etcd), Name: sc.Name, TTL: sc.LeaseTTL, Logger: log}
+		return lazy(func(ctx context.Context) (leaf.WorkerRegistry, error) { return etcd.Open(ctx, ec) }),
+			nil, "etcd " + sc.Etcd + " " + etcd.DefaultPrefix + sc.Name, nil
+	case config.RegistryMySQL:
+		dsn := cfg.MySQLRegistryDSN()
+		return lazy(func(ctx context.Context) (leaf.WorkerRegistry, error) { return mysql.OpenWorkerRegistry(ctx, dsn) }),
+			cache, "mysql " + config.RedactDSN(dsn), nil
+	}
+	return nil, nil, "", fmt.Errorf("%w: snowflake.registry %q", config.ErrInvalid, sc.Registry)
+}
+
+// lazyRegistry connects on first use and, while the connection cannot be
+// made, again on every call: the generator retries Register on each
+// heartbeat while it runs on its cached ID.
+type lazyRegistry struct {
+	open func(context.Context) (leaf.WorkerRegistry, error)
+	mu   sync.Mutex
+	r    leaf.WorkerRegistry
+}
+
+func lazy(open func(context.Context) (leaf.WorkerRegistry, error)) *lazyRegistry {
+	return &lazyRegistry{open: open}
+}
+
+func (l *lazyRegistry) get(ctx context.Context) (leaf.WorkerRegistry, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.r == nil {
+		r, err := l.open(ctx)
+		if err != nil {
+			return nil, err
+		}
+		l.r = r
+	}
+	return l.r, nil
+}
+
+func (l *lazyRegistry) Register(ctx context.Context, ep leaf.Endpoint, maxID int64) (leaf.WorkerClaim, error) {
+	r, err := l.get(ctx)
+	if err != nil {
+		return leaf.WorkerClaim{}, err
+	}
+	return r.Register(ctx, ep, maxID)
+}
+
+func (l *lazyRegistry) Heartbeat(ctx context.Context, mark int64) (time.Time, error) {
+	r, err := l.get(ctx)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return r.Heartbeat(ctx, mark)
+}
+
+func (l *lazyRegistry) Release(ctx context.Context, mark int64) error {
+	r, err := l.get(ctx)
+	if err != nil {
+		return err
+	}
+	return r.Release(ctx, mark)
+}
+
+func (l *lazyRegistry) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.r == nil {
+		return nil
+	}
+	return l.r.Close()
+}
+
+// snowflakeEndpoint is the configured endpoint, or the first non-loopback
+// IPv4 address (Java Leaf's Utils.getIp) with the listen port.
+func snowflakeEndpoint(configured string, port int) (leaf.Endpoint, error) {
+	if configured != "" {
+		ep, err := leaf.ParseEndpoint(configured)
+		if err != nil {
+			return ep, fmt.Errorf("%w: snowflake.endpoint: %v", config.ErrInvalid, err)
+		}
+		return ep, nil
+	}
+	ip := "127.0.0.1"
+	if addrs, err := net.InterfaceAddrs(); err == nil {
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil && !n.IP.IsLinkLocalUnicast() {
+				ip = n.IP.String()
+				break
+			}
+		}
+	}
+	ep := leaf.Endpoint{IP: ip, Port: port}
+	return ep, ep.Validate()
+}
+
+const decodeUsage = `Usage: leaf decode [--json] ID...
+
+Takes snowflake IDs apart: time, worker ID, sequence. The layout comes from
+the configuration (snowflake.epoch, snowflake.*_bits; Leaf's by default), read
+from --config, LEAF_* variables and defaults like 'leaf serve'.
+`
+
+// decode is 'leaf decode ID...'.
+func (a *app) decode(_ context.Context, args []string) error {
+	fs := newFlagSet("decode")
+	flags := config.BindFlags(fs)
+	asJSON := fs.Bool("json", false, "print one JSON object per ID")
+	pos, err := a.parseFlags(fs, decodeUsage, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		return usageErrorf("expects at least one ID")
+	}
+	cfg, err := config.Load(flags.Sources(a.env))
+	if err != nil {
+		return err
+	}
+	layout := cfg.Snowflake.Layout()
+	for _, arg := range pos {
+		id, err := strconv.ParseInt(strings.TrimSpace(arg), 10, 64)
+		if err != nil {
+			return fmt.Errorf("%w: %q is not a 64-bit decimal ID", leaf.ErrInvalidArgument, arg)
+		}
+		p, err := layout.Decode(id)
+		if err != nil {
+			return err
+		}
+		t := time.UnixMilli(p.Timestamp).UTC().Format("2006-01-02T15:04:05.000Z")
+		if *asJSON {
+			fmt.Fprintf(a.stdout, `{"id":%d,"id_str":"%d","timestamp_ms":%d,"time":%q,"worker_id":%d,"sequence":%d}`+"\n",
+				p.ID, p.ID, p.Timestamp, t, p.WorkerID, p.Sequence)
+			continue
+		}
+		fmt.Fprintf(a.stdout, "id %d: time %s (%d ms), worker %d, sequence %d\n", p.ID, t, p.Timestamp, p.WorkerID, p.Sequence)
+	}
+	return nil
+}

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/leafgo/leaf/internal/testdb"
+	"github.com/leafgo/leaf/snowflake"
+)
+
+// getSnowflake fetches n IDs from /api/snowflake/get/KEY.
+func getSnowflake(t *testing.T, s *inProcessServer, n int) []int64 {
+	t.Helper()
+	resp, err := http.Get(s.url("/api/snowflake/get/order?count=" + strconv.Itoa(n)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("snowflake route: %s %s", resp.Status, body)
+	}
+	var ids []int64
+	for _, line := range strings.Split(string(body), "\n") {
+		id, err := strconv.ParseInt(line, 10, 64)
+		if err != nil || id <= 0 {
+			t.Fatalf("body line %q is not a positive ID", line)
+		}
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// With no configuration, serve issues snowflake IDs as local worker 0, and a
+// restart on the same data directory continues above the IDs issued before.
+func TestServeSnowflakeDefault(t *testing.T) {
+	t.Parallel()
+	env := dataEnv(t)
+	s := serveInProcess(t, env, "--listen", "127.0.0.1:0")
+	first := getSnowflake(t, s, 1000)
+	for i, id := range first {
+		p, err := snowflake.LeafLayout.Decode(id)
+		if err != nil || p.WorkerID != 0 {
+			t.Fatalf("ID %d decodes to %+v (%v), want worker 0", id, p, err)
+		}
+		if i > 0 && id <= first[i-1] {
+			t.Fatalf("IDs not increasing: %d after %d", id, first[i-1])
+		}
+	}
+	if code := s.stop(t); code != 0 {
+		t.Fatalf("serve exited %d: %s", code, s.log.String())
+	}
+	s2 := serveInProcess(t, env, "--listen", "127.0.0.1:0")
+	again := getSnowflake(t, s2, 10)
+	if again[0] <= first[len(first)-1] {
+		t.Fatalf("after restart: %d, not above %d", again[0], first[len(first)-1])
+	}
+}
+
+// Snowflake with worker IDs from the mysql registry (the segment database),
+// chosen by flags.
+func TestServeSnowflakeMySQLRegistry(t *testing.T) {
+	t.Parallel()
+	dsn := testdb.MySQL(t)
+	env := append(dataEnv(t), "LEAF_SEGMENT_ENABLED=false")
+	s := serveInProcess(t, env, "--listen", "127.0.0.1:0", "--snowflake-registry", "mysql", "--snowflake-dsn", dsn,
+		"--snowflake-endpoint", "10.9.9.9:8080")
+	ids := getSnowflake(t, s, 10)
+	p, _ := snowflake.LeafLayout.Decode(ids[0])
+	if p.WorkerID != 1 { // the fork's AUTO_INCREMENT starts at 1
+		t.Fatalf("worker %d, want 1", p.WorkerID)
+	}
+	resp, err := http.Get(s.url("/v2/status"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Snowflake struct {
+			Registry string `json:"registry"`
+			Endpoint string `json:"endpoint"`
+			WorkerID int64  `json:"worker_id"`
+		} `json:"snowflake"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Snowflake.Registry != "mysql" || st.Snowflake.Endpoint != "10.9.9.9:8080" || st.Snowflake.WorkerID != 1 {
+		t.Fatalf("/v2/status snowflake = %+v", st.Snowflake)
+	}
+}
+
+func TestServeSnowflakeBadConfig(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"--snowflake-registry", "zookeeper"}, // no --zk
+		{"--snowflake-registry", "nope"},      // unknown
+		{"--worker-id", "1024"},               // above the layout
+		{"--snowflake-endpoint", "10.0.0.1"},  // no port
+		{"--name", "a/b"},                     // not a node name
+	} {
+		r := runCLI(t, dataEnv(t), append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
+		if r.code != 2 || !strings.Contains(r.stderr, "snowflake") {
+			t.Errorf("serve %v: exit %d, stderr %q; want 2 and a message naming the key", args, r.code, r.stderr)
+		}
+	}
+}
+
+func TestDecode(t *testing.T) {
+	t.Parallel()
+	r := runCLI(t, nil, "decode", "1256557484213448722")
+	if r.code != 0 || r.stdout != "id 1256557484213448722: time 2020-05-02T12:13:44.602Z (1588421624602 ms), worker 619, sequence 18\n" {
+		t.Fatalf("decode: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+	r = runCLI(t, nil, "decode", "--json", "1256557484213448722")
+	var p map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &p); err != nil || p["worker_id"] != 619.0 || p["id_str"] != "1256557484213448722" {
+		t.Fatalf("decode --json: %q (%v)", r.stdout, err)
+	}
+	for _, bad := range [][]string{{"decode"}, {"decode", "abc"}, {"decode", "-5"}, {"decode", "99999999999999999999"}, {"decode", "0"}} {
+		r := runCLI(t, nil, bad...)
+		if r.code != 2 || r.stderr == "" {
+			t.Errorf("%v: exit %d stderr %q, want 2 and a message", bad, r.code, r.stderr)
+		}
+	}
+	// A custom layout from the configuration.
+	r = runCLI(t, []string{"LEAF_SNOWFLAKE_WORKER_BITS=5", "LEAF_SNOWFLAKE_SEQUENCE_BITS=17"}, "decode", strconv.FormatInt(int64(3)<<22|int64(2)<<17|9, 10))
+	if r.code != 0 || !strings.Contains(r.stdout, "worker 2, sequence 9") {
+		t.Fatalf("decode with a custom layout: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+}
