@@ -21,9 +21,11 @@ import (
 	"github.com/leafgo/leaf/internal/testdb"
 	"github.com/leafgo/leaf/mysql"
 	"github.com/leafgo/leaf/segment"
+	"github.com/leafgo/leaf/snowflake"
 )
 
 var _ httpapi.SegmentGenerator = (*segment.Generator)(nil)
+var _ httpapi.SnowflakeGenerator = (*snowflake.Generator)(nil)
 
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
