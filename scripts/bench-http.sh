@@ -43,6 +43,10 @@ for c in 64 8; do
   run "bare net/http (fixed number)" "http://127.0.0.1:$FIXED_PORT/" "$c" fixed
   run "leaf /api/segment/get/bench" "http://127.0.0.1:$LEAF_PORT/api/segment/get/bench" "$c" leaf
   echo "  ratio c=$c: req/s $(ratio "$leaf_rps" "$fixed_rps")x, p99 $(ratio "$leaf_p99" "$fixed_p99")x"
+  run "leaf /api/snowflake/get/bench" "http://127.0.0.1:$LEAF_PORT/api/snowflake/get/bench" "$c" snow
+  echo "  ratio c=$c: req/s $(ratio "$snow_rps" "$fixed_rps")x, p99 $(ratio "$snow_p99" "$fixed_p99")x"
 done
 run "leaf batch count=1000" "http://127.0.0.1:$LEAF_PORT/api/segment/get/bench?count=1000" 64 batch
 echo "  batch: $(awk -v r="$batch_rps" 'BEGIN { printf "%.0f", r*1000 }') IDs/s"
+run "leaf snowflake batch count=1000" "http://127.0.0.1:$LEAF_PORT/api/snowflake/get/bench?count=1000" 64 sbatch
+echo "  snowflake batch: $(awk -v r="$sbatch_rps" 'BEGIN { printf "%.0f", r*1000 }') IDs/s (ceiling 4096000)"

@@ -1,0 +1,440 @@
+package zookeeper
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/leafgo/leaf"
+)
+
+// Root is the top of every Leaf tree, as in Java Leaf.
+const Root = "/snowflake"
+
+// DefaultSessionTimeout is Java Leaf's Curator session timeout.
+const DefaultSessionTimeout = 6 * time.Second
+
+// maxNameLen keeps a node path well inside ZooKeeper's limits.
+const maxNameLen = 128
+
+// seqDigits is the width of the sequence ZooKeeper appends (%010d).
+const seqDigits = 10
+
+// Config configures Open and OpenRecycle.
+type Config struct {
+	// Servers are the ZooKeeper servers, host:port each. Required.
+	Servers []string
+	// Name is leaf.name, the service whose servers share the ID pool: nodes
+	// live under /snowflake/{Name}/. Required: letters, digits, '.', '_'
+	// and '-'.
+	Name string
+	// SessionTimeout is the ZooKeeper session timeout asked for (the server
+	// may clamp it). It bounds Open's wait for a session and, for
+	// RecycleRegistry, is the lease: a crashed holder's ID returns to the
+	// pool this long after ZooKeeper last heard from it. Default
+	// DefaultSessionTimeout.
+	SessionTimeout time.Duration
+	// Logger receives the registry's messages; the ZooKeeper client's own go
+	// to it at debug level. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// withDefaults fills the defaults in and validates c.
+func (c Config) withDefaults() (Config, error) {
+	if c.SessionTimeout == 0 {
+		c.SessionTimeout = DefaultSessionTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if len(c.Servers) == 0 {
+		return c, fmt.Errorf("%w: zookeeper: no servers", leaf.ErrInvalidArgument)
+	}
+	for _, s := range c.Servers {
+		host, port, err := net.SplitHostPort(s)
+		if n, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
+			return c, fmt.Errorf("%w: zookeeper: server %q is not host:port", leaf.ErrInvalidArgument, truncate(s, 60))
+		}
+	}
+	if err := validateName(c.Name); err != nil {
+		return c, err
+	}
+	if c.SessionTimeout < 0 {
+		return c, fmt.Errorf("%w: zookeeper: session timeout %v is negative", leaf.ErrInvalidArgument, c.SessionTimeout)
+	}
+	return c, nil
+}
+
+// validateName accepts a leaf.name that is one path element ZooKeeper takes
+// as is: a '/' would move the tree, and "." or ".." are refused by the server.
+func validateName(name string) error {
+	ok := name != "" && len(name) <= maxNameLen && name != "." && name != ".."
+	for i := 0; ok && i < len(name); i++ {
+		b := name[i]
+		ok = 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9' || b == '.' || b == '_' || b == '-'
+	}
+	if !ok {
+		return fmt.Errorf("%w: zookeeper: name %q must be 1..%d of [A-Za-z0-9._-], not \".\" or \"..\"",
+			leaf.ErrInvalidArgument, truncate(name, 60), maxNameLen)
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// record is the data of a forever node and of a mark: Java Leaf's
+// Endpoint{String ip; String port; long timestamp}, in Jackson's field order.
+// Port is a string, as Jackson writes it.
+type record struct {
+	IP        string `json:"ip"`
+	Port      string `json:"port"`
+	Timestamp int64  `json:"timestamp"`
+}
+
+func encode(ep leaf.Endpoint, ts int64) []byte {
+	b, _ := json.Marshal(record{IP: ep.IP, Port: strconv.Itoa(ep.Port), Timestamp: ts})
+	return b
+}
+
+// markOf reads a record's timestamp. Only that field matters, so a record
+// written by another tool with more fields or a numeric port still reads.
+func markOf(data []byte) (int64, error) {
+	var m struct {
+		Timestamp *int64 `json:"timestamp"`
+	}
+	if err := json.Unmarshal(data, &m); err != nil {
+		return 0, err
+	}
+	if m.Timestamp == nil || *m.Timestamp < 0 {
+		return 0, errors.New("no timestamp")
+	}
+	return *m.Timestamp, nil
+}
+
+// parseNodeName takes a forever node's name, "{ip}:{port}-{seq}", apart.
+// The sequence is after the LAST '-' (Java Leaf split on the first, which
+// breaks on a path with a '-' in leaf.name: Leaf#161) and has exactly ten
+// digits. Names of any other shape are not Leaf's, and ok is false.
+func parseNodeName(name string) (endpoint string, seq int64, ok bool) {
+	i := strings.LastIndexByte(name, '-')
+	if i <= 0 || len(name)-i-1 != seqDigits {
+		return "", 0, false
+	}
+	for _, b := range []byte(name[i+1:]) {
+		if b < '0' || b > '9' {
+			return "", 0, false
+		}
+	}
+	seq, err := strconv.ParseInt(name[i+1:], 10, 64)
+	if err != nil {
+		return "", 0, false
+	}
+	endpoint = name[:i]
+	if _, err := leaf.ParseEndpoint(endpoint); err != nil {
+		return "", 0, false
+	}
+	return endpoint, seq, true
+}
+
+var openACL = zk.WorldACL(zk.PermAll) // Curator's default, so Java nodes and ours mix
+
+// client is a ZooKeeper connection shared by both registries, with the
+// serialisation of their calls.
+type client struct {
+	cfg  Config
+	log  *slog.Logger
+	conn *zk.Conn
+
+	// timeoutMs is the session timeout the server granted to the latest
+	// session, 0 until one is seen; read from the client's log line (the
+	// library keeps the value private).
+	timeoutMs atomic.Int64
+
+	// sem serialises the registry's calls, and is held by the goroutine
+	// running one until it ends, even when the caller's context ended first
+	// (the ZooKeeper client takes no context, so a call cannot be withdrawn):
+	// the next call then sees the state that call left, never half of it.
+	sem       chan struct{}
+	closed    atomic.Bool
+	closeOnce sync.Once
+}
+
+// authenticatedFormat is go-zookeeper v1.0.4's log line for a new session;
+// its arguments are the session ID (int64) and the granted timeout in ms
+// (int32).
+const authenticatedFormat = "authenticated: id=%d, timeout=%d"
+
+// zkLogger routes the ZooKeeper client's log to slog at debug level: it logs
+// every reconnect, which the registry's errors already report.
+type zkLogger struct{ c *client }
+
+func (l zkLogger) Printf(format string, args ...any) {
+	if format == authenticatedFormat && len(args) == 2 {
+		if ms, ok := args[1].(int32); ok && ms > 0 {
+			l.c.timeoutMs.Store(int64(ms))
+		}
+	}
+	if l.c.log.Enabled(context.Background(), slog.LevelDebug) {
+		l.c.log.Debug("zookeeper client: " + fmt.Sprintf(format, args...))
+	}
+}
+
+// dial connects and waits for a session: zk.Connect only starts a goroutine
+// that dials, so without the wait an unreachable server would show only as
+// calls that hang. It waits at most SessionTimeout (and ctx).
+func dial(ctx context.Context, cfg Config, registry string) (*client, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	c := &client{
+		cfg: cfg,
+		log: cfg.Logger.With("registry", registry, "name", cfg.Name),
+		sem: make(chan struct{}, 1),
+	}
+	ready := make(chan struct{})
+	var readyOnce sync.Once
+	onEvent := func(ev zk.Event) {
+		if ev.Type != zk.EventSession {
+			return
+		}
+		switch ev.State {
+		case zk.StateHasSession:
+			readyOnce.Do(func() { close(ready) })
+		case zk.StateExpired:
+			c.log.Warn("zookeeper session expired; the client opens a new one")
+		}
+	}
+	conn, _, err := zk.Connect(cfg.Servers, cfg.SessionTimeout,
+		zk.WithLogger(zkLogger{c}), zk.WithEventCallback(onEvent))
+	if err != nil {
+		return nil, fmt.Errorf("zookeeper: connect to %v: %w", cfg.Servers, err)
+	}
+	c.conn = conn
+	t := time.NewTimer(cfg.SessionTimeout)
+	defer t.Stop()
+	select {
+	case <-ready:
+		return c, nil
+	case <-ctx.Done():
+		err = ctx.Err()
+	case <-t.C:
+		err = fmt.Errorf("no session within %v (state %v)", cfg.SessionTimeout, conn.State())
+	}
+	conn.Close()
+	return nil, fmt.Errorf("zookeeper: connect to %v: %w", cfg.Servers, err)
+}
+
+// sessionTimeout is the timeout of the current session as the server
+// granted it, or as asked if none was seen.
+func (c *client) sessionTimeout() time.Duration {
+	if ms := c.timeoutMs.Load(); ms > 0 {
+		return time.Duration(ms) * time.Millisecond
+	}
+	return c.cfg.SessionTimeout
+}
+
+// run runs fn alone (see sem) and returns its error, or ctx's when ctx ends
+// first; fn then finishes in the background.
+func (c *client) run(ctx context.Context, what string, fn func() error) error {
+	select {
+	case c.sem <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("zookeeper: %s: %w", what, ctx.Err())
+	}
+	if c.closed.Load() {
+		<-c.sem
+		return fmt.Errorf("zookeeper: %s: registry %w", what, leaf.ErrClosed)
+	}
+	done := make(chan error, 1)
+	go func() {
+		defer func() { <-c.sem }()
+		done <- fn()
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("zookeeper: %s: %w", what, ctx.Err())
+	}
+}
+
+// close ends the session; ZooKeeper deletes its ephemeral nodes at once.
+func (c *client) close() {
+	c.closeOnce.Do(func() {
+		c.closed.Store(true)
+		c.conn.Close()
+	})
+}
+
+// ensurePath creates p and its missing parents, persistent and empty, as
+// Curator's creatingParentsIfNeeded does.
+func (c *client) ensurePath(p string) error {
+	for i := 1; i <= len(p); i++ {
+		if i < len(p) && p[i] != '/' {
+			continue
+		}
+		_, err := c.conn.Create(p[:i], nil, zk.FlagPersistent, openACL)
+		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return fmt.Errorf("zookeeper: create %s: %w", p[:i], err)
+		}
+	}
+	return nil
+}
+
+// Registry is a leaf.WorkerRegistry in Java Leaf's zk_normal layout (see the
+// package documentation): an endpoint's worker ID is the sequence of its
+// node and never changes. One Registry serves one server; its methods are
+// safe for concurrent use but run one at a time.
+type Registry struct {
+	c   *client
+	dir string // /snowflake/{Name}/forever
+
+	// Guarded by c.sem.
+	node string // our node's path, "" while none is held
+	ep   leaf.Endpoint
+}
+
+var _ leaf.WorkerRegistry = (*Registry)(nil)
+
+// Open connects to ZooKeeper and waits for a session, at most
+// cfg.SessionTimeout, so that an unreachable server fails here and the
+// caller can fall back to its cache.
+func Open(ctx context.Context, cfg Config) (*Registry, error) {
+	c, err := dial(ctx, cfg, "zookeeper")
+	if err != nil {
+		return nil, err
+	}
+	return &Registry{c: c, dir: Root + "/" + c.cfg.Name + "/forever"}, nil
+}
+
+// Register returns ep's worker ID: the sequence of its node, created the
+// first time ep registers, with the node's timestamp as the high-water mark
+// (0 for a new node). An ID above maxID fails with ErrWorkerIDsExhausted;
+// IDs are never wrapped round, which would share them.
+func (r *Registry) Register(ctx context.Context, ep leaf.Endpoint, maxID int64) (leaf.WorkerClaim, error) {
+	if err := ep.Validate(); err != nil {
+		return leaf.WorkerClaim{}, err
+	}
+	if maxID < 0 {
+		return leaf.WorkerClaim{}, fmt.Errorf("%w: max worker ID %d is negative", leaf.ErrInvalidArgument, maxID)
+	}
+	var claim leaf.WorkerClaim
+	err := r.c.run(ctx, "register "+ep.String(), func() error {
+		node, id, hw, created, err := r.find(ep)
+		if err != nil {
+			return err
+		}
+		if id > maxID {
+			r.node = ""
+			return fmt.Errorf("%w: zookeeper: endpoint %s holds worker ID %d (node %s), above the maximum %d; zk_normal never reuses an ID, so delete the nodes of endpoints gone for good or widen the worker ID bits",
+				leaf.ErrWorkerIDsExhausted, ep, id, node, maxID)
+		}
+		r.node, r.ep = node, ep
+		claim = leaf.WorkerClaim{WorkerID: id, HighWater: hw}
+		r.c.log.Info("worker ID registered", "endpoint", ep.String(), "worker_id", id, "node", node, "new", created, "high_water", hw)
+		return nil
+	})
+	return claim, err
+}
+
+// find returns ep's node, creating it if ep has none.
+func (r *Registry) find(ep leaf.Endpoint) (node string, id, highWater int64, created bool, err error) {
+	children, _, err := r.c.conn.Children(r.dir)
+	if errors.Is(err, zk.ErrNoNode) {
+		children, err = nil, r.c.ensurePath(r.dir)
+	}
+	if err != nil {
+		return "", 0, 0, false, fmt.Errorf("zookeeper: list %s: %w", r.dir, err)
+	}
+	want := ep.String()
+	best, bestName := int64(-1), ""
+	for _, name := range children {
+		// Two nodes for one endpoint are the trace of a past race (two
+		// starts of one endpoint): the lowest is the one Java took too.
+		if e, seq, ok := parseNodeName(name); ok && e == want && (best < 0 || seq < best) {
+			best, bestName = seq, name
+		}
+	}
+	if best >= 0 {
+		node = r.dir + "/" + bestName
+		data, _, err := r.c.conn.Get(node)
+		if err != nil {
+			return "", 0, 0, false, fmt.Errorf("zookeeper: read %s: %w", node, err)
+		}
+		hw, err := markOf(data)
+		if err != nil {
+			return "", 0, 0, false, fmt.Errorf("zookeeper: node %s holds no Leaf timestamp (%q): %w", node, truncate(string(data), 80), err)
+		}
+		return node, best, hw, false, nil
+	}
+
+	node, err = r.c.conn.Create(r.dir+"/"+want+"-", encode(ep, time.Now().UnixMilli()), zk.FlagSequence, openACL)
+	if err != nil {
+		return "", 0, 0, false, fmt.Errorf("zookeeper: create the node of %s under %s: %w", want, r.dir, err)
+	}
+	e, seq, ok := parseNodeName(path.Base(node))
+	if !ok || e != want {
+		return "", 0, 0, false, fmt.Errorf("zookeeper: created node %s has no sequence after %q", node, want+"-")
+	}
+	return node, seq, 0, true, nil
+}
+
+// Heartbeat stores mark in the node's timestamp, unconditionally as Java
+// Leaf does. The claim does not expire: the zero time is returned.
+func (r *Registry) Heartbeat(ctx context.Context, mark int64) (time.Time, error) {
+	return time.Time{}, r.c.run(ctx, "heartbeat", func() error { return r.store(mark) })
+}
+
+// Release stores mark as Heartbeat does. The node stays: the endpoint keeps
+// its ID for the next start.
+func (r *Registry) Release(ctx context.Context, mark int64) error {
+	return r.c.run(ctx, "release", func() error {
+		if err := r.store(mark); err != nil {
+			return err
+		}
+		r.node = ""
+		return nil
+	})
+}
+
+func (r *Registry) store(mark int64) error {
+	if r.node == "" {
+		return fmt.Errorf("%w: zookeeper: no worker ID registered", leaf.ErrWorkerLost)
+	}
+	_, err := r.c.conn.Set(r.node, encode(r.ep, mark), -1)
+	switch {
+	case errors.Is(err, zk.ErrNoNode):
+		// Someone deleted the node. No one else can get its ID (sequences
+		// never repeat), but the ID is no longer on record: registering
+		// again gives the endpoint a new node that is.
+		node := r.node
+		r.node = ""
+		return fmt.Errorf("%w: zookeeper: node %s was deleted", leaf.ErrWorkerLost, node)
+	case err != nil:
+		return fmt.Errorf("zookeeper: write the mark to %s: %w", r.node, err)
+	}
+	return nil
+}
+
+// Close ends the ZooKeeper session. It does not Release.
+func (r *Registry) Close() error {
+	r.c.close()
+	return nil
+}
