@@ -217,26 +217,67 @@ func TestRollbackAcrossRestart(t *testing.T) {
 	}
 }
 
-// flaky wraps a registry and can refuse Register, as a registry that is down.
+// flaky wraps a registry and can refuse calls, as a registry that is down,
+// or hang them until their deadline, as one behind a black hole.
 type flaky struct {
 	leaf.WorkerRegistry
-	down atomic.Bool
+	down, hang atomic.Bool
 }
 
 var errDown = errors.New("registry down")
 
-func (f *flaky) Register(ctx context.Context, ep leaf.Endpoint, maxID int64) (leaf.WorkerClaim, error) {
+func (f *flaky) fail(ctx context.Context) error {
+	if f.hang.Load() {
+		<-ctx.Done()
+		return ctx.Err()
+	}
 	if f.down.Load() {
-		return leaf.WorkerClaim{}, errDown
+		return errDown
+	}
+	return nil
+}
+
+func (f *flaky) Register(ctx context.Context, ep leaf.Endpoint, maxID int64) (leaf.WorkerClaim, error) {
+	if err := f.fail(ctx); err != nil {
+		return leaf.WorkerClaim{}, err
 	}
 	return f.WorkerRegistry.Register(ctx, ep, maxID)
 }
 
 func (f *flaky) Heartbeat(ctx context.Context, mark int64) (time.Time, error) {
-	if f.down.Load() {
-		return time.Time{}, errDown
+	if err := f.fail(ctx); err != nil {
+		return time.Time{}, err
 	}
 	return f.WorkerRegistry.Heartbeat(ctx, mark)
+}
+
+// A registry that hangs (calls time out after 2 s, longer than the 1 s
+// window) does not stop a worker with a cache from issuing: the cache keeps
+// the high-water mark moving.
+func TestHungRegistryKeepsIssuing(t *testing.T) {
+	reg := &flaky{WorkerRegistry: localReg(t, t.TempDir())}
+	s := settings(reg, nil)
+	s.Cache = local.NewCache(filepath.Join(t.TempDir(), "workerID.properties"))
+	s.RegistryTimeout = 2 * time.Second
+	g := start(t, s)
+	reg.hang.Store(true)
+	// Each request has a deadline well under the registry's timeout, so a
+	// request that waited on the registry would fail.
+	var last int64
+	n := 0
+	for end := time.Now().Add(4 * time.Second); time.Now().Before(end); n++ {
+		rctx, cancel := context.WithTimeout(ctx(t), 200*time.Millisecond)
+		id, err := g.NextID(rctx, "")
+		cancel()
+		if err != nil || id <= last {
+			t.Fatalf("with the registry hanging: ID %d (%v) after %d", id, err, last)
+		}
+		last = id
+	}
+	if len(g.Degraded()) == 0 {
+		t.Errorf("Degraded() is empty with the registry hanging")
+	}
+	t.Logf("%d IDs while the registry hung; degraded: %q", n, g.Degraded())
 }
 
 // With the registry unreachable at start-up, the cached worker ID is used

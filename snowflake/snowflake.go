@@ -144,7 +144,8 @@ type Generator struct {
 	layout Layout
 	maxSeq int64
 
-	hbMu sync.Mutex // serialises heartbeats (the loop and the hot path's extend)
+	hbMu    sync.Mutex // serialises heartbeats (the loop, New, and extends on leased registries)
+	cacheMu sync.Mutex // serialises cache writes and the limits they allow
 
 	mu        sync.Mutex
 	worker    int64 // -1 while lost
@@ -375,11 +376,15 @@ func (g *Generator) fill(ctx context.Context, dst []int64, want int, prev error)
 				if extends++; extends > maxExtends {
 					return dst[:start], fmt.Errorf("%w: the high-water mark does not keep ahead of the clock", leaf.ErrNotReady)
 				}
-				if herr := g.heartbeat(ctx); herr != nil {
+				if herr := g.extend(ctx); herr != nil {
 					return dst[:start], fmt.Errorf("%w: cannot persist the high-water mark ahead of the clock: %w", leaf.ErrNotReady, herr)
 				}
 			default:
 				return dst[:start], err
+			}
+			// A wait that outlived the caller's deadline serves no one.
+			if cerr := ctx.Err(); cerr != nil {
+				return dst[:start], fmt.Errorf("%w: %w", leaf.ErrNotReady, cerr)
 			}
 		}
 		// One clock reading serves a run of IDs: next reads the clock again
@@ -543,18 +548,17 @@ func (g *Generator) heartbeat(ctx context.Context) error {
 	}
 
 	g.mu.Lock()
-	mark := max(g.mark, max(g.s.Now().UnixMilli(), g.last+1)+g.s.Window.Milliseconds())
-	g.mark = mark
 	leased := g.leased
 	g.mu.Unlock()
 
 	t0 := time.Now()
+	var mark int64
 	var cacheErr, regErr error
 	var expires time.Time
-	if g.s.Cache != nil {
-		if cacheErr = g.s.Cache.Save(worker, mark); cacheErr != nil {
-			cacheErr = fmt.Errorf("save worker cache: %w", cacheErr)
-		}
+	if g.s.Cache != nil && !leased {
+		mark, cacheErr = g.saveMark()
+	} else {
+		mark = g.nextMark()
 	}
 	if !fromCache {
 		rctx, cancel := context.WithTimeout(ctx, g.s.RegistryTimeout)
@@ -578,9 +582,9 @@ func (g *Generator) heartbeat(ctx context.Context) error {
 			g.status.LeaseExpires = expires
 			g.limit = mark
 		}
-	case cacheErr == nil && (g.s.Cache != nil || regErr == nil):
-		// Durable somewhere a restart will look: the cache when there is one
-		// (the registry may be down then), else the registry.
+	case g.s.Cache == nil && regErr == nil:
+		// With a cache, saveMark has moved the limit already: the cache is
+		// where a restart looks when the registry is down.
 		g.limit = mark
 	}
 	g.mu.Unlock()
@@ -590,6 +594,51 @@ func (g *Generator) heartbeat(ctx context.Context) error {
 		return regErr
 	}
 	return cacheErr
+}
+
+// nextMark moves the mark to Window ahead of the clock (or of the last ID,
+// if the clock is behind it) and returns it. The mark never goes down while
+// the generator runs: an ID may have been issued up to any mark sent.
+func (g *Generator) nextMark() int64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.mark = max(g.mark, max(g.s.Now().UnixMilli(), g.last+1)+g.s.Window.Milliseconds())
+	return g.mark
+}
+
+// saveMark persists a new mark to the cache alone and lets IDs be issued up
+// to it. For registries without leases the cache is what a restart trusts
+// when the registry is down, so a registry that hangs never stops issuing.
+func (g *Generator) saveMark() (int64, error) {
+	g.cacheMu.Lock()
+	defer g.cacheMu.Unlock()
+	g.mu.Lock()
+	worker := g.worker
+	g.mu.Unlock()
+	mark := g.nextMark()
+	if err := g.s.Cache.Save(worker, mark); err != nil {
+		return mark, fmt.Errorf("save worker cache: %w", err)
+	}
+	g.mu.Lock()
+	if g.worker == worker && !g.leased && !g.lost {
+		g.limit = max(g.limit, mark)
+	}
+	g.mu.Unlock()
+	return mark, nil
+}
+
+// extend moves the limit when an ID reaches it: through the cache alone when
+// there is one (fast, and independent of the registry), else through a full
+// heartbeat.
+func (g *Generator) extend(ctx context.Context) error {
+	g.mu.Lock()
+	cacheOnly := g.s.Cache != nil && !g.leased && !g.lost && g.worker >= 0
+	g.mu.Unlock()
+	if cacheOnly {
+		_, err := g.saveMark()
+		return err
+	}
+	return g.heartbeat(ctx)
 }
 
 func (g *Generator) recordHeartbeat(at time.Time, err error) {

@@ -4,11 +4,16 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
 
 	"github.com/leafgo/leaf/internal/testdb"
+	"github.com/leafgo/leaf/local"
 	"github.com/leafgo/leaf/snowflake"
 )
 
@@ -131,5 +136,73 @@ func TestDecode(t *testing.T) {
 	r = runCLI(t, []string{"LEAF_SNOWFLAKE_WORKER_BITS=5", "LEAF_SNOWFLAKE_SEQUENCE_BITS=17"}, "decode", strconv.FormatInt(int64(3)<<22|int64(2)<<17|9, 10))
 	if r.code != 0 || !strings.Contains(r.stdout, "worker 2, sequence 9") {
 		t.Fatalf("decode with a custom layout: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+// removeZKTree deletes /snowflake/NAME and everything under it.
+func removeZKTree(t *testing.T, addr, name string) {
+	conn, _, err := zk.Connect([]string{addr}, 5*time.Second, zk.WithLogger(zkQuiet{}))
+	if err != nil {
+		t.Errorf("cleanup: %v", err)
+		return
+	}
+	defer conn.Close()
+	var rm func(p string)
+	rm = func(p string) {
+		kids, _, _ := conn.Children(p)
+		for _, k := range kids {
+			rm(p + "/" + k)
+		}
+		_ = conn.Delete(p, -1)
+	}
+	rm("/snowflake/" + name)
+}
+
+type zkQuiet struct{}
+
+func (zkQuiet) Printf(string, ...any) {}
+
+// With ZooKeeper unreachable at start-up, serve starts on the worker ID in
+// its cache file, but only if the clock is past the cached mark.
+func TestServeSnowflakeZooKeeperDownAtStart(t *testing.T) {
+	t.Parallel()
+	zkAddr := testdb.ZooKeeper(t)
+	name := testdb.UniqueName()
+	t.Cleanup(func() { removeZKTree(t, zkAddr, name) })
+	proxy := testdb.NewProxy(t, zkAddr)
+	env := append(dataEnv(t), "LEAF_SEGMENT_ENABLED=false")
+	args := []string{"--listen", "127.0.0.1:0", "--snowflake-registry", "zookeeper", "--zk", proxy.Addr(),
+		"--name", name, "--snowflake-endpoint", "10.8.8.8:8080"}
+
+	s := serveInProcess(t, env, args...)
+	before := getSnowflake(t, s, 100)
+	worker, _ := snowflake.LeafLayout.Decode(before[0])
+	if code := s.stop(t); code != 0 {
+		t.Fatalf("serve exited %d: %s", code, s.log.String())
+	}
+
+	proxy.Down()
+	s2 := serveInProcess(t, env, args...)
+	after := getSnowflake(t, s2, 100)
+	p, _ := snowflake.LeafLayout.Decode(after[0])
+	if p.WorkerID != worker.WorkerID || after[0] <= before[len(before)-1] {
+		t.Fatalf("started from the cache: ID %d worker %d, want worker %d above %d", after[0], p.WorkerID, worker.WorkerID, before[len(before)-1])
+	}
+	if !strings.Contains(s2.log.String(), "cached worker ID") {
+		t.Errorf("no log line about the cached worker ID: %s", s2.log.String())
+	}
+	if code := s2.stop(t); code != 0 {
+		t.Fatalf("serve exited %d: %s", code, s2.log.String())
+	}
+
+	// The cached mark an hour ahead: the clock cannot be trusted, no start.
+	dataDir := strings.TrimPrefix(env[0], "LEAF_DATA_DIR=")
+	cache := local.NewCache(filepath.Join(dataDir, "snowflake", name, "8080", "workerID.properties"))
+	if err := cache.Save(worker.WorkerID, time.Now().Add(time.Hour).UnixMilli()); err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, env, append([]string{"serve"}, args...)...)
+	if r.code != 1 || !strings.Contains(r.stderr, "refuses to start") {
+		t.Fatalf("serve with the cached mark ahead: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
