@@ -471,3 +471,29 @@ func benchGenerator(b *testing.B) *snowflake.Generator {
 	b.Cleanup(func() { _ = g.Close(b.Context()) })
 	return g
 }
+
+// At the layout's end the generator stops with ErrNotReady instead of
+// overflowing the time part into the worker bits or the sign.
+func TestLayoutEnd(t *testing.T) {
+	l := snowflake.Layout{TimeBits: 31, WorkerBits: 10, SequenceBits: 12}
+	l.Epoch = time.Now().Add(1500*time.Millisecond).UnixMilli() - 1<<l.TimeBits
+	s := settings(localReg(t, t.TempDir()), nil)
+	s.Layout = l
+	s.Lifetime = time.Nanosecond
+	g := start(t, s)
+	var last int64
+	for {
+		id, err := g.NextID(ctx(t), "")
+		if err != nil {
+			if !errors.Is(err, leaf.ErrNotReady) || time.Now().UnixMilli() < l.End() {
+				t.Fatalf("NextID: %v at %d, layout ends at %d", err, time.Now().UnixMilli(), l.End())
+			}
+			break
+		}
+		p, derr := l.Decode(id)
+		if derr != nil || id <= last || p.Timestamp >= l.End() || p.WorkerID != 7 {
+			t.Fatalf("ID %d (%+v, %v) after %d; layout ends at %d", id, p, derr, last, l.End())
+		}
+		last = id
+	}
+}

@@ -580,12 +580,12 @@ func (g *Generator) heartbeat(ctx context.Context) error {
 		if regErr == nil {
 			g.leaseEnd = expires.Add(-g.s.LeaseMargin)
 			g.status.LeaseExpires = expires
-			g.limit = mark
+			g.allowUpTo(mark)
 		}
 	case g.s.Cache == nil && regErr == nil:
 		// With a cache, saveMark has moved the limit already: the cache is
 		// where a restart looks when the registry is down.
-		g.limit = mark
+		g.allowUpTo(mark)
 	}
 	g.mu.Unlock()
 	err := errors.Join(regErr, cacheErr)
@@ -594,6 +594,12 @@ func (g *Generator) heartbeat(ctx context.Context) error {
 		return regErr
 	}
 	return cacheErr
+}
+
+// allowUpTo lets IDs be stamped up to (not at) mark, and never at or past the
+// layout's end, where the time part would overflow. Caller holds mu.
+func (g *Generator) allowUpTo(mark int64) {
+	g.limit = max(g.limit, min(mark, g.layout.End()))
 }
 
 // nextMark moves the mark to Window ahead of the clock (or of the last ID,
@@ -621,7 +627,7 @@ func (g *Generator) saveMark() (int64, error) {
 	}
 	g.mu.Lock()
 	if g.worker == worker && !g.leased && !g.lost {
-		g.limit = max(g.limit, mark)
+		g.allowUpTo(mark)
 	}
 	g.mu.Unlock()
 	return mark, nil
