@@ -10,12 +10,16 @@
 //     in the background, so a slow or dead database does not stop issuing.
 //     See package segment and the stores in sqlite, mysql and postgres.
 //   - Snowflake mode: 41 bits of milliseconds, 10 bits of worker ID and 12 bits
-//     of sequence, with worker IDs from a registry.
+//     of sequence, with worker IDs from a WorkerRegistry (local, zookeeper,
+//     etcd, mysql). The worker persists a time high-water mark ahead of the
+//     IDs it issues, so no clock step backwards, before or across a restart,
+//     can repeat an ID. See package snowflake.
 //
 // Guarantees: no ID is issued twice for a tag, across goroutines, servers,
 // crashes or restarts; every ID is in [1, 2^63-1]; IDs issued by one server
 // for one tag strictly increase; failures are errors, never sentinel IDs.
 //
 // This package imports only the standard library. Data flows one way:
-// transport (httpapi) → generator (segment) → store (sqlite, mysql, postgres).
+// transport (httpapi) → generator (segment, snowflake) → store (sqlite, mysql,
+// postgres) or worker registry (local, zookeeper, etcd, mysql).
 package leaf
