@@ -86,3 +86,34 @@ func TestValidateAlloc(t *testing.T) {
 		t.Fatalf("Start() = %d, want 1", r.Start())
 	}
 }
+
+func TestParseEndpoint(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want leaf.Endpoint
+		ok   bool
+	}{
+		{"10.0.0.1:8080", leaf.Endpoint{"10.0.0.1", 8080}, true},
+		{"[::1]:80", leaf.Endpoint{"::1", 80}, true},
+		{"10.0.0.1", leaf.Endpoint{}, false},
+		{"10.0.0.1:0", leaf.Endpoint{}, false},
+		{"10.0.0.1:65536", leaf.Endpoint{}, false},
+		{"host:80", leaf.Endpoint{}, false},
+		{":80", leaf.Endpoint{}, false},
+		{"10.0.0.1:x", leaf.Endpoint{}, false},
+	} {
+		got, err := leaf.ParseEndpoint(c.in)
+		if (err == nil) != c.ok || (c.ok && got != c.want) {
+			t.Errorf("ParseEndpoint(%q) = %+v, %v", c.in, got, err)
+		}
+		if err != nil && !errors.Is(err, leaf.ErrInvalidArgument) {
+			t.Errorf("ParseEndpoint(%q) error %v does not wrap ErrInvalidArgument", c.in, err)
+		}
+		if c.ok && got.String() != strings.Trim(c.in, "[]") && c.in[0] != '[' {
+			t.Errorf("%+v.String() = %q, want %q", got, got.String(), c.in)
+		}
+	}
+	if err := leaf.ValidateRegistration(leaf.Endpoint{"10.0.0.1", 80}, -1); !errors.Is(err, leaf.ErrInvalidArgument) {
+		t.Errorf("negative maxID: %v", err)
+	}
+}

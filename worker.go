@@ -33,6 +33,18 @@ func (e Endpoint) Validate() error {
 	return nil
 }
 
+// ValidateRegistration checks the arguments of WorkerRegistry.Register: a
+// valid endpoint and a non-negative maxID. Registries call it before any I/O.
+func ValidateRegistration(ep Endpoint, maxID int64) error {
+	if err := ep.Validate(); err != nil {
+		return err
+	}
+	if maxID < 0 {
+		return fmt.Errorf("%w: max worker ID %d is negative", ErrInvalidArgument, maxID)
+	}
+	return nil
+}
+
 // ParseEndpoint parses and validates "ip:port".
 func ParseEndpoint(s string) (Endpoint, error) {
 	i := strings.LastIndexByte(s, ':')

@@ -260,11 +260,8 @@ func (r *Registry) revoke(ctx context.Context, lease clientv3.LeaseID) {
 // Register claims the lowest free worker ID in [0, maxID] whose high-water
 // mark has passed. A claim this registry still holds is given up first.
 func (r *Registry) Register(ctx context.Context, ep leaf.Endpoint, maxID int64) (leaf.WorkerClaim, error) {
-	if err := ep.Validate(); err != nil {
+	if err := leaf.ValidateRegistration(ep, maxID); err != nil {
 		return leaf.WorkerClaim{}, err
-	}
-	if maxID < 0 {
-		return leaf.WorkerClaim{}, fmt.Errorf("%w: max worker ID %d is negative", leaf.ErrInvalidArgument, maxID)
 	}
 	if err := r.lock(ctx); err != nil {
 		return leaf.WorkerClaim{}, err

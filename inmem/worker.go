@@ -63,11 +63,8 @@ func (p *WorkerPool) expireLocked(now time.Time) {
 }
 
 func (c *poolClient) Register(_ context.Context, ep leaf.Endpoint, maxID int64) (leaf.WorkerClaim, error) {
-	if err := ep.Validate(); err != nil {
+	if err := leaf.ValidateRegistration(ep, maxID); err != nil {
 		return leaf.WorkerClaim{}, err
-	}
-	if maxID < 0 {
-		return leaf.WorkerClaim{}, fmt.Errorf("%w: max worker ID %d is negative", leaf.ErrInvalidArgument, maxID)
 	}
 	p := c.pool
 	p.mu.Lock()

@@ -165,11 +165,8 @@ func New(cfg Config) (*Registry, error) {
 
 // Register returns the configured ID of ep and the mark stored for it.
 func (r *Registry) Register(_ context.Context, ep leaf.Endpoint, maxID int64) (leaf.WorkerClaim, error) {
-	if err := ep.Validate(); err != nil {
+	if err := leaf.ValidateRegistration(ep, maxID); err != nil {
 		return leaf.WorkerClaim{}, err
-	}
-	if maxID < 0 {
-		return leaf.WorkerClaim{}, fmt.Errorf("%w: max worker ID %d is negative", leaf.ErrInvalidArgument, maxID)
 	}
 	id := r.cfg.WorkerID
 	if r.cfg.WorkerIDs != nil {

@@ -101,11 +101,8 @@ func OpenWorkerRegistry(ctx context.Context, dsn string) (*WorkerRegistry, error
 // An ID above maxID fails with leaf.ErrWorkerIDsExhausted; the row stays, as
 // in the fork, so the endpoint keeps that ID.
 func (r *WorkerRegistry) Register(ctx context.Context, ep leaf.Endpoint, maxID int64) (leaf.WorkerClaim, error) {
-	if err := ep.Validate(); err != nil {
+	if err := leaf.ValidateRegistration(ep, maxID); err != nil {
 		return leaf.WorkerClaim{}, fmt.Errorf("mysql: register: %w", err)
-	}
-	if maxID < 0 {
-		return leaf.WorkerClaim{}, fmt.Errorf("mysql: register %s: %w: maxID %d is negative", ep, leaf.ErrInvalidArgument, maxID)
 	}
 	ipPort := ep.String()
 	id, highWater, err := r.getOrCreate(ctx, ep, ipPort)

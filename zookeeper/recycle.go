@@ -79,11 +79,8 @@ func encodeHolder(ep leaf.Endpoint) []byte {
 // timeout from the call's start unless Heartbeat renews it. A claim this
 // registry still holds is given up first (its last mark protects the ID).
 func (r *RecycleRegistry) Register(ctx context.Context, ep leaf.Endpoint, maxID int64) (leaf.WorkerClaim, error) {
-	if err := ep.Validate(); err != nil {
+	if err := leaf.ValidateRegistration(ep, maxID); err != nil {
 		return leaf.WorkerClaim{}, err
-	}
-	if maxID < 0 {
-		return leaf.WorkerClaim{}, fmt.Errorf("%w: max worker ID %d is negative", leaf.ErrInvalidArgument, maxID)
 	}
 	var claim leaf.WorkerClaim
 	err := r.c.run(ctx, "register "+ep.String(), func() error {

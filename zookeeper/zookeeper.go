@@ -329,11 +329,8 @@ func Open(ctx context.Context, cfg Config) (*Registry, error) {
 // (0 for a new node). An ID above maxID fails with ErrWorkerIDsExhausted;
 // IDs are never wrapped round, which would share them.
 func (r *Registry) Register(ctx context.Context, ep leaf.Endpoint, maxID int64) (leaf.WorkerClaim, error) {
-	if err := ep.Validate(); err != nil {
+	if err := leaf.ValidateRegistration(ep, maxID); err != nil {
 		return leaf.WorkerClaim{}, err
-	}
-	if maxID < 0 {
-		return leaf.WorkerClaim{}, fmt.Errorf("%w: max worker ID %d is negative", leaf.ErrInvalidArgument, maxID)
 	}
 	var claim leaf.WorkerClaim
 	err := r.c.run(ctx, "register "+ep.String(), func() error {
