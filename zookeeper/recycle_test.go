@@ -2,7 +2,6 @@ package zookeeper
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"testing"
@@ -30,13 +29,7 @@ func TestRecycleConformance(t *testing.T) {
 	leaftest.TestWorkerRegistry(t, func(t *testing.T) leaftest.RegistryOpener {
 		addr := testdb.ZooKeeper(t)
 		name := newName(t, addr, testdb.UniqueName())
-		return func(ctx context.Context) (leaf.WorkerRegistry, error) {
-			r, err := OpenRecycle(ctx, testConfig(addr, name))
-			if err != nil {
-				return nil, err
-			}
-			return r, nil
-		}
+		return opener(testConfig(addr, name), true)
 	}, leaftest.RegistryTraits{Leases: true})
 }
 

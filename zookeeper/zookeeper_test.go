@@ -147,13 +147,7 @@ func TestRegistryConformance(t *testing.T) {
 	leaftest.TestWorkerRegistry(t, func(t *testing.T) leaftest.RegistryOpener {
 		addr := testdb.ZooKeeper(t)
 		name := newName(t, addr, testdb.UniqueName())
-		return func(ctx context.Context) (leaf.WorkerRegistry, error) {
-			r, err := Open(ctx, testConfig(addr, name))
-			if err != nil {
-				return nil, err
-			}
-			return r, nil
-		}
+		return opener(testConfig(addr, name), false)
 	}, leaftest.RegistryTraits{Sticky: true})
 }
 
