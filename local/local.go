@@ -131,12 +131,14 @@ type Config struct {
 
 // Registry is the "local" worker registry: the worker ID comes from
 // configuration, nothing is shared between servers, and the high-water mark
-// lives in a file under Config.Dir. Two servers configured with one ID
-// duplicate IDs; that is the operator's promise to keep.
+// lives in a file under Config.Dir. The ID's lock file keeps two processes
+// sharing the directory from running with one ID; across machines, distinct
+// IDs are the operator's promise to keep.
 type Registry struct {
-	cfg   Config
-	id    int64
-	cache *Cache // of the registered ID; nil before Register
+	cfg      Config
+	id       int64
+	cache    *Cache // of the registered ID; nil before Register
+	unlockFn func() // releases the ID's lock file; nil when not held
 }
 
 // New validates cfg and returns a Registry.
@@ -179,18 +181,34 @@ func (r *Registry) Register(_ context.Context, ep leaf.Endpoint, maxID int64) (l
 		return leaf.WorkerClaim{}, fmt.Errorf("%w: configured worker ID %d of %s is above the layout's maximum %d",
 			leaf.ErrWorkerIDsExhausted, id, ep, maxID)
 	}
-	c := NewCache(filepath.Join(r.cfg.Dir, "worker-"+strconv.FormatInt(id, 10)+".properties"))
+	base := filepath.Join(r.cfg.Dir, "worker-"+strconv.FormatInt(id, 10))
+	r.unlock()
+	unlock, err := lockFile(base + ".lock")
+	if err != nil {
+		return leaf.WorkerClaim{}, fmt.Errorf("worker ID %d: %w", id, err)
+	}
+	c := NewCache(base + ".properties")
 	claim := leaf.WorkerClaim{WorkerID: id}
 	switch cid, mark, err := c.Load(); {
 	case err == nil && cid == id:
 		claim.HighWater = mark
 	case err == nil:
-		return leaf.WorkerClaim{}, fmt.Errorf("%w: %s holds worker ID %d, not %d", leaf.ErrInvalidArgument, c.Path(), cid, id)
+		err = fmt.Errorf("%w: %s holds worker ID %d, not %d", leaf.ErrInvalidArgument, c.Path(), cid, id)
+		fallthrough
 	case !errors.Is(err, fs.ErrNotExist):
+		unlock()
 		return leaf.WorkerClaim{}, err
 	}
-	r.id, r.cache = id, c
+	r.id, r.cache, r.unlockFn = id, c, unlock
 	return claim, nil
+}
+
+// unlock releases the lock on the registered ID's files, if held.
+func (r *Registry) unlock() {
+	if r.unlockFn != nil {
+		r.unlockFn()
+		r.unlockFn = nil
+	}
 }
 
 // Heartbeat stores mark in the worker's file. There is no lease.
@@ -201,11 +219,16 @@ func (r *Registry) Heartbeat(_ context.Context, mark int64) (time.Time, error) {
 	return time.Time{}, r.cache.Save(r.id, mark)
 }
 
-// Release stores the final mark; the ID stays configured.
+// Release stores the final mark and lets another process on this machine
+// take the ID; the ID stays configured.
 func (r *Registry) Release(ctx context.Context, mark int64) error {
 	_, err := r.Heartbeat(ctx, mark)
+	r.unlock()
 	return err
 }
 
-// Close does nothing: the registry holds no connection.
-func (r *Registry) Close() error { return nil }
+// Close releases the lock on the ID, if held.
+func (r *Registry) Close() error {
+	r.unlock()
+	return nil
+}

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/leafgo/leaf"
@@ -100,4 +101,26 @@ func TestCache(t *testing.T) {
 	if id, mark, err := c.Load(); err != nil || id != 9 || mark != 77 {
 		t.Fatalf("Load of a Java-written file = %d, %d, %v", id, mark, err)
 	}
+}
+
+// Two servers sharing a data directory cannot run with one worker ID: the
+// second is refused until the first lets go.
+func TestOneHolderPerDirectory(t *testing.T) {
+	dir := t.TempDir()
+	r1, _ := local.New(local.Config{WorkerID: 4, Dir: dir})
+	r2, _ := local.New(local.Config{WorkerID: 4, Dir: dir})
+	if _, err := r1.Register(t.Context(), leaftest.TestEndpoint(0), 1023); err != nil {
+		t.Fatal(err)
+	}
+	_, err := r2.Register(t.Context(), leaftest.TestEndpoint(1), 1023)
+	if err == nil || !strings.Contains(err.Error(), "in use by another process") {
+		t.Fatalf("second holder of worker 4: %v, want a refusal", err)
+	}
+	if err := r1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r2.Register(t.Context(), leaftest.TestEndpoint(1), 1023); err != nil {
+		t.Fatalf("after the first let go: %v", err)
+	}
+	_ = r2.Close()
 }

@@ -206,3 +206,18 @@ func TestServeSnowflakeZooKeeperDownAtStart(t *testing.T) {
 		t.Fatalf("serve with the cached mark ahead: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
+
+// A second server on the same data directory would share local worker 0: it
+// is refused while the first runs.
+func TestServeSnowflakeLocalWorkerInUse(t *testing.T) {
+	t.Parallel()
+	env := append(dataEnv(t), "LEAF_SEGMENT_ENABLED=false")
+	s := serveInProcess(t, env, "--listen", "127.0.0.1:0")
+	r := runCLI(t, env, "serve", "--listen", "127.0.0.1:0")
+	if r.code != 1 || !strings.Contains(r.stderr, "in use by another process") {
+		t.Fatalf("second server on the same data dir: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if code := s.stop(t); code != 0 {
+		t.Fatalf("first server exited %d: %s", code, s.log.String())
+	}
+}
