@@ -55,10 +55,10 @@ type Settings struct {
 	RegistryName string
 	// Endpoint is this server's ip:port as the registry knows it.
 	Endpoint leaf.Endpoint
-	// Cache, if set, receives the worker ID and every high-water mark, and
-	// provides the worker ID when the registry is unreachable at start-up.
-	// Leave it nil for registries that lease IDs: a cached leased ID may be
-	// someone else's by now.
+	// Cache, if set, receives the worker ID and every high-water mark of an
+	// ID held without a lease, and provides the worker ID when the registry
+	// is unreachable at start-up. Leave it nil for registries that lease IDs:
+	// a cached leased ID may be someone else's by now.
 	Cache WorkerCache
 	// MaxBackwards is the largest clock step backwards that is waited out;
 	// beyond it NextID fails with ErrClockBackwards. Default 5ms (Leaf's).
@@ -148,7 +148,7 @@ type Generator struct {
 	cacheMu sync.Mutex // serialises cache writes and the limits they allow
 
 	mu        sync.Mutex
-	worker    int64 // -1 while lost
+	worker    int64 // the claimed ID; see lost
 	last      int64 // Unix ms of the last ID issued (or the floor a claim imposes)
 	seq       int64 // sequence of the last ID issued
 	exhausted bool  // the last millisecond ran out of sequence: start the next at 0
@@ -182,7 +182,6 @@ func New(ctx context.Context, s Settings) (*Generator, error) {
 		s:      s,
 		layout: s.Layout,
 		maxSeq: s.Layout.MaxSequence(),
-		worker: -1,
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
 	}
@@ -302,9 +301,6 @@ func (g *Generator) adopt(claim leaf.WorkerClaim, fromCache bool) {
 	g.fromCache = fromCache
 	g.lost = false
 	g.limit = 0 // until the first mark for this claim is persisted
-	g.status.WorkerID = claim.WorkerID
-	g.status.FromCache = fromCache
-	g.status.LeaseExpires = claim.Expires
 }
 
 func (g *Generator) nowMs() int64 { return g.s.Now().UnixMilli() }
@@ -323,7 +319,7 @@ func (g *Generator) NextID(ctx context.Context, _ string) (int64, error) {
 	// older than the last ID by the time the lock is ours, a false rollback.
 	g.mu.Lock()
 	t := g.s.Now()
-	id, _, err := g.next(t, t.UnixMilli())
+	id, err := g.next(t, t.UnixMilli())
 	g.mu.Unlock()
 	if err == nil {
 		return id, nil
@@ -395,10 +391,11 @@ func (g *Generator) fill(ctx context.Context, dst []int64, want int, prev error)
 		err = nil
 		for len(dst) < want {
 			var id int64
-			if id, ms, err = g.next(t, ms); err != nil {
+			if id, err = g.next(t, ms); err != nil {
 				break
 			}
 			dst = append(dst, id)
+			ms = g.last
 		}
 		g.mu.Unlock()
 		if err == nil {
@@ -425,14 +422,8 @@ type waitBackwards struct{ d time.Duration }
 func (w *waitBackwards) Error() string { return "clock behind by " + w.d.String() }
 
 // next issues one ID stamped now (t's millisecond, or later if that one is
-// used up), or says why it cannot; it returns the millisecond it stamped.
-// Caller holds mu.
-func (g *Generator) next(t time.Time, now int64) (int64, int64, error) {
-	id, err := g.next1(t, now)
-	return id, g.last, err
-}
-
-func (g *Generator) next1(t time.Time, now int64) (int64, error) {
+// used up: g.last says which), or says why it cannot. Caller holds mu.
+func (g *Generator) next(t time.Time, now int64) (int64, error) {
 	if g.closed {
 		return 0, fmt.Errorf("snowflake generator: %w", leaf.ErrClosed)
 	}
@@ -496,9 +487,7 @@ func (g *Generator) issue(now int64) int64 {
 // limitError says why no ID may be stamped at now.
 func (g *Generator) limitError(now int64) error {
 	switch {
-	case g.closed:
-		return fmt.Errorf("snowflake generator: %w", leaf.ErrClosed)
-	case g.worker < 0 || g.lost:
+	case g.lost:
 		return fmt.Errorf("%w: the worker ID was lost (lease expired or taken over); re-registering", leaf.ErrWorkerLost)
 	case now >= g.layout.End():
 		return fmt.Errorf("%w: the clock (%s) is past the layout's end (%s)", leaf.ErrNotReady, fmtMs(now), fmtMs(g.layout.End()))
@@ -515,7 +504,7 @@ func (g *Generator) heartbeat(ctx context.Context) error {
 	defer g.hbMu.Unlock()
 
 	g.mu.Lock()
-	closed, lost, fromCache, worker := g.closed, g.lost || g.worker < 0, g.fromCache, g.worker
+	closed, lost, fromCache, worker := g.closed, g.lost, g.fromCache, g.worker
 	g.mu.Unlock()
 	if closed {
 		return fmt.Errorf("snowflake generator: %w", leaf.ErrClosed)
@@ -573,13 +562,11 @@ func (g *Generator) heartbeat(ctx context.Context) error {
 	switch {
 	case errors.Is(regErr, leaf.ErrWorkerLost):
 		g.lost = true
-		g.status.WorkerID = -1
 		g.s.Logger.Error("snowflake worker ID lost; stopped issuing", "worker_id", worker, "err", regErr)
 	case leased:
 		// The registry is the only record that counts for a lease.
 		if regErr == nil {
 			g.leaseEnd = expires.Add(-g.s.LeaseMargin)
-			g.status.LeaseExpires = expires
 			g.allowUpTo(mark)
 		}
 	case g.s.Cache == nil && regErr == nil:
@@ -638,7 +625,7 @@ func (g *Generator) saveMark() (int64, error) {
 // heartbeat.
 func (g *Generator) extend(ctx context.Context) error {
 	g.mu.Lock()
-	cacheOnly := g.s.Cache != nil && !g.leased && !g.lost && g.worker >= 0
+	cacheOnly := g.s.Cache != nil && !g.leased && !g.lost
 	g.mu.Unlock()
 	if cacheOnly {
 		_, err := g.saveMark()
@@ -702,7 +689,7 @@ func (g *Generator) Close(ctx context.Context) error {
 	g.hbMu.Lock()
 	defer g.hbMu.Unlock()
 	g.mu.Lock()
-	worker, lost, fromCache := g.worker, g.lost || g.worker < 0, g.fromCache
+	worker, lost, fromCache := g.worker, g.lost, g.fromCache
 	final := g.last + 1 // no ID is stamped at or after it
 	g.mu.Unlock()
 	if lost {
@@ -729,7 +716,13 @@ func (g *Generator) Status() leaf.WorkerStatus {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	st := g.status
-	st.HighWater = g.mark
+	st.WorkerID, st.FromCache, st.HighWater = g.worker, g.fromCache, g.mark
+	if g.lost {
+		st.WorkerID = -1
+	}
+	if g.leased {
+		st.LeaseExpires = g.leaseEnd.Add(g.s.LeaseMargin)
+	}
 	if g.issued {
 		st.LastIssued = g.last
 	}
@@ -744,7 +737,7 @@ func (g *Generator) Degraded() []string {
 	switch {
 	case g.closed:
 		r = append(r, "snowflake generator closed")
-	case g.lost || g.worker < 0:
+	case g.lost:
 		r = append(r, "snowflake worker ID lost; re-registering")
 	case g.fromCache:
 		r = append(r, fmt.Sprintf("snowflake registry unreachable at start-up; issuing with the cached worker ID %d", g.worker))
