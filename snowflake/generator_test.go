@@ -365,46 +365,51 @@ func TestLeaseStopsIssuingBeforeExpiry(t *testing.T) {
 	t.Logf("stopped %v before the lease expired", expires.Sub(lastOK))
 }
 
-// A used-up millisecond waits for the next one, which starts at sequence 0.
+// A used-up millisecond waits for the next one. The first millisecond
+// starts at Leaf's random sequence; one that follows a used-up millisecond
+// starts at 0, so saturating traffic gets all 4096 sequences.
 func TestSequenceExhaustion(t *testing.T) {
+	// Once frozen, the clock advances 1 ms per 20,000 readings: only the
+	// spin after a used-up millisecond reads it that often.
 	base := time.Now().Add(-10 * time.Second)
 	var calls atomic.Int64
 	var frozen atomic.Bool
-	now := func() time.Time {
-		n := calls.Add(1)
+	s := settings(localReg(t, t.TempDir()), nil)
+	s.Now = func() time.Time {
 		if frozen.Load() {
-			return base.Add(time.Duration(n/20000) * time.Millisecond) // advances slowly
+			return base.Add(time.Duration(calls.Add(1)/20000) * time.Millisecond)
 		}
 		return time.Now()
 	}
-	s := settings(localReg(t, t.TempDir()), nil)
-	s.Now = now
-	s.NoRandomStart = true
 	g := start(t, s)
 	frozen.Store(true)
-	calls.Store(0)
-	base = time.Now().Add(-10 * time.Second)
-	_ = base
 	ids, err := g.NextIDs(ctx(t), "", 10000, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	perMs := map[int64][]int64{}
+	var perMs [][]int64 // sequences, one slice per millisecond in order
+	lastMs := int64(-1)
 	for _, id := range ids {
 		p, _ := g.Decode(id)
-		perMs[p.Timestamp] = append(perMs[p.Timestamp], p.Sequence)
-	}
-	full := 0
-	for ms, seqs := range perMs {
-		if len(seqs) == 4096 {
-			full++
-			if seqs[0] != 0 || seqs[4095] != 4095 {
-				t.Fatalf("millisecond %d: sequences %d..%d", ms, seqs[0], seqs[4095])
-			}
+		if p.Timestamp != lastMs {
+			perMs = append(perMs, nil)
+			lastMs = p.Timestamp
 		}
+		perMs[len(perMs)-1] = append(perMs[len(perMs)-1], p.Sequence)
 	}
-	if full == 0 {
-		t.Fatalf("no millisecond used all 4096 sequences: %d ms for %d IDs", len(perMs), len(ids))
+	if len(perMs) < 3 {
+		t.Fatalf("10000 IDs in %d milliseconds, want at least 3", len(perMs))
+	}
+	first := perMs[0]
+	if first[0] >= 100 || first[len(first)-1] != 4095 || int64(len(first)) != 4096-first[0] {
+		t.Fatalf("first millisecond: sequences %d..%d (%d IDs), want a random start below 100 up to 4095",
+			first[0], first[len(first)-1], len(first))
+	}
+	for i, seqs := range perMs[1 : len(perMs)-1] {
+		if len(seqs) != 4096 || seqs[0] != 0 || seqs[4095] != 4095 {
+			t.Fatalf("millisecond %d after a used-up one: sequences %d..%d (%d IDs), want 0..4095",
+				i+1, seqs[0], seqs[len(seqs)-1], len(seqs))
+		}
 	}
 }
 
