@@ -24,15 +24,6 @@ func openRecycle(t *testing.T, cfg Config) *RecycleRegistry {
 	return r
 }
 
-func TestRecycleConformance(t *testing.T) {
-	t.Parallel()
-	leaftest.TestWorkerRegistry(t, func(t *testing.T) leaftest.RegistryOpener {
-		addr := testdb.ZooKeeper(t)
-		name := newName(t, addr, testdb.UniqueName())
-		return opener(testConfig(addr, name), true)
-	}, leaftest.RegistryTraits{Leases: true})
-}
-
 // TestRecycleLeaseExpiry: a holder cut off from ZooKeeper keeps its ID until
 // its lease (the session) has expired and its mark has passed; then another
 // server gets the ID with the mark, and the old holder learns it lost it.

@@ -142,13 +142,26 @@ func openRegistry(t *testing.T, cfg Config) *Registry {
 	return r
 }
 
-func TestRegistryConformance(t *testing.T) {
+// Both registries pass the conformance suite: zookeeper keeps an ID per
+// endpoint, zookeeper-recycle leases them.
+func TestConformance(t *testing.T) {
 	t.Parallel()
-	leaftest.TestWorkerRegistry(t, func(t *testing.T) leaftest.RegistryOpener {
-		addr := testdb.ZooKeeper(t)
-		name := newName(t, addr, testdb.UniqueName())
-		return opener(testConfig(addr, name), false)
-	}, leaftest.RegistryTraits{Sticky: true})
+	for _, c := range []struct {
+		name    string
+		recycle bool
+		traits  leaftest.RegistryTraits
+	}{
+		{"zookeeper", false, leaftest.RegistryTraits{Sticky: true}},
+		{"zookeeper-recycle", true, leaftest.RegistryTraits{Leases: true}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			leaftest.TestWorkerRegistry(t, func(t *testing.T) leaftest.RegistryOpener {
+				addr := testdb.ZooKeeper(t)
+				return opener(testConfig(addr, newName(t, addr, testdb.UniqueName())), c.recycle)
+			}, c.traits)
+		})
+	}
 }
 
 func TestParseNodeName(t *testing.T) {
