@@ -2,7 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strconv"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/leafgo/leaf/internal/config"
 	"github.com/leafgo/leaf/internal/testdb"
 	"github.com/leafgo/leaf/local"
 	"github.com/leafgo/leaf/snowflake"
@@ -219,5 +222,28 @@ func TestServeSnowflakeLocalWorkerInUse(t *testing.T) {
 	}
 	if code := s.stop(t); code != 0 {
 		t.Fatalf("first server exited %d: %s", code, s.log.String())
+	}
+}
+
+// The endpoint is the configured one, else a non-loopback IPv4 address (as
+// Leaf's Utils.getIp picks it, falling back to loopback on a machine without
+// one) with the listen port.
+func TestSnowflakeEndpoint(t *testing.T) {
+	ep, err := snowflakeEndpoint("", 18080)
+	if err != nil || ep.Port != 18080 || net.ParseIP(ep.IP).To4() == nil {
+		t.Fatalf("default endpoint = %+v, %v; want an IPv4 address and port 18080", ep, err)
+	}
+	if addrs, _ := net.InterfaceAddrs(); ep.IP == "127.0.0.1" {
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil && !n.IP.IsLinkLocalUnicast() {
+				t.Fatalf("default endpoint is loopback though %s is up", n.IP)
+			}
+		}
+	}
+	if ep, err := snowflakeEndpoint("10.1.2.3:9000", 18080); err != nil || ep.String() != "10.1.2.3:9000" {
+		t.Fatalf("configured endpoint = %v, %v", ep, err)
+	}
+	if _, err := snowflakeEndpoint("10.1.2.3", 18080); !errors.Is(err, config.ErrInvalid) {
+		t.Fatalf("endpoint without a port: %v, want config.ErrInvalid", err)
 	}
 }
