@@ -117,3 +117,15 @@ func TestParseEndpoint(t *testing.T) {
 		t.Errorf("negative maxID: %v", err)
 	}
 }
+
+func TestValidateClusterName(t *testing.T) {
+	for name, ok := range map[string]bool{
+		"leaf": true, "com.sankuai.leaf.opensource.test": true, "a-b_c.1": true, strings.Repeat("n", 128): true,
+		"": false, ".": false, "..": false, "a/b": false, "a:b": false, "a b": false, strings.Repeat("n", 129): false,
+	} {
+		err := leaf.ValidateClusterName(name)
+		if (err == nil) != ok || (err != nil && !errors.Is(err, leaf.ErrInvalidArgument)) {
+			t.Errorf("ValidateClusterName(%q) = %v, want ok=%v", name, err, ok)
+		}
+	}
+}

@@ -33,6 +33,25 @@ func (e Endpoint) Validate() error {
 	return nil
 }
 
+// MaxClusterNameLen is the longest cluster name, in bytes.
+const MaxClusterNameLen = 128
+
+// ValidateClusterName checks a cluster name (Java Leaf's leaf.name): 1–128
+// bytes of [A-Za-z0-9._-], not "." or "..". It becomes a ZooKeeper node, an
+// etcd key segment and a directory name, so it must be one plain path
+// element everywhere.
+func ValidateClusterName(name string) error {
+	ok := name != "" && len(name) <= MaxClusterNameLen && name != "." && name != ".."
+	for i := 0; ok && i < len(name); i++ {
+		ok = tagByte(name[i]) && name[i] != ':'
+	}
+	if !ok {
+		return fmt.Errorf("%w: cluster name %q must be 1..%d bytes of [A-Za-z0-9._-], not \".\" or \"..\"",
+			ErrInvalidArgument, truncate(name, 60), MaxClusterNameLen)
+	}
+	return nil
+}
+
 // ValidateRegistration checks the arguments of WorkerRegistry.Register: a
 // valid endpoint and a non-negative maxID. Registries call it before any I/O.
 func ValidateRegistration(ep Endpoint, maxID int64) error {

@@ -25,9 +25,6 @@ const Root = "/snowflake"
 // DefaultSessionTimeout is Java Leaf's Curator session timeout.
 const DefaultSessionTimeout = 6 * time.Second
 
-// maxNameLen keeps a node path well inside ZooKeeper's limits.
-const maxNameLen = 128
-
 // seqDigits is the width of the sequence ZooKeeper appends (%010d).
 const seqDigits = 10
 
@@ -67,28 +64,13 @@ func (c Config) withDefaults() (Config, error) {
 			return c, fmt.Errorf("%w: zookeeper: server %q is not host:port", leaf.ErrInvalidArgument, truncate(s, 60))
 		}
 	}
-	if err := validateName(c.Name); err != nil {
-		return c, err
+	if err := leaf.ValidateClusterName(c.Name); err != nil {
+		return c, fmt.Errorf("zookeeper: %w", err)
 	}
 	if c.SessionTimeout < 0 {
 		return c, fmt.Errorf("%w: zookeeper: session timeout %v is negative", leaf.ErrInvalidArgument, c.SessionTimeout)
 	}
 	return c, nil
-}
-
-// validateName accepts a leaf.name that is one path element ZooKeeper takes
-// as is: a '/' would move the tree, and "." or ".." are refused by the server.
-func validateName(name string) error {
-	ok := name != "" && len(name) <= maxNameLen && name != "." && name != ".."
-	for i := 0; ok && i < len(name); i++ {
-		b := name[i]
-		ok = 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9' || b == '.' || b == '_' || b == '-'
-	}
-	if !ok {
-		return fmt.Errorf("%w: zookeeper: name %q must be 1..%d of [A-Za-z0-9._-], not \".\" or \"..\"",
-			leaf.ErrInvalidArgument, truncate(name, 60), maxNameLen)
-	}
-	return nil
 }
 
 func truncate(s string, n int) string {

@@ -213,7 +213,7 @@ func TestConfigInvalid(t *testing.T) {
 		{"name ..", func(c *Config) { c.Name = ".." }},
 		{"name with space", func(c *Config) { c.Name = "a b" }},
 		{"name with NUL", func(c *Config) { c.Name = "a\x00" }},
-		{"long name", func(c *Config) { c.Name = strings.Repeat("a", maxNameLen+1) }},
+		{"long name", func(c *Config) { c.Name = strings.Repeat("a", leaf.MaxClusterNameLen+1) }},
 		{"negative session timeout", func(c *Config) { c.SessionTimeout = -time.Second }},
 	} {
 		cfg := ok
@@ -226,8 +226,8 @@ func TestConfigInvalid(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"leaf", "com.sankuai.leaf.opensource.test", "my-leaf_2", "-"} {
-		if err := validateName(name); err != nil {
-			t.Errorf("validateName(%q): %v", name, err)
+		if err := leaf.ValidateClusterName(name); err != nil {
+			t.Errorf("ValidateClusterName(%q): %v", name, err)
 		}
 	}
 }

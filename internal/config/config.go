@@ -277,8 +277,8 @@ func (c Config) validate(origin map[string]string) error {
 // the reason given for segment.dsn.
 func (c Config) validateSnowflake(bad func(path, format string, args ...any)) {
 	s := c.Snowflake
-	if !validName.MatchString(s.Name) {
-		bad("snowflake.name", "%q must be 1-128 bytes of A-Z a-z 0-9 . _ - (it names a ZooKeeper node, an etcd prefix and a directory)", s.Name)
+	if err := leaf.ValidateClusterName(s.Name); err != nil {
+		bad("snowflake.name", "%v", err)
 	}
 	if s.Endpoint != "" {
 		if _, err := leaf.ParseEndpoint(s.Endpoint); err != nil {
@@ -318,10 +318,6 @@ func (c Config) validateSnowflake(bad func(path, format string, args ...any)) {
 		bad("snowflake.window", "%v is too short, want at least 300ms", s.Window)
 	}
 }
-
-// validName is a cluster name usable as a ZooKeeper node, an etcd key
-// segment and a directory name.
-var validName = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
 
 // MySQLRegistryDSN is the DSN of the mysql worker registry: snowflake.dsn, or
 // segment.dsn when the segments live in MySQL too.

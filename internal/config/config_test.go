@@ -506,6 +506,7 @@ func TestValidateSnowflake(t *testing.T) {
 		}, ""},
 		{"name with a slash", func(c *Config) { c.Snowflake.Name = "a/b" }, "snowflake.name"},
 		{"empty name", func(c *Config) { c.Snowflake.Name = "" }, "snowflake.name"},
+		{"name ..", func(c *Config) { c.Snowflake.Name = ".." }, "snowflake.name"},
 		{"bad endpoint", func(c *Config) { c.Snowflake.Endpoint = "10.0.0.1" }, "snowflake.endpoint"},
 		{"worker ID above the layout", func(c *Config) { c.Snowflake.WorkerID = 1024 }, "snowflake.worker_id"},
 		{"worker ID with fewer bits", func(c *Config) { c.Snowflake.WorkerBits, c.Snowflake.WorkerID = 2, 4 }, "snowflake.worker_id"},
