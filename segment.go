@@ -110,7 +110,28 @@ type SegmentStatus struct {
 	Issued    uint64        `json:"issued"`  // IDs issued since start
 	Loads     uint64        `json:"loads"`   // ranges reserved since start
 	Waits     uint64        `json:"waits"`   // requests that found both buffers empty and waited
+	// LoadErrors counts failed reserve attempts since start.
+	LoadErrors uint64 `json:"load_errors"`
+	// LoadSeconds is the total time spent in successful reserve calls;
+	// LoadLatency[i] counts those that took at most SegmentLoadBuckets[i]
+	// seconds (cumulative, as in a Prometheus histogram; the count of all is
+	// Loads).
+	LoadSeconds float64  `json:"load_seconds"`
+	LoadLatency []uint64 `json:"-"`
+	// GivenBack counts IDs returned to the store by a graceful Close.
+	GivenBack uint64 `json:"given_back"`
+	// Remaining is the IDs left in both buffers.
+	Remaining int64 `json:"remaining"`
+	// Rate is IDs issued per second over the last 10 seconds.
+	Rate float64 `json:"ids_per_sec"`
+	// SecondsLeft is Remaining/Rate: how long the buffers last at the current
+	// rate if no range arrives. -1 when nothing is being issued.
+	SecondsLeft float64 `json:"seconds_left"`
 }
+
+// SegmentLoadBuckets are the upper bounds, in seconds, of the load-latency
+// histogram in SegmentStatus.LoadLatency.
+var SegmentLoadBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
 
 // RangeState is one buffer: the range [Start, Max) with Value the next ID to issue.
 type RangeState struct {

@@ -145,6 +145,12 @@ type WorkerStatus struct {
 	// is the largest, in milliseconds.
 	Rollbacks     int64 `json:"rollbacks"`
 	MaxRollbackMs int64 `json:"max_rollback_ms"`
+	// RollbackMs is the sum of all those steps, in milliseconds.
+	RollbackMs int64 `json:"rollback_ms"`
+	// Issued counts IDs issued since start.
+	Issued uint64 `json:"issued"`
+	// Rate is IDs issued per second over the last 10 seconds.
+	Rate float64 `json:"ids_per_sec"`
 }
 
 // SnowflakeParts is a snowflake ID taken apart by its layout.

@@ -72,6 +72,7 @@ import (
 	"strings"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/httpapi/monitor"
 )
 
 // SegmentGenerator is what the segment routes need from the segment
@@ -253,6 +254,11 @@ func (s *Server) routes() {
 
 	s.handle("/healthz", textStyle, methods{"GET": s.healthz})
 	s.handle("/readyz", textStyle, methods{"GET": s.readyz})
+
+	// The monitor page; the bare root leads to it, so that a browser pointed
+	// at the server finds something.
+	s.mux.Handle("GET "+monitor.Prefix, monitor.Handler())
+	s.mux.Handle("GET /{$}", http.RedirectHandler(monitor.Prefix, http.StatusFound))
 
 	// Everything else: 404 in the style of the family the path belongs to.
 	s.mux.Handle("/v2/", s.notFound(jsonStyle))

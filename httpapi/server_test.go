@@ -362,7 +362,7 @@ func TestErrorTable(t *testing.T) {
 
 func TestNotFound(t *testing.T) {
 	base, _ := testServer(t, newFakeGen("test"))
-	for _, target := range []string{"/", "/nope", "/api/segment", "/api/snowflake/get", "/decodeSnowflakeId/", "/cache/", "/healthz/x", "/V2/status"} {
+	for _, target := range []string{"/nope", "/index.html", "/api/segment", "/api/snowflake/get", "/decodeSnowflakeId/", "/cache/", "/healthz/x", "/V2/status"} {
 		r := do(t, "GET", base, target, "")
 		if r.status != 404 || !strings.HasPrefix(r.body, "no route for ") {
 			t.Errorf("GET %s = %d %q, want 404 no route", target, r.status, r.body)
