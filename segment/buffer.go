@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/ratemeter"
 )
 
 // segment is one reserved range [start, max). value is the next ID to issue;
@@ -83,6 +84,13 @@ type buffer struct {
 	frozen   *segment  // the current range when Close froze the buffer
 	frozenAt int64     // its first unissued ID
 	created  time.Time // wall clock; the refresh loop keeps buffers newer than its query
+
+	// For status and metrics only.
+	loadErrors  uint64
+	loadSeconds float64
+	loadLatency []uint64 // per bucket of leaf.SegmentLoadBuckets, not cumulative
+	givenBack   uint64
+	rate        ratemeter.Meter // samples of issuedLocked
 }
 
 func newBuffer(g *Generator, tag string) *buffer {
@@ -121,9 +129,12 @@ func (b *buffer) load() {
 	defer g.wg.Done()
 	backoff := g.s.RetryBackoff
 	for {
+		began := time.Now()
 		r, err := b.reserve(g.ctx)
+		took := time.Since(began)
 		b.mu.Lock()
 		if err == nil {
+			b.recordLoadLocked(took)
 			b.install(r)
 			b.loading = false
 			b.lastErr = nil
@@ -148,6 +159,7 @@ func (b *buffer) load() {
 			b.mu.Unlock()
 			return
 		}
+		b.loadErrors++
 		b.mu.Unlock()
 		g.storeFailed(err)
 		g.s.Logger.Warn("segment load failed, retrying", "tag", b.tag, "retry_in", backoff, "err", err)
@@ -181,7 +193,9 @@ func (b *buffer) reserve(ctx context.Context) (leaf.Reservation, error) {
 	if step > 0 && step != prevStep {
 		b.g.s.Logger.Info("segment step changed", "tag", b.tag, "from", prevStep, "to", step, "reason", reason)
 	}
-	b.g.s.Logger.Debug("segment loaded", "tag", b.tag, "start", r.Start(), "end", r.MaxID, "step", r.Step)
+	// One line per load: at the adaptive step's pace that is a few lines per
+	// tag per quarter hour, and each marks a database write worth seeing.
+	b.g.s.Logger.Info("segment loaded", "tag", b.tag, "start", r.Start(), "end", r.MaxID, "step", r.Step)
 	return r, nil
 }
 
@@ -237,6 +251,41 @@ func (b *buffer) install(r leaf.Reservation) {
 		// a free slot; the range is dropped rather than overwrite a loaded one.
 		b.g.s.Logger.Error("segment range loaded with both slots full; dropped", "tag", b.tag, "start", r.Start(), "end", r.MaxID)
 	}
+}
+
+// recordLoadLocked adds a successful reserve call's duration to the latency
+// histogram. b.mu must be held.
+func (b *buffer) recordLoadLocked(d time.Duration) {
+	if b.loadLatency == nil {
+		b.loadLatency = make([]uint64, len(leaf.SegmentLoadBuckets))
+	}
+	sec := d.Seconds()
+	b.loadSeconds += sec
+	for i, le := range leaf.SegmentLoadBuckets {
+		if sec <= le {
+			b.loadLatency[i]++
+			break
+		}
+	}
+}
+
+// issuedLocked counts the IDs issued from this buffer since it was made.
+// b.mu must be held.
+func (b *buffer) issuedLocked() uint64 {
+	n := b.retired
+	for _, s := range b.slots {
+		if s != nil {
+			n += s.issued()
+		}
+	}
+	return n
+}
+
+// sample records the issued count for the rate.
+func (b *buffer) sample(now time.Time) {
+	b.mu.Lock()
+	b.rate.Sample(now, b.issuedLocked())
+	b.mu.Unlock()
 }
 
 func (b *buffer) wakeLocked() {
@@ -354,8 +403,9 @@ func (b *buffer) tail() (from, expect int64, ok bool) {
 	return from, expect, from < expect
 }
 
-// status snapshots the buffer for /cache and /v2/status.
-func (b *buffer) status() leaf.SegmentStatus {
+// status snapshots the buffer for /cache, /v2/status and metrics; now is
+// when, for the rate.
+func (b *buffer) status(now time.Time) leaf.SegmentStatus {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	st := leaf.SegmentStatus{
@@ -369,16 +419,31 @@ func (b *buffer) status() leaf.SegmentStatus {
 		LastLoad:  b.lastLoad,
 		Loads:     b.loads,
 		Waits:     b.waits,
-		Issued:    b.retired,
+		Issued:    b.issuedLocked(),
+
+		LoadErrors:  b.loadErrors,
+		LoadSeconds: b.loadSeconds,
+		GivenBack:   b.givenBack,
+		SecondsLeft: -1,
 	}
 	if b.lastErr != nil {
 		st.LoadError = b.lastErr.Error()
 	}
+	if b.loadLatency != nil {
+		st.LoadLatency = make([]uint64, len(b.loadLatency))
+		var sum uint64
+		for i, n := range b.loadLatency {
+			sum += n
+			st.LoadLatency[i] = sum
+		}
+	}
 	for i, s := range b.slots {
 		st.Buffers[i] = s.state()
-		if s != nil {
-			st.Issued += s.issued()
-		}
+		st.Remaining += st.Buffers[i].Remaining()
+	}
+	st.Rate = b.rate.Rate(now, st.Issued)
+	if st.Rate > 0 {
+		st.SecondsLeft = float64(st.Remaining) / st.Rate
 	}
 	return st
 }

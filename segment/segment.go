@@ -57,6 +57,11 @@ type Settings struct {
 	// NoGiveBack makes Close skip returning unused IDs to the store, as a
 	// crash would.
 	NoGiveBack bool
+	// LowBuffer makes Degraded report a tag whose buffered IDs last less
+	// than this at the current rate (Status's SecondsLeft): the store must
+	// answer within that time or requests for the tag start to wait. 0 turns
+	// the check off.
+	LowBuffer time.Duration
 }
 
 func (s *Settings) applyDefaults() error {
@@ -84,6 +89,7 @@ func (s *Settings) applyDefaults() error {
 		{&s.StoreTimeout, 10 * time.Second, "StoreTimeout"},
 		{&s.RetryBackoff, 50 * time.Millisecond, "RetryBackoff"},
 		{&s.MaxRetryBackoff, 2 * time.Second, "MaxRetryBackoff"},
+		{&s.LowBuffer, 0, "LowBuffer"},
 	} {
 		if err := def(f.d, f.v, f.name); err != nil {
 			return err
@@ -155,10 +161,23 @@ func New(ctx context.Context, s Settings) (*Generator, error) {
 	if err := g.refresh(ctx); err != nil {
 		s.Logger.Warn("segment: initial tag refresh failed; tags will be looked up on demand", "err", err)
 	}
-	g.wg.Add(2)
+	g.wg.Add(3)
 	go g.loop(s.RefreshInterval, g.refresh)
 	go g.loop(s.HealthInterval, g.ping)
+	go g.loop(sampleInterval, g.sample)
 	return g, nil
+}
+
+// sampleInterval paces the samples behind each tag's IDs/s.
+const sampleInterval = time.Second
+
+// sample records every tag's issued count for its rate.
+func (g *Generator) sample(context.Context) error {
+	now := g.s.Now()
+	for _, b := range *g.tags.Load() {
+		b.sample(now)
+	}
+	return nil
 }
 
 func (g *Generator) loop(every time.Duration, f func(context.Context) error) {
@@ -399,8 +418,16 @@ func (g *Generator) Degraded() []string {
 		reasons = append(reasons, fmt.Sprintf("segment store unreachable since %s: %v", f.since.UTC().Format(time.RFC3339), f.err))
 	}
 	for _, st := range g.Status() {
-		if st.LoadError != "" && st.Buffers[st.Pos].Remaining() == 0 {
+		switch {
+		case st.LoadError != "" && st.Buffers[st.Pos].Remaining() == 0:
 			reasons = append(reasons, fmt.Sprintf("tag %s: no IDs buffered: %s", st.Tag, st.LoadError))
+		case g.s.LowBuffer > 0 && st.SecondsLeft >= 0 && st.SecondsLeft < g.s.LowBuffer.Seconds():
+			next := "the next range is loaded"
+			if !st.NextReady {
+				next = "the next range has not arrived"
+			}
+			reasons = append(reasons, fmt.Sprintf("tag %s: buffered IDs last %.1fs at %.0f IDs/s (%d left; %s)",
+				st.Tag, st.SecondsLeft, st.Rate, st.Remaining, next))
 		}
 	}
 	return reasons
@@ -410,8 +437,9 @@ func (g *Generator) Degraded() []string {
 func (g *Generator) Status() []leaf.SegmentStatus {
 	m := *g.tags.Load()
 	out := make([]leaf.SegmentStatus, 0, len(m))
+	now := g.s.Now()
 	for _, b := range m {
-		out = append(out, b.status())
+		out = append(out, b.status(now))
 	}
 	slices.SortFunc(out, func(a, b leaf.SegmentStatus) int {
 		switch {
@@ -531,25 +559,28 @@ func (g *Generator) Close(ctx context.Context) error {
 		return nil
 	}
 	type tail struct {
-		tag          string
+		b            *buffer
 		from, expect int64
 	}
 	var tails []tail
 	for _, b := range bufs {
 		if from, expect, ok := b.tail(); ok {
-			tails = append(tails, tail{b.tag, from, expect})
+			tails = append(tails, tail{b, from, expect})
 		}
 	}
 	var errs []error
 	for _, t := range tails {
-		ok, err := g.s.Store.GiveBack(ctx, t.tag, t.from, t.expect)
+		ok, err := g.s.Store.GiveBack(ctx, t.b.tag, t.from, t.expect)
 		switch {
 		case err != nil:
-			errs = append(errs, fmt.Errorf("give back %q: %w", t.tag, err))
+			errs = append(errs, fmt.Errorf("give back %q: %w", t.b.tag, err))
 		case ok:
-			g.s.Logger.Info("segment unused IDs given back", "tag", t.tag, "from", t.from, "to", t.expect)
+			t.b.mu.Lock()
+			t.b.givenBack += uint64(t.expect - t.from)
+			t.b.mu.Unlock()
+			g.s.Logger.Info("segment unused IDs given back", "tag", t.b.tag, "from", t.from, "to", t.expect)
 		default:
-			g.s.Logger.Info("segment give-back skipped: another server reserved since", "tag", t.tag)
+			g.s.Logger.Info("segment give-back skipped: another server reserved since", "tag", t.b.tag)
 		}
 	}
 	return errors.Join(errs...)

@@ -569,3 +569,55 @@ func benchGen(b *testing.B) *segment.Generator {
 	b.Cleanup(func() { g.Close(bg) })
 	return g
 }
+
+// TestStatusCounters checks the status fields behind metrics, /readyz and the
+// monitor page: issued, remaining, rate and time until dry, load latency and
+// errors, the low-buffer reason, and the IDs given back at Close.
+func TestStatusCounters(t *testing.T) {
+	st := newStore(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 1000})
+	clk := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	g := newGen(t, segment.Settings{Store: st, Now: clk.Now, LowBuffer: 10 * time.Second,
+		RetryBackoff: time.Millisecond, MaxRetryBackoff: time.Millisecond})
+	g.Sample() // issued 0 at t0: the oldest sample, whatever the loop adds later
+	if s := status(g, "t"); s.SecondsLeft != -1 || s.Rate != 0 {
+		t.Fatalf("idle tag: seconds_left %v, rate %v; want -1, 0", s.SecondsLeft, s.Rate)
+	}
+	if _, err := g.NextIDs(bg, "t", 400, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "next range", func() bool { return status(g, "t").NextReady })
+	clk.Advance(2 * time.Second)
+
+	s := status(g, "t")
+	want := leaf.SegmentStatus{Issued: 400, Loads: 2, Remaining: 600 + 1000, Rate: 200, SecondsLeft: 8}
+	if s.Issued != want.Issued || s.Loads != want.Loads || s.Remaining != want.Remaining || s.Rate != want.Rate || s.SecondsLeft != want.SecondsLeft {
+		t.Fatalf("status issued %d loads %d remaining %d rate %v seconds_left %v; want %d %d %d %v %v",
+			s.Issued, s.Loads, s.Remaining, s.Rate, s.SecondsLeft, want.Issued, want.Loads, want.Remaining, want.Rate, want.SecondsLeft)
+	}
+	if n := len(s.LoadLatency); n != len(leaf.SegmentLoadBuckets) || s.LoadLatency[n-1] != 2 || s.LoadSeconds <= 0 {
+		t.Fatalf("load latency %v (sum %v), want cumulative buckets ending at 2 loads", s.LoadLatency, s.LoadSeconds)
+	}
+	// 8s left is under the 10s threshold: degraded, with the numbers.
+	reasons := g.Degraded()
+	if len(reasons) != 1 || reasons[0] != "tag t: buffered IDs last 8.0s at 200 IDs/s (1600 left; the next range is loaded)" {
+		t.Fatalf("Degraded = %q", reasons)
+	}
+
+	// Failed loads are counted.
+	st.SetDown(errors.New("store unplugged"))
+	if _, err := g.NextIDs(bg, "t", 701, nil); err != nil { // past 10% of the next range: a load starts and fails
+		t.Fatal(err)
+	}
+	waitFor(t, "failed loads", func() bool { return status(g, "t").LoadErrors >= 2 })
+	st.SetDown(nil)
+	waitFor(t, "third range", func() bool { return status(g, "t").Loads == 3 })
+
+	// Close gives back the unused tail: 1101 issued of [1, 4001), the third
+	// range having the doubled step.
+	if err := g.Close(bg); err != nil {
+		t.Fatal(err)
+	}
+	if s := status(g, "t"); s.GivenBack != 2899 {
+		t.Fatalf("given back %d, want 2899", s.GivenBack)
+	}
+}

@@ -152,8 +152,13 @@ func TestRollbackWhileIssuing(t *testing.T) {
 		t.Fatalf("%d IDs, want %d", len(seen), 5*phase)
 	}
 	st := g.Status()
-	if st.Rollbacks < 3 || st.MaxRollbackMs < (59*time.Minute).Milliseconds() {
+	if st.Rollbacks < 3 || st.MaxRollbackMs < (59*time.Minute).Milliseconds() || st.RollbackMs <= st.MaxRollbackMs {
 		t.Fatalf("status after rollbacks: %+v", st)
+	}
+	// A batch cut short by a rollback discards what it had issued, so the
+	// count can exceed what the callers kept, never fall short of it.
+	if st.Issued < uint64(len(seen)) {
+		t.Fatalf("status counts %d IDs issued, the callers kept %d", st.Issued, len(seen))
 	}
 	t.Logf("%d unique IDs; %d rollbacks, largest %d ms", len(seen), st.Rollbacks, st.MaxRollbackMs)
 }
@@ -500,5 +505,33 @@ func TestLayoutEnd(t *testing.T) {
 			t.Fatalf("ID %d (%+v, %v) after %d; layout ends at %d", id, p, derr, last, l.End())
 		}
 		last = id
+	}
+}
+
+// TestStatusCounts: Status counts every ID issued, singly or in batches, and
+// reports a rate once the heartbeat loop has sampled the count.
+func TestStatusCounts(t *testing.T) {
+	s := settings(localReg(t, t.TempDir()), nil)
+	g := start(t, s)
+	for range 1000 {
+		if _, err := g.NextID(ctx(t), ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := g.NextIDs(ctx(t), "", 500, nil); err != nil {
+		t.Fatal(err)
+	}
+	if st := g.Status(); st.Issued != 1500 {
+		t.Fatalf("Issued = %d, want 1500", st.Issued)
+	}
+	deadline := time.Now().Add(10 * s.HeartbeatInterval)
+	for g.Status().Rate == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no rate after %v of heartbeats", 10*s.HeartbeatInterval)
+		}
+		if _, err := g.NextIDs(ctx(t), "", 100, nil); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(s.HeartbeatInterval / 4)
 	}
 }

@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/ratemeter"
 )
 
 // WorkerCache keeps a worker ID and its high-water mark on local disk, so a
@@ -159,9 +160,9 @@ type Generator struct {
 	fromCache bool      // registered from the cache; the registry has not confirmed yet
 	lost      bool
 	closed    bool
-	issued    bool // at least one ID issued
 	inRoll    bool // currently behind the last issued ID
 	status    leaf.WorkerStatus
+	rate      ratemeter.Meter // samples of status.Issued, one per heartbeat
 
 	stop chan struct{}
 	done chan struct{}
@@ -439,6 +440,7 @@ func (g *Generator) next(t time.Time, now int64) (int64, error) {
 				g.inRoll = true
 				g.status.Rollbacks++
 				g.status.MaxRollbackMs = max(g.status.MaxRollbackMs, back)
+				g.status.RollbackMs += back
 				g.s.Logger.Warn("snowflake clock moved backwards", "by_ms", back, "worker_id", g.worker)
 			}
 			if time.Duration(back)*time.Millisecond <= g.s.MaxBackwards {
@@ -480,7 +482,7 @@ func (g *Generator) next(t time.Time, now int64) (int64, error) {
 }
 
 func (g *Generator) issue(now int64) int64 {
-	g.issued = true
+	g.status.Issued++
 	return g.layout.compose(now, g.worker, g.seq)
 }
 
@@ -658,6 +660,9 @@ func (g *Generator) loop() {
 			return
 		case <-t.C:
 		}
+		g.mu.Lock()
+		g.rate.Sample(g.s.Now(), g.status.Issued)
+		g.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), g.s.RegistryTimeout)
 		err := g.heartbeat(ctx)
 		cancel()
@@ -723,9 +728,10 @@ func (g *Generator) Status() leaf.WorkerStatus {
 	if g.leased {
 		st.LeaseExpires = g.leaseEnd.Add(g.s.LeaseMargin)
 	}
-	if g.issued {
+	if st.Issued > 0 {
 		st.LastIssued = g.last
 	}
+	st.Rate = g.rate.Rate(g.s.Now(), st.Issued)
 	return st
 }
 
