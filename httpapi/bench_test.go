@@ -54,10 +54,16 @@ func (d *discardWriter) reset() {
 // mutex and a few shifts, about the cost of the real generator's fast path
 // without its clock read.
 func newBenchServer() *Server {
+	return newObservedBenchServer(nil)
+}
+
+// newObservedBenchServer is newBenchServer with obs told of every request.
+func newObservedBenchServer(obs RequestObserver) *Server {
 	return New(Config{
 		Segment:   &counterGen{fakeGen: newFakeGen("leaf-segment-test")},
 		Snowflake: newFakeSnowflake(),
 		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Observer:  obs,
 	})
 }
 
@@ -143,12 +149,16 @@ func BenchmarkSegmentGetLoopback(b *testing.B) {
 }
 
 // TestHotPathAllocations guards the promise the benchmarks show: the ID
-// routes allocate nothing of their own.
+// routes allocate nothing of their own, observed or not.
 func TestHotPathAllocations(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts are meaningless under the race detector")
 	}
-	s := newBenchServer()
+	t.Run("unobserved", func(t *testing.T) { testHotPathAllocations(t, newBenchServer()) })
+	t.Run("observed", func(t *testing.T) { testHotPathAllocations(t, newObservedBenchServer(&countingObserver{})) })
+}
+
+func testHotPathAllocations(t *testing.T, s *Server) {
 	for _, target := range []string{
 		"/api/segment/get/leaf-segment-test",
 		"/api/segment/get/leaf-segment-test?_=1700000000",

@@ -83,7 +83,7 @@ const (
 // writeError answers a request with err, its status taken from the error
 // table. Internal errors are logged with the request and shown to the client
 // only as "internal server error".
-func (s *Server) writeError(w http.ResponseWriter, r *http.Request, style errorStyle, err error) {
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, style errorStyle, err error) int {
 	k := classify(err)
 	msg := "internal server error"
 	if k.status == http.StatusInternalServerError {
@@ -112,6 +112,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, style errorS
 	default:
 		writeBody(w, r, k.status, textPlain, []byte(msg+"\n"))
 	}
+	return k.status
 }
 
 // notFound answers 404 for a path no route matches.

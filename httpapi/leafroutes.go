@@ -35,32 +35,27 @@ var (
 // cleanly on "\n").
 //
 // HEAD issues an ID like GET (and discards it) so that it answers with the
-// status and headers GET would.
-func (s *Server) leafGet(w http.ResponseWriter, r *http.Request, gen idSource, disabled error, key string) {
+// status and headers GET would. It returns the status answered, for metrics.
+func (s *Server) leafGet(w http.ResponseWriter, r *http.Request, gen idSource, disabled error, key string) (status int) {
 	switch r.Method {
 	case http.MethodGet, http.MethodPost, http.MethodHead:
 	default:
 		w.Header()["Allow"] = allowLeaf
-		s.writeError(w, r, textStyle, methodError(r.Method, allowLeaf[0]))
-		return
+		return s.writeError(w, r, textStyle, methodError(r.Method, allowLeaf[0]))
 	}
 	if gen == nil {
-		s.writeError(w, r, textStyle, disabled)
-		return
+		return s.writeError(w, r, textStyle, disabled)
 	}
 	if err := leaf.ValidateTag(key); err != nil {
-		s.writeError(w, r, textStyle, err)
-		return
+		return s.writeError(w, r, textStyle, err)
 	}
 	if r.URL.RawQuery != "" {
 		if c, ok := queryValue(r.URL.RawQuery, "count"); ok {
 			n, err := leaf.ParseCount(c)
 			if err != nil {
-				s.writeError(w, r, textStyle, err)
-				return
+				return s.writeError(w, r, textStyle, err)
 			}
-			s.leafBatch(w, r, gen, key, n)
-			return
+			return s.leafBatch(w, r, gen, key, n)
 		}
 	}
 	id, err := gen.NextID(r.Context(), key)
@@ -68,20 +63,19 @@ func (s *Server) leafGet(w http.ResponseWriter, r *http.Request, gen idSource, d
 		err = checkID(id)
 	}
 	if err != nil {
-		s.writeError(w, r, textStyle, err)
-		return
+		return s.writeError(w, r, textStyle, err)
 	}
 	buf := smallBufs.Get().(*[256]byte)
 	writeBody(w, r, http.StatusOK, textPlain, strconv.AppendInt(buf[:0], id, 10))
 	smallBufs.Put(buf)
+	return http.StatusOK
 }
 
 // leafBatch answers n IDs, one per line.
-func (s *Server) leafBatch(w http.ResponseWriter, r *http.Request, gen idSource, key string, n int) {
+func (s *Server) leafBatch(w http.ResponseWriter, r *http.Request, gen idSource, key string, n int) (status int) {
 	p, ids, err := nextIDs(r, gen, key, n)
 	if err != nil {
-		s.writeError(w, r, textStyle, err)
-		return
+		return s.writeError(w, r, textStyle, err)
 	}
 	defer putIDs(p, ids)
 	bp := batchBufs.Get().(*[]byte)
@@ -95,6 +89,7 @@ func (s *Server) leafBatch(w http.ResponseWriter, r *http.Request, gen idSource,
 	writeBody(w, r, http.StatusOK, textPlain, b)
 	*bp = b
 	batchBufs.Put(bp)
+	return http.StatusOK
 }
 
 // nextIDs gets n IDs from gen into a pooled slice and checks them. Once done

@@ -35,6 +35,10 @@
 //	Operations, text/plain:
 //	  GET /healthz                        "ok": the process is alive
 //	  GET /readyz[?strict=1]              "ok", or "degraded" and one reason per line
+//	  GET /metrics                        Prometheus exposition (when Config.Metrics is set)
+//	Monitor page, text/html:
+//	  GET /monitor/                       live view of buffers, rows and the worker (reads /v2/status)
+//	  GET /                               redirects to /monitor/
 //
 // GET routes also answer HEAD (same status and headers, no body). A known path
 // with another method answers 405 with an Allow header; an unknown path 404.
@@ -70,6 +74,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/httpapi/monitor"
@@ -140,6 +146,21 @@ type Config struct {
 	Logger *slog.Logger
 	// Version is reported by /v2/status.
 	Version string
+	// Metrics serves GET /metrics; nil answers 404 there.
+	Metrics http.Handler
+	// Observer, if set, is told the route, status and duration of every
+	// request.
+	Observer RequestObserver
+}
+
+// RequestObserver records answered requests; metrics.Metrics satisfies it.
+// It is called once per request, on the hot path: it must be cheap and safe
+// for concurrent use.
+type RequestObserver interface {
+	// ObserveRequest records one request. route is the route's pattern
+	// ("/api/segment/get/{key}", "/v2/tags/{tag}"), never the raw path, so
+	// that its values are bounded.
+	ObserveRequest(route string, status int, d time.Duration)
 }
 
 // Server is the HTTP handler. It is safe for concurrent use.
@@ -153,6 +174,7 @@ type Server struct {
 	snowIDs idSource
 	log     *slog.Logger
 	version string
+	obs     RequestObserver
 	mux     *http.ServeMux // every route except the hot ID routes, see ServeHTTP
 }
 
@@ -170,6 +192,7 @@ func New(cfg Config) *Server {
 		snow:    cfg.Snowflake,
 		log:     cfg.Logger,
 		version: cfg.Version,
+		obs:     cfg.Observer,
 		mux:     http.NewServeMux(),
 	}
 	if s.log == nil {
@@ -182,14 +205,17 @@ func New(cfg Config) *Server {
 	if s.snow != nil {
 		s.snowIDs = s.snow
 	}
-	s.routes()
+	s.routes(cfg.Metrics)
 	return s
 }
 
-// Path prefixes served in ServeHTTP ahead of the mux.
+// Path prefixes served in ServeHTTP ahead of the mux, and their route names
+// for the observer.
 const (
 	segmentGetPrefix   = "/api/segment/get/"
 	snowflakeGetPrefix = "/api/snowflake/get/"
+	segmentGetRoute    = segmentGetPrefix + "{key}"
+	snowflakeGetRoute  = snowflakeGetPrefix + "{key}"
 )
 
 // ServeHTTP dispatches a request.
@@ -204,15 +230,73 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// neither should errors: 404 is cacheable by default, and a tag created a
 	// moment later must be found.
 	w.Header()["Cache-Control"] = noStore
+	var start time.Time
+	if s.obs != nil {
+		start = time.Now()
+	}
 	if key, ok := strings.CutPrefix(r.URL.Path, segmentGetPrefix); ok {
-		s.leafGet(w, r, s.segIDs, errSegmentDisabled, key)
+		status := s.leafGet(w, r, s.segIDs, errSegmentDisabled, key)
+		if s.obs != nil {
+			s.obs.ObserveRequest(segmentGetRoute, status, time.Since(start))
+		}
 		return
 	}
 	if key, ok := strings.CutPrefix(r.URL.Path, snowflakeGetPrefix); ok {
-		s.leafGet(w, r, s.snowIDs, errSnowflakeDisabled, key)
+		status := s.leafGet(w, r, s.snowIDs, errSnowflakeDisabled, key)
+		if s.obs != nil {
+			s.obs.ObserveRequest(snowflakeGetRoute, status, time.Since(start))
+		}
 		return
 	}
-	s.mux.ServeHTTP(w, r)
+	if s.obs == nil {
+		s.mux.ServeHTTP(w, r)
+		return
+	}
+	rec := recorders.Get().(*statusRecorder)
+	rec.ResponseWriter, rec.status = w, 0
+	s.mux.ServeHTTP(rec, r)
+	// The mux has set r.Pattern to the route it chose, "METHOD /path" or
+	// "/path"; the method is left out of the label, the status tells enough.
+	_, route, ok := strings.Cut(r.Pattern, " ")
+	if !ok {
+		route = r.Pattern
+	}
+	s.obs.ObserveRequest(route, rec.code(), time.Since(start))
+	rec.ResponseWriter = nil
+	recorders.Put(rec)
+}
+
+// statusRecorder remembers the status a handler answered with.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+var recorders = sync.Pool{New: func() any { return new(statusRecorder) }}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// code is the status answered: 200 when the handler wrote nothing at all.
+func (r *statusRecorder) code() int {
+	if r.status == 0 {
+		return http.StatusOK
+	}
+	return r.status
 }
 
 // methods maps an HTTP method to the handler of one path. GET implies HEAD,
@@ -222,7 +306,7 @@ type methods map[string]http.HandlerFunc
 // routes registers every route served by the mux. A known path with a method
 // it does not answer gets 405 and an Allow header, in the error style of its
 // family (text or JSON), rather than the mux's own default.
-func (s *Server) routes() {
+func (s *Server) routes(metrics http.Handler) {
 	// Leaf-compatible pages answer GET and POST (and HEAD), as Leaf answers
 	// any method; we stop at the safe ones plus POST, which Leaf clients use.
 	s.handle("/cache", textStyle, methods{"GET": s.cachePage, "POST": s.cachePage})
@@ -254,6 +338,9 @@ func (s *Server) routes() {
 
 	s.handle("/healthz", textStyle, methods{"GET": s.healthz})
 	s.handle("/readyz", textStyle, methods{"GET": s.readyz})
+	if metrics != nil {
+		s.handle("/metrics", textStyle, methods{"GET": metrics.ServeHTTP})
+	}
 
 	// The monitor page; the bare root leads to it, so that a browser pointed
 	// at the server finds something.
