@@ -2,9 +2,11 @@ package segment_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -620,4 +622,53 @@ func TestStatusCounters(t *testing.T) {
 	if s := status(g, "t"); s.GivenBack != 2899 {
 		t.Fatalf("given back %d, want 2899", s.GivenBack)
 	}
+}
+
+// TestLogLines: the generator logs one line per load and per step change,
+// and nothing per request.
+func TestLogLines(t *testing.T) {
+	var logs syncBuffer
+	st := newStore(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 100})
+	g := newGen(t, segment.Settings{Store: st, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	for range 2000 {
+		next(t, g, "t")
+	}
+	waitFor(t, "loads to settle", func() bool { s := status(g, "t"); return !s.Loading && s.NextReady })
+	counts := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var rec struct{ Msg string }
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		counts[rec.Msg]++
+	}
+	s := status(g, "t")
+	// Steps 100, 100, 200, 400, 800, 1600 end at 3200: the sixth range
+	// holds ID 2000, past its 10%, so the seventh (3200) is loaded too.
+	if counts["segment loaded"] != int(s.Loads) || s.Loads != 7 {
+		t.Errorf("%d load lines for %d loads, want 7: %v", counts["segment loaded"], s.Loads, counts)
+	}
+	if counts["segment step changed"] != 5 {
+		t.Errorf("%d step-change lines, want 5 (100→200→400→800→1600→3200): %v", counts["segment step changed"], counts)
+	}
+	if len(counts) != 2 {
+		t.Errorf("unexpected log lines: %v", counts)
+	}
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
