@@ -12,6 +12,7 @@ import (
 
 	"github.com/leafgo/leaf/httpapi"
 	"github.com/leafgo/leaf/internal/config"
+	"github.com/leafgo/leaf/metrics"
 	"github.com/leafgo/leaf/segment"
 )
 
@@ -168,7 +169,19 @@ func (a *app) runServer(ctx context.Context, cfg config.Config, log *slog.Logger
 		snowGen, workerDesc = worker.gen, worker.desc
 	}
 
-	handler := httpapi.New(httpapi.Config{Segment: segGen, Snowflake: snowGen, Logger: log, Version: buildVersion()})
+	// The metrics take the generators as the handler does: nil interfaces
+	// for the modes that are off.
+	var segSrc metrics.SegmentSource
+	var snowSrc metrics.WorkerSource
+	if segGen != nil {
+		segSrc = gen
+	}
+	if worker != nil {
+		snowSrc = worker.gen
+	}
+	m := metrics.New(metrics.Config{Segment: segSrc, Snowflake: snowSrc, Version: buildVersion()})
+	handler := httpapi.New(httpapi.Config{Segment: segGen, Snowflake: snowGen, Logger: log, Version: buildVersion(),
+		Metrics: m.Handler(), Observer: m})
 	srv := &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: readHeaderTimeout,

@@ -1,0 +1,198 @@
+// Package metrics exposes leaf's Prometheus metrics.
+//
+// The domain metrics (IDs issued, segment buffers and loads, the snowflake
+// worker's clock and lease) are not counted by Prometheus instruments: the
+// generators already keep those numbers for /cache and /v2/status, so a
+// custom collector reads their Status() at scrape time and turns it into
+// const metrics. The ID fast path (one atomic add per segment ID) thus never
+// touches Prometheus, the exported values cannot drift from what the monitor
+// page shows, and a deleted tag's series vanish at the next scrape instead
+// of lingering in a vector.
+//
+// The one instrument fed on the request path is the HTTP latency histogram;
+// ObserveRequest resolves its label pair once and then reuses the child, so
+// a request costs a map lookup and the histogram's atomic adds, with no
+// allocation.
+//
+// Labels are bounded: tags come from the operator-controlled leaf_alloc
+// table, and routes are the HTTP layer's route patterns, never raw paths.
+package metrics
+
+import (
+	"maps"
+	"net/http"
+	"reflect"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/leafgo/leaf"
+)
+
+// SegmentSource is what the collector reads from the segment generator
+// (*segment.Generator satisfies it).
+type SegmentSource interface {
+	// Status reports every known tag; it is called once per scrape.
+	Status() []leaf.SegmentStatus
+	// Degraded lists why the mode is unhealthy; empty means healthy.
+	Degraded() []string
+}
+
+// WorkerSource is what the collector reads from the snowflake generator
+// (*snowflake.Generator satisfies it).
+type WorkerSource interface {
+	// Status reports the worker; it is called once per scrape.
+	Status() leaf.WorkerStatus
+	// Degraded lists why the mode is unhealthy; empty means healthy.
+	Degraded() []string
+}
+
+// Config configures New. The zero value exports only the build, Go runtime,
+// process and HTTP metrics.
+type Config struct {
+	// Segment is the segment generator; nil when the mode is off. Pass a nil
+	// interface, not a typed nil pointer: a nil *segment.Generator stored in
+	// the interface is not == nil. New treats one as off anyway, because the
+	// alternative is a panic on every scrape.
+	Segment SegmentSource
+	// Snowflake is the snowflake generator; nil when the mode is off. The
+	// same caution about typed nil pointers applies.
+	Snowflake WorkerSource
+	// Version is the server's version, exported as leaf_build_info's
+	// version label. Empty becomes "unknown".
+	Version string
+	// Now is the clock for the snowflake high-water lead and lease
+	// remaining. Default: time.Now.
+	Now func() time.Time
+}
+
+// requestBuckets are the upper bounds, in seconds, of
+// leaf_http_request_duration_seconds. An ID request is served from memory
+// in microseconds, so the low end is finer than Prometheus's defaults; the
+// high end covers requests that waited for a segment load.
+var requestBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}
+
+// maxCachedObservers bounds the observer cache. Routes are patterns and
+// status codes a handful, so real use stays far below it; the bound only
+// keeps a caller that wrongly passes raw paths from growing the cache (and
+// the copy made on each miss) without limit.
+const maxCachedObservers = 4096
+
+// Metrics owns a registry holding leaf's metrics. It is safe for concurrent
+// use.
+type Metrics struct {
+	reg      *prometheus.Registry
+	handler  http.Handler
+	requests *prometheus.HistogramVec
+
+	// observers caches requests' children by (route, status) so the hot
+	// path skips hashing label values. It is replaced on a miss, never
+	// mutated, so readers need no lock.
+	observers atomic.Pointer[map[observerKey]prometheus.Observer]
+	mu        sync.Mutex // serialises the replacement of observers
+}
+
+type observerKey struct {
+	route  string
+	status int
+}
+
+// New builds the registry: the leaf collector reading cfg's sources, the
+// HTTP latency histogram, and the Go runtime and process collectors.
+func New(cfg Config) *Metrics {
+	if isNil(cfg.Segment) {
+		cfg.Segment = nil
+	}
+	if isNil(cfg.Snowflake) {
+		cfg.Snowflake = nil
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Version == "" {
+		cfg.Version = "unknown"
+	}
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "leaf_http_request_duration_seconds",
+			Help:    "Time to serve an HTTP request, by route pattern and status code.",
+			Buckets: requestBuckets,
+		}, []string{"route", "code"}),
+	}
+	m.observers.Store(&map[observerKey]prometheus.Observer{})
+	m.reg.MustRegister(
+		newCollector(cfg),
+		m.requests,
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
+		// One bad series (say, a duplicate tag) should not cost the
+		// operator the whole scrape.
+		ErrorHandling: promhttp.ContinueOnError,
+		Registry:      m.reg,
+	})
+	return m
+}
+
+// isNil reports whether v is nil or an interface holding a nil pointer, the
+// classic mistake when a disabled generator's variable is passed through.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
+		return rv.IsNil()
+	}
+	return false
+}
+
+// Handler serves the registry in the Prometheus exposition formats. It
+// serves this registry only, not prometheus.DefaultRegisterer, so two
+// servers in one process (as in tests) do not collide.
+func (m *Metrics) Handler() http.Handler { return m.handler }
+
+// ObserveRequest records one served request. route must be the route
+// pattern (e.g. "/api/segment/get/{tag}"), never the raw path, or the label
+// set grows with every tag and typo a client sends. It does not allocate
+// once the (route, status) pair has been seen.
+func (m *Metrics) ObserveRequest(route string, status int, d time.Duration) {
+	k := observerKey{route, status}
+	o, ok := (*m.observers.Load())[k]
+	if !ok {
+		o = m.observer(k)
+	}
+	o.Observe(d.Seconds())
+}
+
+// observer resolves k's child on a cache miss and publishes a copy of the
+// cache that includes it.
+func (m *Metrics) observer(k observerKey) prometheus.Observer {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	old := *m.observers.Load()
+	if o, ok := old[k]; ok {
+		return o // another goroutine resolved it first
+	}
+	o, err := m.requests.GetMetricWithLabelValues(k.route, strconv.Itoa(k.status))
+	if err != nil {
+		// Only a route that is not valid UTF-8 gets here; dropping the
+		// observation beats panicking inside a request.
+		return prometheus.ObserverFunc(func(float64) {})
+	}
+	if len(old) >= maxCachedObservers {
+		return o
+	}
+	next := maps.Clone(old)
+	next[k] = o
+	m.observers.Store(&next)
+	return o
+}
