@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # services.sh: make sure the services the integration tests use are running
-# on 127.0.0.1, installing them from Debian's packages if they are missing, and
-# print the environment the tests read:
+# on 127.0.0.1, installing them from Debian's packages if they are missing
+# (and the browser the monitor page's test drives), and print the environment
+# the tests read:
 #
 #   eval "$(scripts/services.sh)"
 #   LEAF_TEST_STRICT=1 go test -race ./...
@@ -199,12 +200,29 @@ ensure_etcd() {
 	log "etcd is up"
 }
 
+# --------------------------------------------------------------- Chromium
+# Not a service: the browser that the monitor page's test (internal/e2e)
+# drives, headless.
+
+readonly CHROMIUM=/usr/bin/chromium
+
+ensure_chromium() {
+	if [ -x "$CHROMIUM" ]; then
+		log "Chromium is installed at $CHROMIUM"
+		return
+	fi
+	apt_install chromium
+	[ -x "$CHROMIUM" ] || die "installed chromium, but there is no $CHROMIUM"
+}
+
 ensure_mariadb
 ensure_postgres
 ensure_zookeeper
 ensure_etcd
+ensure_chromium
 
 printf "export LEAF_TEST_MYSQL_DSN='%s'\n" "$MYSQL_DSN" >&3
 printf "export LEAF_TEST_POSTGRES_DSN='%s'\n" "$POSTGRES_DSN" >&3
 printf "export LEAF_TEST_ZK='%s'\n" 127.0.0.1:2181 >&3
 printf "export LEAF_TEST_ETCD='%s'\n" 127.0.0.1:2379 >&3
+printf "export LEAF_TEST_CHROMIUM='%s'\n" "$CHROMIUM" >&3

@@ -1,0 +1,386 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/httpapi"
+	"github.com/leafgo/leaf/internal/testdb"
+	"github.com/leafgo/leaf/leaftest"
+	"github.com/leafgo/leaf/local"
+	"github.com/leafgo/leaf/segment"
+	"github.com/leafgo/leaf/sqlite"
+)
+
+// Environment variables read by the monitor test.
+const (
+	envChromium  = "LEAF_TEST_CHROMIUM"  // the browser to drive; default /usr/bin/chromium
+	envArtifacts = "LEAF_TEST_ARTIFACTS" // where the screenshot goes; default $TMPDIR/leaf-test-artifacts
+)
+
+// chromium returns the browser to drive, or skips the test (fails it under
+// LEAF_TEST_STRICT=1) when there is none.
+func chromium(t *testing.T) string {
+	t.Helper()
+	path := os.Getenv(envChromium)
+	if path == "" {
+		path = "/usr/bin/chromium"
+	}
+	if _, err := exec.LookPath(path); err == nil {
+		return path
+	}
+	msg := fmt.Sprintf("no browser at %s (set %s); install one with scripts/services.sh", path, envChromium)
+	if os.Getenv(testdb.EnvStrict) == "1" {
+		t.Fatal(msg + "\n(" + testdb.EnvStrict + "=1 turns a missing service into a failure)")
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// page drives one browser tab.
+type page struct {
+	t   *testing.T
+	ctx context.Context // the tab's context, bounded by the test's deadline
+}
+
+// do runs actions, failing the test on error.
+func (p *page) do(what string, steps ...chromedp.Action[chromedp.Void]) {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 10*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		p.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// query returns member (a property or a method call) of the first element
+// matching the CSS selector, as a string, or "" when there is no such
+// element. It does not wait.
+func (p *page) query(sel, member string) string {
+	p.t.Helper()
+	q, _ := json.Marshal(sel)
+	expr := fmt.Sprintf(`String(document.querySelector(%s)?.%s ?? "")`, q, member)
+	s, err := chromedp.Run(p.ctx, chromedp.Evaluate[string](expr))
+	if err != nil {
+		p.t.Fatalf("%s: %v", expr, err)
+	}
+	return s
+}
+
+// text returns the textContent of the first element matching sel, or "".
+func (p *page) text(sel string) string {
+	p.t.Helper()
+	return p.query(sel, "textContent")
+}
+
+// waitText waits, at most 10 s, until ok accepts the text of sel, and
+// returns that text.
+func (p *page) waitText(sel string, ok func(string) bool) string {
+	p.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s := p.text(sel)
+		if ok(s) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("%s: still %q after 10s", sel, s)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// clearInput empties the input with the given id. (chromedp.SetValue refuses
+// the empty string, and chromedp.Clear resets the attribute, not what was
+// typed.)
+func clearInput(id string) chromedp.Action[chromedp.Void] {
+	q, _ := json.Marshal(id)
+	return chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`document.getElementById(%s).value = ""`, q))
+}
+
+// number parses a count as the page shows it ("1,500").
+func number(t *testing.T, s string) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(strings.ReplaceAll(s, ",", ""), 10, 64)
+	if err != nil {
+		t.Fatalf("the page shows %q, want a number", s)
+	}
+	return n
+}
+
+// TestMonitorPage drives the monitor page in a headless Chromium against a
+// real server (segment on SQLite, snowflake on a local worker ID): the page
+// follows IDs issued through the API, shows the store's rows and the worker,
+// and decodes IDs, errors included.
+func TestMonitorPage(t *testing.T) {
+	browserPath := chromium(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	t.Cleanup(cancel)
+
+	// The server, wired as cmd/leaf does.
+	logger := slog.New(slog.DiscardHandler)
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "leaf.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if err := st.CreateTag(ctx, leaf.Alloc{Tag: "orders", MaxID: 1, Step: 1000, Description: "monitor test"}); err != nil {
+		t.Fatal(err)
+	}
+	seg, err := segment.New(ctx, segment.Settings{Store: st, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = seg.Close(context.Background()) })
+	reg, err := local.New(local.Config{WorkerID: 7, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sfSettings := leaftest.FastSnowflake(reg, leaftest.TestEndpoint(0))
+	sfSettings.Logger = logger
+	snow := leaftest.StartSnowflake(t, nil, sfSettings)
+	srv := httptest.NewServer(httpapi.New(httpapi.Config{
+		Segment: seg, Snowflake: snow, Logger: logger, Version: "v0.0.0-monitor-test",
+	}))
+	t.Cleanup(srv.Close)
+
+	// The browser. Cancelling the allocator kills it (and any child process
+	// left) and waits for that; cleanups run last-in first-out, so the tab
+	// closes first.
+	allocCtx, allocCancel := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(browserPath),
+		chromedp.NoSandbox, // tests run as root, where Chromium's sandbox cannot start
+		chromedp.DisableGPU,
+		chromedp.WindowSize(1440, 900),
+	)...)
+	t.Cleanup(allocCancel)
+	tabCtx, tabCancel := chromedp.NewContext(allocCtx)
+	t.Cleanup(tabCancel)
+	p := &page{t: t, ctx: tabCtx}
+
+	// Collect the page's script errors (uncaught exceptions, console.error,
+	// CSP violations). Failed requests are logged by the browser too; those
+	// the test provokes itself (the 400 of a bad ID) are not errors.
+	var (
+		mu       sync.Mutex
+		problems []string
+	)
+	console := chromedp.Console(tabCtx)
+	go func() {
+		for m, err := range console {
+			if err != nil {
+				return
+			}
+			if m.IsException() || m.Type == chromedp.ConsoleError && m.Source != "network" {
+				mu.Lock()
+				problems = append(problems, m.String())
+				mu.Unlock()
+			}
+		}
+	}()
+
+	shot := func(name string) {
+		buf, err := chromedp.Run(tabCtx, chromedp.FullScreenshot(100)) // 100: PNG
+		if err != nil {
+			t.Errorf("screenshot: %v", err)
+			return
+		}
+		dir := os.Getenv(envArtifacts)
+		if dir == "" {
+			dir = filepath.Join(os.TempDir(), "leaf-test-artifacts")
+		}
+		path := filepath.Join(dir, name)
+		err = os.MkdirAll(dir, 0o755)
+		if err == nil {
+			err = os.WriteFile(path, buf, 0o644)
+		}
+		if err != nil {
+			t.Errorf("screenshot: %v", err)
+			return
+		}
+		t.Logf("screenshot: %s", path)
+	}
+	defer func() {
+		if t.Failed() {
+			shot("monitor-failed.png")
+		}
+	}()
+
+	// The page shows the orders tag, the version and the state.
+	const row = `#tags-body tr[data-tag="orders"] `
+	p.do("open the monitor page",
+		chromedp.Navigate(srv.URL+"/monitor/"),
+		chromedp.WaitVisible(chromedp.CSS(row)),
+	)
+	if v := p.text("#version"); v != "v0.0.0-monitor-test" {
+		t.Errorf("version: %q", v)
+	}
+	p.waitText("#state", func(s string) bool { return s == "ok" })
+
+	// Issue 500 IDs through the API: the page's issued count grows by
+	// exactly 500, and the buffers follow.
+	var before int64
+	p.waitText(row+`[data-field="issued"]`, func(s string) bool {
+		before = int64(issued(seg.Status(), "orders"))
+		return s != "" && number(t, s) == before
+	})
+	remaining := p.text(row + `[data-field="remaining"]`)
+	code, body := get(t, srv.URL+"/api/segment/get/orders?count=500")
+	if code != http.StatusOK || strings.Count(body, "\n") != 499 {
+		t.Fatalf("500 IDs: %d %.100q", code, body)
+	}
+	p.waitText(row+`[data-field="issued"]`, func(s string) bool {
+		n := number(t, s)
+		if n > before+500 {
+			t.Fatalf("issued went from %d to %d, want +500", before, n)
+		}
+		return n == before+500
+	})
+	if now := p.text(row + `[data-field="remaining"]`); now == remaining {
+		t.Errorf("remaining still %q after 500 IDs", now)
+	}
+	// The first range is [1, 1001), half of it left, the next ID 501.
+	const cur = row + `.buf[data-current="true"] `
+	if got := p.text(cur + `[data-field="range"]`); got != "[1, 1001)" {
+		t.Errorf("current range: %q, want [1, 1001)", got)
+	}
+	if got := p.text(cur + `[data-field="value"]`); got != "501" {
+		t.Errorf("current value: %q, want 501", got)
+	}
+	if got := p.query(cur+`.bar`, `getAttribute("aria-valuenow")`); got != "50" {
+		t.Errorf("current buffer's bar: %q%% left, want 50", got)
+	}
+
+	// The store's row: once the next range is reserved, the page shows
+	// max_id as the store has it.
+	const dbRow = `#db-body tr[data-tag="orders"] `
+	p.waitText(dbRow+`[data-field="max_id"]`, func(s string) bool {
+		a, err := st.Alloc(ctx, "orders")
+		return err == nil && a.MaxID > 1001 && s == strconv.FormatInt(a.MaxID, 10)
+	})
+	if got := p.text(dbRow + `[data-field="description"]`); got != "monitor test" {
+		t.Errorf("description: %q", got)
+	}
+
+	// The snowflake worker.
+	worker := strconv.FormatInt(snow.Status().WorkerID, 10)
+	p.waitText(`#snowflake-fields [data-field="worker_id"]`, func(s string) bool { return s == worker })
+
+	// Decode an ID: the page shows what /v2/snowflake/decode says.
+	code, id := get(t, srv.URL+"/api/snowflake/get/x")
+	if code != http.StatusOK {
+		t.Fatalf("snowflake ID: %d %q", code, id)
+	}
+	var decoded struct {
+		IDStr       string `json:"id_str"`
+		TimestampMs int64  `json:"timestamp_ms"`
+		Time        string `json:"time"`
+		WorkerID    int64  `json:"worker_id"`
+		Sequence    int64  `json:"sequence"`
+	}
+	getJSON(t, srv.URL+"/v2/snowflake/decode/"+id, http.StatusOK, &decoded)
+	p.do("decode "+id,
+		clearInput("decode-input"),
+		chromedp.SendKeys(chromedp.ID("decode-input"), id),
+		chromedp.Click(chromedp.ID("decode-submit")),
+		chromedp.WaitVisible(chromedp.CSS(`#decode[data-state="ok"] #decode-result`)),
+	)
+	for field, want := range map[string]string{
+		"id":           decoded.IDStr,
+		"worker_id":    strconv.FormatInt(decoded.WorkerID, 10),
+		"sequence":     strconv.FormatInt(decoded.Sequence, 10),
+		"timestamp_ms": strconv.FormatInt(decoded.TimestampMs, 10),
+		"time":         decoded.Time,
+	} {
+		if got := p.text(`#decode-result [data-field="` + field + `"]`); got != want {
+			t.Errorf("decoded %s: %q, want %q", field, got, want)
+		}
+	}
+	if decoded.IDStr != id || strconv.FormatInt(decoded.WorkerID, 10) != worker {
+		t.Errorf("/v2/snowflake/decode/%s: %+v, want the ID and worker %s", id, decoded, worker)
+	}
+	shot("monitor.png")
+
+	// A bad ID: the page shows the server's error message.
+	var apiErr struct {
+		Error string `json:"error"`
+	}
+	getJSON(t, srv.URL+"/v2/snowflake/decode/abc", http.StatusBadRequest, &apiErr)
+	p.do("decode abc",
+		clearInput("decode-input"),
+		chromedp.SendKeys(chromedp.ID("decode-input"), "abc"),
+		chromedp.Click(chromedp.ID("decode-submit")),
+		chromedp.WaitVisible(chromedp.CSS(`#decode[data-state="error"] #decode-error`)),
+		chromedp.WaitNotVisible(chromedp.ID("decode-result")),
+	)
+	if got := p.text("#decode-error"); apiErr.Error == "" || !strings.Contains(got, apiErr.Error) {
+		t.Errorf("decode abc: the page shows %q, want the server's %q", got, apiErr.Error)
+	}
+
+	// A server without segment mode, reached through the redirect of /: the
+	// page says so, shows why the rows cannot be read, and still shows the
+	// worker.
+	snowOnly := httptest.NewServer(httpapi.New(httpapi.Config{Snowflake: snow, Logger: logger}))
+	t.Cleanup(snowOnly.Close)
+	p.do("open / on a snowflake-only server",
+		chromedp.Navigate(snowOnly.URL+"/"),
+		chromedp.WaitVisible(chromedp.ID("segment-off")),
+		chromedp.WaitVisible(chromedp.ID("db-error")),
+	)
+	if got := p.query("html", "ownerDocument.location.pathname"); got != "/monitor/" {
+		t.Errorf("/ led to %q, want /monitor/", got)
+	}
+	if got := p.text("#db-error"); !strings.Contains(got, "segment mode is disabled") {
+		t.Errorf("rows of a snowflake-only server: %q, want the 404's message", got)
+	}
+	p.waitText(`#snowflake-fields [data-field="worker_id"]`, func(s string) bool { return s == worker })
+
+	mu.Lock()
+	defer mu.Unlock()
+	for _, m := range problems {
+		t.Errorf("browser console: %s", m)
+	}
+}
+
+// issued is a tag's issued count in st.
+func issued(st []leaf.SegmentStatus, tag string) uint64 {
+	for _, s := range st {
+		if s.Tag == tag {
+			return s.Issued
+		}
+	}
+	return 0
+}
+
+// getJSON GETs url, checks the status and decodes the JSON body into v.
+func getJSON(t *testing.T, url string, status int, v any) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != status {
+		t.Fatalf("GET %s: %d %q, want %d", url, resp.StatusCode, b, status)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("GET %s: %v in %q", url, err, b)
+	}
+}
