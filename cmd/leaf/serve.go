@@ -33,6 +33,7 @@ Worker IDs from ZooKeeper (Java Leaf's tree), etcd or MySQL:
 
 Every key can also be set in the YAML file or a LEAF_* variable: see
 etc/leaf.yml. Flags win over both.
+--leaf-properties FILE reads Java Leaf's leaf.properties as is, below --config.
 `
 
 // HTTP server limits. Leaf's requests are tiny GETs: headers must arrive
@@ -51,6 +52,7 @@ func (a *app) serve(ctx context.Context, args []string) error {
 	fs := newFlagSet("serve")
 	flags := config.BindFlags(fs, "listen", "data_dir", "segment.store", "segment.dsn", "log.level", "log.format",
 		"snowflake.registry", "snowflake.name", "snowflake.endpoint", "snowflake.worker_id", "snowflake.zk", "snowflake.etcd", "snowflake.dsn")
+	flags.BindLeafProperties()
 	pos, err := a.parseFlags(fs, serveUsage, args)
 	if err != nil {
 		return err
@@ -58,7 +60,7 @@ func (a *app) serve(ctx context.Context, args []string) error {
 	if len(pos) > 0 {
 		return usageErrorf("takes no arguments, got %q", pos[0])
 	}
-	cfg, err := config.Load(flags.Sources(a.env))
+	cfg, warnings, err := config.LoadWithWarnings(flags.Sources(a.env))
 	if err != nil {
 		return err
 	}
@@ -68,6 +70,9 @@ func (a *app) serve(ctx context.Context, args []string) error {
 	}
 	for _, name := range config.UnknownEnv(a.env, envServer) {
 		log.Warn("ignoring unknown environment variable", "name", name)
+	}
+	for _, w := range warnings {
+		log.Warn("leaf.properties: "+w.Message, "key", w.Key, "at", w.At)
 	}
 	return a.runServer(ctx, cfg, log)
 }
@@ -147,6 +152,7 @@ func (a *app) runServer(ctx context.Context, cfg config.Config, log *slog.Logger
 			MaxStep:         cfg.Segment.MaxStep,
 			WaitTimeout:     cfg.Segment.WaitTimeout,
 			NoGiveBack:      !cfg.Segment.GiveBack,
+			LowBuffer:       cfg.Segment.LowBuffer,
 		})
 		if err != nil {
 			return abort(fmt.Errorf("start segment generator: %w", err))

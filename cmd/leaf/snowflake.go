@@ -183,8 +183,16 @@ func (l *lazyRegistry) Close() error {
 }
 
 // snowflakeEndpoint is the configured endpoint, or the first non-loopback
-// IPv4 address (Java Leaf's Utils.getIp) with the listen port.
+// IPv4 address (Java Leaf's Utils.getIp) with the listen port, or with the
+// configured port when the endpoint is ":PORT" (Leaf's leaf.snowflake.port).
 func snowflakeEndpoint(configured string, port int) (leaf.Endpoint, error) {
+	if p, ok := config.EndpointPort(configured); ok {
+		if err := config.ValidateEndpoint(configured); err != nil {
+			return leaf.Endpoint{}, fmt.Errorf("%w: snowflake.endpoint: %v", config.ErrInvalid, err)
+		}
+		port, _ = strconv.Atoi(p)
+		configured = ""
+	}
 	if configured != "" {
 		ep, err := leaf.ParseEndpoint(configured)
 		if err != nil {

@@ -1,7 +1,12 @@
 // Package config is the configuration of the leaf binary: one struct, its
 // zero-configuration defaults, and the layering
 //
-//	defaults < YAML file (--config or LEAF_CONFIG) < LEAF_* environment < flags
+//	defaults < leaf.properties (--leaf-properties) < YAML file (--config or
+//	LEAF_CONFIG) < LEAF_* environment < flags
+//
+// leaf.properties is Java Leaf's own file, read as is so that a Leaf
+// deployment can switch servers without rewriting its configuration; its
+// keys map onto ours (see applyLeafProperties).
 //
 // Every key is a field of Config. Its YAML path comes from the yaml tags, its
 // environment variable is derived mechanically from the path (upper case, "."
@@ -81,6 +86,7 @@ type Segment struct {
 	MaxStep         int           `yaml:"max_step" help:"cap of the adaptive step (1..1000000)"`
 	WaitTimeout     time.Duration `yaml:"wait_timeout" help:"how long a request waits for a segment load when both buffers are empty"`
 	GiveBack        bool          `yaml:"give_back" help:"on graceful shutdown, return the unused tail of each tag's latest range to the store"`
+	LowBuffer       time.Duration `yaml:"low_buffer" help:"/readyz reports a tag whose buffered IDs last less than this at its current rate; 0 turns the check off"`
 	// Seed is a pointer because "not set" has its own meaning: see SeedMode.
 	Seed *bool `yaml:"seed" help:"insert the tag leaf-segment-test (step 2000, first ID 1); unset: only into an empty embedded SQLite store; true: into any store that lacks the tag; false: never"`
 }
@@ -100,7 +106,9 @@ type Snowflake struct {
 	Enabled  bool   `yaml:"enabled" help:"serve snowflake IDs (/api/snowflake/get/KEY)"`
 	Registry string `yaml:"registry" flag:"snowflake-registry" enum:"local,zookeeper,zookeeper-recycle,etcd,mysql" help:"where the worker ID comes from"`
 	Name     string `yaml:"name" flag:"name" arg:"name" help:"cluster name, Leaf's leaf.name: the ZooKeeper path /snowflake/NAME, the etcd key prefix, the cache directory"`
-	Endpoint string `yaml:"endpoint" flag:"snowflake-endpoint" arg:"ip:port" help:"ip:port this server registers as; empty: the first non-loopback IPv4 address and the listen port"`
+	// Endpoint ":PORT" is Java Leaf's leaf.snowflake.port: the detected
+	// address with a port of its own, which need not be the listen port.
+	Endpoint string `yaml:"endpoint" flag:"snowflake-endpoint" arg:"[ip]:port" help:"ip:port this server registers as; :port: the first non-loopback IPv4 address and that port (Leaf's leaf.snowflake.port); empty: that address and the listen port"`
 	WorkerID int    `yaml:"worker_id" flag:"worker-id" arg:"n" help:"local registry: this server's worker ID"`
 	// WorkerIDs is a string holding JSON, not a map, because it is also set
 	// from an environment variable and copied from Leaf's workIdMap property.
@@ -161,6 +169,7 @@ func Default() Config {
 			MaxStep:         leaf.MaxStep,
 			WaitTimeout:     time.Second,
 			GiveBack:        true,
+			LowBuffer:       2 * time.Second,
 		},
 		Snowflake: Snowflake{
 			Enabled:      true,
@@ -280,10 +289,8 @@ func (c Config) validateSnowflake(bad func(path, format string, args ...any)) {
 	if err := leaf.ValidateClusterName(s.Name); err != nil {
 		bad("snowflake.name", "%v", err)
 	}
-	if s.Endpoint != "" {
-		if _, err := leaf.ParseEndpoint(s.Endpoint); err != nil {
-			bad("snowflake.endpoint", "%v", err)
-		}
+	if err := ValidateEndpoint(s.Endpoint); err != nil {
+		bad("snowflake.endpoint", "%v", err)
 	}
 	layout := s.Layout()
 	if err := layout.Validate(); err != nil {
@@ -317,6 +324,30 @@ func (c Config) validateSnowflake(bad func(path, format string, args ...any)) {
 	if s.Window < 300*time.Millisecond {
 		bad("snowflake.window", "%v is too short, want at least 300ms", s.Window)
 	}
+}
+
+// EndpointPort reports whether endpoint is the port-only form ":PORT" (Java
+// Leaf's leaf.snowflake.port: the IP is detected) and returns the port,
+// which it does not check. "::1:80" is an IPv6 address and a port.
+func EndpointPort(endpoint string) (port string, ok bool) {
+	port, ok = strings.CutPrefix(endpoint, ":")
+	return port, ok && !strings.Contains(port, ":")
+}
+
+// ValidateEndpoint checks snowflake.endpoint: empty, ":PORT" or "IP:PORT",
+// with a port in 1..65535.
+func ValidateEndpoint(endpoint string) error {
+	if endpoint == "" {
+		return nil
+	}
+	if p, ok := EndpointPort(endpoint); ok {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("%q has no valid port: want ip:port or :port, the port in 1..65535", endpoint)
+		}
+		return nil
+	}
+	_, err := leaf.ParseEndpoint(endpoint)
+	return err
 }
 
 // MySQLRegistryDSN is the DSN of the mysql worker registry: snowflake.dsn, or

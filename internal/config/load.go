@@ -26,6 +26,11 @@ const EnvConfigFile = "LEAF_CONFIG"
 
 // Sources are the inputs of Load above the defaults, lowest precedence first.
 type Sources struct {
+	// LeafProperties is a Java Leaf leaf.properties file (empty: none),
+	// applied right above the defaults, so that the YAML file, the
+	// environment and flags can each override what it sets. Its mapping is
+	// documented at applyLeafProperties.
+	LeafProperties string
 	// File is the YAML file; empty means the LEAF_CONFIG variable of Env, and
 	// no file at all when that is empty too.
 	File string
@@ -37,13 +42,31 @@ type Sources struct {
 	Flags map[string]string
 }
 
-// Load builds the configuration: Default, then the YAML file, then LEAF_*
-// variables, then flags; then Validate. Errors about values wrap ErrInvalid;
-// an unreadable file does not.
+// Load builds the configuration: Default, then Java Leaf's leaf.properties,
+// then the YAML file, then LEAF_* variables, then flags; then Validate.
+// Errors about values wrap ErrInvalid; an unreadable file does not.
 func Load(src Sources) (Config, error) {
+	cfg, _, err := LoadWithWarnings(src)
+	return cfg, err
+}
+
+// LoadWithWarnings is Load that also returns the warnings about the
+// leaf.properties file: keys it ignores, JDBC parameters it drops.
+func LoadWithWarnings(src Sources) (Config, []Warning, error) {
 	cfg := Default()
 	origin := map[string]string{}
 	env := envMap(src.Env)
+
+	var warnings []Warning
+	if src.LeafProperties != "" {
+		data, err := os.ReadFile(src.LeafProperties)
+		if err != nil {
+			return Config{}, nil, fmt.Errorf("leaf.properties file: %w", err)
+		}
+		if warnings, err = cfg.applyLeafProperties(src.LeafProperties, data, origin); err != nil {
+			return Config{}, nil, err
+		}
+	}
 
 	file := src.File
 	if file == "" {
@@ -52,10 +75,10 @@ func Load(src Sources) (Config, error) {
 	if file != "" {
 		data, err := os.ReadFile(file)
 		if err != nil {
-			return Config{}, fmt.Errorf("config file: %w", err)
+			return Config{}, nil, fmt.Errorf("config file: %w", err)
 		}
 		if err := cfg.applyYAML(file, data, origin); err != nil {
-			return Config{}, err
+			return Config{}, nil, err
 		}
 	}
 
@@ -66,7 +89,7 @@ func Load(src Sources) (Config, error) {
 			continue
 		}
 		if err := cfg.set(f, v); err != nil {
-			return Config{}, fmt.Errorf("%w: %s: %v", ErrInvalid, name, err)
+			return Config{}, nil, fmt.Errorf("%w: %s: %v", ErrInvalid, name, err)
 		}
 		origin[f.path] = name
 	}
@@ -82,20 +105,20 @@ func Load(src Sources) (Config, error) {
 			name = f.path
 		}
 		if err := cfg.set(f, v); err != nil {
-			return Config{}, fmt.Errorf("%w: %s: %v", ErrInvalid, name, err)
+			return Config{}, nil, fmt.Errorf("%w: %s: %v", ErrInvalid, name, err)
 		}
 		origin[f.path] = name
 	}
 	for path := range src.Flags {
 		if _, ok := fieldByPath(path); !ok {
-			return Config{}, fmt.Errorf("%w: flag for unknown key %q", ErrInvalid, path)
+			return Config{}, nil, fmt.Errorf("%w: flag for unknown key %q", ErrInvalid, path)
 		}
 	}
 
 	if err := cfg.validate(origin); err != nil {
-		return Config{}, err
+		return Config{}, nil, err
 	}
-	return cfg, nil
+	return cfg, warnings, nil
 }
 
 // LoadFile reads only a YAML file over the defaults, without validation
@@ -487,6 +510,7 @@ func formatDuration(d time.Duration) string {
 type Flags struct {
 	fs     *flag.FlagSet
 	file   string
+	props  string                // --leaf-properties, if bound
 	values map[string]*flagValue // by key path
 }
 
@@ -512,10 +536,17 @@ func BindFlags(fs *flag.FlagSet, paths ...string) *Flags {
 	return b
 }
 
-// Sources returns what the user set, for Load: the --config file and only the
-// flags that appeared on the command line (FlagSet.Visit), over env.
+// BindLeafProperties registers --leaf-properties FILE: Java Leaf's
+// leaf.properties, read below the YAML file (Sources.LeafProperties).
+func (b *Flags) BindLeafProperties() {
+	b.fs.StringVar(&b.props, "leaf-properties", "", "Java Leaf's leaf.properties `file`, read as is below --config (default: none)")
+}
+
+// Sources returns what the user set, for Load: the --config and
+// --leaf-properties files and only the flags that appeared on the command
+// line (FlagSet.Visit), over env.
 func (b *Flags) Sources(env []string) Sources {
-	src := Sources{File: b.file, Env: env, Flags: map[string]string{}}
+	src := Sources{LeafProperties: b.props, File: b.file, Env: env, Flags: map[string]string{}}
 	b.fs.Visit(func(fl *flag.Flag) {
 		for path, fv := range b.values {
 			if fl.Value == fv {

@@ -1,0 +1,199 @@
+package config
+
+import (
+	"bytes"
+	"fmt"
+	"unicode/utf16"
+)
+
+// Property is one key=value entry of a java.util.Properties file.
+type Property struct {
+	Key, Value string
+	// Line is the line, counted from 1, on which the entry starts (an
+	// entry continued with a backslash spans several).
+	Line int
+}
+
+// ParseProperties reads data as java.util.Properties.load(InputStream) does,
+// which is how Java Leaf reads leaf.properties:
+//
+//   - bytes are ISO 8859-1 characters; anything else is written \uXXXX;
+//   - lines end with \n, \r or \r\n; leading blanks (space, tab, form feed)
+//     are skipped; a line whose first other character is # or ! is a
+//     comment, and so is a blank line;
+//   - a line ending in an odd number of backslashes continues on the next
+//     one, whose leading blanks are skipped (a comment line never continues);
+//   - the key ends at the first unescaped '=', ':' or blank; blanks, then at
+//     most one '=' or ':', then blanks separate it from the value, which is
+//     the rest of the line, trailing blanks included;
+//   - in key and value, \t \n \r \f and \uXXXX are escapes, and a backslash
+//     before any other character stands for that character.
+//
+// Entries come back in file order; a key given twice appears twice (Java
+// keeps the last). name is only for messages: a malformed \u escape, the one
+// syntax error, is reported as "name:line: ..." wrapping ErrInvalid.
+func ParseProperties(name string, data []byte) ([]Property, error) {
+	var (
+		out     []Property
+		logical []uint16 // the entry being read, backslash-newlines removed
+		start   int      // its first line; 0 between entries
+	)
+	finish := func() error {
+		p, err := splitProperty(logical)
+		if err != nil {
+			return fmt.Errorf("%w: %s:%d: %v", ErrInvalid, name, start, err)
+		}
+		p.Line = start
+		out = append(out, p)
+		start = 0
+		return nil
+	}
+	for n, line := range naturalLines(data) {
+		rest := trimBlanks(line)
+		if start == 0 {
+			if len(rest) == 0 || rest[0] == '#' || rest[0] == '!' {
+				continue
+			}
+			start, logical = n+1, logical[:0]
+		}
+		// An odd number of backslashes ending the line escapes the break.
+		slashes := len(rest) - len(bytes.TrimRight(rest, `\`))
+		more := slashes%2 == 1
+		if more {
+			rest = rest[:len(rest)-1]
+		}
+		for _, b := range rest {
+			logical = append(logical, uint16(b)) // ISO 8859-1: byte = code point
+		}
+		if !more {
+			if err := finish(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if start != 0 { // a backslash at the very end continues onto nothing
+		if err := finish(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// naturalLines splits data at \n, \r and \r\n.
+func naturalLines(data []byte) [][]byte {
+	var lines [][]byte
+	for len(data) > 0 {
+		i := bytes.IndexAny(data, "\r\n")
+		if i < 0 {
+			lines = append(lines, data)
+			break
+		}
+		lines = append(lines, data[:i])
+		if data[i] == '\r' && i+1 < len(data) && data[i+1] == '\n' {
+			i++
+		}
+		data = data[i+1:]
+	}
+	return lines
+}
+
+func isBlank(c uint16) bool { return c == ' ' || c == '\t' || c == '\f' }
+
+func trimBlanks(b []byte) []byte {
+	for len(b) > 0 && isBlank(uint16(b[0])) {
+		b = b[1:]
+	}
+	return b
+}
+
+// splitProperty splits one logical line into key and value, as Java's
+// Properties.load0, and unescapes both.
+func splitProperty(line []uint16) (Property, error) {
+	keyLen, valueStart, hasSep, escaped := 0, len(line), false, false
+	for ; keyLen < len(line); keyLen++ {
+		c := line[keyLen]
+		if (c == '=' || c == ':') && !escaped {
+			valueStart, hasSep = keyLen+1, true
+			break
+		}
+		if isBlank(c) && !escaped {
+			valueStart = keyLen + 1
+			break
+		}
+		escaped = c == '\\' && !escaped
+	}
+	for ; valueStart < len(line); valueStart++ {
+		c := line[valueStart]
+		if isBlank(c) {
+			continue
+		}
+		if !hasSep && (c == '=' || c == ':') {
+			hasSep = true
+			continue
+		}
+		break
+	}
+	key, err := unescapeProperty(line[:keyLen])
+	if err != nil {
+		return Property{}, err
+	}
+	value, err := unescapeProperty(line[valueStart:])
+	if err != nil {
+		return Property{}, err
+	}
+	return Property{Key: key, Value: value}, nil
+}
+
+// unescapeProperty resolves the escapes of a key or value (Java's
+// loadConvert). The text is UTF-16, as in Java, so that a surrogate pair
+// written as two \u escapes decodes to one character.
+func unescapeProperty(s []uint16) (string, error) {
+	out := make([]uint16, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c != '\\' || i+1 == len(s) {
+			out = append(out, c)
+			continue
+		}
+		i++
+		switch c = s[i]; c {
+		case 'u':
+			if i+4 >= len(s) {
+				return "", fmt.Errorf(`malformed \uxxxx escape: %q`, string(utf16.Decode(s[i-1:])))
+			}
+			var r uint16
+			for _, h := range s[i+1 : i+5] {
+				d, ok := hexDigit(h)
+				if !ok {
+					return "", fmt.Errorf(`malformed \uxxxx escape: %q`, string(utf16.Decode(s[i-1:i+5])))
+				}
+				r = r<<4 | d
+			}
+			out = append(out, r)
+			i += 4
+		case 't':
+			out = append(out, '\t')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 'f':
+			out = append(out, '\f')
+		default:
+			out = append(out, c)
+		}
+	}
+	return string(utf16.Decode(out)), nil
+}
+
+func hexDigit(c uint16) (uint16, bool) {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0', true
+	case c >= 'a' && c <= 'f':
+		return c - 'a' + 10, true
+	case c >= 'A' && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}
