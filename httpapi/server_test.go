@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,11 +14,12 @@ import (
 	"testing"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/leaftest"
 )
 
 // testServer serves gen (nil: segment mode disabled) on loopback and returns
 // its base URL and the log it writes.
-func testServer(t *testing.T, gen SegmentGenerator) (string, *syncBuffer) {
+func testServer(t *testing.T, gen SegmentGenerator) (string, *leaftest.LogBuffer) {
 	t.Helper()
 	var cfg Config
 	if gen != nil {
@@ -30,31 +30,14 @@ func testServer(t *testing.T, gen SegmentGenerator) (string, *syncBuffer) {
 
 // testServerConfig serves New(cfg) on loopback, with a logger and a version
 // of its own, and returns its base URL and the log it writes.
-func testServerConfig(t *testing.T, cfg Config) (string, *syncBuffer) {
+func testServerConfig(t *testing.T, cfg Config) (string, *leaftest.LogBuffer) {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &leaftest.LogBuffer{}
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	cfg.Version = "v1.2.3-test"
 	srv := httptest.NewServer(New(cfg))
 	t.Cleanup(srv.Close)
 	return srv.URL, logs
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 type response struct {

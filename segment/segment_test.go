@@ -627,7 +627,7 @@ func TestStatusCounters(t *testing.T) {
 // TestLogLines: the generator logs one line per load and per step change,
 // and nothing per request.
 func TestLogLines(t *testing.T) {
-	var logs syncBuffer
+	var logs leaftest.LogBuffer
 	st := newStore(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 100})
 	g := newGen(t, segment.Settings{Store: st, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	for range 2000 {
@@ -654,21 +654,4 @@ func TestLogLines(t *testing.T) {
 	if len(counts) != 2 {
 		t.Errorf("unexpected log lines: %v", counts)
 	}
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -15,12 +15,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/internal/config"
+	"github.com/leafgo/leaf/leaftest"
 )
 
 // result is the outcome of one in-process CLI run.
@@ -367,7 +367,7 @@ func TestGet(t *testing.T) {
 // inProcessServer is 'leaf serve' running in a goroutine of the test.
 type inProcessServer struct {
 	addr   string
-	log    *syncBuffer
+	log    *leaftest.LogBuffer
 	cancel context.CancelFunc
 	done   chan int
 }
@@ -377,7 +377,7 @@ type inProcessServer struct {
 func serveInProcess(t *testing.T, env []string, args ...string) *inProcessServer {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &inProcessServer{log: &syncBuffer{}, cancel: cancel, done: make(chan int, 1)}
+	s := &inProcessServer{log: &leaftest.LogBuffer{}, cancel: cancel, done: make(chan int, 1)}
 	addrc := make(chan net.Addr, 1)
 	a := &app{stdout: io.Discard, stderr: s.log, env: env, onListen: func(addr net.Addr) { addrc <- addr }}
 	go func() { s.done <- a.run(ctx, append([]string{"serve"}, args...)) }()
@@ -493,25 +493,6 @@ func fetchID(t *testing.T, url string) int64 {
 		}
 		return id
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a writer and a reader in different
-// goroutines (a server's log and the test reading it).
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // TestSeeding pins when the embedded store gets the test tag: a fresh store

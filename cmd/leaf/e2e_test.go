@@ -17,6 +17,7 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/internal/config"
+	"github.com/leafgo/leaf/leaftest"
 )
 
 // The end-to-end test drives the real binary the way a user would: no
@@ -68,7 +69,7 @@ func runBin(t *testing.T, bin, dir string, env []string, args ...string) result 
 // serverProc is a running 'leaf serve'.
 type serverProc struct {
 	cmd    *exec.Cmd
-	log    *syncBuffer
+	log    *leaftest.LogBuffer
 	addr   string
 	exited chan struct{}
 	err    error // from Wait, valid once exited is closed
@@ -80,7 +81,7 @@ var listeningRE = regexp.MustCompile(`msg=listening addr=(\S+)`)
 // it bound and answers /healthz.
 func startServer(t *testing.T, bin, dir string, env []string, args ...string) *serverProc {
 	t.Helper()
-	s := &serverProc{log: &syncBuffer{}, exited: make(chan struct{})}
+	s := &serverProc{log: &leaftest.LogBuffer{}, exited: make(chan struct{})}
 	s.cmd = exec.Command(bin, append([]string{"serve"}, args...)...)
 	s.cmd.Dir, s.cmd.Env = dir, env
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
