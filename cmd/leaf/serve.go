@@ -10,6 +10,9 @@ import (
 	"net/http"
 	"time"
 
+	"google.golang.org/grpc"
+
+	"github.com/leafgo/leaf/grpcapi"
 	"github.com/leafgo/leaf/httpapi"
 	"github.com/leafgo/leaf/internal/config"
 	"github.com/leafgo/leaf/metrics"
@@ -51,7 +54,7 @@ const (
 func (a *app) serve(ctx context.Context, args []string) error {
 	fs := newFlagSet("serve")
 	flags := config.BindFlags(fs, "listen", "data_dir", "segment.store", "segment.dsn", "log.level", "log.format",
-		"snowflake.registry", "snowflake.name", "snowflake.endpoint", "snowflake.worker_id", "snowflake.zk", "snowflake.etcd", "snowflake.dsn")
+		"grpc_listen", "snowflake.registry", "snowflake.name", "snowflake.endpoint", "snowflake.worker_id", "snowflake.zk", "snowflake.etcd", "snowflake.dsn")
 	flags.BindLeafProperties()
 	pos, err := a.parseFlags(fs, serveUsage, args)
 	if err != nil {
@@ -102,7 +105,7 @@ func (a *app) runServer(ctx context.Context, cfg config.Config, log *slog.Logger
 		segGen  httpapi.SegmentGenerator
 		snowGen httpapi.SnowflakeGenerator
 		worker  *snowflakeWorker
-		ln      net.Listener
+		ln, gln net.Listener // HTTP, gRPC (nil when off)
 	)
 	// release closes, newest first, what has been opened so far. The
 	// generator's Close gives unused IDs back, so it needs the store open.
@@ -115,6 +118,9 @@ func (a *app) runServer(ctx context.Context, cfg config.Config, log *slog.Logger
 		}
 		if ln != nil {
 			_ = ln.Close() // already closed by a server that served
+		}
+		if gln != nil {
+			_ = gln.Close()
 		}
 		if gen != nil {
 			if err := gen.Close(ctx); err != nil {
@@ -167,6 +173,11 @@ func (a *app) runServer(ctx context.Context, cfg config.Config, log *slog.Logger
 	if ln, err = lc.Listen(ctx, "tcp", cfg.Listen); err != nil {
 		return abort(fmt.Errorf("listen: %w", err))
 	}
+	if cfg.GRPCListen != "" {
+		if gln, err = lc.Listen(ctx, "tcp", cfg.GRPCListen); err != nil {
+			return abort(fmt.Errorf("listen for gRPC: %w", err))
+		}
+	}
 	workerDesc := "none (snowflake mode disabled)"
 	if cfg.Snowflake.Enabled {
 		if worker, err = startSnowflake(ctx, cfg, ln.Addr().(*net.TCPAddr).Port, log); err != nil {
@@ -199,6 +210,20 @@ func (a *app) runServer(ctx context.Context, cfg config.Config, log *slog.Logger
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
+	var gsrv *grpc.Server
+	gserved := make(chan error, 1)
+	if gln != nil {
+		gcfg := grpcapi.Config{Logger: log}
+		if segGen != nil {
+			gcfg.Segment = gen
+		}
+		if worker != nil {
+			gcfg.Snowflake = worker.gen
+		}
+		gsrv = grpcapi.NewServer(gcfg)
+		go func() { gserved <- gsrv.Serve(gln) }()
+		log.Info("grpc listening", "addr", gln.Addr().String())
+	}
 
 	log.Info("listening", "addr", ln.Addr().String(), "store", storeDesc, "snowflake", workerDesc, "version", buildVersion())
 	if a.onListen != nil {
@@ -213,15 +238,31 @@ func (a *app) runServer(ctx context.Context, cfg config.Config, log *slog.Logger
 		// Serve only returns early when the listener fails.
 		runErr = fmt.Errorf("http server: %w", err)
 		log.Error("http server failed; shutting down", "err", err)
+	case err := <-gserved:
+		runErr = fmt.Errorf("grpc server: %w", err)
+		log.Error("grpc server failed; shutting down", "err", err)
 	}
 
-	// Drain HTTP first so no request is cut off, then give IDs back and
-	// close the store.
+	// Drain HTTP and gRPC first so no request is cut off, then give IDs back
+	// and close the store.
 	sctx, cancel := newShutdownCtx()
 	defer cancel()
+	grpcStopped := make(chan struct{})
+	if gsrv != nil {
+		go func() { gsrv.GracefulStop(); close(grpcStopped) }()
+	} else {
+		close(grpcStopped)
+	}
 	if err := srv.Shutdown(sctx); err != nil {
 		_ = srv.Close()
 		runErr = errors.Join(runErr, fmt.Errorf("drain HTTP connections: %w", err))
+	}
+	select {
+	case <-grpcStopped:
+	case <-sctx.Done():
+		gsrv.Stop() // cuts the calls still running; GracefulStop then returns
+		<-grpcStopped
+		runErr = errors.Join(runErr, fmt.Errorf("drain gRPC calls: %w", sctx.Err()))
 	}
 	if err := release(sctx); err != nil {
 		runErr = errors.Join(runErr, err)

@@ -63,6 +63,7 @@ func SeedAlloc() leaf.Alloc {
 type Config struct {
 	Listen          string        `yaml:"listen" flag:"listen" arg:"addr" help:"HTTP listen address, host:port (port 0 picks a free port)"`
 	DataDir         string        `yaml:"data_dir" flag:"data-dir" arg:"dir" help:"directory for local state; the embedded SQLite store lives here"`
+	GRPCListen      string        `yaml:"grpc_listen" flag:"grpc-listen" arg:"addr" help:"gRPC listen address, host:port (service leaf.v1.Leaf, health, reflection); empty: no gRPC"`
 	Log             Log           `yaml:"log"`
 	Segment         Segment       `yaml:"segment"`
 	Snowflake       Snowflake     `yaml:"snowflake"`
@@ -248,6 +249,11 @@ func (c Config) validate(origin map[string]string) error {
 
 	if err := validateListen(c.Listen); err != nil {
 		bad("listen", "%v", err)
+	}
+	if c.GRPCListen != "" {
+		if err := validateListen(c.GRPCListen); err != nil {
+			bad("grpc_listen", "%v", err)
+		}
 	}
 	if c.DataDir == "" {
 		bad("data_dir", "must not be empty")

@@ -166,7 +166,7 @@ func TestBindFlags(t *testing.T) {
 	BindFlags(fs, KeyPaths()...)
 	var names []string
 	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
-	want := []string{"config", "data-dir", "etcd", "listen", "log-format", "log-level", "name", "segment-dsn", "segment-store",
+	want := []string{"config", "data-dir", "etcd", "grpc-listen", "listen", "log-format", "log-level", "name", "segment-dsn", "segment-store",
 		"snowflake-dsn", "snowflake-endpoint", "snowflake-registry", "worker-id", "zk"}
 	if !slices.Equal(names, want) {
 		t.Errorf("flags = %v, want %v", names, want)
@@ -250,6 +250,8 @@ func TestValidation(t *testing.T) {
 			`listen (from --listen): "localhost" is not host:port`},
 		{"listen bad port", Sources{Env: []string{"LEAF_LISTEN=127.0.0.1:http"}}, `invalid port "http"`},
 		{"listen port too big", Sources{Env: []string{"LEAF_LISTEN=:65536"}}, `invalid port "65536"`},
+		{"grpc listen no port", Sources{Flags: map[string]string{"grpc_listen": "localhost"}},
+			`grpc_listen (from --grpc-listen): "localhost" is not host:port`},
 		{"empty data dir flag", Sources{Flags: map[string]string{"data_dir": ""}}, "data_dir (from --data-dir): must not be empty"},
 		{"unknown flag key", Sources{Flags: map[string]string{"nope": "1"}}, `flag for unknown key "nope"`},
 	}
@@ -280,7 +282,7 @@ func TestYAMLErrors(t *testing.T) {
 	tests := []struct {
 		name, yaml, want string
 	}{
-		{"unknown top key", "listen: :1\nlisen: :2\n", `:2: unknown key "lisen"; known keys in the top level: listen, data_dir, log, segment, snowflake, shutdown_timeout`},
+		{"unknown top key", "listen: :1\nlisen: :2\n", `:2: unknown key "lisen"; known keys in the top level: listen, data_dir, grpc_listen, log, segment, snowflake, shutdown_timeout`},
 		{"unknown nested key", "segment:\n  stor: mysql\n", `:2: unknown key "segment.stor"; known keys in segment: enabled, store, dsn`},
 		{"bad duration", "segment:\n  refresh_interval: 60\n", `:2: segment.refresh_interval: "60" is not a duration: add a unit`},
 		{"bad enum", "log:\n  level: loud\n", `:2: log.level: "loud" is not one of`},
@@ -389,7 +391,7 @@ func TestKeys(t *testing.T) {
 			t.Errorf("key %s has no help text", k.Path)
 		}
 	}
-	want := []string{"listen", "data_dir", "log.level", "log.format", "segment.enabled", "segment.store", "segment.dsn",
+	want := []string{"listen", "data_dir", "grpc_listen", "log.level", "log.format", "segment.enabled", "segment.store", "segment.dsn",
 		"segment.refresh_interval", "segment.max_step", "segment.wait_timeout", "segment.give_back", "segment.low_buffer", "segment.seed",
 		"snowflake.enabled", "snowflake.registry", "snowflake.name", "snowflake.endpoint", "snowflake.worker_id", "snowflake.worker_ids",
 		"snowflake.zk", "snowflake.etcd", "snowflake.dsn", "snowflake.lease_ttl", "snowflake.epoch", "snowflake.time_bits",

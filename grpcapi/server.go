@@ -1,0 +1,272 @@
+package grpcapi
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/grpcapi/leafv1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthgrpc "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+)
+
+// SegmentGenerator is what the segment methods need from the segment
+// generator; *segment.Generator satisfies it. Errors wrap the sentinels of
+// package leaf.
+type SegmentGenerator interface {
+	// NextID issues one ID for tag.
+	NextID(ctx context.Context, tag string) (int64, error)
+	// NextIDs appends n strictly increasing IDs for tag to dst.
+	NextIDs(ctx context.Context, tag string, n int, dst []int64) ([]int64, error)
+	// NextRange leases the contiguous IDs [start, end), 1 <= end-start <= n;
+	// the range may be shorter than n (it never spans two segments).
+	NextRange(ctx context.Context, tag string, n int) (start, end int64, err error)
+}
+
+// SnowflakeGenerator is what the snowflake methods need from the snowflake
+// generator; *snowflake.Generator satisfies it. Errors wrap the sentinels of
+// package leaf.
+type SnowflakeGenerator interface {
+	// NextID issues one ID. The key is ignored, as in Leaf.
+	NextID(ctx context.Context, key string) (int64, error)
+	// NextIDs appends n strictly increasing IDs to dst. The key is ignored.
+	NextIDs(ctx context.Context, key string, n int, dst []int64) ([]int64, error)
+	// Decode takes an ID apart with the generator's layout; the error wraps
+	// leaf.ErrInvalidArgument for an ID the layout cannot have produced.
+	Decode(id int64) (leaf.SnowflakeParts, error)
+}
+
+// Config configures the Leaf service. The zero value serves health and
+// reflection, and answers NotFound ("segment mode is disabled", "snowflake
+// mode is disabled") on every method of the Leaf service.
+type Config struct {
+	// Segment issues segment IDs: NextID, NextIDs, Range. A nil interface
+	// disables segment mode: those methods answer NotFound. (A nil
+	// *segment.Generator in a non-nil interface is not nil: leave the field
+	// unset instead.)
+	Segment SegmentGenerator
+	// Snowflake issues and decodes snowflake IDs: SnowflakeNextID,
+	// SnowflakeNextIDs, Decode. Nil disables snowflake mode: those methods
+	// answer NotFound, Decode included, since the layout belongs to the
+	// generator.
+	Snowflake SnowflakeGenerator
+	// Logger receives internal errors (the Internal statuses). Nil means
+	// slog.Default(). Nothing is logged per successful call.
+	Logger *slog.Logger
+}
+
+// Register registers on s the Leaf service (leaf.v1.Leaf), the standard
+// health service (grpc.health.v1.Health) and server reflection.
+//
+// Health answers SERVING for "" (the server) and for "leaf.v1.Leaf" for as
+// long as the process runs, like httpapi's /healthz. A degraded generator (a
+// store unreachable, a registry lost) is not NOT_SERVING: it keeps issuing
+// from its buffers, that is what they are for, and every server sees the same
+// outage, so taking them all out of a load balancer at once would turn a
+// database blip into a full outage. Degradation is reported by httpapi's
+// /readyz and by the metrics.
+func Register(s *grpc.Server, cfg Config) {
+	leafv1.RegisterLeafServer(s, newService(cfg))
+
+	hs := health.NewServer()
+	hs.SetServingStatus("", healthgrpc.HealthCheckResponse_SERVING)
+	hs.SetServingStatus(leafv1.Leaf_ServiceDesc.ServiceName, healthgrpc.HealthCheckResponse_SERVING)
+	healthgrpc.RegisterHealthServer(s, hs)
+
+	reflection.Register(s)
+}
+
+// NewServer returns a gRPC server built with opts, with Register done. The
+// caller serves it (s.Serve(listener)) and stops it (s.GracefulStop()).
+func NewServer(cfg Config, opts ...grpc.ServerOption) *grpc.Server {
+	s := grpc.NewServer(opts...)
+	Register(s, cfg)
+	return s
+}
+
+// service implements leafv1.LeafServer. Each method validates its request,
+// calls a generator, checks what the generator returned, and answers the ID
+// or, through the error table (errors.go), a status; never both.
+type service struct {
+	leafv1.UnimplementedLeafServer
+	seg  SegmentGenerator
+	snow SnowflakeGenerator
+	log  *slog.Logger
+}
+
+func newService(cfg Config) *service {
+	s := &service{seg: cfg.Segment, snow: cfg.Snowflake, log: cfg.Logger}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	return s
+}
+
+// NextID issues one segment ID.
+func (s *service) NextID(ctx context.Context, req *leafv1.NextIDRequest) (*leafv1.NextIDResponse, error) {
+	tag := req.GetTag()
+	if err := s.segmentTag(tag); err != nil {
+		return nil, s.statusError(ctx, err)
+	}
+	id, err := s.seg.NextID(ctx, tag)
+	if err == nil {
+		err = checkID(id)
+	}
+	if err != nil {
+		return nil, s.statusError(ctx, err)
+	}
+	return &leafv1.NextIDResponse{Id: id}, nil
+}
+
+// NextIDs issues a batch of segment IDs.
+func (s *service) NextIDs(ctx context.Context, req *leafv1.NextIDsRequest) (*leafv1.NextIDsResponse, error) {
+	tag := req.GetTag()
+	n, err := s.segmentTagCount(tag, req.GetCount())
+	if err != nil {
+		return nil, s.statusError(ctx, err)
+	}
+	// The slice becomes the response's; gRPC marshals it after this method
+	// returns, so it cannot come from a pool.
+	ids, err := s.seg.NextIDs(ctx, tag, n, make([]int64, 0, n))
+	if err == nil {
+		err = checkIDs(ids, n)
+	}
+	if err != nil {
+		return nil, s.statusError(ctx, err)
+	}
+	return &leafv1.NextIDsResponse{Ids: ids}, nil
+}
+
+// Range leases a contiguous range of segment IDs.
+func (s *service) Range(ctx context.Context, req *leafv1.RangeRequest) (*leafv1.RangeResponse, error) {
+	tag := req.GetTag()
+	n, err := s.segmentTagCount(tag, req.GetCount())
+	if err != nil {
+		return nil, s.statusError(ctx, err)
+	}
+	start, end, err := s.seg.NextRange(ctx, tag, n)
+	if err == nil {
+		err = checkRange(start, end, n)
+	}
+	if err != nil {
+		return nil, s.statusError(ctx, err)
+	}
+	return &leafv1.RangeResponse{Start: start, End: end}, nil
+}
+
+// SnowflakeNextID issues one snowflake ID.
+func (s *service) SnowflakeNextID(ctx context.Context, req *leafv1.SnowflakeNextIDRequest) (*leafv1.SnowflakeNextIDResponse, error) {
+	key := req.GetKey()
+	if err := s.snowflakeKey(key); err != nil {
+		return nil, s.statusError(ctx, err)
+	}
+	id, err := s.snow.NextID(ctx, key)
+	if err == nil {
+		err = checkID(id)
+	}
+	if err != nil {
+		return nil, s.statusError(ctx, err)
+	}
+	return &leafv1.SnowflakeNextIDResponse{Id: id}, nil
+}
+
+// SnowflakeNextIDs issues a batch of snowflake IDs.
+func (s *service) SnowflakeNextIDs(ctx context.Context, req *leafv1.SnowflakeNextIDsRequest) (*leafv1.SnowflakeNextIDsResponse, error) {
+	key := req.GetKey()
+	err := s.snowflakeKey(key)
+	n := int(req.GetCount())
+	if err == nil {
+		err = leaf.ValidateCount(n)
+	}
+	if err != nil {
+		return nil, s.statusError(ctx, err)
+	}
+	ids, err := s.snow.NextIDs(ctx, key, n, make([]int64, 0, n))
+	if err == nil {
+		err = checkIDs(ids, n)
+	}
+	if err != nil {
+		return nil, s.statusError(ctx, err)
+	}
+	return &leafv1.SnowflakeNextIDsResponse{Ids: ids}, nil
+}
+
+// Decode takes a snowflake ID apart.
+func (s *service) Decode(ctx context.Context, req *leafv1.DecodeRequest) (*leafv1.DecodeResponse, error) {
+	if s.snow == nil {
+		return nil, s.statusError(ctx, errSnowflakeDisabled)
+	}
+	p, err := s.snow.Decode(req.GetId())
+	if err != nil {
+		return nil, s.statusError(ctx, err)
+	}
+	return &leafv1.DecodeResponse{Id: p.ID, TimestampMs: p.Timestamp, WorkerId: p.WorkerID, Sequence: p.Sequence}, nil
+}
+
+// segmentTag checks a segment request before the generator sees it: segment
+// mode on, tag valid.
+func (s *service) segmentTag(tag string) error {
+	if s.seg == nil {
+		return errSegmentDisabled
+	}
+	return leaf.ValidateTag(tag)
+}
+
+// segmentTagCount is segmentTag plus a count of 1..leaf.MaxBatch.
+func (s *service) segmentTagCount(tag string, count int32) (int, error) {
+	if err := s.segmentTag(tag); err != nil {
+		return 0, err
+	}
+	n := int(count)
+	return n, leaf.ValidateCount(n)
+}
+
+// snowflakeKey checks a snowflake request: snowflake mode on, and the key, if
+// any, a valid tag name. The generator ignores the key, as Leaf's does; it is
+// checked all the same so that a key that reaches a log is always a plain
+// tag. Unlike the HTTP routes' {key}, it may be empty: the field is optional.
+func (s *service) snowflakeKey(key string) error {
+	if s.snow == nil {
+		return errSnowflakeDisabled
+	}
+	if key == "" {
+		return nil
+	}
+	return leaf.ValidateTag(key)
+}
+
+// checkID refuses to answer an ID that is not positive: a generator bug must
+// become Internal, never a sentinel ID (Leaf's -2 and 0) with OK.
+func checkID(id int64) error {
+	if id < 1 {
+		return fmt.Errorf("grpcapi: generator returned ID %d without an error", id)
+	}
+	return nil
+}
+
+// checkIDs checks a batch: n strictly increasing positive IDs.
+func checkIDs(ids []int64, n int) error {
+	if len(ids) != n {
+		return fmt.Errorf("grpcapi: generator returned %d IDs, want %d", len(ids), n)
+	}
+	prev := int64(0)
+	for i, id := range ids {
+		if id <= prev {
+			return fmt.Errorf("grpcapi: generator returned ID %d after %d at index %d", id, prev, i)
+		}
+		prev = id
+	}
+	return nil
+}
+
+// checkRange checks a leased range: [start, end) positive, non-empty, at most
+// n IDs.
+func checkRange(start, end int64, n int) error {
+	if start < 1 || end <= start || end-start > int64(n) {
+		return fmt.Errorf("grpcapi: generator returned range [%d, %d) for at most %d IDs", start, end, n)
+	}
+	return nil
+}
