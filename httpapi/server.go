@@ -48,6 +48,11 @@
 // ("segment mode is disabled", "snowflake mode is disabled"), where Leaf
 // answers 200 with the ID 0.
 //
+// Server is an http.Handler, for embedding in any net/http server.
+// NewFastServer serves it the way leaf serve does: fasthttp answers the two
+// Leaf ID routes itself, with the same validation, errors and bytes (see
+// fast.go), and hands every other route to the handler, on the same port.
+//
 // Tag names are checked with leaf.ValidateTag before a generator sees them.
 // Unlike Leaf under Spring MVC, a key is never cut at its last dot: the key of
 // /api/segment/get/order.v1 is "order.v1", not "order". The snowflake
@@ -176,6 +181,7 @@ type Server struct {
 	version string
 	obs     RequestObserver
 	mux     *http.ServeMux // every route except the hot ID routes, see ServeHTTP
+	keys    keyCache       // the fast transport's interned ID-route keys
 }
 
 // idSource is what the ID routes need from either generator, so that the

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -35,9 +36,33 @@ func testServerConfig(t *testing.T, cfg Config) (string, *leaftest.LogBuffer) {
 	logs := &leaftest.LogBuffer{}
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	cfg.Version = "v1.2.3-test"
-	srv := httptest.NewServer(New(cfg))
+	return serveFast(t, New(cfg), Limits{}), logs
+}
+
+// serveFast serves s as leaf serve does, through NewFastServer, on
+// loopback, and returns its base URL.
+func serveFast(t *testing.T, s *Server, lim Limits) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := NewFastServer(s, lim)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(ln) }()
+	t.Cleanup(func() {
+		_ = srv.Shutdown()
+		<-done
+	})
+	return "http://" + ln.Addr().String()
+}
+
+// serveNetHTTP serves s with net/http, as an embedding application would.
+func serveNetHTTP(t *testing.T, s *Server) string {
+	t.Helper()
+	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
-	return srv.URL, logs
+	return srv.URL
 }
 
 type response struct {

@@ -7,8 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
-	"time"
 
 	"google.golang.org/grpc"
 
@@ -38,18 +36,6 @@ Every key can also be set in the YAML file or a LEAF_* variable: see
 etc/leaf.yml. Flags win over both.
 --leaf-properties FILE reads Java Leaf's leaf.properties as is, below --config.
 `
-
-// HTTP server limits. Leaf's requests are tiny GETs: headers must arrive
-// quickly, and no request needs more than the generator's wait plus a
-// batch of 10,000 IDs, so generous fixed bounds protect against slow clients
-// without a configuration key each.
-const (
-	readHeaderTimeout = 5 * time.Second
-	readTimeout       = 30 * time.Second
-	writeTimeout      = 30 * time.Second
-	idleTimeout       = 2 * time.Minute
-	maxHeaderBytes    = 64 << 10
-)
 
 func (a *app) serve(ctx context.Context, args []string) error {
 	fs := newFlagSet("serve")
@@ -199,15 +185,10 @@ func (a *app) runServer(ctx context.Context, cfg config.Config, log *slog.Logger
 	m := metrics.New(metrics.Config{Segment: segSrc, Snowflake: snowSrc, Version: buildVersion()})
 	handler := httpapi.New(httpapi.Config{Segment: segGen, Snowflake: snowGen, Logger: log, Version: buildVersion(),
 		Metrics: m.Handler(), Observer: m})
-	srv := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: readHeaderTimeout,
-		ReadTimeout:       readTimeout,
-		WriteTimeout:      writeTimeout,
-		IdleTimeout:       idleTimeout,
-		MaxHeaderBytes:    maxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	// fasthttp serves the Leaf ID routes itself and every other route
+	// through the handler; its limits' defaults bound slow clients (see
+	// httpapi.Limits).
+	srv := httpapi.NewFastServer(handler, httpapi.Limits{})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	var gsrv *grpc.Server
@@ -253,8 +234,7 @@ func (a *app) runServer(ctx context.Context, cfg config.Config, log *slog.Logger
 	} else {
 		close(grpcStopped)
 	}
-	if err := srv.Shutdown(sctx); err != nil {
-		_ = srv.Close()
+	if err := srv.ShutdownWithContext(sctx); err != nil {
 		runErr = errors.Join(runErr, fmt.Errorf("drain HTTP connections: %w", err))
 	}
 	select {

@@ -1,0 +1,381 @@
+package httpapi
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/leafgo/leaf"
+)
+
+// The fast transport: the Leaf ID routes served by fasthttp, everything else
+// by the same net/http handler as ever, through fasthttp's adaptor, on one
+// port.
+//
+// Why: on a small machine the ID work costs well under a microsecond and the
+// server's speed is its request path; net/http allocates a request, a
+// response and their headers for every request, fasthttp reuses them per
+// connection. The admin, status, page and metrics routes are not hot and keep
+// the readable ServeMux; only the two Leaf ID prefixes are duplicated here,
+// with the same validation, error table and response bytes as leafGet
+// (TestFastMatchesNetHTTP compares the two answer by answer).
+
+// Limits bounds the fast server's connections. The zero value of a field
+// means its default.
+type Limits struct {
+	// ReadTimeout bounds reading one request, headers and body, from its
+	// first byte. Default 10s.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds writing one response. Default 30s.
+	WriteTimeout time.Duration
+	// IdleTimeout closes a keep-alive connection that sends nothing for this
+	// long, and a new connection that sends nothing at all. Default 2m.
+	IdleTimeout time.Duration
+	// MaxHeaderBytes bounds the request line and headers: a request with
+	// more is answered 431. Default 64 KiB.
+	MaxHeaderBytes int
+	// MaxBodyBytes bounds a request body: a larger one is answered 413
+	// before any handler runs. Default 1 MiB; the /v2 routes, the only ones
+	// that read a body, refuse over 64 KiB themselves, with a JSON error.
+	MaxBodyBytes int
+	// MaxConns bounds concurrent connections. Default 64k.
+	MaxConns int
+}
+
+func (l *Limits) applyDefaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&l.ReadTimeout, 10*time.Second)
+	def(&l.WriteTimeout, 30*time.Second)
+	def(&l.IdleTimeout, 2*time.Minute)
+	if l.MaxHeaderBytes <= 0 {
+		l.MaxHeaderBytes = 64 << 10
+	}
+	if l.MaxBodyBytes <= 0 {
+		l.MaxBodyBytes = 1 << 20
+	}
+	if l.MaxConns <= 0 {
+		l.MaxConns = 64 << 10
+	}
+}
+
+// NewFastServer returns a fasthttp server answering every route of s: the
+// Leaf ID routes natively, the rest through s.ServeHTTP.
+func NewFastServer(s *Server, lim Limits) *fasthttp.Server {
+	lim.applyDefaults()
+	return &fasthttp.Server{
+		Handler: func(ctx *fasthttp.RequestCtx) {
+			path := ctx.Path()
+			switch {
+			case hasPrefix(path, segmentGetPrefix):
+				s.fastLeafGet(ctx, s.segIDs, errSegmentDisabled, path[len(segmentGetPrefix):], segmentGetRoute)
+			case hasPrefix(path, snowflakeGetPrefix):
+				s.fastLeafGet(ctx, s.snowIDs, errSnowflakeDisabled, path[len(snowflakeGetPrefix):], snowflakeGetRoute)
+			default:
+				s.serveAdapted(ctx)
+			}
+		},
+		ErrorHandler:          s.fastProtocolError,
+		NoDefaultServerHeader: true,
+		NoDefaultContentType:  true,
+		ReadTimeout:           lim.ReadTimeout,
+		WriteTimeout:          lim.WriteTimeout,
+		IdleTimeout:           lim.IdleTimeout,
+		ReadBufferSize:        lim.MaxHeaderBytes,
+		MaxRequestBodySize:    lim.MaxBodyBytes,
+		Concurrency:           lim.MaxConns,
+		CloseOnShutdown:       true,
+		Logger:                fastLogger{s.log},
+	}
+}
+
+func hasPrefix(b []byte, prefix string) bool {
+	return len(b) >= len(prefix) && string(b[:len(prefix)]) == prefix
+}
+
+// b2s views b as a string without copying. The string must not outlive the
+// request: fasthttp reuses b for the connection's next request.
+func b2s(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
+// fastLeafGet is leafGet on fasthttp; see leafGet for the behaviour.
+func (s *Server) fastLeafGet(ctx *fasthttp.RequestCtx, gen idSource, disabled error, rawKey []byte, route string) {
+	var start time.Time
+	if s.obs != nil {
+		start = time.Now()
+	}
+	status := s.fastLeafAnswer(ctx, gen, disabled, rawKey)
+	if s.obs != nil {
+		s.obs.ObserveRequest(route, status, time.Since(start))
+	}
+}
+
+func (s *Server) fastLeafAnswer(ctx *fasthttp.RequestCtx, gen idSource, disabled error, rawKey []byte) int {
+	h := &ctx.Response.Header
+	h.Set("Cache-Control", noStore[0])
+	if !ctx.IsGet() && !ctx.IsPost() && !ctx.IsHead() {
+		h.Set("Allow", allowLeaf[0])
+		return s.fastError(ctx, methodError(string(ctx.Method()), allowLeaf[0]))
+	}
+	if gen == nil {
+		return s.fastError(ctx, disabled)
+	}
+	key, err := s.keys.intern(rawKey)
+	if err != nil {
+		return s.fastError(ctx, err)
+	}
+	// The request context: fasthttp's RequestCtx is a context.Context that
+	// is done when the server shuts down.
+	var c context.Context = ctx
+	if q := ctx.URI().QueryString(); len(q) > 0 {
+		if v, ok := queryValue(b2s(q), "count"); ok {
+			n, err := leaf.ParseCount(v)
+			if err != nil {
+				return s.fastError(ctx, err)
+			}
+			return s.fastLeafBatch(ctx, c, gen, key, n)
+		}
+	}
+	id, err := gen.NextID(c, key)
+	if err == nil {
+		err = checkID(id)
+	}
+	if err != nil {
+		return s.fastError(ctx, err)
+	}
+	s.keys.remember(key)
+	var buf [20]byte
+	h.SetContentTypeBytes(textPlainBytes)
+	ctx.Response.SetBody(strconv.AppendInt(buf[:0], id, 10))
+	return fasthttp.StatusOK
+}
+
+func (s *Server) fastLeafBatch(ctx *fasthttp.RequestCtx, c context.Context, gen idSource, key string, n int) int {
+	p := idBufs.Get().(*[]int64)
+	ids, err := gen.NextIDs(c, key, n, (*p)[:0])
+	if err == nil {
+		err = checkIDs(ids, n)
+	}
+	if err != nil {
+		idBufs.Put(p)
+		return s.fastError(ctx, err)
+	}
+	s.keys.remember(key)
+	ctx.Response.Header.SetContentTypeBytes(textPlainBytes)
+	bp := batchBufs.Get().(*[]byte)
+	b := (*bp)[:0]
+	for i, id := range ids {
+		if i > 0 {
+			b = append(b, '\n')
+		}
+		b = strconv.AppendInt(b, id, 10)
+	}
+	ctx.Response.SetBody(b) // copied into the response's own buffer
+	*bp = b
+	batchBufs.Put(bp)
+	putIDs(p, ids)
+	return fasthttp.StatusOK
+}
+
+var textPlainBytes = []byte(textPlain[0])
+
+// fastError answers err as writeError does on the text routes and returns
+// the status.
+func (s *Server) fastError(ctx *fasthttp.RequestCtx, err error) int {
+	k := classify(err)
+	msg := "internal server error"
+	if k.status == fasthttp.StatusInternalServerError {
+		s.log.Error("httpapi: internal error", "method", string(ctx.Method()), "path", truncate(string(ctx.Path()), 200), "err", err)
+	} else {
+		msg = oneLine(err.Error())
+	}
+	h := &ctx.Response.Header
+	h.Set("X-Content-Type-Options", noSniff[0])
+	if k.status == fasthttp.StatusServiceUnavailable {
+		h.Set("Retry-After", retry1s[0])
+	}
+	h.SetContentTypeBytes(textPlainBytes)
+	ctx.SetStatusCode(k.status)
+	ctx.Response.SetBodyString(msg + "\n")
+	return k.status
+}
+
+// fastProtocolError answers a request fasthttp could not parse: too large,
+// malformed, too slow.
+func (s *Server) fastProtocolError(ctx *fasthttp.RequestCtx, err error) {
+	status, msg := fasthttp.StatusBadRequest, "bad request"
+	switch e := err.(type) {
+	case *fasthttp.ErrSmallBuffer:
+		status, msg = fasthttp.StatusRequestHeaderFieldsTooLarge, "request headers too large"
+	case interface{ Timeout() bool }:
+		if e.Timeout() {
+			status, msg = fasthttp.StatusRequestTimeout, "request timeout"
+		}
+	}
+	if err == fasthttp.ErrBodyTooLarge {
+		status, msg = fasthttp.StatusRequestEntityTooLarge, errBodyTooLarge.Error()
+	}
+	ctx.Response.Header.Set("Cache-Control", noStore[0])
+	ctx.Response.Header.SetContentTypeBytes(textPlainBytes)
+	ctx.SetStatusCode(status)
+	ctx.Response.SetBodyString(msg + "\n")
+	ctx.SetConnectionClose()
+}
+
+// keyCache interns the keys of the Leaf ID routes. A key read from the
+// request is a view of fasthttp's buffer, valid only during the request, and
+// a generator may keep the key it is given (a new tag's buffer, the
+// not-found cache): it gets a real string. Known keys are found without
+// allocating; a key is remembered once it has been served, up to a bound, so
+// random names cannot grow the cache.
+type keyCache struct {
+	m  atomic.Pointer[map[string]string]
+	mu sync.Mutex
+}
+
+const maxCachedKeys = 4096
+
+// intern validates the key and returns it as a string the caller may keep.
+func (c *keyCache) intern(b []byte) (string, error) {
+	if m := c.m.Load(); m != nil {
+		if k, ok := (*m)[string(b)]; ok { // no allocation for a map lookup
+			return k, nil
+		}
+	}
+	if err := leaf.ValidateTag(b2s(b)); err != nil {
+		return "", err
+	}
+	return string(b), nil
+}
+
+// remember adds a served key to the cache.
+func (c *keyCache) remember(k string) {
+	if m := c.m.Load(); m != nil {
+		if _, ok := (*m)[k]; ok || len(*m) >= maxCachedKeys {
+			return
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.m.Load()
+	next := make(map[string]string, 1+lenOf(old))
+	if old != nil {
+		for k, v := range *old {
+			next[k] = v
+		}
+	}
+	next[k] = k
+	c.m.Store(&next)
+}
+
+func lenOf(m *map[string]string) int {
+	if m == nil {
+		return 0
+	}
+	return len(*m)
+}
+
+// fastLogger sends fasthttp's own messages (accept errors and the like) to
+// the server's logger.
+type fastLogger struct{ log *slog.Logger }
+
+func (l fastLogger) Printf(format string, args ...any) {
+	l.log.Warn("fasthttp: " + fmt.Sprintf(format, args...))
+}
+
+// serveAdapted answers a request with the net/http handler. fasthttp's own
+// adaptor is not used: it hands the handler strings that are views of
+// fasthttp's buffers, and a handler may keep them (the segment generator
+// keeps a tag it has not seen in its maps, where the bytes would change under
+// it with the connection's next request). Every string here is a copy. The
+// handler runs on this goroutine: no route streams or hijacks.
+func (s *Server) serveAdapted(ctx *fasthttp.RequestCtx) {
+	uri := string(ctx.RequestURI())
+	u, err := url.ParseRequestURI(uri)
+	if err != nil {
+		s.fastProtocolError(ctx, err)
+		return
+	}
+	r := &http.Request{
+		Method:     string(ctx.Method()),
+		URL:        u,
+		Proto:      "HTTP/1.1",
+		ProtoMajor: 1,
+		ProtoMinor: 1,
+		Header:     make(http.Header),
+		Host:       string(ctx.Host()),
+		RequestURI: uri,
+		RemoteAddr: ctx.RemoteAddr().String(),
+	}
+	if !ctx.Request.Header.IsHTTP11() {
+		r.Proto, r.ProtoMinor = "HTTP/1.0", 0
+	}
+	for k, v := range ctx.Request.Header.All() {
+		r.Header.Add(string(k), string(v))
+	}
+	body := ctx.PostBody()
+	r.ContentLength = int64(len(body))
+	r.Body = io.NopCloser(bytes.NewReader(bytes.Clone(body)))
+	w := &adaptedWriter{ctx: ctx, h: make(http.Header)}
+	s.ServeHTTP(w, r.WithContext(ctx))
+	w.finish()
+}
+
+// adaptedWriter is the net/http ResponseWriter of serveAdapted: headers and
+// status are kept until the handler returns, the body goes straight into the
+// fasthttp response.
+type adaptedWriter struct {
+	ctx    *fasthttp.RequestCtx
+	h      http.Header
+	status int
+}
+
+func (w *adaptedWriter) Header() http.Header { return w.h }
+
+func (w *adaptedWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+}
+
+func (w *adaptedWriter) Write(p []byte) (int, error) {
+	w.WriteHeader(http.StatusOK)
+	w.ctx.Response.AppendBody(p)
+	return len(p), nil
+}
+
+func (w *adaptedWriter) finish() {
+	resp := &w.ctx.Response
+	resp.SetStatusCode(cmp.Or(w.status, http.StatusOK))
+	for k, vv := range w.h {
+		switch k {
+		case "Content-Length":
+			// fasthttp counts the body itself; only a HEAD answer, which
+			// has none, states the GET answer's length.
+			if n, err := strconv.Atoi(vv[0]); err == nil && w.ctx.IsHead() {
+				resp.Header.SetContentLength(n)
+				resp.SkipBody = true
+			}
+		case "Content-Type":
+			resp.Header.SetContentType(vv[0])
+		default:
+			for _, v := range vv {
+				resp.Header.Add(k, v)
+			}
+		}
+	}
+}
