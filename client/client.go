@@ -1,0 +1,565 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/leafgo/leaf"
+)
+
+// Defaults of the options.
+const (
+	// DefaultTimeout bounds one attempt: one request to one server.
+	DefaultTimeout = time.Second
+	// DefaultCooldown is how long a server that failed is tried only after
+	// the others.
+	DefaultCooldown = time.Second
+)
+
+// Bounds of the waits between retries.
+const (
+	// firstRetryWait is the pause after every server has failed once in a
+	// call; it doubles per round up to maxRetryWait.
+	firstRetryWait = 50 * time.Millisecond
+	// maxRetryWait caps a pause between rounds, Retry-After included: a
+	// server asking for more is tried again after this long at most (another
+	// server may answer sooner).
+	maxRetryWait = time.Second
+	// maxCooldown caps how far a Retry-After extends a server's cool-down.
+	maxCooldown = 10 * time.Second
+	// maxBody bounds a response body: a batch of 10,000 IDs, as numbers and
+	// as strings, is about 400 KB.
+	maxBody = 4 << 20
+)
+
+// Option configures a Client.
+type Option func(*Client) error
+
+// WithHTTPClient sends requests through hc instead of the Client's own
+// (which keeps up to 64 idle connections per server). Its Timeout, if set,
+// applies on top of WithTimeout.
+func WithHTTPClient(hc *http.Client) Option {
+	return func(c *Client) error {
+		if hc == nil {
+			return fmt.Errorf("%w: WithHTTPClient(nil)", leaf.ErrInvalidArgument)
+		}
+		c.hc = hc
+		return nil
+	}
+}
+
+// WithTimeout bounds each attempt (one request to one server); a server
+// that has not answered by then is given up on and the next one is tried.
+// The whole call is bounded by its context and the attempt budget.
+// Default: DefaultTimeout (1s).
+func WithTimeout(d time.Duration) Option {
+	return func(c *Client) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: WithTimeout(%s), want > 0", leaf.ErrInvalidArgument, d)
+		}
+		c.timeout = d
+		return nil
+	}
+}
+
+// WithAttempts sets the most requests one call makes, over all servers,
+// the first included: 1 means no retry. Default: one per server plus one,
+// and at least 3.
+func WithAttempts(n int) Option {
+	return func(c *Client) error {
+		if n < 1 {
+			return fmt.Errorf("%w: WithAttempts(%d), want >= 1", leaf.ErrInvalidArgument, n)
+		}
+		c.attempts = n
+		return nil
+	}
+}
+
+// WithCooldown sets how long a server that failed (transport error or 5xx)
+// goes to the back of the line: calls try it only after every other server.
+// A Retry-After from the server lengthens it, up to 10s. 0 turns it off.
+// Default: DefaultCooldown (1s).
+func WithCooldown(d time.Duration) Option {
+	return func(c *Client) error {
+		if d < 0 {
+			return fmt.Errorf("%w: WithCooldown(%s), want >= 0", leaf.ErrInvalidArgument, d)
+		}
+		c.cooldown = d
+		return nil
+	}
+}
+
+// WithLogger receives one Warn line when a server starts failing (and its
+// cool-down begins), one per failed lease load of a Buffered, and Debug
+// lines per failed attempt. Default: slog.Default().
+func WithLogger(l *slog.Logger) Option {
+	return func(c *Client) error {
+		if l == nil {
+			return fmt.Errorf("%w: WithLogger(nil)", leaf.ErrInvalidArgument)
+		}
+		c.log = l
+		return nil
+	}
+}
+
+// Client calls a cluster of leaf servers over the /v2 JSON API, failing
+// over from one to the next. It is safe for concurrent use.
+type Client struct {
+	eps      []*endpoint
+	hc       *http.Client
+	timeout  time.Duration
+	attempts int
+	cooldown time.Duration
+	log      *slog.Logger
+	rr       atomic.Uint64 // round-robin position: each call starts one further; random at first
+}
+
+// endpoint is one server.
+type endpoint struct {
+	base      string       // scheme://host[:port][/prefix], no trailing slash
+	downUntil atomic.Int64 // Unix ns until which it is tried last; 0: healthy
+}
+
+// New returns a client of the servers at endpoints, base URLs such as
+// "http://10.0.0.1:8080" (a path prefix is kept: "https://gw/leaf"). Every
+// endpoint must be an absolute http or https URL with a host and no query,
+// fragment or user info; duplicates are refused.
+func New(endpoints []string, opts ...Option) (*Client, error) {
+	if len(endpoints) == 0 {
+		return nil, fmt.Errorf("leaf client: %w: no endpoints", leaf.ErrInvalidArgument)
+	}
+	c := &Client{timeout: DefaultTimeout, cooldown: DefaultCooldown, log: slog.Default()}
+	seen := make(map[string]bool, len(endpoints))
+	for _, e := range endpoints {
+		base, err := parseEndpoint(e)
+		if err != nil {
+			return nil, err
+		}
+		if seen[base] {
+			return nil, fmt.Errorf("leaf client: %w: endpoint %q listed twice", leaf.ErrInvalidArgument, e)
+		}
+		seen[base] = true
+		c.eps = append(c.eps, &endpoint{base: base})
+	}
+	c.attempts = max(3, len(c.eps)+1)
+	// Start the rotation at a random server, so that many processes
+	// started together do not all send their first requests to the first.
+	c.rr.Store(rand.Uint64())
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(c); err != nil {
+			return nil, fmt.Errorf("leaf client: %w", err)
+		}
+	}
+	if c.hc == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		// The default of 2 idle connections per host makes concurrent
+		// callers open and close a connection per request.
+		t.MaxIdleConnsPerHost = 64
+		c.hc = &http.Client{Transport: t}
+	}
+	return c, nil
+}
+
+// parseEndpoint validates a base URL and returns it without a trailing slash.
+func parseEndpoint(e string) (string, error) {
+	bad := func(why string) error {
+		return fmt.Errorf("leaf client: %w: endpoint %q %s; want a base URL such as \"http://127.0.0.1:8080\"",
+			leaf.ErrInvalidArgument, e, why)
+	}
+	if strings.TrimSpace(e) != e || e == "" {
+		return "", bad("is empty or has surrounding spaces")
+	}
+	u, err := url.Parse(e)
+	switch {
+	case err != nil:
+		return "", bad("is not a URL")
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "", bad("has no http:// or https:// scheme")
+	case u.Opaque != "" || u.Host == "":
+		return "", bad("has no host")
+	case u.Port() != "" && !validPort(u.Port()):
+		return "", bad("has an invalid port")
+	case u.User != nil:
+		return "", bad("has user info")
+	case u.RawQuery != "" || u.ForceQuery:
+		return "", bad("has a query")
+	case u.Fragment != "" || strings.Contains(e, "#"):
+		return "", bad("has a fragment")
+	}
+	return strings.TrimRight(e, "/"), nil
+}
+
+func validPort(p string) bool {
+	n, err := strconv.Atoi(p)
+	return err == nil && n >= 1 && n <= 65535
+}
+
+// NextID issues one segment ID for tag (POST /v2/segment/{tag}).
+//
+// Like every call here it may be sent more than once, to several servers,
+// when one fails or does not answer in time. That is safe for uniqueness:
+// a server that issued an ID whose answer was lost never issues it again,
+// so a retry only skips IDs, never duplicates one.
+func (c *Client) NextID(ctx context.Context, tag string) (int64, error) {
+	if err := leaf.ValidateTag(tag); err != nil {
+		return 0, fmt.Errorf("leaf client: %w", err)
+	}
+	var r struct {
+		Tag string `json:"tag"`
+		ID  int64  `json:"id"`
+	}
+	err := c.call(ctx, http.MethodPost, "/v2/segment/"+tag, func(body []byte) error {
+		if err := json.Unmarshal(body, &r); err != nil {
+			return err
+		}
+		if r.Tag != tag {
+			return fmt.Errorf("answer is for tag %q", r.Tag)
+		}
+		return checkID(r.ID)
+	})
+	return r.ID, err
+}
+
+// NextIDs issues n segment IDs for tag, 1 <= n <= leaf.MaxBatch, in
+// increasing order (POST /v2/segment/{tag}/batch). They may span two of the
+// server's segments, so they are not always contiguous.
+func (c *Client) NextIDs(ctx context.Context, tag string, n int) ([]int64, error) {
+	if err := leaf.ValidateTag(tag); err != nil {
+		return nil, fmt.Errorf("leaf client: %w", err)
+	}
+	if err := leaf.ValidateCount(n); err != nil {
+		return nil, fmt.Errorf("leaf client: %w", err)
+	}
+	var r struct {
+		Tag string  `json:"tag"`
+		IDs []int64 `json:"ids"`
+	}
+	err := c.call(ctx, http.MethodPost, "/v2/segment/"+tag+"/batch?count="+strconv.Itoa(n), func(body []byte) error {
+		r.IDs = nil
+		if err := json.Unmarshal(body, &r); err != nil {
+			return err
+		}
+		if r.Tag != tag {
+			return fmt.Errorf("answer is for tag %q", r.Tag)
+		}
+		return checkIDs(r.IDs, n)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r.IDs, nil
+}
+
+// Range leases the contiguous segment IDs [start, end) of tag for the caller
+// to hand out itself (POST /v2/segment/{tag}/range), 1 <= n <= leaf.MaxBatch.
+// The range may be shorter than n: 1 <= end-start <= n. Buffered builds on it.
+func (c *Client) Range(ctx context.Context, tag string, n int) (start, end int64, err error) {
+	if err := leaf.ValidateTag(tag); err != nil {
+		return 0, 0, fmt.Errorf("leaf client: %w", err)
+	}
+	if err := leaf.ValidateCount(n); err != nil {
+		return 0, 0, fmt.Errorf("leaf client: %w", err)
+	}
+	var r struct {
+		Tag   string `json:"tag"`
+		Start int64  `json:"start"`
+		End   int64  `json:"end"`
+		Count int64  `json:"count"`
+	}
+	err = c.call(ctx, http.MethodPost, "/v2/segment/"+tag+"/range?count="+strconv.Itoa(n), func(body []byte) error {
+		if err := json.Unmarshal(body, &r); err != nil {
+			return err
+		}
+		switch {
+		case r.Tag != tag:
+			return fmt.Errorf("answer is for tag %q", r.Tag)
+		case r.Start < 1 || r.End <= r.Start || r.End-r.Start > int64(n) || r.Count != r.End-r.Start:
+			return fmt.Errorf("range [%d, %d) of count %d for %d IDs asked", r.Start, r.End, r.Count, n)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	return r.Start, r.End, nil
+}
+
+// SnowflakeID issues one snowflake ID (POST /v2/snowflake).
+func (c *Client) SnowflakeID(ctx context.Context) (int64, error) {
+	var r struct {
+		ID int64 `json:"id"`
+	}
+	err := c.call(ctx, http.MethodPost, "/v2/snowflake", func(body []byte) error {
+		if err := json.Unmarshal(body, &r); err != nil {
+			return err
+		}
+		return checkID(r.ID)
+	})
+	return r.ID, err
+}
+
+// SnowflakeIDs issues n snowflake IDs, 1 <= n <= leaf.MaxBatch, in
+// increasing order (POST /v2/snowflake/batch).
+func (c *Client) SnowflakeIDs(ctx context.Context, n int) ([]int64, error) {
+	if err := leaf.ValidateCount(n); err != nil {
+		return nil, fmt.Errorf("leaf client: %w", err)
+	}
+	var r struct {
+		IDs []int64 `json:"ids"`
+	}
+	err := c.call(ctx, http.MethodPost, "/v2/snowflake/batch?count="+strconv.Itoa(n), func(body []byte) error {
+		r.IDs = nil
+		if err := json.Unmarshal(body, &r); err != nil {
+			return err
+		}
+		return checkIDs(r.IDs, n)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r.IDs, nil
+}
+
+// Decode takes a snowflake ID apart with the servers' layout
+// (GET /v2/snowflake/decode/{id}). An ID the layout cannot have produced is
+// refused with an error matching leaf.ErrInvalidArgument.
+func (c *Client) Decode(ctx context.Context, id int64) (leaf.SnowflakeParts, error) {
+	var p leaf.SnowflakeParts
+	err := c.call(ctx, http.MethodGet, "/v2/snowflake/decode/"+strconv.FormatInt(id, 10), func(body []byte) error {
+		p = leaf.SnowflakeParts{}
+		if err := json.Unmarshal(body, &p); err != nil {
+			return err
+		}
+		if p.ID != id {
+			return fmt.Errorf("answer is for ID %d", p.ID)
+		}
+		return nil
+	})
+	if err != nil {
+		return leaf.SnowflakeParts{}, err
+	}
+	return p, nil
+}
+
+func checkID(id int64) error {
+	if id < 1 {
+		return fmt.Errorf("ID %d is not positive", id)
+	}
+	return nil
+}
+
+func checkIDs(ids []int64, n int) error {
+	if len(ids) != n {
+		return fmt.Errorf("%d IDs for %d asked", len(ids), n)
+	}
+	for i, id := range ids {
+		if id < 1 || i > 0 && id <= ids[i-1] {
+			return fmt.Errorf("ID %d at %d is not positive and increasing", id, i)
+		}
+	}
+	return nil
+}
+
+// badAnswerError is a 200 whose body makes no sense: truncated by a server
+// that died mid-answer, or from something that is not a leaf server. It is
+// retried on the next server.
+type badAnswerError struct {
+	method, url string
+	err         error
+}
+
+func (e *badAnswerError) Error() string {
+	return "leaf client: " + e.method + " " + e.url + ": bad answer: " + e.err.Error()
+}
+
+func (e *badAnswerError) Unwrap() error { return e.err }
+
+// call sends one request to the cluster: to the server whose turn it is,
+// then to the next one on a transport error, a timeout, a 5xx or a bad
+// answer, up to the attempt budget. Servers that failed lately are tried
+// after the others. Once every server has failed in this call, it pauses
+// (50ms, doubling to 1s, or the servers' Retry-After up to 1s) before the
+// next round. A 4xx is returned at once. decode parses a 200 body.
+func (c *Client) call(ctx context.Context, method, path string, decode func([]byte) error) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("leaf client: %s %s: %w", method, path, err)
+	}
+	n := len(c.eps)
+	first := int((c.rr.Add(1) - 1) % uint64(n))
+	var triedBuf [8]bool
+	var tried []bool // the servers this round has tried
+	if n <= len(triedBuf) {
+		tried = triedBuf[:n]
+	} else {
+		tried = make([]bool, n)
+	}
+	var last error
+	wait := firstRetryWait
+	var retryAfter time.Duration // the largest asked for in this round
+	left := n                    // servers not yet tried in this round
+	for attempt := 0; attempt < c.attempts; attempt++ {
+		if left == 0 {
+			d := max(wait, min(retryAfter, maxRetryWait))
+			if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
+				// Pausing would outlast the caller: answer now.
+				return fmt.Errorf("%w (every server failed; no time left to retry)", last)
+			}
+			if err := sleep(ctx, d); err != nil {
+				return fmt.Errorf("leaf client: %w while waiting to retry; last attempt: %w", err, last)
+			}
+			wait = min(2*wait, maxRetryWait)
+			clear(tried)
+			left, retryAfter = n, 0
+		}
+		i := c.pick(first, tried)
+		tried[i] = true
+		left--
+		ep := c.eps[i]
+		err := c.attempt(ctx, ep, method, path, decode)
+		if err == nil {
+			if ep.downUntil.Load() != 0 {
+				ep.downUntil.Store(0)
+			}
+			return nil
+		}
+		last = err
+		if ctx.Err() != nil {
+			// The caller's context, not the attempt's timeout.
+			return err
+		}
+		var se *Error
+		if errors.As(err, &se) {
+			if !se.retryable() {
+				return err
+			}
+			retryAfter = max(retryAfter, se.RetryAfter)
+		}
+		c.markDown(ep, err, se)
+	}
+	if c.attempts == 1 {
+		return last
+	}
+	return fmt.Errorf("%w (after %d attempts)", last, c.attempts)
+}
+
+// pick chooses the next server of a call: the first in round-robin order
+// from first that this call has not tried and that is not cooling down, else
+// the untried one whose cool-down ends soonest.
+func (c *Client) pick(first int, tried []bool) int {
+	now := time.Now().UnixNano()
+	n := len(c.eps)
+	best, bestUntil := -1, int64(0)
+	for k := range n {
+		i := (first + k) % n
+		if tried[i] {
+			continue
+		}
+		until := c.eps[i].downUntil.Load()
+		if until <= now {
+			return i
+		}
+		if best < 0 || until < bestUntil {
+			best, bestUntil = i, until
+		}
+	}
+	return best
+}
+
+// markDown starts a server's cool-down after a failure.
+func (c *Client) markDown(ep *endpoint, err error, se *Error) {
+	d := c.cooldown
+	if se != nil && se.RetryAfter > d {
+		d = min(se.RetryAfter, maxCooldown)
+	}
+	c.log.Debug("leaf client: attempt failed", "endpoint", ep.base, "err", err)
+	if d <= 0 {
+		return
+	}
+	now := time.Now()
+	if old := ep.downUntil.Swap(now.Add(d).UnixNano()); old <= now.UnixNano() {
+		c.log.Warn("leaf client: server failed; trying the others first", "endpoint", ep.base, "for", d, "err", err)
+	}
+}
+
+// attempt sends one request to one server, bounded by the per-attempt
+// timeout, and decodes a 200 body.
+func (c *Client) attempt(ctx context.Context, ep *endpoint, method, path string, decode func([]byte) error) error {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	u := ep.base + path
+	req, err := http.NewRequestWithContext(ctx, method, u, nil)
+	if err != nil {
+		return fmt.Errorf("leaf client: %w", err)
+	}
+	req.Header["Accept"] = acceptJSON
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("leaf client: %w", err) // *url.Error names method and URL
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
+	resp.Body.Close()
+	if err != nil {
+		return fmt.Errorf("leaf client: %s %s: reading the answer: %w", method, u, err)
+	}
+	if len(body) > maxBody {
+		err = fmt.Errorf("answer is over %d bytes", maxBody)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return answerError(method, u, resp, body)
+	}
+	if err == nil {
+		err = decode(body)
+	}
+	if err != nil {
+		return &badAnswerError{method, u, err}
+	}
+	return nil
+}
+
+var acceptJSON = []string{"application/json"}
+
+// answerError builds the Error of a non-200 answer.
+func answerError(method, u string, resp *http.Response, body []byte) *Error {
+	e := &Error{
+		Method:     method,
+		URL:        u,
+		StatusCode: resp.StatusCode,
+		RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()),
+	}
+	var b struct {
+		Error *string `json:"error"`
+		Code  string  `json:"code"`
+	}
+	if json.Unmarshal(body, &b) == nil && b.Error != nil {
+		e.Code, e.Message = b.Code, *b.Error
+	} else {
+		e.Message = plainMessage(body)
+	}
+	return e
+}
+
+// sleep waits d or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,197 @@
+package client_test
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/client"
+	"github.com/leafgo/leaf/httpapi"
+	"github.com/leafgo/leaf/inmem"
+	"github.com/leafgo/leaf/internal/testdb"
+	"github.com/leafgo/leaf/mysql"
+	"github.com/leafgo/leaf/segment"
+)
+
+// The cluster test from the client issue: 3 servers (one segment generator
+// each, with its own connection pool, on one database) × 4 buffered clients
+// (each knowing all 3 servers) × 8 goroutines draw millions of IDs while one
+// server is killed mid-run. The clients must fail over without a duplicate
+// and without an error reaching a caller.
+
+const clusterTag = "cluster"
+
+func TestClusterFailoverMySQL(t *testing.T) {
+	dsn := testdb.MySQL(t)
+	open := func() leaf.SegmentStore {
+		st, err := mysql.Open(context.Background(), dsn)
+		if err != nil {
+			t.Fatalf("mysql.Open: %v", err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return st
+	}
+	total := 5_000_000
+	if testing.Short() {
+		total = 300_000
+	}
+	clusterFailover(t, open, total)
+}
+
+func TestClusterFailoverInMemory(t *testing.T) {
+	st := inmem.NewSegmentStore()
+	total := 1_000_000
+	if testing.Short() {
+		total = 100_000
+	}
+	clusterFailover(t, func() leaf.SegmentStore { return st }, total)
+}
+
+func clusterFailover(t *testing.T, open func() leaf.SegmentStore, total int) {
+	const servers, clients, goroutines = 3, 4, 8
+	per := total / (clients * goroutines)
+
+	// A step that is no multiple of any lease size: leases are cut short at
+	// the servers' segment ends.
+	first := open()
+	if err := first.(leaf.SegmentAdmin).CreateTag(context.Background(),
+		leaf.Alloc{Tag: clusterTag, MaxID: 1, Step: 20_011}); err != nil {
+		t.Fatalf("create tag: %v", err)
+	}
+	gens := make([]*segment.Generator, servers)
+	srvs := make([]*server, servers)
+	urls := make([]string, servers)
+	for i := range servers {
+		st := first
+		if i > 0 {
+			st = open()
+		}
+		gens[i] = startSegment(t, st, nil)
+		srvs[i] = serve(t, httpapi.Config{Segment: gens[i]})
+		urls[i] = srvs[i].URL
+	}
+
+	logs := &countingHandler{}
+	bufs := make([]*client.Buffered, clients)
+	for i := range bufs {
+		c, err := client.New(urls, client.WithLogger(slog.New(logs)), client.WithTimeout(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts := [][]client.BufferOption{
+			{},
+			{client.WithRangeSize(7919)},
+			{client.WithRangeSize(2500), client.WithPrefetch(0.5)},
+			{client.WithRangeSize(300), client.WithAdaptiveRange(time.Second)},
+		}[i]
+		bufs[i] = newBuffered(t, c, clusterTag, opts...)
+	}
+
+	// The goroutine that passes a third of the total kills server 1; every
+	// goroutine waits for the kill to be over before drawing its last third,
+	// so the kill lands mid-run and the clients must carry on without it.
+	victim := 1
+	var (
+		drawn    atomic.Int64
+		killOnce sync.Once
+		killed   = make(chan struct{})
+		hitsAt   [servers]int64
+	)
+	kill := func() {
+		killOnce.Do(func() {
+			go func() {
+				defer close(killed)
+				s := srvs[victim]
+				s.CloseClientConnections()
+				s.Close()
+				if err := gens[victim].Close(context.Background()); err != nil {
+					t.Errorf("closing the victim's generator: %v", err)
+				}
+				for i, s := range srvs {
+					hitsAt[i] = s.hits.Load()
+				}
+				t.Logf("server %d killed after %d IDs", victim, drawn.Load())
+			}()
+		})
+	}
+
+	results := make([][]int64, clients*goroutines)
+	errs := make(chan error, clients*goroutines)
+	var wg sync.WaitGroup
+	began := time.Now()
+	for ci, b := range bufs {
+		for g := range goroutines {
+			wg.Go(func() {
+				ctx := ctxFor(t)
+				ids := make([]int64, 0, per)
+				for len(ids) < per {
+					if len(ids) == 2*per/3 {
+						<-killed
+					}
+					if len(ids)%100 == 0 && len(ids) > 0 {
+						if drawn.Add(100) >= int64(total/3) {
+							kill()
+						}
+					}
+					if len(ids)%5000 == 4999 { // a batch now and then
+						batch, err := b.NextIDs(ctx, min(100, per-len(ids)))
+						if err != nil {
+							errs <- err
+							return
+						}
+						ids = append(ids, batch...)
+						continue
+					}
+					id, err := b.Next(ctx)
+					if err != nil {
+						errs <- err
+						return
+					}
+					ids = append(ids, id)
+				}
+				results[ci*goroutines+g] = ids
+			})
+		}
+	}
+	wg.Wait()
+	took := time.Since(began)
+	close(errs)
+	for err := range errs {
+		t.Fatalf("an error reached a caller: %v", err)
+	}
+	n := checkUnique(t, results)
+	if n != per*clients*goroutines {
+		t.Fatalf("%d IDs, want %d", n, per*clients*goroutines)
+	}
+
+	for i, s := range srvs {
+		if s.hits.Load() == 0 {
+			t.Errorf("server %d served nothing", i)
+		}
+		if i != victim && s.hits.Load() == hitsAt[i] {
+			t.Errorf("server %d served nothing after the kill", i)
+		}
+	}
+	failovers := 0
+	for _, m := range logs.messages() {
+		if strings.Contains(m, "server failed") {
+			failovers++
+		}
+	}
+	if failovers == 0 {
+		t.Errorf("no client noticed the dead server; warnings: %q", logs.messages())
+	}
+	var leased uint64
+	for _, b := range bufs {
+		st := b.Stats()
+		leased += st.LeasedIDs
+		t.Logf("client stats: %+v", st)
+	}
+	t.Logf("%d unique IDs in %s (%.1fM IDs/s) from %d leased, %d failover warnings",
+		n, took.Round(time.Millisecond), float64(n)/took.Seconds()/1e6, leased, failovers)
+}

@@ -1,0 +1,169 @@
+package client_test
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/client"
+	"github.com/leafgo/leaf/httpapi"
+	"github.com/leafgo/leaf/inmem"
+	"github.com/leafgo/leaf/leaftest"
+	"github.com/leafgo/leaf/segment"
+	"github.com/leafgo/leaf/snowflake"
+)
+
+// Tests run real servers over loopback: httpapi in front of real generators
+// on real stores (inmem here, MariaDB for the cluster test).
+
+func quiet() *slog.Logger {
+	if testing.Verbose() {
+		return slog.Default()
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// ctxFor is a context bounded well above anything a test waits for.
+func ctxFor(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// newStore returns an in-memory store holding tags, each starting at 1 with
+// the given step.
+func newStore(t testing.TB, step int, tags ...string) *inmem.SegmentStore {
+	t.Helper()
+	st := inmem.NewSegmentStore()
+	for _, tag := range tags {
+		if err := st.CreateTag(context.Background(), leaf.Alloc{Tag: tag, MaxID: 1, Step: step}); err != nil {
+			t.Fatalf("create tag %q: %v", tag, err)
+		}
+	}
+	return st
+}
+
+// startSegment starts a segment generator on st, closed at cleanup.
+func startSegment(t testing.TB, st leaf.SegmentStore, tweak func(*segment.Settings)) *segment.Generator {
+	t.Helper()
+	s := segment.Settings{Store: st, Logger: quiet()}
+	if tweak != nil {
+		tweak(&s)
+	}
+	g, err := segment.New(context.Background(), s)
+	if err != nil {
+		t.Fatalf("segment.New: %v", err)
+	}
+	t.Cleanup(func() { _ = g.Close(context.Background()) })
+	return g
+}
+
+// startSnowflake starts a snowflake generator with a worker ID from an
+// in-memory registry.
+func startSnowflake(t *testing.T) *snowflake.Generator {
+	t.Helper()
+	return leaftest.StartSnowflake(t, inmem.NewWorkerPool(5*time.Second).Open,
+		leaftest.FastSnowflake(nil, leaftest.TestEndpoint(0)))
+}
+
+// server is one leaf server under test.
+type server struct {
+	*httptest.Server
+	hits atomic.Int64 // requests received
+}
+
+// serve starts an HTTP server for cfg, closed at cleanup.
+func serve(t testing.TB, cfg httpapi.Config) *server {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = quiet()
+	}
+	return serveHandler(t, httpapi.New(cfg))
+}
+
+// serveHandler starts an HTTP server for h that counts its requests.
+func serveHandler(t testing.TB, h http.Handler) *server {
+	t.Helper()
+	s := &server{}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.hits.Add(1)
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// segmentServer serves a fresh in-memory store holding tags (step 1000).
+func segmentServer(t testing.TB, tags ...string) *server {
+	t.Helper()
+	return serve(t, httpapi.Config{Segment: startSegment(t, newStore(t, 1000, tags...), nil)})
+}
+
+// refusedURL is the base URL of a port nobody listens on.
+func refusedURL(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := "http://" + ln.Addr().String()
+	ln.Close()
+	return u
+}
+
+// hangingServer answers nothing until the test ends.
+func hangingServer(t testing.TB) *server {
+	t.Helper()
+	release := make(chan struct{})
+	s := serveHandler(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	// Cleanups run last-registered first: release the handlers, then Close
+	// (registered by serveHandler) no longer waits for them.
+	t.Cleanup(func() { close(release) })
+	return s
+}
+
+// newClient builds a client with a quiet logger whose first call goes to
+// the first endpoint, failing the test on error.
+func newClient(t testing.TB, endpoints []string, opts ...client.Option) *client.Client {
+	t.Helper()
+	c, err := client.New(endpoints, append([]client.Option{client.WithLogger(quiet())}, opts...)...)
+	if err != nil {
+		t.Fatalf("client.New(%q): %v", endpoints, err)
+	}
+	client.StartAt(c, 0) // tests know which server is tried first
+	return c
+}
+
+// countingHandler is a slog.Handler counting records at Warn and above.
+type countingHandler struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (h *countingHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	h.msgs = append(h.msgs, r.Message)
+	h.mu.Unlock()
+	return nil
+}
+func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *countingHandler) WithGroup(string) slog.Handler      { return h }
+
+func (h *countingHandler) messages() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.msgs...)
+}
