@@ -94,6 +94,7 @@ func commands() []command {
 	return []command{
 		{"serve", (*app).serve},
 		{"get", (*app).get},
+		{"bench", (*app).bench},
 		{"decode", (*app).decode},
 		{"tags", (*app).tags},
 		{"version", (*app).versionCmd},
@@ -154,6 +155,7 @@ const mainUsage = `leaf issues unique, increasing 64-bit IDs (compatible with Me
 Usage:
   leaf serve [flags]                      run the ID server
   leaf get TAG [--count N] [--server URL] fetch IDs from a running server
+  leaf bench [--server URL | --grpc ADDR] load-test a running server
   leaf decode [--json] ID...              take snowflake IDs apart
   leaf tags list [--json]                 list segment tags in the store
   leaf tags create TAG [--step N] [--start N] [--description S]

@@ -4,6 +4,8 @@
 //	leaf get TAG                 fetch IDs from a running server
 //	leaf tags list|create|set-step|delete
 //	                             manage segment tags directly in the store
+//	leaf decode ID...            take snowflake IDs apart
+//	leaf bench                   load-test a running server (HTTP or gRPC)
 //	leaf version                 print version and build information
 //
 // Configuration comes from, lowest precedence first: built-in defaults, a
