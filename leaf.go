@@ -32,14 +32,15 @@ func ValidateTag(tag string) error {
 		return fmt.Errorf("%w: %d bytes, at most %d allowed", ErrInvalidTag, len(tag), MaxTagLen)
 	}
 	for i := 0; i < len(tag); i++ {
-		if !tagByte(tag[i]) {
+		if !IsTagByte(tag[i]) {
 			return fmt.Errorf("%w: %q has byte %#02x at offset %d; allowed: A-Z a-z 0-9 . _ : -", ErrInvalidTag, truncate(tag, 40), tag[i], i)
 		}
 	}
 	return nil
 }
 
-func tagByte(c byte) bool {
+// IsTagByte reports whether c may appear in a tag name.
+func IsTagByte(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
 		c == '.' || c == '_' || c == ':' || c == '-'
 }

@@ -43,7 +43,7 @@ const MaxClusterNameLen = 128
 func ValidateClusterName(name string) error {
 	ok := name != "" && len(name) <= MaxClusterNameLen && name != "." && name != ".."
 	for i := 0; ok && i < len(name); i++ {
-		ok = tagByte(name[i]) && name[i] != ':'
+		ok = IsTagByte(name[i]) && name[i] != ':'
 	}
 	if !ok {
 		return fmt.Errorf("%w: cluster name %q must be 1..%d bytes of [A-Za-z0-9._-], not \".\" or \"..\"",

@@ -44,7 +44,7 @@ type Limits struct {
 	// long, and a new connection that sends nothing at all. Default 2m.
 	IdleTimeout time.Duration
 	// MaxHeaderBytes bounds the request line and headers: a request with
-	// more is answered 431. Default 64 KiB.
+	// more is answered 431. Default 8 KiB, as nginx.
 	MaxHeaderBytes int
 	// MaxBodyBytes bounds a request body: a larger one is answered 413
 	// before any handler runs. Default 1 MiB; the /v2 routes, the only ones
@@ -64,7 +64,7 @@ func (l *Limits) applyDefaults() {
 	def(&l.WriteTimeout, 30*time.Second)
 	def(&l.IdleTimeout, 2*time.Minute)
 	if l.MaxHeaderBytes <= 0 {
-		l.MaxHeaderBytes = 64 << 10
+		l.MaxHeaderBytes = 8 << 10
 	}
 	if l.MaxBodyBytes <= 0 {
 		l.MaxBodyBytes = 1 << 20
@@ -80,12 +80,16 @@ func NewFastServer(s *Server, lim Limits) *fasthttp.Server {
 	lim.applyDefaults()
 	return &fasthttp.Server{
 		Handler: func(ctx *fasthttp.RequestCtx) {
-			path := ctx.Path()
+			path, query, plain := splitURI(ctx)
 			switch {
+			case !plain:
+				// Escapes, dot or empty segments: net/http's reading of
+				// the path, whatever it is, is the one to follow.
+				s.serveAdapted(ctx)
 			case hasPrefix(path, segmentGetPrefix):
-				s.fastLeafGet(ctx, s.segIDs, errSegmentDisabled, path[len(segmentGetPrefix):], segmentGetRoute)
+				s.fastLeafGet(ctx, s.segIDs, errSegmentDisabled, path[len(segmentGetPrefix):], query, segmentGetRoute)
 			case hasPrefix(path, snowflakeGetPrefix):
-				s.fastLeafGet(ctx, s.snowIDs, errSnowflakeDisabled, path[len(snowflakeGetPrefix):], snowflakeGetRoute)
+				s.fastLeafGet(ctx, s.snowIDs, errSnowflakeDisabled, path[len(snowflakeGetPrefix):], query, snowflakeGetRoute)
 			default:
 				s.serveAdapted(ctx)
 			}
@@ -104,6 +108,41 @@ func NewFastServer(s *Server, lim Limits) *fasthttp.Server {
 	}
 }
 
+// splitURI splits the request line's target into path and raw query as it
+// stands, which spares the hot path fasthttp's URI parsing. plain reports
+// whether the path means the same unescaped and cleaned: if not (escapes,
+// dot or empty segments, an absolute URI), the request goes to the net/http
+// handler, so that the two transports never read a path differently.
+func splitURI(ctx *fasthttp.RequestCtx) (path, query []byte, plain bool) {
+	raw := ctx.Request.Header.RequestURI()
+	path = raw
+	if i := bytes.IndexByte(raw, '?'); i >= 0 {
+		path, query = raw[:i], raw[i+1:]
+	}
+	return path, query, plainPath(path)
+}
+
+// plainPath reports whether p starts with '/', holds only tag bytes and
+// '/', and has no empty or dot segment.
+func plainPath(p []byte) bool {
+	if len(p) == 0 || p[0] != '/' {
+		return false
+	}
+	for i := 1; i < len(p); i++ {
+		c := p[i]
+		if c == '/' || c == '.' {
+			if p[i-1] == '/' {
+				return false
+			}
+			continue
+		}
+		if !leaf.IsTagByte(c) {
+			return false
+		}
+	}
+	return true
+}
+
 func hasPrefix(b []byte, prefix string) bool {
 	return len(b) >= len(prefix) && string(b[:len(prefix)]) == prefix
 }
@@ -113,20 +152,20 @@ func hasPrefix(b []byte, prefix string) bool {
 func b2s(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 // fastLeafGet is leafGet on fasthttp; see leafGet for the behaviour.
-func (s *Server) fastLeafGet(ctx *fasthttp.RequestCtx, gen idSource, disabled error, rawKey []byte, route string) {
+func (s *Server) fastLeafGet(ctx *fasthttp.RequestCtx, gen idSource, disabled error, rawKey, query []byte, route string) {
 	var start time.Time
 	if s.obs != nil {
 		start = time.Now()
 	}
-	status := s.fastLeafAnswer(ctx, gen, disabled, rawKey)
+	status := s.fastLeafAnswer(ctx, gen, disabled, rawKey, query)
 	if s.obs != nil {
 		s.obs.ObserveRequest(route, status, time.Since(start))
 	}
 }
 
-func (s *Server) fastLeafAnswer(ctx *fasthttp.RequestCtx, gen idSource, disabled error, rawKey []byte) int {
+func (s *Server) fastLeafAnswer(ctx *fasthttp.RequestCtx, gen idSource, disabled error, rawKey, query []byte) int {
 	h := &ctx.Response.Header
-	h.Set("Cache-Control", noStore[0])
+	h.SetCanonical(cacheControlKey, noStoreValue)
 	if !ctx.IsGet() && !ctx.IsPost() && !ctx.IsHead() {
 		h.Set("Allow", allowLeaf[0])
 		return s.fastError(ctx, methodError(string(ctx.Method()), allowLeaf[0]))
@@ -141,8 +180,8 @@ func (s *Server) fastLeafAnswer(ctx *fasthttp.RequestCtx, gen idSource, disabled
 	// The request context: fasthttp's RequestCtx is a context.Context that
 	// is done when the server shuts down.
 	var c context.Context = ctx
-	if q := ctx.URI().QueryString(); len(q) > 0 {
-		if v, ok := queryValue(b2s(q), "count"); ok {
+	if len(query) > 0 {
+		if v, ok := queryValue(b2s(query), "count"); ok {
 			n, err := leaf.ParseCount(v)
 			if err != nil {
 				return s.fastError(ctx, err)
@@ -191,7 +230,13 @@ func (s *Server) fastLeafBatch(ctx *fasthttp.RequestCtx, c context.Context, gen 
 	return fasthttp.StatusOK
 }
 
-var textPlainBytes = []byte(textPlain[0])
+// Header keys and values as fasthttp takes them without copying or
+// canonicalising them on every request.
+var (
+	textPlainBytes  = []byte(textPlain[0])
+	cacheControlKey = []byte("Cache-Control")
+	noStoreValue    = []byte(noStore[0])
+)
 
 // fastError answers err as writeError does on the text routes and returns
 // the status.
