@@ -6,7 +6,7 @@ GO ?= go
 # staticcheck is run from the module proxy when it is not installed.
 STATICCHECK ?= $(shell command -v staticcheck || { test -x $(HOME)/go/bin/staticcheck && echo $(HOME)/go/bin/staticcheck; } || echo "$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2")
 
-.PHONY: all build test bench bench-http bench-all lint serve
+.PHONY: all build test bench bench-all lint serve
 
 all: build
 
@@ -23,10 +23,6 @@ test:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
-
-# HTTP throughput with wrk against leaf and a bare net/http server.
-bench-http:
-	scripts/bench-http.sh
 
 # Everything against a bare fasthttp yardstick: HTTP single and batch (wrk),
 # gRPC (leaf bench), the Go client's buffered mode. DURATION=5s to shorten.

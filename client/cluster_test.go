@@ -3,11 +3,14 @@ package client_test
 import (
 	"context"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/valyala/fasthttp"
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/client"
@@ -64,7 +67,7 @@ func clusterFailover(t *testing.T, open func() leaf.SegmentStore, total int) {
 		t.Fatalf("create tag: %v", err)
 	}
 	gens := make([]*segment.Generator, servers)
-	srvs := make([]*server, servers)
+	srvs := make([]*fastServer, servers)
 	urls := make([]string, servers)
 	for i := range servers {
 		st := first
@@ -72,7 +75,7 @@ func clusterFailover(t *testing.T, open func() leaf.SegmentStore, total int) {
 			st = open()
 		}
 		gens[i] = startSegment(t, st, nil)
-		srvs[i] = serve(t, httpapi.Config{Segment: gens[i]})
+		srvs[i] = serveFast(t, httpapi.Config{Segment: gens[i], Logger: quiet()})
 		urls[i] = srvs[i].URL
 	}
 
@@ -106,9 +109,7 @@ func clusterFailover(t *testing.T, open func() leaf.SegmentStore, total int) {
 		killOnce.Do(func() {
 			go func() {
 				defer close(killed)
-				s := srvs[victim]
-				s.CloseClientConnections()
-				s.Close()
+				srvs[victim].kill()
 				if err := gens[victim].Close(context.Background()); err != nil {
 					t.Errorf("closing the victim's generator: %v", err)
 				}
@@ -195,3 +196,33 @@ func clusterFailover(t *testing.T, open func() leaf.SegmentStore, total int) {
 	t.Logf("%d unique IDs in %s (%.1fM IDs/s) from %d leased, %d failover warnings",
 		n, took.Round(time.Millisecond), float64(n)/took.Seconds()/1e6, leased, failovers)
 }
+
+// fastServer is a leaf server on the transport leaf serve uses
+// (httpapi.NewFastServer), counting its requests.
+type fastServer struct {
+	URL  string
+	hits atomic.Int64
+	srv  *fasthttp.Server
+}
+
+func serveFast(t *testing.T, cfg httpapi.Config) *fastServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &fastServer{URL: "http://" + ln.Addr().String()}
+	s.srv = httpapi.NewFastServer(httpapi.New(cfg), httpapi.Limits{})
+	h := s.srv.Handler
+	s.srv.Handler = func(ctx *fasthttp.RequestCtx) {
+		s.hits.Add(1)
+		h(ctx)
+	}
+	go func() { _ = s.srv.Serve(ln) }()
+	t.Cleanup(s.kill)
+	return s
+}
+
+// kill closes the listener and every connection: the clients see the
+// server go away mid-stream.
+func (s *fastServer) kill() { _ = s.srv.Shutdown() }

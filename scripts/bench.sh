@@ -12,11 +12,10 @@
 # only the processes started here are stopped, by PID.
 #   scripts/bench.sh                 # DURATION=10s
 #   DURATION=5s scripts/bench.sh
-# scripts/bench-http.sh is the older HTTP-only comparison with net/http.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${DURATION:-10s}
-# Ports of their own, so this can run next to bench-http.sh (18080, 18090).
+# Ports away from leaf's default 8080, so a running server is not disturbed.
 LEAF_PORT=${LEAF_PORT:-18180}
 LEAF_GRPC_PORT=${LEAF_GRPC_PORT:-18181}
 FIXED_PORT=${FIXED_PORT:-18190}
