@@ -20,6 +20,18 @@ LEAF_PORT=${LEAF_PORT:-18180}
 LEAF_GRPC_PORT=${LEAF_GRPC_PORT:-18181}
 FIXED_PORT=${FIXED_PORT:-18190}
 CLIENT_BENCHTIME=${CLIENT_BENCHTIME:-3s}
+# Single-ID runs are repeated ROUNDS times, the three servers taking turns,
+# and compared by their medians: on a small shared machine one run of the same
+# server varies by 10% or more.
+ROUNDS=${ROUNDS:-3}
+# PIN=1 gives the servers CPU 0 and the load generators CPU 1 (taskset), so
+# that they stop trading cores: steadier ratios of what each server costs.
+if [ "${PIN:-0}" = 1 ]; then
+  command -v taskset >/dev/null || { echo "PIN=1 needs taskset" >&2; exit 1; }
+  on_server=(taskset -c 0) on_load=(taskset -c 1)
+else
+  on_server=() on_load=()
+fi
 command -v wrk >/dev/null || { echo "wrk not found: apt-get install -y wrk" >&2; exit 1; }
 
 tmp=$(mktemp -d)
@@ -33,10 +45,10 @@ trap cleanup EXIT
 
 go build -o "$tmp/leaf" ./cmd/leaf
 go build -o "$tmp/fixedid" ./internal/fixedid
-"$tmp/leaf" serve --listen "127.0.0.1:$LEAF_PORT" --grpc-listen "127.0.0.1:$LEAF_GRPC_PORT" \
+"${on_server[@]}" "$tmp/leaf" serve --listen "127.0.0.1:$LEAF_PORT" --grpc-listen "127.0.0.1:$LEAF_GRPC_PORT" \
   --data-dir "$tmp/data" --log-level warn 2>"$tmp/leaf.log" & pids+=($!)
 leaf_pid=$!
-"$tmp/fixedid" --fasthttp --listen "127.0.0.1:$FIXED_PORT" 2>"$tmp/fixedid.log" & pids+=($!)
+"${on_server[@]}" "$tmp/fixedid" --fasthttp --listen "127.0.0.1:$FIXED_PORT" 2>"$tmp/fixedid.log" & pids+=($!)
 fixed_pid=$!
 
 # wait_up URL PID LOG: until URL answers; fail if the process died (a port
@@ -63,7 +75,7 @@ ids_per_s() { awk -v r="$1" -v n="$2" 'BEGIN { printf "%.0f", r*n }'; }
 # non-2xx answers or socket errors wrk saw), sets VAR_rps and VAR_p99 (µs).
 wrk_run() {
   local out rps p50 p99 bad
-  out=$(wrk -t2 -c"$3" -d"$DURATION" --latency "$2")
+  out=$("${on_load[@]}" wrk -t2 -c"$3" -d"$DURATION" --latency "$2")
   rps=$(awk '/^Requests\/sec/ {print $2}' <<<"$out")
   p50=$(awk '$1=="50%" {print $2}' <<<"$out")
   p99=$(awk '$1=="99%" {print $2}' <<<"$out")
@@ -79,7 +91,7 @@ json_num() { awk -v k="\"$1\":" '$1 == k { v=$2; sub(/,$/, "", v); print v; exit
 # grpc_run NAME COUNT: leaf bench over gRPC, segment mode, c=64.
 grpc_run() {
   local out rc=0
-  out=$("$tmp/leaf" bench --grpc "127.0.0.1:$LEAF_GRPC_PORT" --tag bench --count "$2" --concurrency 64 \
+  out=$("${on_load[@]}" "$tmp/leaf" bench --grpc "127.0.0.1:$LEAF_GRPC_PORT" --tag bench --count "$2" --concurrency 64 \
     --duration "$DURATION" --json --quiet 2>"$tmp/bench.err") || rc=$?
   if [ -z "$out" ]; then
     printf '  %-34s FAILED: %s\n' "$1" "$(cat "$tmp/bench.err")"
@@ -91,14 +103,30 @@ grpc_run() {
     "$([ "$rc" = 0 ] || echo "  !! $(cat "$tmp/bench.err")")"
 }
 
-echo "leaf benchmarks, $(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) cores shared by servers and load generators, loopback"
-echo "HTTP, one ID per request (wrk -t2 -d$DURATION); ratios are leaf / bare fasthttp"
+if [ "${PIN:-0}" = 1 ]; then
+  echo "leaf benchmarks, $(date -u +%Y-%m-%dT%H:%M:%SZ), servers pinned to CPU 0, load generators to CPU 1, loopback"
+else
+  echo "leaf benchmarks, $(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) cores shared by servers and load generators, loopback"
+fi
+# median N...: the middle value (the lower middle for an even count).
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+
+echo "HTTP, one ID per request (wrk -t2 -d$DURATION, $ROUNDS rounds taking turns); ratios are of the medians, leaf / bare fasthttp"
 for c in 64 8; do
-  wrk_run "bare fasthttp (fixed number)" "http://127.0.0.1:$FIXED_PORT/" "$c" fixed
-  wrk_run "leaf /api/segment/get/bench" "http://127.0.0.1:$LEAF_PORT/api/segment/get/bench" "$c" seg
-  echo "    ratio c=$c: req/s $(ratio "$seg_rps" "$fixed_rps"), p99 $(ratio "$seg_p99" "$fixed_p99")"
-  wrk_run "leaf /api/snowflake/get/bench" "http://127.0.0.1:$LEAF_PORT/api/snowflake/get/bench" "$c" snow
-  echo "    ratio c=$c: req/s $(ratio "$snow_rps" "$fixed_rps"), p99 $(ratio "$snow_p99" "$fixed_p99")"
+  fixed_all=() fixed_p99_all=() seg_all=() seg_p99_all=() snow_all=() snow_p99_all=()
+  for r in $(seq "$ROUNDS"); do
+    wrk_run "bare fasthttp (fixed number)" "http://127.0.0.1:$FIXED_PORT/" "$c" fixed
+    wrk_run "leaf /api/segment/get/bench" "http://127.0.0.1:$LEAF_PORT/api/segment/get/bench" "$c" seg
+    wrk_run "leaf /api/snowflake/get/bench" "http://127.0.0.1:$LEAF_PORT/api/snowflake/get/bench" "$c" snow
+    fixed_all+=("$fixed_rps") fixed_p99_all+=("$fixed_p99") seg_all+=("$seg_rps") seg_p99_all+=("$seg_p99")
+    snow_all+=("$snow_rps") snow_p99_all+=("$snow_p99")
+  done
+  f=$(median "${fixed_all[@]}") fp=$(median "${fixed_p99_all[@]}")
+  sg=$(median "${seg_all[@]}") sgp=$(median "${seg_p99_all[@]}")
+  sn=$(median "${snow_all[@]}") snp=$(median "${snow_p99_all[@]}")
+  echo "  medians c=$c: bare $f req/s p99 $(fmt_us "$fp"); segment $sg req/s p99 $(fmt_us "$sgp"); snowflake $sn req/s p99 $(fmt_us "$snp")"
+  echo "    ratio c=$c segment:   req/s $(ratio "$sg" "$f"), p99 $(ratio "$sgp" "$fp")"
+  echo "    ratio c=$c snowflake: req/s $(ratio "$sn" "$f"), p99 $(ratio "$snp" "$fp")"
 done
 
 echo "HTTP batches of 1000 IDs (wrk -t2 -d$DURATION)"
