@@ -60,6 +60,32 @@ func ValidateCount(n int) error {
 	return nil
 }
 
+// CheckID checks an issued ID: IDs are positive. Transports call it on a
+// generator's answer and clients on a server's, so that a bug becomes an
+// error, never a sentinel ID (Leaf's -2 and 0) handed out as an ID.
+func CheckID(id int64) error {
+	if id < 1 {
+		return fmt.Errorf("ID %d is not positive", id)
+	}
+	return nil
+}
+
+// CheckIDs checks an issued batch as CheckID does an ID: exactly n IDs,
+// positive and strictly increasing.
+func CheckIDs(ids []int64, n int) error {
+	if len(ids) != n {
+		return fmt.Errorf("%d IDs, want %d", len(ids), n)
+	}
+	prev := int64(0)
+	for i, id := range ids {
+		if id <= prev {
+			return fmt.Errorf("ID %d after %d at index %d", id, prev, i)
+		}
+		prev = id
+	}
+	return nil
+}
+
 // ParseCount parses a decimal batch size and validates it.
 func ParseCount(s string) (int, error) {
 	n, err := strconv.Atoi(s)

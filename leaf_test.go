@@ -2,6 +2,7 @@ package leaf_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -126,6 +127,33 @@ func TestValidateClusterName(t *testing.T) {
 		err := leaf.ValidateClusterName(name)
 		if (err == nil) != ok || (err != nil && !errors.Is(err, leaf.ErrInvalidArgument)) {
 			t.Errorf("ValidateClusterName(%q) = %v, want ok=%v", name, err, ok)
+		}
+	}
+}
+
+func TestCheckIDs(t *testing.T) {
+	tests := []struct {
+		ids  []int64
+		n    int
+		want string // "" for valid
+	}{
+		{[]int64{1, 2, 3}, 3, ""},
+		{[]int64{5}, 1, ""},
+		{[]int64{1, 2}, 3, "2 IDs, want 3"},
+		{[]int64{0, 1}, 2, "ID 0 after 0 at index 0"},
+		{[]int64{3, 3}, 2, "ID 3 after 3 at index 1"},
+		{[]int64{4, 2}, 2, "ID 2 after 4 at index 1"},
+		{[]int64{-1}, 1, "ID -1 after 0 at index 0"},
+	}
+	for _, tt := range tests {
+		err := leaf.CheckIDs(tt.ids, tt.n)
+		if got := fmt.Sprint(err); (tt.want == "" && err != nil) || (tt.want != "" && got != tt.want) {
+			t.Errorf("CheckIDs(%v, %d) = %v, want %q", tt.ids, tt.n, err, tt.want)
+		}
+	}
+	for id, ok := range map[int64]bool{1: true, 1 << 62: true, 0: false, -2: false} {
+		if err := leaf.CheckID(id); (err == nil) != ok {
+			t.Errorf("CheckID(%d) = %v", id, err)
 		}
 	}
 }

@@ -229,7 +229,7 @@ func (c *Client) NextID(ctx context.Context, tag string) (int64, error) {
 		if r.Tag != tag {
 			return fmt.Errorf("answer is for tag %q", r.Tag)
 		}
-		return checkID(r.ID)
+		return leaf.CheckID(r.ID)
 	})
 	return r.ID, err
 }
@@ -256,7 +256,7 @@ func (c *Client) NextIDs(ctx context.Context, tag string, n int) ([]int64, error
 		if r.Tag != tag {
 			return fmt.Errorf("answer is for tag %q", r.Tag)
 		}
-		return checkIDs(r.IDs, n)
+		return leaf.CheckIDs(r.IDs, n)
 	})
 	if err != nil {
 		return nil, err
@@ -307,7 +307,7 @@ func (c *Client) SnowflakeID(ctx context.Context) (int64, error) {
 		if err := json.Unmarshal(body, &r); err != nil {
 			return err
 		}
-		return checkID(r.ID)
+		return leaf.CheckID(r.ID)
 	})
 	return r.ID, err
 }
@@ -326,7 +326,7 @@ func (c *Client) SnowflakeIDs(ctx context.Context, n int) ([]int64, error) {
 		if err := json.Unmarshal(body, &r); err != nil {
 			return err
 		}
-		return checkIDs(r.IDs, n)
+		return leaf.CheckIDs(r.IDs, n)
 	})
 	if err != nil {
 		return nil, err
@@ -353,25 +353,6 @@ func (c *Client) Decode(ctx context.Context, id int64) (leaf.SnowflakeParts, err
 		return leaf.SnowflakeParts{}, err
 	}
 	return p, nil
-}
-
-func checkID(id int64) error {
-	if id < 1 {
-		return fmt.Errorf("ID %d is not positive", id)
-	}
-	return nil
-}
-
-func checkIDs(ids []int64, n int) error {
-	if len(ids) != n {
-		return fmt.Errorf("%d IDs for %d asked", len(ids), n)
-	}
-	for i, id := range ids {
-		if id < 1 || i > 0 && id <= ids[i-1] {
-			return fmt.Errorf("ID %d at %d is not positive and increasing", id, i)
-		}
-	}
-	return nil
 }
 
 // badAnswerError is a 200 whose body makes no sense: truncated by a server

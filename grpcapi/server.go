@@ -238,26 +238,15 @@ func (s *service) snowflakeKey(key string) error {
 	return leaf.ValidateTag(key)
 }
 
-// checkID refuses to answer an ID that is not positive: a generator bug must
-// become Internal, never a sentinel ID (Leaf's -2 and 0) with OK.
-func checkID(id int64) error {
-	if id < 1 {
-		return fmt.Errorf("grpcapi: generator returned ID %d without an error", id)
-	}
-	return nil
-}
+// checkID and checkIDs refuse a generator's answer that breaks its
+// contract: a bug must become Internal, never IDs with OK.
+func checkID(id int64) error { return brokenGenerator(leaf.CheckID(id)) }
 
-// checkIDs checks a batch: n strictly increasing positive IDs.
-func checkIDs(ids []int64, n int) error {
-	if len(ids) != n {
-		return fmt.Errorf("grpcapi: generator returned %d IDs, want %d", len(ids), n)
-	}
-	prev := int64(0)
-	for i, id := range ids {
-		if id <= prev {
-			return fmt.Errorf("grpcapi: generator returned ID %d after %d at index %d", id, prev, i)
-		}
-		prev = id
+func checkIDs(ids []int64, n int) error { return brokenGenerator(leaf.CheckIDs(ids, n)) }
+
+func brokenGenerator(err error) error {
+	if err != nil {
+		return fmt.Errorf("grpcapi: the generator answered without an error: %w", err)
 	}
 	return nil
 }

@@ -215,13 +215,7 @@ func (s *Server) fastLeafBatch(ctx *fasthttp.RequestCtx, c context.Context, gen 
 	s.keys.remember(key)
 	ctx.Response.Header.SetContentTypeBytes(textPlainBytes)
 	bp := batchBufs.Get().(*[]byte)
-	b := (*bp)[:0]
-	for i, id := range ids {
-		if i > 0 {
-			b = append(b, '\n')
-		}
-		b = strconv.AppendInt(b, id, 10)
-	}
+	b := appendIDLines((*bp)[:0], ids)
 	ctx.Response.SetBody(b) // copied into the response's own buffer
 	*bp = b
 	batchBufs.Put(bp)

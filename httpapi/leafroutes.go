@@ -79,17 +79,23 @@ func (s *Server) leafBatch(w http.ResponseWriter, r *http.Request, gen idSource,
 	}
 	defer putIDs(p, ids)
 	bp := batchBufs.Get().(*[]byte)
-	b := (*bp)[:0]
+	b := appendIDLines((*bp)[:0], ids)
+	writeBody(w, r, http.StatusOK, textPlain, b)
+	*bp = b
+	batchBufs.Put(bp)
+	return http.StatusOK
+}
+
+// appendIDLines appends ids to b in decimal, one per line, with no newline
+// after the last: Leaf's batch body.
+func appendIDLines(b []byte, ids []int64) []byte {
 	for i, id := range ids {
 		if i > 0 {
 			b = append(b, '\n')
 		}
 		b = strconv.AppendInt(b, id, 10)
 	}
-	writeBody(w, r, http.StatusOK, textPlain, b)
-	*bp = b
-	batchBufs.Put(bp)
-	return http.StatusOK
+	return b
 }
 
 // nextIDs gets n IDs from gen into a pooled slice and checks them. Once done
@@ -113,26 +119,15 @@ func putIDs(p *[]int64, ids []int64) {
 	idBufs.Put(p)
 }
 
-// checkID refuses to serve an ID that is not positive: a generator bug must
-// become a 500, never a sentinel ID with 200 (Leaf's -2 and 0).
-func checkID(id int64) error {
-	if id < 1 {
-		return fmt.Errorf("httpapi: generator returned ID %d without an error", id)
-	}
-	return nil
-}
+// checkID and checkIDs refuse a generator's answer that breaks its
+// contract: a bug must become a 500, never IDs with a 200.
+func checkID(id int64) error { return brokenGenerator(leaf.CheckID(id)) }
 
-// checkIDs checks a batch: n strictly increasing positive IDs.
-func checkIDs(ids []int64, n int) error {
-	if len(ids) != n {
-		return fmt.Errorf("httpapi: generator returned %d IDs, want %d", len(ids), n)
-	}
-	prev := int64(0)
-	for i, id := range ids {
-		if id <= prev {
-			return fmt.Errorf("httpapi: generator returned ID %d after %d at index %d", id, prev, i)
-		}
-		prev = id
+func checkIDs(ids []int64, n int) error { return brokenGenerator(leaf.CheckIDs(ids, n)) }
+
+func brokenGenerator(err error) error {
+	if err != nil {
+		return fmt.Errorf("httpapi: the generator answered without an error: %w", err)
 	}
 	return nil
 }
