@@ -15,9 +15,16 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
+// writeFile writes a YAML configuration file and returns its path.
 func writeFile(t *testing.T, content string) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "leaf.yml")
+	return writeNamed(t, "leaf.yml", content)
+}
+
+// writeNamed writes a file called name in a fresh directory.
+func writeNamed(t *testing.T, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -15,11 +15,7 @@ import (
 // writeProps writes a leaf.properties file and returns its path.
 func writeProps(t *testing.T, content string) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "leaf.properties")
-	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return writeNamed(t, "leaf.properties", content)
 }
 
 // TestLeafPropertiesEquivalentYAML: Java Leaf's sample file, filled in, and
