@@ -33,6 +33,24 @@ func writeNamed(t *testing.T, name, content string) string {
 
 func ptr[T any](v T) *T { return &v }
 
+// loadFails checks that Load(src) fails with an ErrInvalid whose message
+// holds every one of want.
+func loadFails(t *testing.T, src Sources, want ...string) {
+	t.Helper()
+	_, err := Load(src)
+	if err == nil {
+		t.Fatalf("Load succeeded, want an error containing %q", want)
+	}
+	if !errors.Is(err, ErrInvalid) {
+		t.Errorf("error %v does not wrap ErrInvalid", err)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q\ndoes not contain %q", err, w)
+		}
+	}
+}
+
 func TestDefaultIsValid(t *testing.T) {
 	cfg, err := Load(Sources{})
 	if err != nil {
@@ -264,16 +282,7 @@ func TestValidation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Load(tt.src)
-			if err == nil {
-				t.Fatalf("Load succeeded, want error containing %q", tt.want)
-			}
-			if !errors.Is(err, ErrInvalid) {
-				t.Errorf("error %v does not wrap ErrInvalid", err)
-			}
-			if !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("error %q\ndoes not contain %q", err, tt.want)
-			}
+			loadFails(t, tt.src, tt.want)
 		})
 	}
 }
@@ -304,17 +313,7 @@ func TestYAMLErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			path := writeFile(t, tt.yaml)
-			_, err := Load(Sources{File: path})
-			if err == nil {
-				t.Fatalf("Load succeeded, want %q", tt.want)
-			}
-			if !errors.Is(err, ErrInvalid) {
-				t.Errorf("error %v does not wrap ErrInvalid", err)
-			}
-			if !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("error %q\ndoes not contain %q", err, tt.want)
-			}
+			loadFails(t, Sources{File: writeFile(t, tt.yaml)}, tt.want)
 		})
 	}
 }

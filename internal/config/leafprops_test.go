@@ -207,16 +207,7 @@ func TestLeafPropertiesErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			path := writeProps(t, tt.props)
-			_, err := Load(Sources{LeafProperties: path})
-			if err == nil {
-				t.Fatalf("Load succeeded, want %q", tt.want)
-			}
-			if !errors.Is(err, ErrInvalid) {
-				t.Errorf("error %v does not wrap ErrInvalid", err)
-			}
-			if !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("error %q\ndoes not contain %q and the file name", err, tt.want)
-			}
+			loadFails(t, Sources{LeafProperties: path}, tt.want, path)
 		})
 	}
 	if _, err := Load(Sources{LeafProperties: filepath.Join(t.TempDir(), "none.properties")}); err == nil ||
