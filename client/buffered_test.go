@@ -135,21 +135,11 @@ func hammer(t *testing.T, b *client.Buffered, goroutines, per int) [][]int64 {
 			ctx := ctxFor(t)
 			ids := make([]int64, 0, per)
 			for len(ids) < per {
-				if len(ids)%1000 == 999 {
-					batch, err := b.NextIDs(ctx, min(37, per-len(ids)))
-					if err != nil {
-						errs <- err
-						return
-					}
-					ids = append(ids, batch...)
-					continue
-				}
-				id, err := b.Next(ctx)
-				if err != nil {
+				var err error
+				if ids, err = drawMixed(ctx, b, ids, per, 1000, 37); err != nil {
 					errs <- err
 					return
 				}
-				ids = append(ids, id)
 			}
 			out[g] = ids
 		})
@@ -160,6 +150,20 @@ func hammer(t *testing.T, b *client.Buffered, goroutines, per int) [][]int64 {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// drawMixed appends b's next IDs to ids: a batch of up to batchMax (never past
+// per in all) every batchEvery IDs, else one.
+func drawMixed(ctx context.Context, b *client.Buffered, ids []int64, per, batchEvery, batchMax int) ([]int64, error) {
+	if len(ids)%batchEvery == batchEvery-1 {
+		batch, err := b.NextIDs(ctx, min(batchMax, per-len(ids)))
+		return append(ids, batch...), err
+	}
+	id, err := b.Next(ctx)
+	if err != nil {
+		return ids, err
+	}
+	return append(ids, id), nil
 }
 
 // checkUnique fails the test on a duplicate or non-positive ID among all

@@ -139,21 +139,11 @@ func clusterFailover(t *testing.T, open func() leaf.SegmentStore, total int) {
 							kill()
 						}
 					}
-					if len(ids)%5000 == 4999 { // a batch now and then
-						batch, err := b.NextIDs(ctx, min(100, per-len(ids)))
-						if err != nil {
-							errs <- err
-							return
-						}
-						ids = append(ids, batch...)
-						continue
-					}
-					id, err := b.Next(ctx)
-					if err != nil {
+					var err error
+					if ids, err = drawMixed(ctx, b, ids, per, 5000, 100); err != nil {
 						errs <- err
 						return
 					}
-					ids = append(ids, id)
 				}
 				results[ci*goroutines+g] = ids
 			})
