@@ -65,6 +65,30 @@ func serveNetHTTP(t *testing.T, s *Server) string {
 	return srv.URL
 }
 
+// checkLeafAnswer checks an answer of a Leaf text route: the status, the
+// exact body (or, when contain is set, a body holding it), the headers, and
+// the error format of a failure.
+func checkLeafAnswer(t *testing.T, r response, method string, status int, body, contain string, header map[string]string) {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("status = %d, want %d (body %q)", r.status, status, r.body)
+	}
+	if contain == "" && r.body != body {
+		t.Errorf("body = %q, want %q", r.body, body)
+	}
+	if contain != "" && !strings.Contains(r.body, contain) {
+		t.Errorf("body = %q, want it to contain %q", r.body, contain)
+	}
+	if r.status != 200 && method != "HEAD" {
+		checkTextError(t, r)
+	}
+	for k, v := range header {
+		if got := r.header.Get(k); got != v {
+			t.Errorf("header %s = %q, want %q", k, got, v)
+		}
+	}
+}
+
 type response struct {
 	status int
 	header http.Header
@@ -186,25 +210,7 @@ func TestLeafSegmentGet(t *testing.T) {
 			}
 			base, _ := testServer(t, g)
 			r := do(t, tt.method, base, tt.target, "")
-			if r.status != tt.status {
-				t.Fatalf("status = %d, want %d (body %q)", r.status, tt.status, r.body)
-			}
-			if tt.contain == "" && r.body != tt.body {
-				t.Errorf("body = %q, want %q", r.body, tt.body)
-			}
-			if tt.contain != "" {
-				if !strings.Contains(r.body, tt.contain) {
-					t.Errorf("body = %q, want it to contain %q", r.body, tt.contain)
-				}
-			}
-			if r.status != 200 && tt.method != "HEAD" {
-				checkTextError(t, r)
-			}
-			for k, v := range tt.header {
-				if got := r.header.Get(k); got != v {
-					t.Errorf("header %s = %q, want %q", k, got, v)
-				}
-			}
+			checkLeafAnswer(t, r, tt.method, tt.status, tt.body, tt.contain, tt.header)
 			if n := g.invalidCalls(); n != 0 {
 				t.Errorf("the generator got %d calls with invalid input", n)
 			}

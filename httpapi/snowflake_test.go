@@ -117,23 +117,7 @@ func TestLeafSnowflakeGet(t *testing.T) {
 			}
 			base := snowServer(t, f, false)
 			r := do(t, tt.method, base, tt.target, "")
-			if r.status != tt.status {
-				t.Fatalf("status = %d, want %d (body %q)", r.status, tt.status, r.body)
-			}
-			if tt.contain == "" && r.body != tt.body {
-				t.Errorf("body = %q, want %q", r.body, tt.body)
-			}
-			if tt.contain != "" && !strings.Contains(r.body, tt.contain) {
-				t.Errorf("body = %q, want it to contain %q", r.body, tt.contain)
-			}
-			if r.status != 200 && tt.method != "HEAD" {
-				checkTextError(t, r)
-			}
-			for k, v := range tt.header {
-				if got := r.header.Get(k); got != v {
-					t.Errorf("header %s = %q, want %q", k, got, v)
-				}
-			}
+			checkLeafAnswer(t, r, tt.method, tt.status, tt.body, tt.contain, tt.header)
 			calls, bad := f.counts()
 			if bad != 0 {
 				t.Errorf("the generator got %d calls with invalid input", bad)
