@@ -183,14 +183,7 @@ func (a *app) benchFlags(args []string) (*benchOptions, error) {
 		}
 		o.grpc, o.target = true, *grpcAddr
 	default:
-		base := *server
-		if base == "" {
-			base = lookupEnv(a.env, envServer)
-		}
-		if base == "" {
-			base = defaultServer
-		}
-		u, err := serverURL(base)
+		u, err := a.serverURL(*server)
 		if err != nil {
 			return nil, err
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -51,14 +52,7 @@ func (a *app) get(ctx context.Context, args []string) error {
 	if err := leaf.ValidateCount(*count); err != nil {
 		return err
 	}
-	base := *server
-	if base == "" {
-		base = lookupEnv(a.env, envServer)
-	}
-	if base == "" {
-		base = defaultServer
-	}
-	u, err := serverURL(base)
+	u, err := a.serverURL(*server)
 	if err != nil {
 		return err
 	}
@@ -96,8 +90,11 @@ func (a *app) get(ctx context.Context, args []string) error {
 	return err
 }
 
-// serverURL parses --server, accepting a bare host:port for convenience.
-func serverURL(s string) (*url.URL, error) {
+// serverURL is the server the client commands talk to: --server (flag),
+// else $LEAF_SERVER, else the default; a bare host:port is accepted for
+// convenience.
+func (a *app) serverURL(flag string) (*url.URL, error) {
+	s := cmp.Or(flag, lookupEnv(a.env, envServer), defaultServer)
 	if !strings.Contains(s, "://") {
 		s = "http://" + s
 	}

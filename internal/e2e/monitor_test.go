@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -371,16 +370,11 @@ func issued(st []leaf.SegmentStatus, tag string) uint64 {
 // getJSON GETs url, checks the status and decodes the JSON body into v.
 func getJSON(t *testing.T, url string, status int, v any) {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
+	code, b := get(t, url)
+	if code != status {
+		t.Fatalf("GET %s: %d %q, want %d", url, code, b, status)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != status {
-		t.Fatalf("GET %s: %d %q, want %d", url, resp.StatusCode, b, status)
-	}
-	if err := json.Unmarshal(b, v); err != nil {
+	if err := json.Unmarshal([]byte(b), v); err != nil {
 		t.Fatalf("GET %s: %v in %q", url, err, b)
 	}
 }
