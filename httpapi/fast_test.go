@@ -301,3 +301,15 @@ func TestFastHotPathAllocations(t *testing.T) {
 		}
 	}
 }
+
+// TestFastServerDefaults pins the limits the README promises for leaf
+// serve, which uses Limits{}: a request within 10s, idle connections closed
+// after 2m, headers up to 4 KiB, bodies up to 1 MiB.
+func TestFastServerDefaults(t *testing.T) {
+	srv := NewFastServer(New(Config{}), Limits{})
+	if srv.ReadTimeout != 10*time.Second || srv.WriteTimeout != 30*time.Second || srv.IdleTimeout != 2*time.Minute ||
+		srv.ReadBufferSize != 4<<10 || srv.MaxRequestBodySize != 1<<20 {
+		t.Errorf("defaults: read %v write %v idle %v headers %d body %d", srv.ReadTimeout, srv.WriteTimeout,
+			srv.IdleTimeout, srv.ReadBufferSize, srv.MaxRequestBodySize)
+	}
+}

@@ -3,7 +3,7 @@
 # same run (numbers from different runs on a shared machine do not compare):
 #   - HTTP single IDs, wrk at c=64 and c=8: leaf's /api/segment/get/bench and
 #     /api/snowflake/get/bench against a bare fasthttp server answering a
-#     fixed number (internal/fixedid --fasthttp): req/s and p99 ratios;
+#     fixed number (internal/fixedid): req/s and p99 ratios;
 #   - HTTP batches of 1000 (segment, snowflake) with wrk: IDs/s;
 #   - gRPC unary and batch(1000) with 'leaf bench --grpc --json', which also
 #     checks every answer;
@@ -48,7 +48,7 @@ go build -o "$tmp/fixedid" ./internal/fixedid
 "${on_server[@]}" "$tmp/leaf" serve --listen "127.0.0.1:$LEAF_PORT" --grpc-listen "127.0.0.1:$LEAF_GRPC_PORT" \
   --data-dir "$tmp/data" --log-level warn 2>"$tmp/leaf.log" & pids+=($!)
 leaf_pid=$!
-"${on_server[@]}" "$tmp/fixedid" --fasthttp --listen "127.0.0.1:$FIXED_PORT" 2>"$tmp/fixedid.log" & pids+=($!)
+"${on_server[@]}" "$tmp/fixedid" --listen "127.0.0.1:$FIXED_PORT" 2>"$tmp/fixedid.log" & pids+=($!)
 fixed_pid=$!
 
 # wait_up URL PID LOG: until URL answers; fail if the process died (a port
