@@ -84,14 +84,7 @@ const (
 // table. Internal errors are logged with the request and shown to the client
 // only as "internal server error".
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, style errorStyle, err error) int {
-	k := classify(err)
-	msg := "internal server error"
-	if k.status == http.StatusInternalServerError {
-		s.log.ErrorContext(r.Context(), "httpapi: internal error",
-			"method", r.Method, "path", truncate(r.URL.Path, 200), "err", err)
-	} else {
-		msg = oneLine(err.Error())
-	}
+	k, msg := s.answerFor(r.Context(), r.Method, r.URL.Path, err)
 	h := w.Header()
 	h["X-Content-Type-Options"] = noSniff
 	if k.status == http.StatusServiceUnavailable {
@@ -113,6 +106,19 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, style errorS
 		writeBody(w, r, k.status, textPlain, []byte(msg+"\n"))
 	}
 	return k.status
+}
+
+// answerFor finds err's row in the error table and the one-line message to
+// answer with. An internal error is logged with the request here and shown
+// to the client only as "internal server error". Both transports answer
+// errors through it.
+func (s *Server) answerFor(ctx context.Context, method, path string, err error) (errorKind, string) {
+	k := classify(err)
+	if k.status == http.StatusInternalServerError {
+		s.log.ErrorContext(ctx, "httpapi: internal error", "method", method, "path", truncate(path, 200), "err", err)
+		return k, "internal server error"
+	}
+	return k, oneLine(err.Error())
 }
 
 // notFound answers 404 for a path no route matches.

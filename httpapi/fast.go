@@ -234,13 +234,8 @@ var (
 // fastError answers err as writeError does on the text routes and returns
 // the status.
 func (s *Server) fastError(ctx *fasthttp.RequestCtx, err error) int {
-	k := classify(err)
-	msg := "internal server error"
-	if k.status == fasthttp.StatusInternalServerError {
-		s.log.Error("httpapi: internal error", "method", string(ctx.Method()), "path", truncate(string(ctx.Path()), 200), "err", err)
-	} else {
-		msg = oneLine(err.Error())
-	}
+	// Views, not copies: answerFor only logs them, before it returns.
+	k, msg := s.answerFor(ctx, b2s(ctx.Method()), b2s(ctx.Path()), err)
 	h := &ctx.Response.Header
 	h.Set("X-Content-Type-Options", noSniff[0])
 	if k.status == fasthttp.StatusServiceUnavailable {
