@@ -346,6 +346,53 @@ func TestCacheFallback(t *testing.T) {
 	})
 }
 
+// A leased worker whose registry hangs stops issuing once its persisted mark
+// is reached, but a request never waits on the hung registry: it is answered
+// ErrNotReady within extendBudget (1s), not after maxExtends registry
+// timeouts. The chaos test found requests hanging 9-14s on a dead etcd.
+func TestHungLeasedRegistryAnswersPromptly(t *testing.T) {
+	pool := inmem.NewWorkerPool(time.Minute) // the lease outlives the test
+	reg, _ := pool.Open(ctx(t))
+	f := &flaky{WorkerRegistry: reg}
+	s := settings(f, nil)
+	s.RegistryTimeout = 8 * time.Second
+	g := start(t, s)
+	f.hang.Store(true)
+	var failed int
+	for end := time.Now().Add(4 * time.Second); time.Now().Before(end); {
+		t0 := time.Now()
+		_, err := g.NextID(ctx(t), "")
+		took := time.Since(t0)
+		if err != nil {
+			failed++
+			if !errors.Is(err, leaf.ErrNotReady) {
+				t.Fatalf("NextID with the registry hung: %v, want ErrNotReady", err)
+			}
+		}
+		// 3s is three extendBudgets, the most a request can wait; the
+		// registry's timeout is 8s.
+		if took > 3*time.Second {
+			t.Fatalf("NextID took %v with the registry hung (err %v)", took, err)
+		}
+	}
+	if failed == 0 {
+		t.Fatal("the worker kept issuing past its persisted mark with the registry hung")
+	}
+	// The registry answers again: the heartbeat loop moves the mark and
+	// requests succeed, without any request having to drive it.
+	f.hang.Store(false)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := g.NextID(ctx(t), ""); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("still failing 30s after the registry came back")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // A leased worker whose registry stops answering stops issuing before its
 // lease ends.
 func TestLeaseStopsIssuingBeforeExpiry(t *testing.T) {

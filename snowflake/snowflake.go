@@ -145,7 +145,10 @@ type Generator struct {
 	layout Layout
 	maxSeq int64
 
-	hbMu    sync.Mutex // serialises heartbeats (the loop, New, and extends on leased registries)
+	// hb serialises heartbeats (the loop, New, and extends on leased
+	// registries): a channel of one token rather than a mutex, so that a
+	// request waits for it no longer than its deadline.
+	hb      chan struct{}
 	cacheMu sync.Mutex // serialises cache writes and the limits they allow
 
 	mu        sync.Mutex
@@ -160,7 +163,8 @@ type Generator struct {
 	fromCache bool      // registered from the cache; the registry has not confirmed yet
 	lost      bool
 	closed    bool
-	inRoll    bool // currently behind the last issued ID
+	inRoll    bool  // currently behind the last issued ID
+	hbErr     error // the last heartbeat's error; nil once one succeeds
 	status    leaf.WorkerStatus
 	rate      ratemeter.Meter // samples of status.Issued, one per heartbeat
 
@@ -183,6 +187,7 @@ func New(ctx context.Context, s Settings) (*Generator, error) {
 		s:      s,
 		layout: s.Layout,
 		maxSeq: s.Layout.MaxSequence(),
+		hb:     make(chan struct{}, 1),
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
 	}
@@ -345,10 +350,11 @@ func (g *Generator) NextIDs(ctx context.Context, _ string, n int, dst []int64) (
 // Bounds of one request's waits: small rollbacks are waited out for at most
 // waitBudget in all (a clock stepping back again and again is not waited on
 // for ever), and an exhausted high-water mark is extended at most
-// maxExtends times.
+// maxExtends times, each waiting for the registry at most extendBudget.
 const (
-	waitBudget = time.Second
-	maxExtends = 3
+	waitBudget   = time.Second
+	maxExtends   = 3
+	extendBudget = time.Second
 )
 
 // fill issues IDs until dst holds want of them. prev is the error that
@@ -502,8 +508,12 @@ func (g *Generator) limitError(now int64) error {
 // IDs may be stamped up to the new mark. A lost or cache-only worker tries
 // the registry again first.
 func (g *Generator) heartbeat(ctx context.Context) error {
-	g.hbMu.Lock()
-	defer g.hbMu.Unlock()
+	select {
+	case g.hb <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the heartbeat in flight: %w", ctx.Err())
+	}
+	defer func() { <-g.hb }()
 
 	g.mu.Lock()
 	closed, lost, fromCache, worker := g.closed, g.lost, g.fromCache, g.worker
@@ -624,15 +634,24 @@ func (g *Generator) saveMark() (int64, error) {
 
 // extend moves the limit when an ID reaches it: through the cache alone when
 // there is one (fast, and independent of the registry), else through a full
-// heartbeat.
+// heartbeat, which a request waits for at most extendBudget. While the
+// heartbeats fail it does not try at all: the loop retries every interval,
+// and a request that queued behind a registry call which the loop already
+// knows to be failing would only wait RegistryTimeout to learn the same.
 func (g *Generator) extend(ctx context.Context) error {
 	g.mu.Lock()
 	cacheOnly := g.s.Cache != nil && !g.leased && !g.lost
+	failing := g.hbErr
 	g.mu.Unlock()
 	if cacheOnly {
 		_, err := g.saveMark()
 		return err
 	}
+	if failing != nil {
+		return fmt.Errorf("the registry heartbeat is failing: %w", failing)
+	}
+	ctx, cancel := context.WithTimeout(ctx, extendBudget)
+	defer cancel()
 	return g.heartbeat(ctx)
 }
 
@@ -640,6 +659,7 @@ func (g *Generator) recordHeartbeat(at time.Time, err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.status.LastHeartbeat = at
+	g.hbErr = err
 	if err != nil {
 		g.status.HeartbeatFailures++
 		g.status.HeartbeatError = err.Error()
@@ -691,8 +711,12 @@ func (g *Generator) Close(ctx context.Context) error {
 	close(g.stop)
 	<-g.done
 
-	g.hbMu.Lock()
-	defer g.hbMu.Unlock()
+	select {
+	case g.hb <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("release worker: waiting for the heartbeat in flight: %w", ctx.Err())
+	}
+	defer func() { <-g.hb }()
 	g.mu.Lock()
 	worker, lost, fromCache := g.worker, g.lost, g.fromCache
 	final := g.last + 1 // no ID is stamped at or after it
