@@ -20,6 +20,9 @@ COPY --from=build /out/leaf /usr/local/bin/leaf
 # The data directory (embedded SQLite store, snowflake cache and lock files)
 # belongs to the non-root user; mount a volume there to keep it.
 COPY --from=build --chown=nonroot:nonroot /out/data /var/lib/leaf
+# Listening on every interface, leaf serve refuses to start without an admin
+# token: docker run -e LEAF_ADMIN_TOKEN=... (or LEAF_ADMIN_TOKEN_FILE with a
+# mounted secret). See the README's "Security".
 ENV LEAF_LISTEN=0.0.0.0:8080 \
     LEAF_DATA_DIR=/var/lib/leaf \
     LEAF_LOG_FORMAT=json

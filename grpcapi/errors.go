@@ -37,7 +37,8 @@ type errorKind struct {
 //
 // Unavailable carries a RetryInfo detail: the condition is expected to pass
 // (a load in flight, a store coming back, the clock catching up, another
-// server taking over from one shutting down). An error in no row is a bug:
+// server taking over from one shutting down); so does ResourceExhausted,
+// with the client's own wait. An error in no row is a bug:
 // Internal, logged, and its text is not shown to the client.
 var errorTable = [...]errorKind{
 	{leaf.ErrInvalidTag, codes.InvalidArgument},
@@ -51,6 +52,7 @@ var errorTable = [...]errorKind{
 	{leaf.ErrWorkerIDsExhausted, codes.Unavailable},
 	{leaf.ErrWorkerLost, codes.Unavailable},
 	{leaf.ErrClosed, codes.Unavailable},
+	{errRateLimited, codes.ResourceExhausted},
 	{context.DeadlineExceeded, codes.DeadlineExceeded},
 	// The client gave up; it will not read the answer, and it is no bug.
 	{context.Canceled, codes.Canceled},
@@ -99,6 +101,15 @@ func (s *service) statusError(ctx context.Context, err error) error {
 			Message: err.Error(),
 			Details: []*anypb.Any{retryInfo},
 		}).Err()
+	case codes.ResourceExhausted:
+		st := &spb.Status{Code: int32(code), Message: err.Error()}
+		var rl *rateLimitedError
+		if errors.As(err, &rl) {
+			if a, aerr := anypb.New(&errdetails.RetryInfo{RetryDelay: durationpb.New(rl.wait)}); aerr == nil {
+				st.Details = []*anypb.Any{a}
+			}
+		}
+		return status.FromProto(st).Err()
 	default:
 		return status.Error(code, err.Error())
 	}

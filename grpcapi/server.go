@@ -2,14 +2,19 @@ package grpcapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/netip"
+	"time"
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/grpcapi/leafv1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthgrpc "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/reflection"
 )
 
@@ -56,6 +61,19 @@ type Config struct {
 	// Logger receives internal errors (the Internal statuses). Nil means
 	// slog.Default(). Nothing is logged per successful call.
 	Logger *slog.Logger
+	// Limiter, when set, limits the ID methods (not Decode) per client
+	// address: over the limit a call fails with ResourceExhausted and a
+	// RetryInfo of the client's wait. internal/ratelimit's Limiter
+	// satisfies it, as it does httpapi's.
+	Limiter ClientLimiter
+}
+
+// ClientLimiter limits how fast one client may take IDs. Allow is called
+// once per ID call: it must be cheap and safe for concurrent use.
+type ClientLimiter interface {
+	// Allow reports whether the client may be served now and, if not, how
+	// long until it may.
+	Allow(client netip.Addr) (ok bool, retryAfter time.Duration)
 }
 
 // Register registers on s the Leaf service (leaf.v1.Leaf), the standard
@@ -95,10 +113,11 @@ type service struct {
 	seg  SegmentGenerator
 	snow SnowflakeGenerator
 	log  *slog.Logger
+	lim  ClientLimiter
 }
 
 func newService(cfg Config) *service {
-	s := &service{seg: cfg.Segment, snow: cfg.Snowflake, log: cfg.Logger}
+	s := &service{seg: cfg.Segment, snow: cfg.Snowflake, log: cfg.Logger, lim: cfg.Limiter}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -108,7 +127,7 @@ func newService(cfg Config) *service {
 // NextID issues one segment ID.
 func (s *service) NextID(ctx context.Context, req *leafv1.NextIDRequest) (*leafv1.NextIDResponse, error) {
 	tag := req.GetTag()
-	if err := s.segmentTag(tag); err != nil {
+	if err := s.admit(ctx, s.segmentTag(tag)); err != nil {
 		return nil, s.statusError(ctx, err)
 	}
 	id, err := s.seg.NextID(ctx, tag)
@@ -124,7 +143,7 @@ func (s *service) NextID(ctx context.Context, req *leafv1.NextIDRequest) (*leafv
 // NextIDs issues a batch of segment IDs.
 func (s *service) NextIDs(ctx context.Context, req *leafv1.NextIDsRequest) (*leafv1.NextIDsResponse, error) {
 	tag := req.GetTag()
-	n, err := s.segmentTagCount(tag, req.GetCount())
+	n, err := s.admitBatch(ctx, s.segmentTag(tag), req.GetCount())
 	if err != nil {
 		return nil, s.statusError(ctx, err)
 	}
@@ -143,7 +162,7 @@ func (s *service) NextIDs(ctx context.Context, req *leafv1.NextIDsRequest) (*lea
 // Range leases a contiguous range of segment IDs.
 func (s *service) Range(ctx context.Context, req *leafv1.RangeRequest) (*leafv1.RangeResponse, error) {
 	tag := req.GetTag()
-	n, err := s.segmentTagCount(tag, req.GetCount())
+	n, err := s.admitBatch(ctx, s.segmentTag(tag), req.GetCount())
 	if err != nil {
 		return nil, s.statusError(ctx, err)
 	}
@@ -160,7 +179,7 @@ func (s *service) Range(ctx context.Context, req *leafv1.RangeRequest) (*leafv1.
 // SnowflakeNextID issues one snowflake ID.
 func (s *service) SnowflakeNextID(ctx context.Context, req *leafv1.SnowflakeNextIDRequest) (*leafv1.SnowflakeNextIDResponse, error) {
 	key := req.GetKey()
-	if err := s.snowflakeKey(key); err != nil {
+	if err := s.admit(ctx, s.snowflakeKey(key)); err != nil {
 		return nil, s.statusError(ctx, err)
 	}
 	id, err := s.snow.NextID(ctx, key)
@@ -176,11 +195,7 @@ func (s *service) SnowflakeNextID(ctx context.Context, req *leafv1.SnowflakeNext
 // SnowflakeNextIDs issues a batch of snowflake IDs.
 func (s *service) SnowflakeNextIDs(ctx context.Context, req *leafv1.SnowflakeNextIDsRequest) (*leafv1.SnowflakeNextIDsResponse, error) {
 	key := req.GetKey()
-	err := s.snowflakeKey(key)
-	n := int(req.GetCount())
-	if err == nil {
-		err = leaf.ValidateCount(n)
-	}
+	n, err := s.admitBatch(ctx, s.snowflakeKey(key), req.GetCount())
 	if err != nil {
 		return nil, s.statusError(ctx, err)
 	}
@@ -215,15 +230,6 @@ func (s *service) segmentTag(tag string) error {
 	return leaf.ValidateTag(tag)
 }
 
-// segmentTagCount is segmentTag plus a count of 1..leaf.MaxBatch.
-func (s *service) segmentTagCount(tag string, count int32) (int, error) {
-	if err := s.segmentTag(tag); err != nil {
-		return 0, err
-	}
-	n := int(count)
-	return n, leaf.ValidateCount(n)
-}
-
 // snowflakeKey checks a snowflake request: snowflake mode on, and the key, if
 // any, a valid tag name. The generator ignores the key, as Leaf's does; it is
 // checked all the same so that a key that reaches a log is always a plain
@@ -236,6 +242,25 @@ func (s *service) snowflakeKey(key string) error {
 		return nil
 	}
 	return leaf.ValidateTag(key)
+}
+
+// admit runs a request's checks (segmentTag or snowflakeKey) and, if they
+// pass, the client's rate limit: a bad request costs the client nothing.
+func (s *service) admit(ctx context.Context, check error) error {
+	if check != nil {
+		return check
+	}
+	return s.limit(ctx)
+}
+
+// admitBatch is admit with a count of 1..leaf.MaxBatch, checked before the
+// limit too.
+func (s *service) admitBatch(ctx context.Context, check error, count int32) (int, error) {
+	n := int(count)
+	if check == nil {
+		check = leaf.ValidateCount(n)
+	}
+	return n, s.admit(ctx, check)
 }
 
 // checkID and checkIDs refuse a generator's answer that breaks its
@@ -256,6 +281,39 @@ func brokenGenerator(err error) error {
 func checkRange(start, end int64, n int) error {
 	if start < 1 || end <= start || end-start > int64(n) {
 		return fmt.Errorf("grpcapi: generator returned range [%d, %d) for at most %d IDs", start, end, n)
+	}
+	return nil
+}
+
+// errRateLimited is the error of a call over the client's rate limit.
+var errRateLimited = errors.New("rate limit exceeded")
+
+// rateLimitedError is errRateLimited with the client's wait, sent as the
+// status's RetryInfo.
+type rateLimitedError struct{ wait time.Duration }
+
+func (e *rateLimitedError) Error() string {
+	return fmt.Sprintf("rate limit exceeded for this client; retry after %v", e.wait.Round(time.Millisecond))
+}
+func (e *rateLimitedError) Unwrap() error { return errRateLimited }
+
+// limit checks the caller against the limiter; nil when it may be served. A
+// peer without an IP address (a Unix socket, an in-memory listener) is not
+// limited.
+func (s *service) limit(ctx context.Context) error {
+	if s.lim == nil {
+		return nil
+	}
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return nil
+	}
+	a, ok := p.Addr.(*net.TCPAddr)
+	if !ok {
+		return nil
+	}
+	if ok, wait := s.lim.Allow(a.AddrPort().Addr()); !ok {
+		return &rateLimitedError{wait}
 	}
 	return nil
 }

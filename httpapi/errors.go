@@ -33,7 +33,8 @@ type errorKind struct {
 // sentinels come before the context errors they may wrap.
 //
 // 503 carries Retry-After: the condition is expected to pass (a load in
-// flight, a store coming back, the clock catching up). An error in no row is
+// flight, a store coming back, the clock catching up); so does 429, with
+// the client's own wait. 401 carries the Bearer challenge. An error in no row is
 // a bug: 500, logged, and its text is not shown to the client.
 var errorTable = [...]errorKind{
 	{leaf.ErrInvalidTag, http.StatusBadRequest, "invalid_tag"},
@@ -54,6 +55,8 @@ var errorTable = [...]errorKind{
 	{errNoRoute, http.StatusNotFound, "not_found"},
 	{errMethodNotAllowed, http.StatusMethodNotAllowed, "method_not_allowed"},
 	{errBodyTooLarge, http.StatusRequestEntityTooLarge, "request_too_large"},
+	{errUnauthorized, http.StatusUnauthorized, "unauthorized"},
+	{errRateLimited, http.StatusTooManyRequests, "rate_limited"},
 }
 
 var internalError = errorKind{nil, http.StatusInternalServerError, "internal"}
@@ -87,8 +90,11 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, style errorS
 	k, msg := s.answerFor(r.Context(), r.Method, r.URL.Path, err)
 	h := w.Header()
 	h["X-Content-Type-Options"] = noSniff
-	if k.status == http.StatusServiceUnavailable {
-		h["Retry-After"] = retry1s
+	switch k.status {
+	case http.StatusServiceUnavailable, http.StatusTooManyRequests:
+		h["Retry-After"] = []string{retryAfter(err)}
+	case http.StatusUnauthorized:
+		h["Www-Authenticate"] = []string{wwwAuthenticate}
 	}
 	switch style {
 	case jsonStyle:

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"sync"
@@ -176,17 +177,26 @@ func (s *Server) fastLeafAnswer(ctx *fasthttp.RequestCtx, gen idSource, disabled
 	if err != nil {
 		return s.fastError(ctx, err)
 	}
-	// The request context: fasthttp's RequestCtx is a context.Context that
-	// is done when the server shuts down.
-	var c context.Context = ctx
+	n := 0 // no count: one ID
 	if len(query) > 0 {
 		if v, ok := queryValue(b2s(query), "count"); ok {
-			n, err := leaf.ParseCount(v)
-			if err != nil {
+			if n, err = leaf.ParseCount(v); err != nil {
 				return s.fastError(ctx, err)
 			}
-			return s.fastLeafBatch(ctx, c, gen, key, n)
 		}
+	}
+	if s.limiter != nil {
+		// RemoteIP is a view of the connection's address: no allocation.
+		if ip, ok := netip.AddrFromSlice(ctx.RemoteIP()); ok {
+			if err := s.allow(ip); err != nil {
+				return s.fastError(ctx, err)
+			}
+		}
+	}
+	// Not fasthttp's RequestCtx: see requestContext.
+	c := requestContext
+	if n > 0 {
+		return s.fastLeafBatch(ctx, c, gen, key, n)
 	}
 	id, err := gen.NextID(c, key)
 	if err == nil {
@@ -238,8 +248,8 @@ func (s *Server) fastError(ctx *fasthttp.RequestCtx, err error) int {
 	k, msg := s.answerFor(ctx, b2s(ctx.Method()), b2s(ctx.Path()), err)
 	h := &ctx.Response.Header
 	h.Set("X-Content-Type-Options", noSniff[0])
-	if k.status == fasthttp.StatusServiceUnavailable {
-		h.Set("Retry-After", retry1s[0])
+	if k.status == fasthttp.StatusServiceUnavailable || k.status == fasthttp.StatusTooManyRequests {
+		h.Set("Retry-After", retryAfter(err))
 	}
 	h.SetContentTypeBytes(textPlainBytes)
 	ctx.SetStatusCode(k.status)
@@ -266,7 +276,15 @@ func (s *Server) fastProtocolError(ctx *fasthttp.RequestCtx, err error) {
 	ctx.Response.Header.SetContentTypeBytes(textPlainBytes)
 	ctx.SetStatusCode(status)
 	ctx.Response.SetBodyString(msg + "\n")
+	// fasthttp writes the error handler's answer as it stands, body and
+	// all, even to HEAD (a request it parsed, then refused for its Host).
+	ctx.Response.SkipBody = ctx.IsHead()
 	ctx.SetConnectionClose()
+	// The rest of the request is unread: the connection must drain before
+	// it closes, or the client may see a reset instead of this answer.
+	if l, ok := ctx.Conn().(interface{ Linger() }); ok {
+		l.Linger()
+	}
 }
 
 // keyCache interns the keys of the Leaf ID routes. A key read from the
@@ -353,6 +371,7 @@ func (s *Server) serveAdapted(ctx *fasthttp.RequestCtx) {
 		Host:       string(ctx.Host()),
 		RequestURI: uri,
 		RemoteAddr: ctx.RemoteAddr().String(),
+		TLS:        ctx.TLSConnectionState(),
 	}
 	if !ctx.Request.Header.IsHTTP11() {
 		r.Proto, r.ProtoMinor = "HTTP/1.0", 0
@@ -364,9 +383,21 @@ func (s *Server) serveAdapted(ctx *fasthttp.RequestCtx) {
 	r.ContentLength = int64(len(body))
 	r.Body = io.NopCloser(bytes.NewReader(bytes.Clone(body)))
 	w := &adaptedWriter{ctx: ctx, h: make(http.Header)}
-	s.ServeHTTP(w, r.WithContext(ctx))
+	s.ServeHTTP(w, r.WithContext(requestContext))
 	w.finish()
 }
+
+// requestContext is the context of every request on the fast transport.
+// fasthttp's RequestCtx is a context.Context too, done when the server shuts
+// down, but its Done reads a field that Shutdown later resets without
+// synchronisation: a goroutine that a derived context or a driver starts
+// (context.WithTimeout's propagation, SQLite's interrupt watcher) may read it
+// after the request has ended, a data race the race detector reports. Nothing
+// is lost: fasthttp never signals a client going away, and every wait on the
+// request path is bounded (segment.wait_timeout, the snowflake generator's
+// budgets, the stores' timeouts), so shutdown drains requests without
+// cancelling them.
+var requestContext = context.Background()
 
 // adaptedWriter is the net/http ResponseWriter of serveAdapted: headers and
 // status are kept until the handler returns, the body goes straight into the

@@ -13,6 +13,8 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/leafgo/leaf/internal/ratelimit"
+
 	"github.com/leafgo/leaf"
 )
 
@@ -222,6 +224,26 @@ func TestFastProtocol(t *testing.T) {
 		}
 		rc.closed()
 	})
+	t.Run("headers too large, client still sending", func(t *testing.T) {
+		// The server answers after reading its limit, while the client is
+		// still writing the rest: the answer must reach the client, not a
+		// reset (the connection drains before it closes). POST, because Go's
+		// client does not retry it on a fresh connection.
+		for i := range 30 {
+			req, err := http.NewRequest("POST", base+"/api/segment/get/"+strings.Repeat("x", 64<<10), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatalf("request %d: %v", i, errors.Unwrap(err)) // not the 64 KiB URL
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+				t.Fatalf("request %d: status %d, want 431", i, resp.StatusCode)
+			}
+		}
+	})
 	t.Run("body too large", func(t *testing.T) {
 		rc := dialRaw(t, base)
 		// The body is refused on its declared length, before it is sent.
@@ -275,7 +297,16 @@ func TestFastHotPathAllocations(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts are meaningless under the race detector")
 	}
-	for name, s := range map[string]*Server{"unobserved": newBenchServer(), "observed": newObservedBenchServer(&countingObserver{})} {
+	// A limit no test can reach: the limiter's bookkeeping runs on every
+	// request, and every request is allowed.
+	lim, err := ratelimit.New(ratelimit.Config{Rate: 1e9, Burst: 1 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	limited := newBenchServer()
+	limited.limiter = lim
+	for name, s := range map[string]*Server{"unobserved": newBenchServer(), "observed": newObservedBenchServer(&countingObserver{}),
+		"rate limited": limited} {
 		h := NewFastServer(s, Limits{}).Handler
 		for _, target := range []string{
 			"/api/segment/get/leaf-segment-test",

@@ -49,14 +49,22 @@ func (s *Server) leafGet(w http.ResponseWriter, r *http.Request, gen idSource, d
 	if err := leaf.ValidateTag(key); err != nil {
 		return s.writeError(w, r, textStyle, err)
 	}
+	n := 0 // no count: one ID, answered without the batch's buffers
 	if r.URL.RawQuery != "" {
 		if c, ok := queryValue(r.URL.RawQuery, "count"); ok {
-			n, err := leaf.ParseCount(c)
-			if err != nil {
+			var err error
+			if n, err = leaf.ParseCount(c); err != nil {
 				return s.writeError(w, r, textStyle, err)
 			}
-			return s.leafBatch(w, r, gen, key, n)
 		}
+	}
+	// Limited once the request is known to be valid: a bad one costs the
+	// client nothing and gets its 400.
+	if err := s.limit(r.RemoteAddr); err != nil {
+		return s.writeError(w, r, textStyle, err)
+	}
+	if n > 0 {
+		return s.leafBatch(w, r, gen, key, n)
 	}
 	id, err := gen.NextID(r.Context(), key)
 	if err == nil {

@@ -15,8 +15,8 @@
 //	  /api/segment/get/{key}?count=N      N IDs (1..10000), one per line, no trailing newline
 //	  /api/snowflake/get/{key}            one snowflake ID, as above; key is checked, then ignored
 //	  /api/snowflake/get/{key}?count=N    N snowflake IDs, as above
-//	  /cache                              HTML: every tag's two buffers
-//	  /db                                 HTML: the rows of leaf_alloc
+//	  /cache                              HTML: every tag's two buffers   (admin)
+//	  /db                                 HTML: the rows of leaf_alloc    (admin)
 //	Leaf-compatible, application/json, GET, POST and HEAD:
 //	  /decodeSnowflakeId?snowflakeId=N    {"workerId":"5","sequenceId":"42","timestamp":"1590000000000(2020-05-21 02:40:00.000)"}
 //	Native JSON (/v2), application/json:
@@ -31,7 +31,7 @@
 //	  GET    /v2/tags/{tag}                    one row                 (admin)
 //	  PATCH  /v2/tags/{tag}                    {"step":N}              (admin)
 //	  DELETE /v2/tags/{tag}                    204                     (admin)
-//	  GET    /v2/status                        version, degraded reasons, buffers, snowflake worker
+//	  GET    /v2/status                        version, degraded reasons; buffers and worker (admin)
 //	Operations, text/plain:
 //	  GET /healthz                        "ok": the process is alive
 //	  GET /readyz[?strict=1]              "ok", or "degraded" and one reason per line
@@ -39,6 +39,11 @@
 //	Monitor page, text/html:
 //	  GET /monitor/                       live view of buffers, rows and the worker (reads /v2/status)
 //	  GET /                               redirects to /monitor/
+//
+// Routes marked admin require Config.AdminToken as a bearer token when one is
+// set (401 otherwise; /v2/status then answers without the detail). The ID
+// routes (/api/*/get/, /v2/segment/, /v2/snowflake and their batches) are
+// rate limited per client by Config.Limiter when one is set (429).
 //
 // GET routes also answer HEAD (same status and headers, no body). A known path
 // with another method answers 405 with an Allow header; an unknown path 404.
@@ -74,6 +79,7 @@ package httpapi
 
 import (
 	"context"
+	"crypto/sha256"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -156,6 +162,15 @@ type Config struct {
 	// Observer, if set, is told the route, status and duration of every
 	// request.
 	Observer RequestObserver
+	// AdminToken, when set, is the bearer token that tag administration,
+	// /cache, /db and the detail of /v2/status require. Without it
+	// /v2/status answers its summary only (version, modes, degraded
+	// reasons); with a wrong one, 401.
+	AdminToken string
+	// Limiter, when set, limits the ID routes per client address: over the
+	// limit a request is answered 429 with Retry-After. Decoding, status and
+	// administration are not limited.
+	Limiter ClientLimiter
 }
 
 // RequestObserver records answered requests; metrics.Metrics satisfies it.
@@ -182,6 +197,10 @@ type Server struct {
 	obs     RequestObserver
 	mux     *http.ServeMux // every route except the hot ID routes, see ServeHTTP
 	keys    keyCache       // the fast transport's interned ID-route keys
+	limiter ClientLimiter
+	// tokenHash is the SHA-256 of the admin token, when hasToken.
+	tokenHash [sha256.Size]byte
+	hasToken  bool
 }
 
 // idSource is what the ID routes need from either generator, so that the
@@ -200,6 +219,10 @@ func New(cfg Config) *Server {
 		version: cfg.Version,
 		obs:     cfg.Observer,
 		mux:     http.NewServeMux(),
+		limiter: cfg.Limiter,
+	}
+	if cfg.AdminToken != "" {
+		s.tokenHash, s.hasToken = sha256.Sum256([]byte(cfg.AdminToken)), true
 	}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -251,6 +274,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		status := s.leafGet(w, r, s.snowIDs, errSnowflakeDisabled, key)
 		if s.obs != nil {
 			s.obs.ObserveRequest(snowflakeGetRoute, status, time.Since(start))
+		}
+		return
+	}
+	if r.RequestURI == "*" {
+		// The asterisk form (RFC 9112 §3.2.4) names no route, and the mux
+		// would answer it a bare 400, without the message every error has.
+		status := s.writeError(w, r, textStyle, &wrapped{leaf.ErrInvalidArgument, "the request target * names no resource"})
+		if s.obs != nil {
+			s.obs.ObserveRequest("*", status, time.Since(start))
 		}
 		return
 	}
@@ -315,31 +347,37 @@ type methods map[string]http.HandlerFunc
 func (s *Server) routes(metrics http.Handler) {
 	// Leaf-compatible pages answer GET and POST (and HEAD), as Leaf answers
 	// any method; we stop at the safe ones plus POST, which Leaf clients use.
-	s.handle("/cache", textStyle, methods{"GET": s.cachePage, "POST": s.cachePage})
-	s.handle("/db", textStyle, methods{"GET": s.dbPage, "POST": s.dbPage})
+	// They show every tag and row, as /v2/status and /v2/tags do: admin.
+	cache, db := s.admin(textStyle, s.cachePage), s.admin(textStyle, s.dbPage)
+	s.handle("/cache", textStyle, methods{"GET": cache, "POST": cache})
+	s.handle("/db", textStyle, methods{"GET": db, "POST": db})
 	s.handle("/decodeSnowflakeId", leafJSONStyle, methods{"GET": s.leafDecode, "POST": s.leafDecode})
 
 	// Native JSON API. IDs are issued on GET and POST alike: GET for curl and
 	// browsers, POST for clients that want to be sure no proxy replays it.
-	s.handle("/v2/segment/{tag}", jsonStyle, methods{"GET": s.v2(s.v2SegmentID), "POST": s.v2(s.v2SegmentID)})
-	s.handle("/v2/segment/{tag}/batch", jsonStyle, methods{"GET": s.v2(s.v2SegmentBatch), "POST": s.v2(s.v2SegmentBatch)})
-	s.handle("/v2/segment/{tag}/range", jsonStyle, methods{"GET": s.v2(s.v2SegmentRange), "POST": s.v2(s.v2SegmentRange)})
-	s.handle("/v2/snowflake", jsonStyle, methods{"GET": s.v2(s.v2SnowflakeID), "POST": s.v2(s.v2SnowflakeID)})
-	s.handle("/v2/snowflake/batch", jsonStyle, methods{"GET": s.v2(s.v2SnowflakeBatch), "POST": s.v2(s.v2SnowflakeBatch)})
+	ids := func(h v2Handler) methods {
+		f := s.v2(s.limited(h))
+		return methods{"GET": f, "POST": f}
+	}
+	s.handle("/v2/segment/{tag}", jsonStyle, ids(s.v2SegmentID))
+	s.handle("/v2/segment/{tag}/batch", jsonStyle, ids(s.v2SegmentBatch))
+	s.handle("/v2/segment/{tag}/range", jsonStyle, ids(s.v2SegmentRange))
+	s.handle("/v2/snowflake", jsonStyle, ids(s.v2SnowflakeID))
+	s.handle("/v2/snowflake/batch", jsonStyle, ids(s.v2SnowflakeBatch))
 	// Decoding issues nothing, so it is a GET only.
 	s.handle("/v2/snowflake/decode/{id}", jsonStyle, methods{"GET": s.v2(s.v2SnowflakeDecode)})
 	s.handle("/v2/status", jsonStyle, methods{"GET": s.v2(s.v2Status)})
 
-	// Tag administration: every handler passes through s.admin, the one place
-	// where authentication will be added.
+	// Tag administration: every handler passes through s.admin.
+	admin := func(h v2Handler) http.HandlerFunc { return s.admin(jsonStyle, s.v2(h)) }
 	s.handle("/v2/tags", jsonStyle, methods{
-		"GET":  s.admin(s.v2(s.v2ListTags)),
-		"POST": s.admin(s.v2(s.v2CreateTag)),
+		"GET":  admin(s.v2ListTags),
+		"POST": admin(s.v2CreateTag),
 	})
 	s.handle("/v2/tags/{tag}", jsonStyle, methods{
-		"GET":    s.admin(s.v2(s.v2GetTag)),
-		"PATCH":  s.admin(s.v2(s.v2PatchTag)),
-		"DELETE": s.admin(s.v2(s.v2DeleteTag)),
+		"GET":    admin(s.v2GetTag),
+		"PATCH":  admin(s.v2PatchTag),
+		"DELETE": admin(s.v2DeleteTag),
 	})
 
 	s.handle("/healthz", textStyle, methods{"GET": s.healthz})
@@ -384,12 +422,6 @@ func (s *Server) v2(h v2Handler) http.HandlerFunc {
 			s.writeError(w, r, jsonStyle, err)
 		}
 	}
-}
-
-// admin wraps a tag-administration handler. It is the seam for the bearer
-// token required when one is configured; today it adds nothing.
-func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc {
-	return h
 }
 
 // Header values are pre-built and assigned to the header map directly, so

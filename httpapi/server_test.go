@@ -13,8 +13,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/deadline"
 	"github.com/leafgo/leaf/leaftest"
 )
 
@@ -49,7 +51,8 @@ func serveFast(t *testing.T, s *Server, lim Limits) string {
 	}
 	srv := NewFastServer(s, lim)
 	done := make(chan struct{})
-	go func() { defer close(done); _ = srv.Serve(ln) }()
+	// As leaf serve does: coarse deadlines, enforced every 50ms.
+	go func() { defer close(done); _ = srv.Serve(deadline.Wrap(ln, 50*time.Millisecond)) }()
 	t.Cleanup(func() {
 		_ = srv.Shutdown()
 		<-done
@@ -99,6 +102,12 @@ type response struct {
 // escapes (%2F) the client sends unchanged.
 func do(t *testing.T, method, base, target, body string) response {
 	t.Helper()
+	return doHeader(t, method, base, target, body, nil)
+}
+
+// doHeader is do with request headers.
+func doHeader(t *testing.T, method, base, target, body string, header http.Header) response {
+	t.Helper()
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
@@ -107,14 +116,17 @@ func do(t *testing.T, method, base, target, body string) response {
 	if err != nil {
 		t.Fatalf("NewRequest %s %s: %v", method, target, err)
 	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatalf("%s %s: %v", method, target, err)
+		t.Fatalf("%s %.200s: %v", method, target, errors.Unwrap(err))
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatalf("%s %s: read body: %v", method, target, err)
+		t.Fatalf("%s %.200s: read body: %v", method, target, err)
 	}
 	return response{resp.StatusCode, resp.Header, string(b)}
 }

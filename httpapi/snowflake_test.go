@@ -460,6 +460,7 @@ func TestV2StatusSnowflake(t *testing.T) {
 
 	var st struct {
 		Version string          `json:"version"`
+		Detail  bool            `json:"detail"`
 		Segment json.RawMessage `json:"segment"`
 		// A pointer: the member must be there, not merely zero.
 		Snowflake *leaf.WorkerStatus `json:"snowflake"`
@@ -480,7 +481,7 @@ func TestV2StatusSnowflake(t *testing.T) {
 	// Snowflake only: segment still reports itself off.
 	base = snowServer(t, newFakeSnowflake(), true)
 	r = do(t, "GET", base, "/v2/status", "")
-	if r.status != 200 || !strings.HasPrefix(r.body, `{"version":"v1.2.3-test","segment":{"enabled":false,"degraded":[],"tags":[]},"snowflake":{`) {
+	if r.status != 200 || !strings.HasPrefix(r.body, `{"version":"v1.2.3-test","detail":true,"segment":{"enabled":false,"degraded":[],"tags":[]},"snowflake":{`) {
 		t.Errorf("status, snowflake only = %d %s", r.status, r.body)
 	}
 	// Snowflake off: no member (TestV2Status checks the exact body).

@@ -248,7 +248,10 @@ func requiredCount(r *http.Request) (int, error) {
 // snowflake member is the worker's state, which has no meaning without a
 // worker: it is present only when snowflake mode is on.
 type statusResponse struct {
-	Version   string             `json:"version"`
+	Version string `json:"version"`
+	// Detail is false when an admin token is configured and the request
+	// did not carry it: tags and the worker are left out.
+	Detail    bool               `json:"detail"`
 	Segment   segmentStatus      `json:"segment"`
 	Snowflake *leaf.WorkerStatus `json:"snowflake,omitempty"`
 }
@@ -261,8 +264,19 @@ type segmentStatus struct {
 
 // v2Status serves /v2/status.
 func (s *Server) v2Status(w http.ResponseWriter, r *http.Request) error {
+	// No token: the summary. A wrong token is refused rather than
+	// silently given less, so that a misconfigured client finds out.
+	detail := true
+	if s.hasToken {
+		if r.Header.Get("Authorization") == "" {
+			detail = false
+		} else if err := s.checkAdmin(r); err != nil {
+			return err
+		}
+	}
 	resp := statusResponse{
 		Version: s.version,
+		Detail:  detail,
 		Segment: segmentStatus{Degraded: []string{}, Tags: []leaf.SegmentStatus{}},
 	}
 	if s.seg != nil {
@@ -270,11 +284,11 @@ func (s *Server) v2Status(w http.ResponseWriter, r *http.Request) error {
 		if d := s.seg.Degraded(); d != nil {
 			resp.Segment.Degraded = d
 		}
-		if t := s.seg.Status(); t != nil {
+		if t := s.seg.Status(); t != nil && detail {
 			resp.Segment.Tags = t
 		}
 	}
-	if s.snow != nil {
+	if s.snow != nil && detail {
 		st := s.snow.Status()
 		resp.Snowflake = &st
 	}

@@ -180,6 +180,7 @@ func TestV2Status(t *testing.T) {
 	base, _ := testServer(t, g)
 	var st struct {
 		Version string `json:"version"`
+		Detail  bool   `json:"detail"`
 		Segment struct {
 			Enabled  bool                 `json:"enabled"`
 			Degraded []string             `json:"degraded"`
@@ -188,7 +189,7 @@ func TestV2Status(t *testing.T) {
 	}
 	r := do(t, "GET", base, "/v2/status", "")
 	decodeStrict(t, r, &st)
-	if r.status != 200 || st.Version != "v1.2.3-test" || !st.Segment.Enabled ||
+	if r.status != 200 || st.Version != "v1.2.3-test" || !st.Detail || !st.Segment.Enabled ||
 		!reflect.DeepEqual(st.Segment.Degraded, []string{"store unreachable"}) ||
 		len(st.Segment.Tags) != 2 || st.Segment.Tags[0].Tag != "a" || st.Segment.Tags[1].Buffers[1].Max != 3001 {
 		t.Errorf("status = %d %s", r.status, r.body)
@@ -196,7 +197,7 @@ func TestV2Status(t *testing.T) {
 
 	base, _ = testServer(t, nil)
 	r = do(t, "GET", base, "/v2/status", "")
-	if r.status != 200 || r.body != `{"version":"v1.2.3-test","segment":{"enabled":false,"degraded":[],"tags":[]}}`+"\n" {
+	if r.status != 200 || r.body != `{"version":"v1.2.3-test","detail":true,"segment":{"enabled":false,"degraded":[],"tags":[]}}`+"\n" {
 		t.Errorf("status, segment disabled = %d %s", r.status, r.body)
 	}
 

@@ -111,22 +111,35 @@ fi
 # median N...: the middle value (the lower middle for an even count).
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
+# ratio_num A B: A/B as a bare number, for medians of ratios.
+ratio_num() { awk -v a="$1" -v b="$2" 'BEGIN { if (b == 0) print 0; else printf "%.4f", a/b }'; }
+
 echo "HTTP, one ID per request (wrk -t2 -d$DURATION, $ROUNDS rounds taking turns); ratios are of the medians, leaf / bare fasthttp"
+echo "  (paired: the median of each round's ratio, leaf against the yardstick measured beside it; the machine's speed"
+echo "  drifts between rounds, and odd rounds measure the yardstick first, even rounds last, so drift within a round"
+echo "  cancels out in the median)"
 for c in 64 8; do
-  fixed_all=() fixed_p99_all=() seg_all=() seg_p99_all=() snow_all=() snow_p99_all=()
+  fixed_all=() fixed_p99_all=() seg_all=() seg_p99_all=() snow_all=() snow_p99_all=() seg_pair=() snow_pair=()
   for r in $(seq "$ROUNDS"); do
-    wrk_run "bare fasthttp (fixed number)" "http://127.0.0.1:$FIXED_PORT/" "$c" fixed
+    fixed_first=$((r % 2))
+    if [ "$fixed_first" = 1 ]; then
+      wrk_run "bare fasthttp (fixed number)" "http://127.0.0.1:$FIXED_PORT/" "$c" fixed
+    fi
     wrk_run "leaf /api/segment/get/bench" "http://127.0.0.1:$LEAF_PORT/api/segment/get/bench" "$c" seg
     wrk_run "leaf /api/snowflake/get/bench" "http://127.0.0.1:$LEAF_PORT/api/snowflake/get/bench" "$c" snow
+    if [ "$fixed_first" = 0 ]; then
+      wrk_run "bare fasthttp (fixed number)" "http://127.0.0.1:$FIXED_PORT/" "$c" fixed
+    fi
     fixed_all+=("$fixed_rps") fixed_p99_all+=("$fixed_p99") seg_all+=("$seg_rps") seg_p99_all+=("$seg_p99")
     snow_all+=("$snow_rps") snow_p99_all+=("$snow_p99")
+    seg_pair+=("$(ratio_num "$seg_rps" "$fixed_rps")") snow_pair+=("$(ratio_num "$snow_rps" "$fixed_rps")")
   done
   f=$(median "${fixed_all[@]}") fp=$(median "${fixed_p99_all[@]}")
   sg=$(median "${seg_all[@]}") sgp=$(median "${seg_p99_all[@]}")
   sn=$(median "${snow_all[@]}") snp=$(median "${snow_p99_all[@]}")
   echo "  medians c=$c: bare $f req/s p99 $(fmt_us "$fp"); segment $sg req/s p99 $(fmt_us "$sgp"); snowflake $sn req/s p99 $(fmt_us "$snp")"
-  echo "    ratio c=$c segment:   req/s $(ratio "$sg" "$f"), p99 $(ratio "$sgp" "$fp")"
-  echo "    ratio c=$c snowflake: req/s $(ratio "$sn" "$f"), p99 $(ratio "$snp" "$fp")"
+  echo "    ratio c=$c segment:   req/s $(ratio "$sg" "$f") (paired $(printf '%.2f' "$(median "${seg_pair[@]}")")x), p99 $(ratio "$sgp" "$fp")"
+  echo "    ratio c=$c snowflake: req/s $(ratio "$sn" "$f") (paired $(printf '%.2f' "$(median "${snow_pair[@]}")")x), p99 $(ratio "$snp" "$fp")"
 done
 
 echo "HTTP batches of 1000 IDs (wrk -t2 -d$DURATION)"

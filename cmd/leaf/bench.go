@@ -46,6 +46,11 @@ for --duration, and reports throughput, errors and latency. Over HTTP it
 uses Leaf's routes, /api/segment/get/TAG and /api/snowflake/get/TAG (with
 ?count=N when --count > 1); over gRPC, NextID(s) or SnowflakeNextID(s).
 
+With --rate N the workers share a schedule of N requests a second, evenly
+spaced, instead of each sending its next request as soon as it has an
+answer: a steady load for soak tests. A worker whose answer comes late sends
+its next request at once, until the schedule is caught up.
+
 Every answer is checked: a request counts as an error if its status is not
 200 (gRPC: not OK), its body is not --count positive decimal IDs one per
 line, or its IDs are not strictly increasing. --check-unique also keeps
@@ -68,6 +73,7 @@ const (
 	benchMaxDuration        = time.Hour
 	benchDefaultConcurrency = 32
 	benchMaxConcurrency     = 1024
+	benchMaxRate            = 1_000_000
 )
 
 // benchRequestTimeout bounds one request. The server answers or fails
@@ -99,6 +105,7 @@ type benchOptions struct {
 	count       int
 	concurrency int
 	duration    time.Duration
+	rate        int // requests per second in all; 0: unpaced
 	quiet       bool
 	json        bool
 	checkUnique bool
@@ -161,6 +168,7 @@ func (a *app) benchFlags(args []string) (*benchOptions, error) {
 	count := fs.Int("count", 1, "IDs per request, 1..10000; 1 asks for single IDs, more for batches")
 	conc := fs.Int("concurrency", benchDefaultConcurrency, fmt.Sprintf("concurrent requests (workers; HTTP connections), 1..%d", benchMaxConcurrency))
 	dur := fs.Duration("duration", benchDefaultDuration, "how long to send requests, 100ms..1h")
+	rate := fs.Int("rate", 0, fmt.Sprintf("requests per second in all, evenly spaced, 0..%d; 0: as fast as the workers go", benchMaxRate))
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
 	asJSON := fs.Bool("json", false, "print the summary as JSON")
 	unique := fs.Bool("check-unique", false, fmt.Sprintf("keep every ID (up to %d) and check that none repeats", benchMaxUnique))
@@ -171,7 +179,7 @@ func (a *app) benchFlags(args []string) (*benchOptions, error) {
 	if len(pos) > 0 {
 		return nil, usageErrorf("takes no arguments, got %q", pos[0])
 	}
-	o := &benchOptions{mode: *mode, tag: *tag, count: *count, concurrency: *conc, duration: *dur,
+	o := &benchOptions{mode: *mode, tag: *tag, count: *count, concurrency: *conc, duration: *dur, rate: *rate,
 		quiet: *quiet, json: *asJSON, checkUnique: *unique}
 	switch {
 	case *grpcAddr != "" && *server != "":
@@ -203,6 +211,9 @@ func (a *app) benchFlags(args []string) (*benchOptions, error) {
 	}
 	if o.duration < benchMinDuration || o.duration > benchMaxDuration {
 		return nil, usageErrorf("--duration %v: want 100ms..1h", o.duration)
+	}
+	if o.rate < 0 || o.rate > benchMaxRate {
+		return nil, usageErrorf("--rate %d: want 0..%d", o.rate, benchMaxRate)
 	}
 	return o, nil
 }
@@ -489,6 +500,10 @@ func runBench(ctx context.Context, o *benchOptions, newCaller func() benchCaller
 	// written once, so it stays in every core's cache until then.
 	var stop atomic.Bool
 	start := time.Now()
+	var pace *benchPacer
+	if o.rate > 0 {
+		pace = &benchPacer{start: start, end: start.Add(o.duration), interval: time.Second / time.Duration(o.rate)}
+	}
 	timer := time.AfterFunc(o.duration, func() { stop.Store(true) })
 	defer timer.Stop()
 	interrupted := false
@@ -498,7 +513,11 @@ func runBench(ctx context.Context, o *benchOptions, newCaller func() benchCaller
 		go func(c benchCaller) {
 			defer wg.Done()
 			ids := make([]int64, 0, o.count)
+			var wait *time.Timer
 			for !stop.Load() {
+				if pace != nil && !pace.wait(ctx, &wait) {
+					return
+				}
 				t0 := time.Now()
 				var f *benchFailure
 				ids, f = c.call(ctx, ids[:0])
@@ -558,6 +577,41 @@ func runBench(ctx context.Context, o *benchOptions, newCaller func() benchCaller
 	return summarize(o, workers, probeIDs, elapsed, interrupted)
 }
 
+// benchPacer spreads the requests of a --rate run evenly over time: slot n
+// is due at start + n*interval, and each request takes the next free slot,
+// whichever worker sends it. Taking a slot is one atomic add; a worker that
+// is behind finds its slot due already and does not wait.
+type benchPacer struct {
+	start, end time.Time
+	interval   time.Duration
+	next       atomic.Int64
+}
+
+// wait takes the next slot and sleeps until it is due, on the worker's own
+// timer (created on first use). It returns false, without sleeping, when the
+// slot falls after the end of the run, and when ctx ends first.
+func (p *benchPacer) wait(ctx context.Context, t **time.Timer) bool {
+	due := p.start.Add(time.Duration(p.next.Add(1)-1) * p.interval)
+	if !due.Before(p.end) {
+		return false
+	}
+	d := time.Until(due)
+	if d <= 0 {
+		return true
+	}
+	if *t == nil {
+		*t = time.NewTimer(d)
+	} else {
+		(*t).Reset(d)
+	}
+	select {
+	case <-(*t).C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 // benchSummary is the result of a run, as printed with --json.
 type benchSummary struct {
 	Transport         string            `json:"transport"` // "http" or "grpc"
@@ -566,6 +620,7 @@ type benchSummary struct {
 	Tag               string            `json:"tag"`
 	Count             int               `json:"count"`
 	Concurrency       int               `json:"concurrency"`
+	Rate              int               `json:"rate,omitempty"`   // --rate, requests per second
 	DurationSeconds   float64           `json:"duration_seconds"` // asked for
 	ElapsedSeconds    float64           `json:"elapsed_seconds"`  // until the last request ended
 	Interrupted       bool              `json:"interrupted,omitempty"`
@@ -605,7 +660,7 @@ type benchUnique struct {
 
 func summarize(o *benchOptions, workers []*benchWorker, probeIDs []int64, elapsed time.Duration, interrupted bool) *benchSummary {
 	s := &benchSummary{Transport: "http", Target: o.target, Mode: o.mode, Tag: o.tag, Count: o.count,
-		Concurrency: o.concurrency, DurationSeconds: o.duration.Seconds(), ElapsedSeconds: elapsed.Seconds(),
+		Concurrency: o.concurrency, Rate: o.rate, DurationSeconds: o.duration.Seconds(), ElapsedSeconds: elapsed.Seconds(),
 		Interrupted: interrupted, ErrorKinds: []*benchErrorKind{}, hist: &histogram{}}
 	if o.grpc {
 		s.Transport = "grpc"
@@ -683,6 +738,9 @@ func (s *benchSummary) writeText(w io.Writer, o *benchOptions) error {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "leaf bench: %s, %d per request, %s, concurrency %d, %v", what, s.Count, via, s.Concurrency, o.duration)
+	if s.Rate > 0 {
+		fmt.Fprintf(&b, ", rate %d/s", s.Rate)
+	}
 	if s.Interrupted {
 		b.WriteString(" (interrupted)")
 	}

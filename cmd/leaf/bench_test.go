@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -195,6 +196,54 @@ func TestBenchCountsBadAnswers(t *testing.T) {
 	}
 }
 
+// TestBenchRate: with --rate the workers together send that many requests a
+// second, spread over the run rather than in a burst, and no more than the
+// schedule holds.
+func TestBenchRate(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var times []time.Time
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		times = append(times, time.Now())
+		mu.Unlock()
+		fmt.Fprint(w, n.Add(1))
+	}))
+	t.Cleanup(srv.Close)
+	const rate, secs = 100, 2
+	r, sum := runBenchJSON(t, "--server", srv.URL, "--rate", strconv.Itoa(rate), "--concurrency", "8", "--duration", strconv.Itoa(secs)+"s")
+	if r.code != 0 || sum.Errors != 0 || sum.Rate != rate {
+		t.Fatalf("exit %d, stderr %q, summary %+v", r.code, r.stderr, sum)
+	}
+	// The schedule holds rate*secs slots; a loaded machine may send fewer.
+	if sum.Requests > rate*secs || sum.Requests < rate*secs*3/4 {
+		t.Errorf("%d requests at --rate %d for %ds, want at most %d and not far fewer", sum.Requests, rate, secs, rate*secs)
+	}
+	mu.Lock()
+	got := slices.Clone(times)
+	mu.Unlock()
+	// Evenly spread: each half second (after the probe, the first request)
+	// holds about a half second's share, where an unpaced run would send
+	// everything in the first few milliseconds.
+	start := got[1]
+	var perHalf [2 * secs]int
+	for _, at := range got[1:] {
+		if i := int(at.Sub(start) / (500 * time.Millisecond)); i < len(perHalf) {
+			perHalf[i]++
+		}
+	}
+	for i, c := range perHalf {
+		if c < rate/2/3 || c > rate/2*2 {
+			t.Errorf("half second %d had %d requests, want about %d: %v", i, c, rate/2, perHalf)
+		}
+	}
+	text := runCLI(t, nil, "bench", "--server", srv.URL, "--rate", "50", "--duration", "200ms", "--quiet")
+	if text.code != 0 || !strings.Contains(text.stdout, "concurrency 32, 200ms, rate 50/s\n") {
+		t.Errorf("exit %d, summary does not give the rate:\n%s\n%s", text.code, text.stdout, text.stderr)
+	}
+}
+
 func TestBenchUsageAndUnreachable(t *testing.T) {
 	t.Parallel()
 	closed := closedAddr(t)
@@ -206,7 +255,10 @@ func TestBenchUsageAndUnreachable(t *testing.T) {
 	}{
 		{"help", []string{"-h"}, 0, ""},
 		{"extra arg", []string{"now"}, 2, `takes no arguments, got "now"`},
-		{"unknown flag", []string{"--rate", "5"}, 2, "flag provided but not defined: -rate"},
+		{"unknown flag", []string{"--qps", "5"}, 2, "flag provided but not defined: -qps"},
+		{"rate negative", []string{"--rate", "-1"}, 2, "--rate -1: want 0..1000000"},
+		{"rate too big", []string{"--rate", "1000001"}, 2, "--rate 1000001: want 0..1000000"},
+		{"rate NaN", []string{"--rate", "fast"}, 2, `invalid value "fast" for flag -rate`},
 		{"server and grpc", []string{"--server", "h:1", "--grpc", "h:2"}, 2, "--server and --grpc exclude each other"},
 		{"bad server", []string{"--server", "ftp://x"}, 2, "is not an http(s) URL"},
 		{"bad grpc", []string{"--grpc", "localhost"}, 2, `--grpc "localhost" is not host:port`},

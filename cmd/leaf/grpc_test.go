@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthgrpc "google.golang.org/grpc/health/grpc_health_v1"
 
@@ -16,20 +17,28 @@ import (
 
 var grpcListeningRE = regexp.MustCompile(`msg="grpc listening" addr=(\S+)`)
 
+// grpcConn connects with creds to the gRPC address serve logged; the
+// connection is closed at cleanup.
+func grpcConn(t *testing.T, s *inProcessServer, creds credentials.TransportCredentials) *grpc.ClientConn {
+	t.Helper()
+	m := grpcListeningRE.FindStringSubmatch(s.log.String())
+	if m == nil {
+		t.Fatalf("no gRPC address logged:\n%s", s.log.String())
+	}
+	conn, err := grpc.NewClient(m[1], grpc.WithTransportCredentials(creds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
 // TestServeGRPC: --grpc-listen serves the gRPC API next to HTTP, from the
 // same generators, and a graceful stop ends both.
 func TestServeGRPC(t *testing.T) {
 	t.Parallel()
 	s := serveInProcess(t, dataEnv(t), "--listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0")
-	m := grpcListeningRE.FindStringSubmatch(s.log.String())
-	if m == nil {
-		t.Fatalf("no gRPC address logged:\n%s", s.log.String())
-	}
-	conn, err := grpc.NewClient(m[1], grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
+	conn := grpcConn(t, s, insecure.NewCredentials())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c := leafv1.NewLeafClient(conn)

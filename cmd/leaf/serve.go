@@ -2,17 +2,22 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/leafgo/leaf/grpcapi"
 	"github.com/leafgo/leaf/httpapi"
 	"github.com/leafgo/leaf/internal/config"
+	"github.com/leafgo/leaf/internal/deadline"
+	"github.com/leafgo/leaf/internal/ratelimit"
 	"github.com/leafgo/leaf/metrics"
 	"github.com/leafgo/leaf/segment"
 )
@@ -40,7 +45,7 @@ etc/leaf.yml. Flags win over both.
 func (a *app) serve(ctx context.Context, args []string) error {
 	fs := newFlagSet("serve")
 	flags := config.BindFlags(fs, "listen", "data_dir", "segment.store", "segment.dsn", "log.level", "log.format",
-		"grpc_listen", "snowflake.registry", "snowflake.name", "snowflake.endpoint", "snowflake.worker_id", "snowflake.zk", "snowflake.etcd", "snowflake.dsn")
+		"grpc_listen", "admin.token_file", "admin.insecure", "tls.cert", "tls.key", "rate_limit.per_second", "snowflake.registry", "snowflake.name", "snowflake.endpoint", "snowflake.worker_id", "snowflake.zk", "snowflake.etcd", "snowflake.dsn")
 	flags.BindLeafProperties()
 	pos, err := a.parseFlags(fs, serveUsage, args)
 	if err != nil {
@@ -53,17 +58,68 @@ func (a *app) serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	token, err := cfg.AdminToken()
+	if err != nil {
+		return err
+	}
+	if err := cfg.CheckAdminExposure(token); err != nil {
+		return err
+	}
 	log := newLogger(cfg.Log, a.stderr)
 	if a.onLogger != nil {
 		a.onLogger(log)
 	}
-	for _, name := range config.UnknownEnv(a.env, envServer) {
+	for _, name := range config.UnknownEnv(a.env, knownEnv()...) {
 		log.Warn("ignoring unknown environment variable", "name", name)
 	}
 	for _, w := range warnings {
 		log.Warn("leaf.properties: "+w.Message, "key", w.Key, "at", w.At)
 	}
-	return a.runServer(ctx, cfg, log)
+	if cfg.Admin.Insecure && token == "" && !config.IsLoopbackListen(cfg.Listen) {
+		log.Warn("tag administration is open to anyone who reaches the port (--insecure-admin)", "listen", cfg.Listen)
+	}
+	return a.runServer(ctx, cfg, token, log)
+}
+
+// deadlineTick is how late an HTTP connection's read, idle or write timeout
+// may take effect: a tenth of a second on timeouts of 10s and more.
+const deadlineTick = 100 * time.Millisecond
+
+// loadTLS reads the certificate and key of cfg; nil when TLS is off.
+func loadTLS(cfg config.TLS) (*tls.Config, error) {
+	if !cfg.Enabled() {
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(cfg.Cert, cfg.Key)
+	if err != nil {
+		return nil, fmt.Errorf("load TLS certificate %s and key %s: %w", cfg.Cert, cfg.Key, err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+}
+
+// httpTLS is the HTTP listener's TLS configuration: HTTP/1.1 only, the one
+// protocol fasthttp speaks, announced so that ALPN clients do not try h2.
+func httpTLS(base *tls.Config) *tls.Config {
+	c := base.Clone()
+	c.NextProtos = []string{"http/1.1"}
+	return c
+}
+
+// newLimiter builds the per-client limiter of the ID routes; nil when
+// rate_limit.per_second is 0.
+func newLimiter(cfg config.RateLimit) (*ratelimit.Limiter, error) {
+	if cfg.PerSecond == 0 {
+		return nil, nil
+	}
+	burst := cfg.Burst
+	if burst == 0 {
+		burst = cfg.PerSecond
+	}
+	l, err := ratelimit.New(ratelimit.Config{Rate: float64(cfg.PerSecond), Burst: burst})
+	if err != nil {
+		return nil, fmt.Errorf("%w: rate_limit: %w", config.ErrInvalid, err)
+	}
+	return l, nil
 }
 
 // newLogger builds the process logger on w (stderr) from log.level and
@@ -81,7 +137,7 @@ func newLogger(c config.Log, w io.Writer) *slog.Logger {
 // runServer wires store → generator → handler → http.Server, serves until
 // ctx is done, then shuts down in the reverse order, all within one
 // shutdown_timeout budget.
-func (a *app) runServer(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+func (a *app) runServer(ctx context.Context, cfg config.Config, adminToken string, log *slog.Logger) error {
 	var (
 		store     segmentStore
 		storeDesc = "none (segment mode disabled)"
@@ -129,8 +185,21 @@ func (a *app) runServer(ctx context.Context, cfg config.Config, log *slog.Logger
 		return errors.Join(err, release(sctx))
 	}
 
+	// Read before anything is opened: a bad certificate is a start-up
+	// error, not something to find at the first client's handshake.
+	tlsCfg, err := loadTLS(cfg.TLS)
+	if err != nil {
+		return err
+	}
+	limiter, err := newLimiter(cfg.RateLimit)
+	if err != nil {
+		return err
+	}
+	if limiter != nil {
+		defer limiter.Close()
+	}
+
 	if cfg.Segment.Enabled {
-		var err error
 		if store, storeDesc, err = openStore(ctx, cfg); err != nil {
 			return err
 		}
@@ -155,7 +224,6 @@ func (a *app) runServer(ctx context.Context, cfg config.Config, log *slog.Logger
 	// Listen before starting snowflake: its endpoint names the port actually
 	// bound. Connections wait in the backlog until Serve.
 	var lc net.ListenConfig
-	var err error
 	if ln, err = lc.Listen(ctx, "tcp", cfg.Listen); err != nil {
 		return abort(fmt.Errorf("listen: %w", err))
 	}
@@ -183,30 +251,48 @@ func (a *app) runServer(ctx context.Context, cfg config.Config, log *slog.Logger
 		snowSrc = worker.gen
 	}
 	m := metrics.New(metrics.Config{Segment: segSrc, Snowflake: snowSrc, Version: buildVersion()})
-	handler := httpapi.New(httpapi.Config{Segment: segGen, Snowflake: snowGen, Logger: log, Version: buildVersion(),
-		Metrics: m.Handler(), Observer: m})
+	hcfg := httpapi.Config{Segment: segGen, Snowflake: snowGen, Logger: log, Version: buildVersion(),
+		Metrics: m.Handler(), Observer: m, AdminToken: adminToken}
+	if limiter != nil {
+		hcfg.Limiter = limiter
+	}
+	handler := httpapi.New(hcfg)
 	// fasthttp serves the Leaf ID routes itself and every other route
 	// through the handler; its limits' defaults bound slow clients (see
 	// httpapi.Limits).
 	srv := httpapi.NewFastServer(handler, httpapi.Limits{})
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	// fasthttp sets three deadlines per request; deadline makes each an
+	// atomic store, enforced to within deadlineTick (see the package doc).
+	var httpLn net.Listener = deadline.Wrap(ln, deadlineTick)
+	if tlsCfg != nil {
+		httpLn = tls.NewListener(httpLn, httpTLS(tlsCfg))
+	}
+	go func() { served <- srv.Serve(httpLn) }()
 	var gsrv *grpc.Server
 	gserved := make(chan error, 1)
 	if gln != nil {
 		gcfg := grpcapi.Config{Logger: log}
+		if limiter != nil {
+			gcfg.Limiter = limiter
+		}
 		if segGen != nil {
 			gcfg.Segment = gen
 		}
 		if worker != nil {
 			gcfg.Snowflake = worker.gen
 		}
-		gsrv = grpcapi.NewServer(gcfg)
+		var opts []grpc.ServerOption
+		if tlsCfg != nil {
+			opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg.Clone())))
+		}
+		gsrv = grpcapi.NewServer(gcfg, opts...)
 		go func() { gserved <- gsrv.Serve(gln) }()
 		log.Info("grpc listening", "addr", gln.Addr().String())
 	}
 
-	log.Info("listening", "addr", ln.Addr().String(), "store", storeDesc, "snowflake", workerDesc, "version", buildVersion())
+	log.Info("listening", "addr", ln.Addr().String(), "tls", tlsCfg != nil, "admin_token", adminToken != "",
+		"rate_limit", cfg.RateLimit.PerSecond, "store", storeDesc, "snowflake", workerDesc, "version", buildVersion())
 	if a.onListen != nil {
 		a.onListen(ln.Addr())
 	}

@@ -21,6 +21,20 @@ import (
 	"github.com/leafgo/leaf/zookeeper"
 )
 
+// clockNow is the snowflake generator's clock; nil means time.Now. Only a
+// binary built with the chaos tag sets it (chaos.go), so that the chaos test
+// can step one server's clock back; a release build cannot be told to lie
+// about the time.
+var clockNow func() time.Time
+
+// buildEnv lists the LEAF_* variables a build reads itself, outside the
+// configuration (the chaos build's clock file), so that serve does not warn
+// about them as unknown.
+var buildEnv []string
+
+// knownEnv is every LEAF_* variable serve reads outside the configuration.
+func knownEnv() []string { return append([]string{envServer}, buildEnv...) }
+
 // snowflakeWorker is a running snowflake generator and the registry client
 // it uses, closed in that order.
 type snowflakeWorker struct {
@@ -71,6 +85,7 @@ func startSnowflake(ctx context.Context, cfg config.Config, port int, log *slog.
 		Window:            sc.Window,
 		HeartbeatInterval: interval,
 		Logger:            log,
+		Now:               clockNow,
 	})
 	if err != nil {
 		_ = reg.Close()

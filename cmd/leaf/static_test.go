@@ -56,8 +56,14 @@ func TestStaticBinary(t *testing.T) {
 	}
 
 	t.Run("as the image runs it", func(t *testing.T) {
+		// The image listens on every interface: without a token it must
+		// refuse to start, with one it serves.
 		env := append(cleanEnv(), dockerEnv(t, string(dockerfile))...)
-		env = append(env, "LEAF_LISTEN=127.0.0.1:0", "LEAF_DATA_DIR="+t.TempDir(), "LEAF_LOG_FORMAT=text")
+		env = append(env, "LEAF_DATA_DIR="+t.TempDir())
+		if r := runBin(t, bin, t.TempDir(), env, "serve"); r.code != 2 || !strings.Contains(r.stderr, "no admin token is set") {
+			t.Errorf("the image's settings without a token: exit %d, stderr %q; want 2", r.code, r.stderr)
+		}
+		env = append(env, "LEAF_LISTEN=127.0.0.1:0", "LEAF_LOG_FORMAT=text", "LEAF_ADMIN_TOKEN="+serveToken)
 		srv := startServer(t, bin, t.TempDir(), env)
 		serveIDs(t, srv)
 	})

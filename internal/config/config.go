@@ -25,6 +25,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -64,10 +66,41 @@ type Config struct {
 	Listen          string        `yaml:"listen" flag:"listen" arg:"addr" help:"HTTP listen address, host:port (port 0 picks a free port)"`
 	DataDir         string        `yaml:"data_dir" flag:"data-dir" arg:"dir" help:"directory for local state; the embedded SQLite store lives here"`
 	GRPCListen      string        `yaml:"grpc_listen" flag:"grpc-listen" arg:"addr" help:"gRPC listen address, host:port (service leaf.v1.Leaf, health, reflection); empty: no gRPC"`
+	Admin           Admin         `yaml:"admin"`
+	TLS             TLS           `yaml:"tls"`
+	RateLimit       RateLimit     `yaml:"rate_limit"`
 	Log             Log           `yaml:"log"`
 	Segment         Segment       `yaml:"segment"`
 	Snowflake       Snowflake     `yaml:"snowflake"`
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" help:"how long a graceful shutdown (drain HTTP, give back IDs, close the store) may take"`
+}
+
+// Admin guards tag administration and the detail pages. The token is never
+// logged, and has no flag because command lines are visible to every user of
+// the machine (ps); it comes from the file, the environment or token_file.
+type Admin struct {
+	Token     string `yaml:"token" help:"bearer token that /v2/tags, /cache, /db and the detail of /v2/status require; empty: no token (see insecure)"`
+	TokenFile string `yaml:"token_file" flag:"admin-token-file" arg:"file" help:"file whose first line is the admin token; wins over admin.token"`
+	Insecure  bool   `yaml:"insecure" flag:"insecure-admin" help:"serve without an admin token on a listen address that is not loopback, letting anyone who reaches the port create, change and delete tags"`
+}
+
+// MinAdminTokenLen is the shortest admin token accepted: a token is compared
+// in constant time, but a short one can still be guessed.
+const MinAdminTokenLen = 16
+
+// TLS configures TLS for both the HTTP and the gRPC listener.
+type TLS struct {
+	Cert string `yaml:"cert" flag:"tls-cert" arg:"file" help:"PEM certificate chain; with tls.key, HTTP and gRPC are served over TLS (1.2 and later)"`
+	Key  string `yaml:"key" flag:"tls-key" arg:"file" help:"PEM private key of tls.cert"`
+}
+
+// Enabled reports whether TLS is configured.
+func (t TLS) Enabled() bool { return t.Cert != "" }
+
+// RateLimit bounds how fast one client address may take IDs.
+type RateLimit struct {
+	PerSecond int `yaml:"per_second" flag:"rate-limit" arg:"n" help:"ID requests per second allowed per client IP address (IPv6: per /64) on the ID routes and gRPC ID methods; over it: 429 with Retry-After (gRPC: ResourceExhausted); 0: no limit"`
+	Burst     int `yaml:"burst" help:"requests a client may send at once above its rate; 0: per_second"`
 }
 
 // Log configures the process logger.
@@ -285,7 +318,88 @@ func (c Config) validate(origin map[string]string) error {
 		bad("shutdown_timeout", "%v must be positive", c.ShutdownTimeout)
 	}
 	c.validateSnowflake(bad)
+	c.validateSecurity(bad)
 	return errors.Join(errs...)
+}
+
+// validateSecurity checks the admin, tls and rate_limit keys.
+func (c Config) validateSecurity(bad func(path, format string, args ...any)) {
+	if t := c.Admin.Token; t != "" {
+		if err := checkToken(t); err != nil {
+			bad("admin.token", "%v", err)
+		}
+	}
+	if (c.TLS.Cert == "") != (c.TLS.Key == "") {
+		bad("tls", "tls.cert and tls.key go together: set both or neither")
+	}
+	if c.RateLimit.PerSecond < 0 {
+		bad("rate_limit.per_second", "%d is negative; 0 turns the limit off", c.RateLimit.PerSecond)
+	}
+	if c.RateLimit.Burst < 0 {
+		bad("rate_limit.burst", "%d is negative; 0 means per_second", c.RateLimit.Burst)
+	}
+}
+
+// checkToken rejects tokens that are too short to resist guessing or that
+// cannot travel in an Authorization header. The message never quotes the
+// token.
+func checkToken(t string) error {
+	if len(t) < MinAdminTokenLen {
+		return fmt.Errorf("too short (%d bytes), want at least %d", len(t), MinAdminTokenLen)
+	}
+	for i := 0; i < len(t); i++ {
+		if c := t[i]; c <= ' ' || c >= 0x7f {
+			return fmt.Errorf("byte %d is a space, a control or a non-ASCII character; use printable ASCII", i+1)
+		}
+	}
+	return nil
+}
+
+// AdminToken is the configured admin token: the first line of
+// admin.token_file when set, else admin.token; empty when neither is.
+func (c Config) AdminToken() (string, error) {
+	if c.Admin.TokenFile == "" {
+		return c.Admin.Token, nil
+	}
+	b, err := os.ReadFile(c.Admin.TokenFile)
+	if err != nil {
+		return "", fmt.Errorf("read admin.token_file: %w", err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	line = strings.TrimSuffix(line, "\r")
+	if err := checkToken(line); err != nil {
+		return "", fmt.Errorf("%w: admin.token_file %s: token %v", ErrInvalid, c.Admin.TokenFile, err)
+	}
+	return line, nil
+}
+
+// ErrAdminExposed is wrapped by CheckAdminExposure's error.
+var ErrAdminExposed = errors.New("admin routes exposed without a token")
+
+// CheckAdminExposure refuses, unless admin.insecure is set, to serve the
+// admin routes without a token on a listen address other hosts can reach:
+// every interface (":8080", "0.0.0.0"), a non-loopback IP, or a host name,
+// which is not resolved here because what it resolves to can change.
+func (c Config) CheckAdminExposure(token string) error {
+	if token != "" || c.Admin.Insecure || IsLoopbackListen(c.Listen) {
+		return nil
+	}
+	return fmt.Errorf("%w: %w: listen %s is reachable from other hosts and no admin token is set: set LEAF_ADMIN_TOKEN (or admin.token, admin.token_file), or pass --insecure-admin to let anyone who reaches the port manage tags",
+		ErrInvalid, ErrAdminExposed, c.Listen)
+}
+
+// IsLoopbackListen reports whether a listen address accepts connections from
+// this host only.
+func IsLoopbackListen(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
 }
 
 // validateSnowflake checks the snowflake keys, even when the mode is off, for
@@ -318,7 +432,10 @@ func (c Config) validateSnowflake(bad func(path, format string, args ...any)) {
 		}
 	case RegistryMySQL:
 		if s.DSN == "" && c.Segment.Store != StoreMySQL {
-			bad("snowflake.dsn", "required when snowflake.registry is mysql and segment.store is not (set --snowflake-dsn)")
+			// Reported under the registry, so that the message says where
+			// mysql was chosen: leaf.properties' leaf.snowflake.mode sets it
+			// without any key named here.
+			bad("snowflake.registry", "mysql needs snowflake.dsn, or segment.store mysql and its segment.dsn (set --snowflake-dsn)")
 		}
 	}
 	if s.LeaseTTL < 2*time.Second {

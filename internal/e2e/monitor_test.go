@@ -350,6 +350,46 @@ func TestMonitorPage(t *testing.T) {
 	}
 	p.waitText(`#snowflake-fields [data-field="worker_id"]`, func(s string) bool { return s == worker })
 
+	// A server with an admin token: the page shows the summary and asks for
+	// the token, refuses a wrong one, and shows everything with the right one.
+	const token = "monitor-admin-token-0123"
+	guarded := httptest.NewServer(httpapi.New(httpapi.Config{
+		Segment: seg, Snowflake: snow, Logger: logger, Version: "v0.0.0-guarded", AdminToken: token,
+	}))
+	t.Cleanup(guarded.Close)
+	p.do("open a server with an admin token",
+		chromedp.Navigate(guarded.URL+"/monitor/"),
+		chromedp.WaitVisible(chromedp.ID("token-form")),
+		chromedp.WaitVisible(chromedp.ID("db-error")),
+	)
+	p.waitText("#version", func(s string) bool { return s == "v0.0.0-guarded" })
+	if got := p.text("#tags-empty"); got != "Shown with the admin token." {
+		t.Errorf("buffers without the token: %q", got)
+	}
+	if got := p.text("#db-error"); !strings.Contains(got, "admin token required") {
+		t.Errorf("rows without the token: %q, want the 401's message", got)
+	}
+	if n := p.query("#tags-body", "children.length"); n != "0" {
+		t.Errorf("%s buffer rows shown without the token", n)
+	}
+	p.do("enter a wrong token",
+		chromedp.SendKeys(chromedp.ID("token-input"), "not-the-token-0000"),
+		chromedp.Click(chromedp.ID("token-submit")),
+		chromedp.WaitVisible(chromedp.ID("token-error")),
+	)
+	if got := p.text("#token-error"); !strings.Contains(got, "invalid admin token") {
+		t.Errorf("wrong token: the page shows %q", got)
+	}
+	p.do("enter the token",
+		chromedp.SendKeys(chromedp.ID("token-input"), token),
+		chromedp.Click(chromedp.ID("token-submit")),
+		chromedp.WaitNotVisible(chromedp.ID("token-form")),
+		chromedp.WaitVisible(chromedp.CSS(`#tags-body tr[data-tag="orders"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#db-body tr[data-tag="orders"]`)),
+	)
+	p.waitText(`#snowflake-fields [data-field="worker_id"]`, func(s string) bool { return s == worker })
+	shot("monitor-token.png")
+
 	mu.Lock()
 	defer mu.Unlock()
 	for _, m := range problems {

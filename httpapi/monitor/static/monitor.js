@@ -26,10 +26,17 @@ function parse(text) {
     Number.isInteger(value) && !Number.isSafeInteger(value) && ctx && ctx.source ? ctx.source : value);
 }
 
-// getJSON fetches an API path; a failure throws an Error whose message is the
-// server's {"error"} when there is one.
+// The admin token, when the server wants one, lives in this tab's
+// sessionStorage only: it is gone when the tab closes.
+const TOKEN_KEY = 'leaf-admin-token';
+const token = () => sessionStorage.getItem(TOKEN_KEY) || '';
+
+// getJSON fetches an API path, with the admin token if one was given; a
+// failure throws an Error whose message is the server's {"error"} when there
+// is one, and whose status is the HTTP status.
 async function getJSON(path) {
-  const resp = await fetch('../' + path, {cache: 'no-store', signal: AbortSignal.timeout(TIMEOUT_MS)});
+  const headers = token() ? {Authorization: `Bearer ${token()}`} : {};
+  const resp = await fetch('../' + path, {cache: 'no-store', headers, signal: AbortSignal.timeout(TIMEOUT_MS)});
   const text = await resp.text();
   let body = null;
   try {
@@ -39,7 +46,9 @@ async function getJSON(path) {
   }
   if (!resp.ok) {
     const why = body && body.error ? body.error : resp.statusText || text.trim();
-    throw new Error(`${resp.status}: ${why}`);
+    const err = new Error(`${resp.status}: ${why}`);
+    err.status = resp.status;
+    throw err;
   }
   if (body === null) throw new Error(`${path}: the answer is not JSON`);
   return body;
@@ -260,8 +269,29 @@ async function decode(ev) {
 
 let ticks = 0;
 
+// askToken shows the token form, with why the last token failed if it did.
+function askToken(why) {
+  $('#token-form').hidden = false;
+  $('#token-error').textContent = why || '';
+  $('#token-error').hidden = !why;
+}
+
+function useToken(ev) {
+  ev.preventDefault();
+  sessionStorage.setItem(TOKEN_KEY, $('#token-input').value.trim());
+  $('#token-input').value = '';
+  rowsKey = null; // read the rows again, now with the token
+  refresh();
+}
+
 async function refresh() {
   const [status, reasons] = await Promise.allSettled([getJSON('v2/status'), getReasons()]);
+  if (status.status === 'rejected' && status.reason.status === 401) {
+    // A wrong token: forget it, so the summary shows again, and ask anew.
+    sessionStorage.removeItem(TOKEN_KEY);
+    askToken(status.reason.message);
+    return refresh();
+  }
   if (status.status === 'rejected') {
     document.body.classList.add('stale');
     renderState('down', 'unreachable', [status.reason.message]);
@@ -269,6 +299,14 @@ async function refresh() {
   }
   const s = status.value;
   document.body.classList.remove('stale');
+  const hidden = s.detail === false;
+  if (hidden) {
+    askToken($('#token-error').textContent);
+  } else {
+    $('#token-form').hidden = true;
+  }
+  $('#tags-empty').textContent = hidden ? 'Shown with the admin token.' : 'No tags yet.';
+  $('#snowflake-off').textContent = hidden ? 'Shown with the admin token.' : 'Snowflake mode is disabled.';
   $('#version').textContent = s.version || '–';
   $('#updated').textContent = `updated ${new Date().toLocaleTimeString()}`;
   const why = reasons.status === 'fulfilled' ? reasons.value : s.segment.degraded;
@@ -294,4 +332,5 @@ async function loop() {
 }
 
 $('#decode-form').addEventListener('submit', decode);
+$('#token-form').addEventListener('submit', useToken);
 loop();

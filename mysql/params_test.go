@@ -1,0 +1,173 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/sqlstore"
+	"github.com/leafgo/leaf/internal/testdb"
+)
+
+// recorder wraps the real driver's connector and records every statement
+// sent through it, text and arguments apart, so that a test can see what
+// SQL a tag produced.
+type recorder struct {
+	driver.Connector
+	mu    sync.Mutex
+	stmts []recorded
+}
+
+type recorded struct {
+	query string
+	args  []driver.NamedValue
+}
+
+func (r *recorder) add(q string, args []driver.NamedValue) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stmts = append(r.stmts, recorded{q, args})
+}
+
+func (r *recorder) since(n int) []recorded {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]recorded(nil), r.stmts[n:]...)
+}
+
+func (r *recorder) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.stmts)
+}
+
+func (r *recorder) Connect(ctx context.Context) (driver.Conn, error) {
+	c, err := r.Connector.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &recConn{c, r}, nil
+}
+
+// recConn passes everything to the driver's connection, recording the
+// statements on the way.
+type recConn struct {
+	driver.Conn
+	r *recorder
+}
+
+func (c *recConn) ExecContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Result, error) {
+	c.r.add(q, args)
+	return c.Conn.(driver.ExecerContext).ExecContext(ctx, q, args)
+}
+
+func (c *recConn) QueryContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Rows, error) {
+	c.r.add(q, args)
+	return c.Conn.(driver.QueryerContext).QueryContext(ctx, q, args)
+}
+
+func (c *recConn) PrepareContext(ctx context.Context, q string) (driver.Stmt, error) {
+	c.r.add(q, nil)
+	return c.Conn.(driver.ConnPrepareContext).PrepareContext(ctx, q)
+}
+
+func (c *recConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	return c.Conn.(driver.ConnBeginTx).BeginTx(ctx, opts)
+}
+
+func (c *recConn) CheckNamedValue(nv *driver.NamedValue) error {
+	return c.Conn.(driver.NamedValueChecker).CheckNamedValue(nv)
+}
+
+func (c *recConn) ResetSession(ctx context.Context) error {
+	return c.Conn.(driver.SessionResetter).ResetSession(ctx)
+}
+
+// TestTagsNeverReachSQLText runs every store operation on a real MariaDB
+// through a recording connector. A hostile tag is refused before any
+// statement is sent; a valid one travels only as an argument, never in a
+// statement's text.
+func TestTagsNeverReachSQLText(t *testing.T) {
+	ctx := t.Context()
+	cfg, err := config(testdb.MySQL(t), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{Connector: conn}
+	db := sql.OpenDB(rec)
+	t.Cleanup(func() { db.Close() })
+	if _, err := db.ExecContext(ctx, Schema); err != nil {
+		t.Fatal(err)
+	}
+	s := sqlstore.New(db, dialect, sqlstore.Settings{})
+	const victim = "victim"
+	if err := s.CreateTag(ctx, leaf.Alloc{Tag: victim, MaxID: 1, Step: 10}); err != nil {
+		t.Fatal(err)
+	}
+
+	ops := []struct {
+		name string
+		run  func(tag string) error
+	}{
+		{"CreateTag", func(tag string) error { return s.CreateTag(ctx, leaf.Alloc{Tag: tag, MaxID: 1, Step: 10}) }},
+		{"Reserve", func(tag string) error { _, err := s.Reserve(ctx, tag, 10); return err }},
+		{"Alloc", func(tag string) error { _, err := s.Alloc(ctx, tag); return err }},
+		{"SetStep", func(tag string) error { return s.SetStep(ctx, tag, 20) }},
+		{"GiveBack", func(tag string) error { _, err := s.GiveBack(ctx, tag, 15, 21); return err }},
+		{"DeleteTag", func(tag string) error { return s.DeleteTag(ctx, tag) }},
+	}
+	hostile := []string{
+		"", "x' OR '1'='1", "victim'; DROP TABLE leaf_alloc; --", "victim' -- ", "`victim`", `victim"`, `victim\`,
+		"victim%", "vic tim", "victim\x00", "victim\n", "vïctim", "victim/1", "victim;", strings.Repeat("v", leaf.MaxTagLen+1),
+	}
+	for _, op := range ops {
+		for _, tag := range hostile {
+			before := rec.count()
+			err := op.run(tag)
+			if !errors.Is(err, leaf.ErrInvalidTag) {
+				t.Errorf("%s(%q) = %v, want ErrInvalidTag", op.name, tag, err)
+			}
+			if got := rec.since(before); len(got) > 0 {
+				t.Errorf("%s(%q) sent SQL before refusing the tag: %q", op.name, tag, got[0].query)
+			}
+		}
+	}
+
+	// A valid tag using every kind of byte allowed.
+	const tag = "Param.Check_tag:09-z"
+	for _, op := range ops {
+		before := rec.count()
+		if err := op.run(tag); err != nil {
+			t.Fatalf("%s(%q): %v", op.name, tag, err)
+		}
+		sent := rec.since(before)
+		carried := false
+		for _, st := range sent {
+			if strings.Contains(st.query, tag) {
+				t.Errorf("%s: the tag is in the statement's text: %q", op.name, st.query)
+			}
+			for _, a := range st.args {
+				carried = carried || a.Value == tag
+			}
+		}
+		if !carried {
+			t.Errorf("%s sent %d statements, none with the tag as an argument: %+v", op.name, len(sent), sent)
+		}
+	}
+	// The table and the other row survived all of it.
+	a, err := s.Alloc(ctx, victim)
+	if err != nil || a.MaxID != 1 || a.Step != 10 {
+		t.Errorf("victim row = %+v, %v; want it untouched", a, err)
+	}
+}
