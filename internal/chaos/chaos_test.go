@@ -1,0 +1,229 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Environment variables read by the test.
+const (
+	envChaos     = "LEAF_CHAOS"          // "1" runs the test
+	envDuration  = "LEAF_CHAOS_DURATION" // load per registry, a Go duration; default 60s
+	envArtifacts = "LEAF_TEST_ARTIFACTS" // where the summaries go; default /tmp/leaf-test-artifacts
+)
+
+const (
+	defaultDuration = 60 * time.Second
+	// minDuration leaves room for the schedule: three big faults, each
+	// with its quiet time and a restart or two between them.
+	minDuration = 40 * time.Second
+	leafServers = 3
+)
+
+func TestChaos(t *testing.T) {
+	if os.Getenv(envChaos) != "1" {
+		t.Skip("the chaos test kills processes and runs ~2 minutes per registry; run it with " + envChaos + "=1")
+	}
+	if testing.Short() {
+		t.Skip("the chaos test is long; not run with -short")
+	}
+	duration := defaultDuration
+	if v := os.Getenv(envDuration); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < minDuration {
+			t.Fatalf("%s=%q: want a Go duration of at least %v", envDuration, v, minDuration)
+		}
+		duration = d
+	}
+	bin := buildLeaf(t)
+	for _, registry := range []string{"zookeeper", "etcd"} {
+		t.Run(registry, func(t *testing.T) { runChaos(t, bin, registry, duration) })
+	}
+}
+
+// buildLeaf compiles cmd/leaf with the chaos tag, which lets the test step a
+// server's snowflake clock (cmd/leaf/chaos.go).
+func buildLeaf(t *testing.T) string {
+	t.Helper()
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "leaf")
+	cmd := exec.CommandContext(t.Context(), "go", "build", "-tags", "chaos", "-o", bin, "./cmd/leaf")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build -tags chaos ./cmd/leaf: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// moduleRoot is the directory holding go.mod, found upwards from the test's
+// working directory (the package directory).
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// run is one chaos run: its services, servers, schedule and what happened.
+type run struct {
+	t        *testing.T
+	registry string
+	duration time.Duration
+	t0       time.Time
+	db       *service
+	reg      *service
+	servers  []*leafServer
+	rng      *rand.Rand // the scheduler's; only its goroutine uses it
+
+	mu          sync.Mutex
+	faults      []fault
+	dbDown      span // from the kill until the servers' first retry after mariadbd answered again
+	regDown     span // from the kill until the registry answered again
+	clockServer int
+	clockSpan   span
+}
+
+// now is the time since the run began; every record and fault uses it.
+func (r *run) now() time.Duration { return time.Since(r.t0) }
+
+func (r *run) logf(format string, args ...any) {
+	r.t.Logf("%6.1fs  %s", r.now().Seconds(), fmt.Sprintf(format, args...))
+}
+
+func runChaos(t *testing.T, bin, registry string, duration time.Duration) {
+	ctx := t.Context()
+	seed := rand.Uint64()
+	r := &run{t: t, registry: registry, duration: duration, t0: time.Now(), clockServer: -1,
+		rng: rand.New(rand.NewPCG(seed, 1))}
+	t.Logf("registry %s, %v of load, seed %d", registry, duration, seed)
+
+	var dsn string
+	r.db, dsn = startMariaDB(ctx, t)
+	var registryArgs []string
+	if registry == "zookeeper" {
+		r.reg = startZooKeeper(ctx, t)
+		registryArgs = []string{"--snowflake-registry", "zookeeper", "--zk", r.reg.addr}
+	} else {
+		r.reg = startEtcd(ctx, t)
+		registryArgs = []string{"--snowflake-registry", "etcd", "--etcd", r.reg.addr}
+	}
+	r.logf("mariadbd on %s, %s on %s", r.db.addr, registry, r.reg.addr)
+	for _, tag := range tags {
+		if err := runLeaf(ctx, bin, "tags", "create", tag.name, "--step", strconv.Itoa(tag.step),
+			"--segment-store", "mysql", "--segment-dsn", dsn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range leafServers {
+		r.servers = append(r.servers, newLeafServer(t, i, bin, registryArgs, dsn))
+	}
+	t.Cleanup(func() { r.keepLogs(t) })
+	for _, s := range r.servers {
+		if err := s.launch(ctx, r.now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.logf("servers up on %s, %s, %s", r.servers[0].addr, r.servers[1].addr, r.servers[2].addr)
+
+	// The load runs until the schedule is over and the duration has passed,
+	// so every fault happens under load.
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	defer stopLoad()
+	loadStart := r.now()
+	workers := make([]*worker, len(workerSpecs))
+	var wg sync.WaitGroup
+	for i, spec := range workerSpecs {
+		workers[i] = newWorker(spec, seed+uint64(i)+1, len(r.servers))
+		wg.Go(func() { workers[i].run(loadCtx, r) })
+	}
+	r.chaos(ctx, loadStart)
+	sleep(ctx, loadStart+duration-r.now())
+	stopLoad()
+	wg.Wait()
+	loadTime := r.now() - loadStart
+	r.logf("load stopped after %.1fs", loadTime.Seconds())
+
+	for _, s := range r.servers {
+		if err := s.healthz(ctx); err != nil {
+			t.Errorf("%s does not serve at the end of the run: %v", s.name, err)
+		}
+	}
+	res := r.check(workers)
+	summary := r.summary(res, loadTime)
+	t.Log("\n" + summary)
+	if err := writeArtifact("chaos-"+registry+".txt", []byte(summary)); err != nil {
+		t.Errorf("save the summary: %v", err)
+	}
+	for _, p := range res.problems {
+		t.Error(p)
+	}
+}
+
+// artifactsDir is where summaries and logs are kept after the run.
+func artifactsDir() string {
+	if d := os.Getenv(envArtifacts); d != "" {
+		return d
+	}
+	return "/tmp/leaf-test-artifacts"
+}
+
+func writeArtifact(name string, data []byte) error {
+	dir := artifactsDir()
+	if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, name), data, 0o644)
+}
+
+// keepLogs copies every process's log next to the summary and, when the run
+// failed, prints their tails.
+func (r *run) keepLogs(t *testing.T) {
+	procs := []*proc{}
+	if r.db != nil {
+		procs = append(procs, r.db.proc)
+	}
+	if r.reg != nil {
+		procs = append(procs, r.reg.proc)
+	}
+	for _, s := range r.servers {
+		procs = append(procs, s.proc)
+	}
+	for _, p := range procs {
+		if b, err := os.ReadFile(p.logPath); err == nil {
+			if err := writeArtifact(filepath.Join("chaos-"+r.registry+"-logs", p.name+".log"), b); err != nil {
+				t.Logf("keep %s's log: %v", p.name, err)
+			}
+		}
+		if t.Failed() {
+			lines := 15 // the services'; the servers' matter more
+			if strings.HasPrefix(p.name, "leaf-") {
+				lines = 40
+			}
+			t.Logf("tail of %s's log (%s):\n%s", p.name, p.logPath, indent(p.logTail(lines)))
+		}
+	}
+	t.Logf("logs kept in %s", filepath.Join(artifactsDir(), "chaos-"+r.registry+"-logs"))
+}
