@@ -2,6 +2,7 @@ package snowflake
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/leafgo/leaf"
@@ -26,7 +27,7 @@ var LeafLayout = Layout{Epoch: LeafEpoch, TimeBits: 41, WorkerBits: 10, Sequence
 
 // Validate checks the widths: every part at least 1 bit (the worker part may
 // be 0 bits: one worker), at most 63 bits in all so IDs stay positive, and a
-// non-negative epoch.
+// non-negative epoch early enough that End fits in an int64.
 func (l Layout) Validate() error {
 	switch {
 	case l.Epoch < 0:
@@ -37,6 +38,10 @@ func (l Layout) Validate() error {
 	case l.TimeBits+l.WorkerBits+l.SequenceBits > 63:
 		return fmt.Errorf("%w: layout %d+%d+%d = %d bits; at most 63 fit in a positive int64",
 			leaf.ErrInvalidArgument, l.TimeBits, l.WorkerBits, l.SequenceBits, l.TimeBits+l.WorkerBits+l.SequenceBits)
+	case l.Epoch > math.MaxInt64-1<<l.TimeBits:
+		// End, and every timestamp Decode computes, would overflow int64.
+		return fmt.Errorf("%w: layout epoch %d is too late: epoch + 2^%d ms does not fit in an int64",
+			leaf.ErrInvalidArgument, l.Epoch, l.TimeBits)
 	}
 	return nil
 }
