@@ -1,12 +1,13 @@
-# The whole test suite is `make test`: it makes sure MariaDB and PostgreSQL run
-# on 127.0.0.1 (scripts/services.sh), then runs every test against them with
-# LEAF_TEST_STRICT=1 so a missing service fails instead of skipping, then the
-# race detector over the short variant of the suite.
+# The whole test suite is `make test`: it makes sure MariaDB, PostgreSQL,
+# ZooKeeper and etcd run on 127.0.0.1 (scripts/services.sh), then runs every
+# test against them with LEAF_TEST_STRICT=1 so a missing service fails instead
+# of skipping, the chaos test, the fuzz targets, then the race detector over
+# the short variant of the suite.
 GO ?= go
 # staticcheck is run from the module proxy when it is not installed.
 STATICCHECK ?= $(shell command -v staticcheck || { test -x $(HOME)/go/bin/staticcheck && echo $(HOME)/go/bin/staticcheck; } || echo "$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2")
 
-.PHONY: all build test bench bench-all lint serve
+.PHONY: all build test chaos fuzz bench bench-all lint serve
 
 all: build
 
@@ -16,10 +17,25 @@ build:
 serve:
 	$(GO) run ./cmd/leaf serve
 
+# Then the chaos test (internal/chaos, a minute of faults per registry, with
+# the chaos build's clock tests) and every fuzz target for FUZZTIME each.
+FUZZTIME ?= 5s
+
 test:
 	eval "$$(scripts/services.sh)" && \
 	LEAF_TEST_STRICT=1 $(GO) test -count=1 ./... && \
+	LEAF_TEST_STRICT=1 LEAF_CHAOS=1 $(GO) test -count=1 -v -tags chaos -run Chaos ./cmd/leaf ./internal/chaos && \
+	FUZZTIME=$(FUZZTIME) scripts/fuzz.sh && \
 	LEAF_TEST_STRICT=1 $(GO) test -race -short -count=1 ./...
+
+# The chaos test alone, with its summary tables (also in
+# $$LEAF_TEST_ARTIFACTS/chaos-*.txt).
+chaos:
+	eval "$$(scripts/services.sh)" && \
+	LEAF_TEST_STRICT=1 LEAF_CHAOS=1 $(GO) test -count=1 -v -tags chaos -run Chaos ./cmd/leaf ./internal/chaos
+
+fuzz:
+	FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
