@@ -130,6 +130,9 @@ func (b *buffer) load() {
 	backoff := g.s.RetryBackoff
 	for {
 		began := time.Now()
+		g.mu.Lock()
+		creates := g.creates
+		g.mu.Unlock()
 		r, err := b.reserve(g.ctx)
 		took := time.Since(began)
 		b.mu.Lock()
@@ -144,17 +147,25 @@ func (b *buffer) load() {
 			g.promote(b)
 			return
 		}
-		b.lastErr = err
-		b.wakeLocked()
-		switch {
-		case errors.Is(err, leaf.ErrTagNotFound):
+		if errors.Is(err, leaf.ErrTagNotFound) {
+			// Forgotten first, answered second: a waiter told "not found"
+			// may create the tag at once, and its next request must find
+			// neither this buffer nor a negative entry. Loading stays set
+			// meanwhile, so requests queue behind this load.
+			b.mu.Unlock()
+			g.forget(b, true, creates)
+			b.mu.Lock()
+			b.lastErr = err
 			b.loading = false
 			b.gone = true
+			b.wakeLocked()
 			b.mu.Unlock()
-			g.forget(b, true)
 			g.s.Logger.Debug("segment tag not found in store", "tag", b.tag)
 			return
-		case g.closed.Load():
+		}
+		b.lastErr = err
+		b.wakeLocked()
+		if g.closed.Load() {
 			b.loading = false
 			b.mu.Unlock()
 			return

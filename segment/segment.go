@@ -119,9 +119,15 @@ type Generator struct {
 	// so the hot path reads it without a lock.
 	tags atomic.Pointer[map[string]*buffer]
 
-	mu       sync.Mutex // guards changes to tags, pending and negative
+	mu       sync.Mutex // guards changes to tags, pending, negative and creates
 	pending  map[string]*buffer
 	negative map[string]time.Time
+	// creates counts CreateTag calls. A lookup that found no row records
+	// the absence only if no tag was created since it began: else it could
+	// record it after the CreateTag that should have cleared it (a client
+	// told "not found" creates the tag at once), and the new tag would be
+	// refused for NegativeTTL.
+	creates uint64
 
 	storeErr atomic.Pointer[storeFailure]
 
@@ -290,11 +296,13 @@ func (g *Generator) promote(b *buffer) {
 	g.updateTags(func(m map[string]*buffer) { m[b.tag] = b })
 }
 
-// forget drops a buffer whose tag left the store; negative also caches the
-// absence.
-func (g *Generator) forget(b *buffer, negative bool) {
+// forget drops a buffer whose tag left the store. A lookup that found no
+// row, begun when g.creates was createsAtStart, also caches the absence, if
+// no tag was created since; the store deleting a tag passes negative false.
+func (g *Generator) forget(b *buffer, negative bool, createsAtStart uint64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	negative = negative && g.creates == createsAtStart
 	if g.pending[b.tag] == b {
 		delete(g.pending, b.tag)
 	}
@@ -478,6 +486,7 @@ func (g *Generator) CreateTag(ctx context.Context, a leaf.Alloc) error {
 		return err
 	}
 	g.mu.Lock()
+	g.creates++
 	delete(g.negative, a.Tag)
 	g.mu.Unlock()
 	g.s.Logger.Info("segment tag created", "tag", a.Tag, "start", a.MaxID, "step", a.Step)
@@ -517,7 +526,7 @@ func (g *Generator) DeleteTag(ctx context.Context, tag string) error {
 		b.gone = true
 		b.wakeLocked()
 		b.mu.Unlock()
-		g.forget(b, false)
+		g.forget(b, false, 0)
 	}
 	g.s.Logger.Info("segment tag deleted", "tag", tag)
 	return nil

@@ -655,3 +655,63 @@ func TestLogLines(t *testing.T) {
 		t.Errorf("unexpected log lines: %v", counts)
 	}
 }
+
+// staleStore answers its first Reserve of a tag only when released, and
+// then "not found": the read a lookup made before the tag was created.
+type staleStore struct {
+	*inmem.SegmentStore
+	tag              string
+	entered, release chan struct{}
+	once             sync.Once
+}
+
+func (s *staleStore) Reserve(ctx context.Context, tag string, step int) (leaf.Reservation, error) {
+	stale := false
+	if tag == s.tag {
+		s.once.Do(func() { stale = true })
+	}
+	if !stale {
+		return s.SegmentStore.Reserve(ctx, tag, step)
+	}
+	close(s.entered)
+	<-s.release
+	return leaf.Reservation{}, fmt.Errorf("tag %q: %w", tag, leaf.ErrTagNotFound)
+}
+
+// A tag created while a lookup of it is in flight, or right after a client
+// was told it does not exist, is served at once: the lookup's "not found"
+// must not be cached after the creation, or the new tag would be refused for
+// NegativeTTL. Both orders are checked, many times over, since the second
+// is a race between the lookup's end and the client's next request.
+func TestCreateTagDuringLookup(t *testing.T) {
+	t.Run("created while the lookup is in flight", func(t *testing.T) {
+		st := &staleStore{SegmentStore: newStore(t), tag: "late", entered: make(chan struct{}), release: make(chan struct{})}
+		g := newGen(t, segment.Settings{Store: st, NegativeTTL: time.Hour})
+		errc := make(chan error, 1)
+		go func() { _, err := g.NextID(bg, "late"); errc <- err }()
+		<-st.entered
+		if err := g.CreateTag(bg, leaf.Alloc{Tag: "late", MaxID: 7, Step: 10}); err != nil {
+			t.Fatal(err)
+		}
+		close(st.release)
+		// That lookup read the store before the row existed.
+		leaftest.ErrIs(t, <-errc, leaf.ErrTagNotFound)
+		if got := next(t, g, "late"); got != 7 {
+			t.Fatalf("first ID %d, want 7", got)
+		}
+	})
+	t.Run("created as soon as not found", func(t *testing.T) {
+		for i := range 200 {
+			g := newGen(t, segment.Settings{Store: newStore(t), NegativeTTL: time.Hour})
+			tag := fmt.Sprintf("t%d", i)
+			_, err := g.NextID(bg, tag)
+			leaftest.ErrIs(t, err, leaf.ErrTagNotFound)
+			if err := g.CreateTag(bg, leaf.Alloc{Tag: tag, MaxID: 7, Step: 10}); err != nil {
+				t.Fatal(err)
+			}
+			if got := next(t, g, tag); got != 7 {
+				t.Fatalf("round %d: first ID %d, want 7", i, got)
+			}
+		}
+	})
+}

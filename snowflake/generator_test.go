@@ -22,13 +22,31 @@ import (
 
 // offsetClock is the real clock plus an offset a test steps, the way NTP
 // steps a server's clock.
-type offsetClock struct{ off atomic.Int64 }
+//
+// A reading and a step exclude each other: a reader preempted between
+// reading the real time and the offset would otherwise combine a stale time
+// with a newer offset, a reading the stepped clock never showed (two steps
+// back at once, in effect), and a test would fail for the clock's fault.
+type offsetClock struct {
+	mu  sync.Mutex
+	off time.Duration
+}
 
-func (c *offsetClock) Now() time.Time      { return time.Now().Add(time.Duration(c.off.Load())) }
-func (c *offsetClock) Set(d time.Duration) { c.off.Store(int64(d)) }
-func quiet() *slog.Logger                  { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-func ctx(t *testing.T) context.Context     { return t.Context() }
-func ep(i int) leaf.Endpoint               { return leaftest.TestEndpoint(i) }
+func (c *offsetClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.off)
+}
+
+func (c *offsetClock) Set(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.off = d
+}
+
+func quiet() *slog.Logger              { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func ctx(t *testing.T) context.Context { return t.Context() }
+func ep(i int) leaf.Endpoint           { return leaftest.TestEndpoint(i) }
 func localReg(t *testing.T, dir string) leaf.WorkerRegistry {
 	t.Helper()
 	r, err := local.New(local.Config{WorkerID: 7, Dir: dir})
