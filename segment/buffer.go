@@ -153,7 +153,7 @@ func (b *buffer) load() {
 			// neither this buffer nor a negative entry. Loading stays set
 			// meanwhile, so requests queue behind this load.
 			b.mu.Unlock()
-			g.forget(b, true, creates)
+			g.forgetMissing(b, creates)
 			b.mu.Lock()
 			b.lastErr = err
 			b.loading = false

@@ -296,32 +296,44 @@ func (g *Generator) promote(b *buffer) {
 	g.updateTags(func(m map[string]*buffer) { m[b.tag] = b })
 }
 
-// forget drops a buffer whose tag left the store. A lookup that found no
-// row, begun when g.creates was createsAtStart, also caches the absence, if
-// no tag was created since; the store deleting a tag passes negative false.
-func (g *Generator) forget(b *buffer, negative bool, createsAtStart uint64) {
+// forget drops a buffer whose tag was deleted.
+func (g *Generator) forget(b *buffer) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	negative = negative && g.creates == createsAtStart
+	g.dropLocked(b)
+}
+
+// forgetMissing drops a buffer whose lookup found no row and caches the
+// absence, unless a tag was created since the lookup began (g.creates was
+// createsAtStart then). g.mu must not be held.
+func (g *Generator) forgetMissing(b *buffer, createsAtStart uint64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.dropLocked(b)
+	if g.creates != createsAtStart {
+		return
+	}
+	if len(g.negative) >= maxNegative {
+		now := time.Now()
+		for t, until := range g.negative {
+			if now.After(until) {
+				delete(g.negative, t)
+			}
+		}
+		if len(g.negative) >= maxNegative {
+			clear(g.negative)
+		}
+	}
+	g.negative[b.tag] = time.Now().Add(g.s.NegativeTTL)
+}
+
+// dropLocked removes b from the pending and served tags. g.mu must be held.
+func (g *Generator) dropLocked(b *buffer) {
 	if g.pending[b.tag] == b {
 		delete(g.pending, b.tag)
 	}
 	if (*g.tags.Load())[b.tag] == b {
 		g.updateTags(func(m map[string]*buffer) { delete(m, b.tag) })
-	}
-	if negative {
-		if len(g.negative) >= maxNegative {
-			now := time.Now()
-			for t, until := range g.negative {
-				if now.After(until) {
-					delete(g.negative, t)
-				}
-			}
-			if len(g.negative) >= maxNegative {
-				clear(g.negative)
-			}
-		}
-		g.negative[b.tag] = time.Now().Add(g.s.NegativeTTL)
 	}
 }
 
@@ -526,7 +538,7 @@ func (g *Generator) DeleteTag(ctx context.Context, tag string) error {
 		b.gone = true
 		b.wakeLocked()
 		b.mu.Unlock()
-		g.forget(b, false, 0)
+		g.forget(b)
 	}
 	g.s.Logger.Info("segment tag deleted", "tag", tag)
 	return nil
