@@ -27,6 +27,17 @@ var (
 	// ErrWorkerLost: a snowflake worker's claim on its ID is gone (its lease
 	// expired or another server took the ID); it must stop issuing.
 	ErrWorkerLost = errors.New("worker ID lost")
+	// ErrTagTombstoned: creating a tag again with a start at or below an ID
+	// its deleted predecessor may have issued. The tombstone keeps the
+	// highest such ID; a start above it is accepted.
+	ErrTagTombstoned = errors.New("tag was deleted and its IDs may not be issued again")
+	// ErrWorkerInUse: another live server holds the claim this server needs
+	// (its endpoint's or its worker ID's), typically a copied configuration
+	// or two processes given one endpoint; this one must not issue under it.
+	ErrWorkerInUse = errors.New("worker ID in use by another live server")
+	// ErrClockSkew: the clock differs from the average of the live peers'
+	// clocks by more than the configured threshold.
+	ErrClockSkew = errors.New("clock skewed from the live peers")
 	// ErrClosed: the generator or store has been closed.
 	ErrClosed = errors.New("closed")
 )

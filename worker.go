@@ -20,11 +20,13 @@ type Endpoint struct {
 // String returns "ip:port" exactly as Java Leaf writes it (no brackets).
 func (e Endpoint) String() string { return e.IP + ":" + strconv.Itoa(e.Port) }
 
-// Validate checks that the endpoint is an IPv4 or IPv6 address and a port in
-// 1..65535. An IPv6 address is accepted, although Java Leaf only ever uses
-// IPv4: the last ":" of "ip:port" separates the port.
+// Validate checks that the endpoint is an IPv4 or IPv6 address, or empty,
+// and a port in 1..65535. An IPv6 address is accepted, although Java Leaf
+// only ever uses IPv4: the last ":" of "ip:port" separates the port. The
+// empty IP is Java Leaf's on a host without a non-loopback IPv4 address (its
+// node is then ":port-seq"), kept so that such a host keeps its worker ID.
 func (e Endpoint) Validate() error {
-	if net.ParseIP(e.IP) == nil {
+	if e.IP != "" && net.ParseIP(e.IP) == nil {
 		return fmt.Errorf("%w: endpoint IP %q is not an IP address", ErrInvalidArgument, truncate(e.IP, 60))
 	}
 	if e.Port < 1 || e.Port > 65535 {
@@ -120,6 +122,18 @@ type WorkerRegistry interface {
 	Close() error
 }
 
+// PeerClock is another live server's clock as a registry measured it, for
+// the start-up and runtime comparison of clocks across the cluster (the
+// leaf_temporary check of Meituan's design).
+type PeerClock struct {
+	// Endpoint is the peer's ip:port as registered.
+	Endpoint string
+	// WorkerID is the peer's worker ID, -1 where the registry does not say.
+	WorkerID int64
+	// Offset is the peer's clock minus this server's clock.
+	Offset time.Duration
+}
+
 // WorkerStatus is a snowflake worker's state, for /v2/status and metrics.
 type WorkerStatus struct {
 	Registry string `json:"registry"`
@@ -147,6 +161,13 @@ type WorkerStatus struct {
 	MaxRollbackMs int64 `json:"max_rollback_ms"`
 	// RollbackMs is the sum of all those steps, in milliseconds.
 	RollbackMs int64 `json:"rollback_ms"`
+	// Peers is how many other live servers the last peer clock check saw;
+	// PeerSkewMs is this server's clock minus their average, in
+	// milliseconds (0 with no peers), and PeerCheck when it was measured
+	// (zero if the registry cannot list peers).
+	Peers      int       `json:"peers"`
+	PeerSkewMs int64     `json:"peer_skew_ms"`
+	PeerCheck  time.Time `json:"peer_check,omitzero"`
 	// Issued counts IDs issued since start.
 	Issued uint64 `json:"issued"`
 	// Rate is IDs issued per second over the last 10 seconds.

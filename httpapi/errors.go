@@ -42,10 +42,13 @@ var errorTable = [...]errorKind{
 	{leaf.ErrInvalidArgument, http.StatusBadRequest, "invalid_argument"},
 	{leaf.ErrTagNotFound, http.StatusNotFound, "tag_not_found"},
 	{leaf.ErrTagExists, http.StatusConflict, "tag_exists"},
+	{leaf.ErrTagTombstoned, http.StatusConflict, "tag_tombstoned"},
 	{leaf.ErrNotReady, http.StatusServiceUnavailable, "not_ready"},
 	{leaf.ErrClockBackwards, http.StatusServiceUnavailable, "clock_backwards"},
 	{leaf.ErrWorkerIDsExhausted, http.StatusServiceUnavailable, "worker_ids_exhausted"},
 	{leaf.ErrWorkerLost, http.StatusServiceUnavailable, "worker_lost"},
+	{leaf.ErrWorkerInUse, http.StatusServiceUnavailable, "worker_in_use"},
+	{leaf.ErrClockSkew, http.StatusServiceUnavailable, "clock_skew"},
 	{leaf.ErrClosed, http.StatusServiceUnavailable, "closed"},
 	{context.DeadlineExceeded, http.StatusServiceUnavailable, "timeout"},
 	// The client gave up; it will not read the answer, and it is no bug.

@@ -36,9 +36,12 @@ var exitCodes = []struct {
 	{leaf.ErrInvalidArgument, exitUsage},
 	{leaf.ErrTagNotFound, exitFailure},
 	{leaf.ErrTagExists, exitFailure},
+	{leaf.ErrTagTombstoned, exitFailure},
 	{leaf.ErrNotReady, exitFailure},
 	{leaf.ErrClockBackwards, exitFailure},
 	{leaf.ErrWorkerIDsExhausted, exitFailure},
+	{leaf.ErrWorkerInUse, exitFailure},
+	{leaf.ErrClockSkew, exitFailure},
 	{leaf.ErrClosed, exitFailure},
 }
 
