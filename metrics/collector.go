@@ -44,6 +44,8 @@ type collector struct {
 	sfHBFailures   *prometheus.Desc
 	sfFromCache    *prometheus.Desc
 	sfLeaseLeft    *prometheus.Desc
+	sfPeers        *prometheus.Desc
+	sfPeerSkew     *prometheus.Desc
 }
 
 func newCollector(cfg Config) *collector {
@@ -76,6 +78,8 @@ func newCollector(cfg Config) *collector {
 		sfHBFailures:   d("leaf_snowflake_heartbeat_failures_total", "Failed heartbeats to the worker registry since start.", nil, nil),
 		sfFromCache:    d("leaf_snowflake_from_cache", "1 when the registry was unreachable at start-up and the worker ID came from the local cache, else 0.", nil, nil),
 		sfLeaseLeft:    d("leaf_snowflake_lease_remaining_seconds", "Time until the worker ID's lease lapses unless renewed. Absent for registries without leases.", nil, nil),
+		sfPeers:        d("leaf_snowflake_peers", "Other live snowflake servers seen by the last peer clock check. Absent where the registry cannot list peers.", nil, nil),
+		sfPeerSkew:     d("leaf_snowflake_peer_skew_seconds", "This server's clock minus the average of the live peers' clocks at the last peer clock check (0 with no peers). Absent where the registry cannot list peers.", nil, nil),
 	}
 }
 
@@ -88,7 +92,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.segLoads, c.segLoadErrors, c.segLoadTime, c.segStep, c.segMinStep, c.segRemaining,
 		c.segRate, c.segUntilDry, c.segNextReady, c.segWaits, c.segGivenBack,
 		c.sfWorkerID, c.sfLead, c.sfRollbacks, c.sfRollbackSecs, c.sfRollbackMax,
-		c.sfHBFailures, c.sfFromCache, c.sfLeaseLeft,
+		c.sfHBFailures, c.sfFromCache, c.sfLeaseLeft, c.sfPeers, c.sfPeerSkew,
 	} {
 		ch <- d
 	}
@@ -179,6 +183,10 @@ func (c *collector) collectSnowflake(ch chan<- prometheus.Metric) {
 	gauge(c.sfFromCache, boolValue(st.FromCache))
 	if !st.LeaseExpires.IsZero() {
 		gauge(c.sfLeaseLeft, st.LeaseExpires.Sub(now).Seconds())
+	}
+	if !st.PeerCheck.IsZero() {
+		gauge(c.sfPeers, float64(st.Peers))
+		gauge(c.sfPeerSkew, float64(st.PeerSkewMs)/1000)
 	}
 }
 

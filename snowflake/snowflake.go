@@ -35,6 +35,16 @@ import (
 	"github.com/leafgo/leaf/internal/ratemeter"
 )
 
+// PeerClockReader is implemented by registries that see the other live
+// servers and can measure their clocks (Meituan's leaf_temporary check).
+// A registry that cannot, this time (a lazily opened one whose backend has
+// no such listing), answers an error wrapping errors.ErrUnsupported.
+type PeerClockReader interface {
+	// PeerClocks returns every other live server's clock offset from this
+	// server's clock. Called only while this server holds a claim.
+	PeerClocks(ctx context.Context) ([]leaf.PeerClock, error)
+}
+
 // WorkerCache keeps a worker ID and its high-water mark on local disk, so a
 // server can start while its registry is down. local.Cache implements it.
 type WorkerCache interface {
@@ -87,6 +97,22 @@ type Settings struct {
 	// Lifetime is how long the layout must last from now; a layout whose end
 	// comes sooner is refused. Default 10 years.
 	Lifetime time.Duration
+	// ClaimWait is how much longer than RegistryTimeout the first Register
+	// may take: a registry whose live claim for this endpoint is still held
+	// by a previous run of this server (killed without releasing it) waits
+	// for that claim to lapse. The registry knows the bound (its session
+	// timeout or lease TTL); default 0.
+	ClaimWait time.Duration
+	// MaxPeerSkew is how far this server's clock may be from the average of
+	// the live peers' clocks (registries that can list them implement
+	// PeerClockReader). Beyond it New refuses to start with ErrClockSkew, and
+	// a running worker reports itself degraded. Default 5s: well above the
+	// measurement error (at most one heartbeat interval, on etcd), well below
+	// what a broken time sync produces. Negative: no check.
+	MaxPeerSkew time.Duration
+	// PeerCheckInterval is how often a running worker compares its clock with
+	// its peers'. Default 10s.
+	PeerCheckInterval time.Duration
 	// Now is the clock; nil means time.Now. Tests step it.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -115,6 +141,8 @@ func (s *Settings) defaults() error {
 	def(&s.HeartbeatInterval, time.Second)
 	def(&s.StartupWait, s.Window+time.Second)
 	def(&s.LeaseMargin, 500*time.Millisecond)
+	def(&s.MaxPeerSkew, 5*time.Second)
+	def(&s.PeerCheckInterval, 10*time.Second)
 	def(&s.RegistryTimeout, 5*time.Second)
 	def(&s.Lifetime, 10*365*24*time.Hour)
 	for _, d := range []struct {
@@ -164,6 +192,7 @@ type Generator struct {
 	lost      bool
 	closed    bool
 	inRoll    bool  // currently behind the last issued ID
+	skewed    bool  // the last peer clock check measured more than MaxPeerSkew
 	hbErr     error // the last heartbeat's error; nil once one succeeds
 	status    leaf.WorkerStatus
 	rate      ratemeter.Meter // samples of status.Issued, one per heartbeat
@@ -208,6 +237,12 @@ func New(ctx context.Context, s Settings) (*Generator, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !fromCache {
+		if err := g.checkPeers(ctx, true); err != nil {
+			g.releaseClaim(ctx, claim, false)
+			return nil, err
+		}
+	}
 	if err := g.waitForMark(ctx, claim); err != nil {
 		g.releaseClaim(ctx, claim, fromCache)
 		return nil, err
@@ -227,7 +262,11 @@ func New(ctx context.Context, s Settings) (*Generator, error) {
 // registry cannot be reached.
 func (g *Generator) register(ctx context.Context, allowCache bool) (leaf.WorkerClaim, bool, error) {
 	maxID := g.layout.MaxWorkerID()
-	rctx, cancel := context.WithTimeout(ctx, g.s.RegistryTimeout)
+	timeout := g.s.RegistryTimeout
+	if allowCache { // at start-up: a previous run's claim may need to lapse
+		timeout += g.s.ClaimWait
+	}
+	rctx, cancel := context.WithTimeout(ctx, timeout)
 	claim, err := g.s.Registry.Register(rctx, g.s.Endpoint, maxID)
 	cancel()
 	if err == nil {
@@ -244,7 +283,11 @@ func (g *Generator) register(ctx context.Context, allowCache bool) (leaf.WorkerC
 		}
 		return claim, false, nil
 	}
-	if !allowCache || g.s.Cache == nil || errors.Is(err, leaf.ErrWorkerIDsExhausted) || errors.Is(err, leaf.ErrInvalidArgument) || ctx.Err() != nil {
+	// A registry that answered with a refusal is reachable: its word stands,
+	// and the cache must not override it. Above all a live claim held by
+	// another server: issuing under its worker ID would repeat its IDs.
+	refused := errors.Is(err, leaf.ErrWorkerIDsExhausted) || errors.Is(err, leaf.ErrInvalidArgument) || errors.Is(err, leaf.ErrWorkerInUse)
+	if !allowCache || g.s.Cache == nil || refused || ctx.Err() != nil {
 		return claim, false, fmt.Errorf("register worker %s: %w", g.s.Endpoint, err)
 	}
 	id, mark, cerr := g.s.Cache.Load()
@@ -257,6 +300,68 @@ func (g *Generator) register(ctx context.Context, allowCache bool) (leaf.WorkerC
 	g.s.Logger.Warn("snowflake registry unreachable; starting with the cached worker ID",
 		"worker_id", id, "cached_mark", fmtMs(mark), "err", err)
 	return leaf.WorkerClaim{WorkerID: id, HighWater: mark}, true, nil
+}
+
+// checkPeers compares the clock with the live peers' average, where the
+// registry can list them, and records the result in the status. At start-up
+// a skew beyond MaxPeerSkew is a refusal (ErrClockSkew): a server whose
+// clock is far off would stamp IDs far out of order with its peers' and,
+// once its clock is corrected, wait out or refuse everything it had stamped
+// ahead. At runtime it makes the worker degraded and is logged once per
+// change. An error from the registry is logged and skips the check: the
+// check guards the clock, it must not make the registry a harder dependency
+// than it is.
+func (g *Generator) checkPeers(ctx context.Context, starting bool) error {
+	pr, ok := g.s.Registry.(PeerClockReader)
+	if !ok || g.s.MaxPeerSkew < 0 {
+		return nil
+	}
+	g.mu.Lock()
+	skip := g.lost || g.fromCache || g.closed
+	g.mu.Unlock()
+	if skip && !starting {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, g.s.RegistryTimeout)
+	peers, err := pr.PeerClocks(rctx)
+	cancel()
+	if errors.Is(err, errors.ErrUnsupported) {
+		return nil
+	}
+	if err != nil {
+		if starting {
+			g.s.Logger.Warn("snowflake peer clock check skipped: the registry could not list the live peers", "err", err)
+		}
+		return nil
+	}
+	var sum time.Duration
+	for _, p := range peers {
+		sum += p.Offset
+	}
+	var skew time.Duration // this clock minus the peers' average
+	if len(peers) > 0 {
+		skew = -sum / time.Duration(len(peers))
+	}
+	over := skew > g.s.MaxPeerSkew || -skew > g.s.MaxPeerSkew
+	g.mu.Lock()
+	was := g.skewed
+	g.skewed = over
+	g.status.Peers = len(peers)
+	g.status.PeerSkewMs = skew.Milliseconds()
+	g.status.PeerCheck = time.Now()
+	g.mu.Unlock()
+	switch {
+	case over && starting:
+		return fmt.Errorf("%w: this server's clock is %v off the average of %d live peers' clocks, more than snowflake.max_peer_skew (%v); fix its time synchronisation (or raise max_peer_skew) and start again",
+			leaf.ErrClockSkew, skew.Round(time.Millisecond), len(peers), g.s.MaxPeerSkew)
+	case over && !was:
+		g.s.Logger.Error("snowflake clock has drifted from its peers", "skew", skew.Round(time.Millisecond), "peers", len(peers), "max_peer_skew", g.s.MaxPeerSkew)
+	case !over && was:
+		g.s.Logger.Info("snowflake clock agrees with its peers again", "skew", skew.Round(time.Millisecond), "peers", len(peers))
+	case starting && len(peers) > 0:
+		g.s.Logger.Info("snowflake clock checked against live peers", "skew", skew.Round(time.Millisecond), "peers", len(peers))
+	}
+	return nil
 }
 
 // waitForMark makes sure the clock has passed the claim's high-water mark,
@@ -527,6 +632,15 @@ func (g *Generator) heartbeat(ctx context.Context) error {
 		case err != nil && lost:
 			g.recordHeartbeat(time.Now(), err)
 			return err
+		case errors.Is(err, leaf.ErrWorkerInUse):
+			// Started on the cached ID while the registry was down, and the
+			// registry now says another live server holds it: stop at once.
+			g.mu.Lock()
+			g.lost = true
+			g.mu.Unlock()
+			g.s.Logger.Error("snowflake worker ID is held by another live server; stopped issuing", "worker_id", worker, "err", err)
+			g.recordHeartbeat(time.Now(), err)
+			return err
 		case err != nil:
 			// Still unreachable: carry on with the cached ID.
 		case claim.HighWater > g.s.Now().UnixMilli()+g.s.StartupWait.Milliseconds():
@@ -674,11 +788,18 @@ func (g *Generator) loop() {
 	t := time.NewTicker(g.s.HeartbeatInterval)
 	defer t.Stop()
 	failing := false
+	nextPeerCheck := time.Now().Add(g.s.PeerCheckInterval)
 	for {
 		select {
 		case <-g.stop:
 			return
 		case <-t.C:
+		}
+		if now := time.Now(); !now.Before(nextPeerCheck) {
+			nextPeerCheck = now.Add(g.s.PeerCheckInterval)
+			ctx, cancel := context.WithTimeout(context.Background(), g.s.RegistryTimeout)
+			_ = g.checkPeers(ctx, false)
+			cancel()
 		}
 		g.mu.Lock()
 		g.rate.Sample(g.s.Now(), g.status.Issued)
@@ -777,6 +898,10 @@ func (g *Generator) Degraded() []string {
 	}
 	if g.inRoll {
 		r = append(r, fmt.Sprintf("snowflake clock is behind the last issued ID (%s)", fmtMs(g.last)))
+	}
+	if g.skewed {
+		r = append(r, fmt.Sprintf("snowflake clock is %dms off the average of %d live peers, more than %v",
+			g.status.PeerSkewMs, g.status.Peers, g.s.MaxPeerSkew))
 	}
 	return r
 }
