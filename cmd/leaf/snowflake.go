@@ -70,6 +70,10 @@ func startSnowflake(ctx context.Context, cfg config.Config, port int, log *slog.
 	if maxBackwards == 0 {
 		maxBackwards = -1 // configured 0: never wait (Settings reads 0 as its default)
 	}
+	maxPeerSkew := sc.MaxPeerSkew
+	if maxPeerSkew == 0 {
+		maxPeerSkew = -1 // configured 0: no check
+	}
 	interval := min(time.Second, sc.Window/3)
 	if leases(sc.Registry) {
 		interval = min(interval, sc.LeaseTTL/4)
@@ -83,6 +87,7 @@ func startSnowflake(ctx context.Context, cfg config.Config, port int, log *slog.
 		MaxBackwards:      maxBackwards,
 		NoRandomStart:     !sc.RandomStart,
 		Window:            sc.Window,
+		MaxPeerSkew:       maxPeerSkew,
 		HeartbeatInterval: interval,
 		Logger:            log,
 		Now:               clockNow,
@@ -186,6 +191,20 @@ func (l *lazyRegistry) Release(ctx context.Context, mark int64) error {
 		return err
 	}
 	return r.Release(ctx, mark)
+}
+
+// PeerClocks lists the peers where the registry behind can; the generator
+// reads errors.ErrUnsupported as "no peer check here".
+func (l *lazyRegistry) PeerClocks(ctx context.Context) ([]leaf.PeerClock, error) {
+	r, err := l.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pr, ok := r.(snowflake.PeerClockReader)
+	if !ok {
+		return nil, fmt.Errorf("%T lists no peers: %w", r, errors.ErrUnsupported)
+	}
+	return pr.PeerClocks(ctx)
 }
 
 func (l *lazyRegistry) Close() error {

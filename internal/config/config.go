@@ -159,6 +159,7 @@ type Snowflake struct {
 	MaxBackwards time.Duration `yaml:"max_backwards" help:"clock steps backwards up to this are waited out; larger ones answer 503 until the clock catches up"`
 	RandomStart  bool          `yaml:"random_start" help:"start each millisecond's sequence at a random number in [0, 100), as Leaf does, to spread IDs for id%n sharding"`
 	Window       time.Duration `yaml:"window" help:"how far ahead of the clock the high-water mark is persisted; a restart waits out at most this"`
+	MaxPeerSkew  time.Duration `yaml:"max_peer_skew" help:"refuse to start (and report degraded while running) when the clock differs from the live peers' average by more than this; 0 turns the check off"`
 }
 
 // Layout is the configured ID layout.
@@ -217,6 +218,7 @@ func Default() Config {
 			MaxBackwards: 5 * time.Millisecond,
 			RandomStart:  true,
 			Window:       3 * time.Second,
+			MaxPeerSkew:  5 * time.Second,
 		},
 		ShutdownTimeout: 10 * time.Second,
 	}
@@ -443,6 +445,9 @@ func (c Config) validateSnowflake(bad func(path, format string, args ...any)) {
 	}
 	if s.MaxBackwards < 0 {
 		bad("snowflake.max_backwards", "%v must not be negative", s.MaxBackwards)
+	}
+	if s.MaxPeerSkew < 0 {
+		bad("snowflake.max_peer_skew", "%v must not be negative (0 turns the check off)", s.MaxPeerSkew)
 	}
 	if s.Window < 300*time.Millisecond {
 		bad("snowflake.window", "%v is too short, want at least 300ms", s.Window)

@@ -403,7 +403,7 @@ func TestKeys(t *testing.T) {
 		"segment.refresh_interval", "segment.max_step", "segment.wait_timeout", "segment.give_back", "segment.low_buffer", "segment.seed",
 		"snowflake.enabled", "snowflake.registry", "snowflake.name", "snowflake.endpoint", "snowflake.worker_id", "snowflake.worker_ids",
 		"snowflake.zk", "snowflake.etcd", "snowflake.dsn", "snowflake.lease_ttl", "snowflake.epoch", "snowflake.time_bits",
-		"snowflake.worker_bits", "snowflake.sequence_bits", "snowflake.max_backwards", "snowflake.random_start", "snowflake.window",
+		"snowflake.worker_bits", "snowflake.sequence_bits", "snowflake.max_backwards", "snowflake.random_start", "snowflake.window", "snowflake.max_peer_skew",
 		"shutdown_timeout"}
 	if got := KeyPaths(); !slices.Equal(got, want) {
 		t.Errorf("KeyPaths = %v\nwant %v", got, want)
@@ -526,6 +526,7 @@ func TestValidateSnowflake(t *testing.T) {
 		{"short lease", func(c *Config) { c.Snowflake.LeaseTTL = time.Second }, "snowflake.lease_ttl"},
 		{"negative max_backwards", func(c *Config) { c.Snowflake.MaxBackwards = -1 }, "snowflake.max_backwards"},
 		{"short window", func(c *Config) { c.Snowflake.Window = 100 * time.Millisecond }, "snowflake.window"},
+		{"negative peer skew", func(c *Config) { c.Snowflake.MaxPeerSkew = -time.Second }, "snowflake.max_peer_skew"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := Default()
