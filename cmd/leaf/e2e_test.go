@@ -27,8 +27,14 @@ import (
 // buildBinary compiles cmd/leaf into a temporary directory.
 func buildBinary(t *testing.T) string {
 	t.Helper()
+	return buildTagged(t, "")
+}
+
+// buildTagged compiles cmd/leaf with the build tags given ("chaos").
+func buildTagged(t *testing.T, tags string) string {
+	t.Helper()
 	bin := filepath.Join(t.TempDir(), "leaf")
-	cmd := exec.Command("go", "build", "-ldflags", "-X main.version=e2e-test", "-o", bin, ".")
+	cmd := exec.Command("go", "build", "-tags", tags, "-ldflags", "-X main.version=e2e-test", "-o", bin, ".")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
@@ -78,43 +84,12 @@ type serverProc struct {
 var listeningRE = regexp.MustCompile(`msg=listening addr=(\S+)`)
 
 // startServer starts 'leaf serve' in dir and waits until it logs the address
-// it bound and answers /healthz.
+// it bound.
 func startServer(t *testing.T, bin, dir string, env []string, args ...string) *serverProc {
 	t.Helper()
-	s := &serverProc{log: &leaftest.LogBuffer{}, exited: make(chan struct{})}
-	s.cmd = exec.Command(bin, append([]string{"serve"}, args...)...)
-	s.cmd.Dir, s.cmd.Env = dir, env
-	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		s.err = s.cmd.Wait()
-		close(s.exited)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-s.exited:
-		default:
-			_ = s.cmd.Process.Kill()
-			<-s.exited
-		}
-	})
-
-	deadline := time.Now().Add(time.Minute)
-	for s.addr == "" {
-		if m := listeningRE.FindStringSubmatch(s.log.String()); m != nil {
-			s.addr = m[1]
-			break
-		}
-		select {
-		case <-s.exited:
-			t.Fatalf("leaf serve exited before listening (%v):\n%s", s.err, s.log.String())
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("leaf serve did not log its address:\n%s", s.log.String())
-		}
+	s, exited := tryStart(t, bin, dir, env, args...)
+	if exited {
+		t.Fatalf("leaf serve exited before listening (%v):\n%s", s.err, s.log.String())
 	}
 	return s
 }

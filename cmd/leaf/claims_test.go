@@ -1,0 +1,236 @@
+package main
+
+import (
+	"io"
+	"net/http"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leafgo/leaf/internal/testdb"
+	"github.com/leafgo/leaf/leaftest"
+	"github.com/leafgo/leaf/snowflake"
+)
+
+// tryStart starts 'leaf serve' and waits until it listens or exits: a
+// server refusing to start is an answer here, not a failure.
+func tryStart(t *testing.T, bin, dir string, env []string, args ...string) (s *serverProc, refused bool) {
+	t.Helper()
+	s = &serverProc{log: &leaftest.LogBuffer{}, exited: make(chan struct{})}
+	s.cmd = exec.Command(bin, append([]string{"serve"}, args...)...)
+	s.cmd.Dir, s.cmd.Env = dir, env
+	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		s.err = s.cmd.Wait()
+		close(s.exited)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-s.exited:
+		default:
+			_ = s.cmd.Process.Kill()
+			<-s.exited
+		}
+	})
+	for deadline := time.Now().Add(time.Minute); ; {
+		if m := listeningRE.FindStringSubmatch(s.log.String()); m != nil {
+			s.addr = m[1]
+			return s, false
+		}
+		select {
+		case <-s.exited:
+			return s, true
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("leaf serve neither listened nor exited within a minute:\n%s", s.log.String())
+		}
+	}
+}
+
+// exitCode is the exit status of a server that has exited.
+func (s *serverProc) exitCode() int {
+	<-s.exited
+	if s.cmd.ProcessState == nil {
+		return -1
+	}
+	return s.cmd.ProcessState.ExitCode()
+}
+
+// drawSnowflake asks each server for batches of 1000 snowflake IDs from four
+// goroutines per server for d, and returns every ID by server.
+func drawSnowflake(t *testing.T, d time.Duration, servers ...*serverProc) [][]int64 {
+	t.Helper()
+	out := make([][]int64, len(servers))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	end := time.Now().Add(d)
+	for i, s := range servers {
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for time.Now().Before(end) {
+					resp, err := http.Get(s.url("/api/snowflake/get/x?count=1000"))
+					if err != nil {
+						t.Errorf("server %d: %v", i, err)
+						return
+					}
+					body, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusOK {
+						t.Errorf("server %d: %s %s", i, resp.Status, body)
+						return
+					}
+					ids := parseIDs(t, string(body))
+					mu.Lock()
+					out[i] = append(out[i], ids...)
+					mu.Unlock()
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	return out
+}
+
+// workersOf lists the worker IDs in ids.
+func workersOf(ids []int64) map[int64]int {
+	w := map[int64]int{}
+	for _, id := range ids {
+		p, _ := snowflake.LeafLayout.Decode(id)
+		w[p.WorkerID]++
+	}
+	return w
+}
+
+// Two servers started with one endpoint (a copied configuration, a pinned
+// port, a cloned VM) never issue under one worker ID: on the registries that
+// key the worker ID by endpoint the second refuses to start, on the leased
+// ones it takes another worker ID. A kill -9 of the first and an immediate
+// restart waits for its old live claim to lapse and serves again (under its
+// own worker ID where the registry keys IDs by endpoint). No ID is repeated
+// across all of it.
+func TestSameEndpointTwoServers(t *testing.T) {
+	t.Parallel()
+	bin := buildBinary(t)
+	for _, tc := range []struct {
+		registry string
+		args     func(t *testing.T, name string) []string
+		// byEndpoint: the worker ID belongs to the endpoint, so the second
+		// server must refuse and the restarted first gets its ID back.
+		byEndpoint bool
+	}{
+		{"zookeeper", func(t *testing.T, name string) []string {
+			addr := testdb.ZooKeeper(t)
+			t.Cleanup(func() { removeZKTree(t, addr, name) })
+			return []string{"--zk", addr}
+		}, true},
+		{"zookeeper-recycle", func(t *testing.T, name string) []string {
+			addr := testdb.ZooKeeper(t)
+			t.Cleanup(func() { removeZKTree(t, addr, name) })
+			return []string{"--zk", addr}
+		}, false},
+		{"etcd", func(t *testing.T, _ string) []string { return []string{"--etcd", testdb.Etcd(t)} }, false},
+		{"mysql", func(t *testing.T, _ string) []string { return []string{"--snowflake-dsn", testdb.MySQL(t)} }, true},
+	} {
+		t.Run(tc.registry, func(t *testing.T) {
+			t.Parallel()
+			name := testdb.UniqueName()
+			args := append([]string{"--listen", "127.0.0.1:0", "--snowflake-registry", tc.registry, "--name", name,
+				"--snowflake-endpoint", "10.7.7.7:8080"}, tc.args(t, name)...)
+			// A short lease keeps the waits of this test short; it is also
+			// the mysql registry's live-claim lease.
+			env := append(cleanEnv(), "LEAF_SEGMENT_ENABLED=false", "LEAF_SNOWFLAKE_LEASE_TTL=3s")
+			dirA, dirB := t.TempDir(), t.TempDir()
+
+			a, refused := tryStart(t, bin, dirA, env, args...)
+			if refused {
+				t.Fatalf("first server refused to start (exit %d):\n%s", a.exitCode(), a.log.String())
+			}
+			b, refused := tryStart(t, bin, dirB, env, args...)
+			servers := []*serverProc{a}
+			if refused {
+				if !tc.byEndpoint {
+					t.Fatalf("second server refused on a leased registry (exit %d):\n%s", b.exitCode(), b.log.String())
+				}
+				msg := b.log.String()
+				if code := b.exitCode(); code != 1 || !strings.Contains(msg, "10.7.7.7:8080") || !strings.Contains(msg, "in use") {
+					t.Fatalf("second server: exit %d, want 1 and a message naming the endpoint's claim in use:\n%s", code, msg)
+				}
+				t.Logf("second server refused: %s", lastLine(msg))
+			} else {
+				if tc.byEndpoint {
+					t.Errorf("second server with the same endpoint started on %s", tc.registry)
+				}
+				servers = append(servers, b)
+			}
+			all := drawSnowflake(t, 1500*time.Millisecond, servers...)
+			workerA := onlyWorker(t, "first server", all[0])
+			if len(servers) == 2 {
+				if w := onlyWorker(t, "second server", all[1]); w == workerA {
+					t.Fatalf("both servers issued under worker %d", w)
+				}
+			}
+
+			// kill -9 and an immediate restart of the first.
+			if err := a.cmd.Process.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			<-a.exited
+			began := time.Now()
+			a2, refused := tryStart(t, bin, dirA, env, args...)
+			if refused {
+				t.Fatalf("restarted first server refused (exit %d):\n%s", a2.exitCode(), a2.log.String())
+			}
+			t.Logf("restart after kill -9 served after %v", time.Since(began).Round(100*time.Millisecond))
+			servers[0] = a2
+			again := drawSnowflake(t, time.Second, servers...)
+			w2 := onlyWorker(t, "restarted server", again[0])
+			if tc.byEndpoint && w2 != workerA {
+				t.Errorf("restarted server issues under worker %d, want its own %d back", w2, workerA)
+			}
+			if len(servers) == 2 && w2 == onlyWorker(t, "second server", again[1]) {
+				t.Fatalf("restarted server and the second both issue under worker %d", w2)
+			}
+			seen := map[int64]bool{}
+			n := 0
+			for _, ids := range append(all, again...) {
+				for _, id := range ids {
+					if seen[id] {
+						t.Fatalf("ID %d issued twice", id)
+					}
+					seen[id] = true
+					n++
+				}
+			}
+			t.Logf("%d IDs from %d servers, no duplicate", n, len(servers))
+		})
+	}
+}
+
+// onlyWorker returns the one worker ID under which ids were issued.
+func onlyWorker(t *testing.T, who string, ids []int64) int64 {
+	t.Helper()
+	w := workersOf(ids)
+	if len(w) != 1 {
+		t.Fatalf("%s issued %d IDs under workers %v, want exactly one worker", who, len(ids), w)
+	}
+	for id := range w {
+		return id
+	}
+	panic("unreachable")
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}
