@@ -5,6 +5,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -42,7 +43,7 @@ func TestChaosPeerClockCheck(t *testing.T) {
 				}
 				env := append(cleanEnv(), "LEAF_SEGMENT_ENABLED=false", envChaosClockFile+"="+clock)
 				args := append([]string{"--listen", "127.0.0.1:0", "--snowflake-registry", tc.registry, "--name", name,
-					"--snowflake-endpoint", "10.6.6." + string(rune('1'+i)) + ":8080"}, extra...)
+					"--snowflake-endpoint", "10.6.6." + strconv.Itoa(i+1) + ":8080"}, extra...)
 				return tryStart(t, bin, dir, env, args...)
 			}
 			for i := range 2 {
