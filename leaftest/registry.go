@@ -253,7 +253,7 @@ func (s registrySuite) invalidInput(t *testing.T, newNamespace func(t *testing.T
 		ep    leaf.Endpoint
 		maxID int64
 	}{
-		{leaf.Endpoint{IP: "", Port: 8080}, MaxWorkerID},
+		{leaf.Endpoint{IP: "10.0.0.1", Port: 65536}, MaxWorkerID},
 		{leaf.Endpoint{IP: "10.0.0.1", Port: 0}, MaxWorkerID},
 		{leaf.Endpoint{IP: "not-an-ip/../x", Port: 8080}, MaxWorkerID},
 		{TestEndpoint(0), -1},

@@ -31,4 +31,26 @@
 // ephemeral node is still owned by the holder's session, so a holder whose
 // session expired (go-zookeeper quietly opens a new one) learns that it lost
 // the ID instead of writing over its successor's mark.
+//
+// Every running server of either registry also holds a live node, Meituan's
+// leaf_temporary, which Java Leaf neither writes nor reads:
+//
+//	/snowflake/{Name}/temporary/{ip}:{port}        EPHEMERAL, Registry
+//	/snowflake/{Name}/temporary/{ip}:{port}#w{id}  EPHEMERAL, RecycleRegistry
+//	    data {"ip":"10.0.0.1","port":"8080","worker_id":5,"timestamp":1590000000000}
+//
+// The timestamp is the server's clock (Config.Now) at its last heartbeat.
+// PeerClocks compares it with ZooKeeper's modification time of the node to
+// measure each peer's clock against ours. Registry's node is also a guard: it
+// is named by the endpoint alone, so a second server given the same endpoint
+// (a copied configuration, a pinned port, a cloned VM), which would take the
+// same worker ID, finds it held and fails with leaf.ErrWorkerInUse, after
+// waiting out the session timeout in case the holder is this server's own
+// previous run, killed. Java servers take no live node and are not guarded.
+// The guard catches mistakes; it is not a lease (the ID is the endpoint's):
+// a server whose session expires keeps issuing, and if another server with
+// its endpoint claimed the node meanwhile it learns so at its next
+// heartbeat, with leaf.ErrWorkerLost. RecycleRegistry's leases already give
+// two servers with one endpoint two IDs, so its live node carries the ID in
+// its name and guards nothing.
 package zookeeper

@@ -30,6 +30,9 @@ type RecycleRegistry struct {
 	// without knowing (a create whose answer was lost, a claim abandoned
 	// half-way): the next Register deletes them if they are ours.
 	suspects map[int64]bool
+	// live is our live node under /snowflake/{Name}/temporary, "" while
+	// none is known to exist.
+	live string
 }
 
 // lease is the ID a RecycleRegistry holds.
@@ -131,6 +134,10 @@ func (r *RecycleRegistry) Register(ctx context.Context, ep leaf.Endpoint, maxID 
 				return fmt.Errorf("zookeeper: register %s: %w", ep, ctx.Err())
 			}
 			claim = leaf.WorkerClaim{WorkerID: n, HighWater: hw, Expires: start.Add(r.c.sessionTimeout())}
+			if _, _, err := r.refreshLive(); err != nil {
+				// Only PeerClocks needs it, and Heartbeat tries again.
+				r.c.log.Warn("could not write the live node", "worker_id", n, "err", err)
+			}
 			r.c.log.Info("worker ID leased", "endpoint", ep.String(), "worker_id", n, "high_water", hw,
 				"session", fmt.Sprintf("%#x", r.claim.session), "session_timeout", r.c.sessionTimeout())
 			return nil
@@ -246,7 +253,7 @@ func (r *RecycleRegistry) tryClaim(n int64, ep leaf.Endpoint) (claimResult, int6
 			return claimProtected, 0, nil
 		}
 	}
-	now := time.Now().UnixMilli()
+	now := r.c.now()
 	if old > now {
 		// The previous holder promised to issue nothing stamped before
 		// its mark, which has not come yet.
@@ -342,6 +349,7 @@ func (r *RecycleRegistry) dropOrphan(n int64) {
 
 // dropClaim gives the held ID back, storing its last mark.
 func (r *RecycleRegistry) dropClaim() {
+	r.dropLive()
 	l := r.claim
 	r.claim = nil
 	if !l.lost && r.c.conn.SessionID() == l.session {
@@ -421,9 +429,96 @@ func (r *RecycleRegistry) Heartbeat(ctx context.Context, mark int64) (time.Time,
 			return r.lost(fmt.Sprintf("its inuse node belongs to session %#x, not ours (%#x)", st.EphemeralOwner, l.session), nil)
 		}
 		expires = t0.Add(r.c.sessionTimeout())
+		if _, _, err := r.refreshLive(); err != nil {
+			// The lease is sound; only PeerClocks needs the live node.
+			r.c.log.Warn("could not write the live node", "worker_id", l.id, "err", err)
+		}
 		return nil
 	})
 	return expires, err
+}
+
+// liveName is the name of a lease's live node: the endpoint with the worker
+// ID, so that two servers given one endpoint (which lease two IDs) have a
+// node each, and none is named like a Registry's "{ip}:{port}", which
+// guards an endpoint.
+func liveName(ep leaf.Endpoint, id int64) string {
+	return ep.String() + "#w" + strconv.FormatInt(id, 10)
+}
+
+// refreshLive writes our clock's reading into the live node of the lease,
+// creating the node if it is missing, and returns the reading with the
+// node's Stat after the write. The lease must have been checked: another
+// session's node of the same name is then a stale one of a previous holder
+// of the ID, and is replaced.
+func (r *RecycleRegistry) refreshLive() (int64, *zk.Stat, error) {
+	l := r.claim
+	p := r.c.livePath(liveName(l.ep, l.id))
+	if r.live != "" && r.live != p {
+		r.dropLive()
+	}
+	for attempt := 1; ; attempt++ {
+		ts := r.c.now()
+		data := encodeLive(l.ep, l.id, ts)
+		ok, st, err := r.c.conn.Exists(p)
+		if err != nil {
+			return 0, nil, fmt.Errorf("zookeeper: check the live node %s: %w", p, err)
+		}
+		switch {
+		case !ok:
+			st, err = r.c.createLive(p, data)
+		case st.EphemeralOwner != r.c.conn.SessionID():
+			err = r.c.conn.Delete(p, st.Version)
+			if err == nil {
+				err = zk.ErrNoNode // deleted: go round to create ours
+			}
+		default:
+			st, err = r.c.conn.Set(p, data, st.Version)
+		}
+		switch {
+		case (errors.Is(err, zk.ErrNodeExists) || errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion)) && attempt < 3:
+			continue
+		case err != nil:
+			return 0, nil, fmt.Errorf("zookeeper: write the live node %s: %w", p, err)
+		}
+		r.live = p
+		return ts, st, nil
+	}
+}
+
+// dropLive deletes our live node. If ZooKeeper does not answer, the node
+// goes with the session, and PeerClocks skips it meanwhile.
+func (r *RecycleRegistry) dropLive() {
+	if r.live == "" {
+		return
+	}
+	if err := r.c.deleteLive(r.live); err != nil {
+		r.c.log.Debug("could not delete our live node", "node", r.live, "err", err)
+	}
+	r.live = ""
+}
+
+// PeerClocks returns the clocks of the other live servers of the cluster,
+// as Registry.PeerClocks does (the live nodes of both registries share
+// /snowflake/{Name}/temporary). It needs a held lease: without one it fails
+// with ErrWorkerLost, as Heartbeat does.
+func (r *RecycleRegistry) PeerClocks(ctx context.Context) ([]leaf.PeerClock, error) {
+	var peers []leaf.PeerClock
+	err := r.c.run(ctx, "peer clocks", func() error {
+		if err := r.held(); err != nil {
+			return err
+		}
+		if r.sessionGone() {
+			return r.lost("the ZooKeeper session expired", nil)
+		}
+		ts, st, err := r.refreshLive()
+		if err != nil {
+			return err
+		}
+		peers, err = r.c.peerClocks(r.live, ts, st)
+		return err
+	})
+	return peers, err
 }
 
 // Release stores mark as the ID's high-water mark and deletes its inuse
@@ -437,6 +532,7 @@ func (r *RecycleRegistry) Release(ctx context.Context, mark int64) error {
 			return err
 		}
 		l := r.claim
+		r.dropLive()
 		setMark := &zk.SetDataRequest{Path: r.markPath(l.id), Data: encode(l.ep, mark), Version: l.version}
 		if !r.sessionGone() {
 			res, err := r.c.conn.Multi(setMark, &zk.DeleteRequest{Path: r.inusePath(l.id), Version: -1})

@@ -2,11 +2,13 @@ package zookeeper
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/internal/testdb"
 	"github.com/leafgo/leaf/leaftest"
+	"github.com/leafgo/leaf/snowflake"
 )
 
 func opener(cfg Config, recycle bool) leaftest.RegistryOpener {
@@ -48,4 +50,30 @@ func TestSnowflakeLeaseHandover(t *testing.T) {
 	cut := cfg
 	cut.Servers = []string{p.Addr()}
 	leaftest.LeaseHandover(t, opener(cfg, true), opener(cut, true), p)
+}
+
+// Two generators given one endpoint: the second cannot start, so the first
+// issues alone under the endpoint's worker ID.
+func TestSnowflakeSameEndpoint(t *testing.T) {
+	t.Parallel()
+	addr := testdb.ZooKeeper(t)
+	open := opener(testConfig(addr, newName(t, addr, testdb.UniqueName())), false)
+	a := leaftest.StartSnowflake(t, open, leaftest.FastSnowflake(nil, leaftest.TestEndpoint(0)))
+	if _, err := a.NextID(t.Context(), ""); err != nil {
+		t.Fatalf("A: NextID: %v", err)
+	}
+	reg, err := open(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = reg.Close() })
+	g, err := snowflake.New(t.Context(), leaftest.FastSnowflake(reg, leaftest.TestEndpoint(0)))
+	if err == nil {
+		_ = g.Close(context.Background())
+		t.Fatalf("B started with A's endpoint and worker %d", g.Status().WorkerID)
+	}
+	if !errors.Is(err, leaf.ErrWorkerInUse) {
+		t.Fatalf("B: snowflake.New: %v, want ErrWorkerInUse", err)
+	}
+	t.Logf("B: %v", err)
 }

@@ -328,6 +328,8 @@ func TestJavaCoexistence(t *testing.T) {
 	if c1.WorkerID != 0 || c1.HighWater != stamps["10.0.0.1:8080"] || !c1.Expires.IsZero() {
 		t.Fatalf("Java endpoint: %+v, want worker 0 high-water %d, no expiry", c1, stamps["10.0.0.1:8080"])
 	}
+	// The tree had no temporary directory: the live node comes with one.
+	liveNode(t, raw, Root+"/"+name+"/temporary/10.0.0.1:8080", r1.c.conn.SessionID(), leaf.Endpoint{IP: "10.0.0.1", Port: 8080}, 0)
 
 	// A new endpoint gets the next sequence, in a node Java can read.
 	ep3 := leaf.Endpoint{IP: "10.0.0.3", Port: 8080}
@@ -390,6 +392,18 @@ func TestJavaCoexistence(t *testing.T) {
 	checkJavaData(mark + 1)
 	if ok, _, err := raw.Exists(node); err != nil || !ok {
 		t.Fatalf("node %s after Release: exists %v, %v; the endpoint keeps it", node, ok, err)
+	}
+	if ok, _, err := raw.Exists(Root + "/" + name + "/temporary/" + ep3.String()); err != nil || ok {
+		t.Errorf("live node after Release: exists %v, %v", ok, err)
+	}
+	// Java lists only the forever directory, which holds nothing else.
+	if children, _, err = raw.Children(forever); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range children {
+		if !goNodeName.MatchString(c) {
+			t.Errorf("after Release: node %q in %s does not look like Leaf's", c, forever)
+		}
 	}
 }
 

@@ -1,0 +1,482 @@
+package zookeeper
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/testdb"
+	"github.com/leafgo/leaf/leaftest"
+)
+
+// liveNode checks that p is an ephemeral node of session with the live
+// record of ep and worker id, and returns its timestamp.
+func liveNode(t *testing.T, raw *zk.Conn, p string, session int64, ep leaf.Endpoint, id int64) int64 {
+	t.Helper()
+	data, st, err := raw.Get(p)
+	if err != nil {
+		t.Fatalf("live node %s: %v", p, err)
+	}
+	if st.EphemeralOwner == 0 || st.EphemeralOwner != session {
+		t.Errorf("live node %s: owner %#x, want session %#x", p, st.EphemeralOwner, session)
+	}
+	var l live
+	if err := json.Unmarshal(data, &l); err != nil {
+		t.Fatalf("live node %s: data %s: %v", p, data, err)
+	}
+	if l.IP != ep.IP || l.Port != fmt.Sprint(ep.Port) || l.WorkerID != id || l.Timestamp <= 0 {
+		t.Errorf("live node %s: data %s, want endpoint %s, worker %d", p, data, ep, id)
+	}
+	return l.Timestamp
+}
+
+// TestClaimSameEndpoint: a second server given the endpoint of a live one
+// waits out a session timeout and fails with ErrWorkerInUse; once the first
+// releases or closes, it gets the same worker ID at once.
+func TestClaimSameEndpoint(t *testing.T) {
+	t.Parallel()
+	addr := testdb.ZooKeeper(t)
+	name := newName(t, addr, testdb.UniqueName())
+	raw := rawConn(t, addr)
+	ctx := ctxFor(t, 60*time.Second)
+	ep := leaf.Endpoint{IP: "10.0.0.1", Port: 8080}
+	node := Root + "/" + name + "/temporary/10.0.0.1:8080"
+
+	a := openRegistry(t, testConfig(addr, name))
+	b := openRegistry(t, testConfig(addr, name))
+	ca, err := a.Register(ctx, ep, leaftest.MaxWorkerID)
+	if err != nil {
+		t.Fatalf("A: Register: %v", err)
+	}
+	liveNode(t, raw, node, a.c.conn.SessionID(), ep, ca.WorkerID)
+
+	// A caller that gives up first still learns why.
+	short := ctxFor(t, 300*time.Millisecond)
+	_, err = b.Register(short, ep, leaftest.MaxWorkerID)
+	if !errors.Is(err, leaf.ErrWorkerInUse) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("B: Register bounded by 300ms: %v, want ErrWorkerInUse and the deadline", err)
+	}
+
+	wait := b.ClaimWait()
+	if wait < testSessionTimeout || wait > 3*testSessionTimeout {
+		t.Errorf("ClaimWait %v with a session timeout of %v", wait, testSessionTimeout)
+	}
+	start := time.Now()
+	_, err = b.Register(ctx, ep, leaftest.MaxWorkerID)
+	took := time.Since(start)
+	if !errors.Is(err, leaf.ErrWorkerInUse) {
+		t.Fatalf("B: Register of A's endpoint: %v, want ErrWorkerInUse", err)
+	}
+	if took < wait-100*time.Millisecond || took > wait+2*time.Second {
+		t.Errorf("B: Register failed after %v, want about ClaimWait %v", took, wait)
+	}
+	for _, want := range []string{ep.String(), node, fmt.Sprintf("worker %d", ca.WorkerID), fmt.Sprintf("%#x", a.c.conn.SessionID()), "snowflake.endpoint", "stop the other server"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("B: error %q does not name %q", err, want)
+		}
+	}
+	t.Logf("B failed after %v: %v", took.Round(time.Millisecond), err)
+	// A is untouched.
+	if _, err := a.Heartbeat(ctx, time.Now().UnixMilli()); err != nil {
+		t.Fatalf("A: Heartbeat: %v", err)
+	}
+	liveNode(t, raw, node, a.c.conn.SessionID(), ep, ca.WorkerID)
+
+	for _, c := range []struct {
+		how       string
+		from, to  *Registry
+		stopFirst func(*Registry) error
+	}{
+		{"Release", a, b, func(r *Registry) error { return r.Release(ctx, time.Now().UnixMilli()) }},
+		{"Close", b, a, func(r *Registry) error { return r.Close() }},
+	} {
+		if err := c.stopFirst(c.from); err != nil {
+			t.Fatalf("%s: %v", c.how, err)
+		}
+		start := time.Now()
+		got, err := c.to.Register(ctx, ep, leaftest.MaxWorkerID)
+		if err != nil || got.WorkerID != ca.WorkerID {
+			t.Fatalf("Register after the holder's %s: %+v, %v; want worker %d", c.how, got, err, ca.WorkerID)
+		}
+		if took := time.Since(start); took > time.Second {
+			t.Errorf("Register after the holder's %s took %v, want at once", c.how, took)
+		}
+		liveNode(t, raw, node, c.to.c.conn.SessionID(), ep, ca.WorkerID)
+	}
+	if err := a.Release(ctx, time.Now().UnixMilli()); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _, err := raw.Exists(node); err != nil || ok {
+		t.Errorf("live node after Release: exists %v, %v", ok, err)
+	}
+}
+
+// TestClaimStaleSession: the live node of a server gone without a word (kill
+// -9: its session lingers) holds the endpoint until the session expires;
+// then the next server gets the ID. When the old one comes back, its
+// Heartbeat reports the ID lost and it cannot register again.
+func TestClaimStaleSession(t *testing.T) {
+	t.Parallel()
+	addr := testdb.ZooKeeper(t)
+	name := newName(t, addr, testdb.UniqueName())
+	raw := rawConn(t, addr)
+	proxy := testdb.NewProxy(t, addr)
+	ctx := ctxFor(t, 60*time.Second)
+	ep := leaf.Endpoint{IP: "", Port: 8080} // Java's endpoint on a host without IPv4
+	node := Root + "/" + name + "/temporary/:8080"
+
+	old := openRegistry(t, testConfig(proxy.Addr(), name))
+	c, err := old.Register(ctx, ep, leaftest.MaxWorkerID)
+	if err != nil {
+		t.Fatalf("old: Register: %v", err)
+	}
+	liveNode(t, raw, node, old.c.conn.SessionID(), ep, c.WorkerID)
+	proxy.Stall()
+
+	b := openRegistry(t, testConfig(addr, name))
+	start := time.Now()
+	cb, err := b.Register(ctx, ep, leaftest.MaxWorkerID)
+	took := time.Since(start)
+	if err != nil || cb.WorkerID != c.WorkerID {
+		t.Fatalf("B: Register once the old session expired: %+v, %v; want worker %d", cb, err, c.WorkerID)
+	}
+	if took < testSessionTimeout/2 {
+		t.Errorf("B registered after %v, before the old session (timeout %v) can have expired", took, testSessionTimeout)
+	}
+	t.Logf("B waited %v for the old session to expire", took.Round(time.Millisecond))
+	liveNode(t, raw, node, b.c.conn.SessionID(), ep, c.WorkerID)
+
+	proxy.Up()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		_, err = old.Heartbeat(ctx, time.Now().UnixMilli())
+		if errors.Is(err, leaf.ErrWorkerLost) {
+			break
+		}
+		if err == nil || time.Now().After(deadline) {
+			t.Fatalf("old: Heartbeat after B took the endpoint: %v, want ErrWorkerLost", err)
+		}
+		time.Sleep(100 * time.Millisecond) // reconnecting
+	}
+	t.Logf("old: Heartbeat: %v", err)
+	if _, err := old.Heartbeat(ctx, time.Now().UnixMilli()); !errors.Is(err, leaf.ErrWorkerLost) {
+		t.Errorf("old: second Heartbeat: %v, want ErrWorkerLost", err)
+	}
+	if _, err := old.Register(ctxFor(t, 500*time.Millisecond), ep, leaftest.MaxWorkerID); !errors.Is(err, leaf.ErrWorkerInUse) {
+		t.Errorf("old: Register again while B holds the endpoint: %v, want ErrWorkerInUse", err)
+	}
+	// B's claim is untouched.
+	if _, err := b.Heartbeat(ctx, time.Now().UnixMilli()); err != nil {
+		t.Errorf("B: Heartbeat: %v", err)
+	}
+	liveNode(t, raw, node, b.c.conn.SessionID(), ep, c.WorkerID)
+}
+
+// TestClaimAfterExpiry: a server whose session expired while nobody took
+// its endpoint makes its live node again at the next heartbeat and carries
+// on.
+func TestClaimAfterExpiry(t *testing.T) {
+	t.Parallel()
+	addr := testdb.ZooKeeper(t)
+	name := newName(t, addr, testdb.UniqueName())
+	raw := rawConn(t, addr)
+	proxy := testdb.NewProxy(t, addr)
+	ctx := ctxFor(t, 60*time.Second)
+	ep := leaftest.TestEndpoint(0)
+	node := Root + "/" + name + "/temporary/" + ep.String()
+
+	a := openRegistry(t, testConfig(proxy.Addr(), name))
+	c, err := a.Register(ctx, ep, leaftest.MaxWorkerID)
+	if err != nil {
+		t.Fatalf("Register: %v", err)
+	}
+	first := a.c.conn.SessionID()
+	proxy.Stall()
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		ok, _, err := raw.Exists(node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("live node %s outlived its session", node)
+		}
+	}
+	proxy.Up()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		_, err = a.Heartbeat(ctx, time.Now().UnixMilli())
+		if err == nil {
+			break
+		}
+		if errors.Is(err, leaf.ErrWorkerLost) || time.Now().After(deadline) {
+			t.Fatalf("Heartbeat after the session expired: %v, want success", err)
+		}
+		time.Sleep(100 * time.Millisecond) // reconnecting
+	}
+	session := a.c.conn.SessionID()
+	if session == first {
+		t.Fatalf("session %#x did not change", session)
+	}
+	liveNode(t, raw, node, session, ep, c.WorkerID)
+}
+
+// TestClaimDeleted: a live node someone deleted while our session lives is
+// a lost claim; registering again takes it back.
+func TestClaimDeleted(t *testing.T) {
+	t.Parallel()
+	addr := testdb.ZooKeeper(t)
+	name := newName(t, addr, testdb.UniqueName())
+	raw := rawConn(t, addr)
+	ctx := ctxFor(t, 30*time.Second)
+	ep := leaftest.TestEndpoint(0)
+	node := Root + "/" + name + "/temporary/" + ep.String()
+	a := openRegistry(t, testConfig(addr, name))
+	c, err := a.Register(ctx, ep, leaftest.MaxWorkerID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := raw.Delete(node, -1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Heartbeat(ctx, time.Now().UnixMilli()); !errors.Is(err, leaf.ErrWorkerLost) {
+		t.Fatalf("Heartbeat after the live node was deleted: %v, want ErrWorkerLost", err)
+	}
+	if _, err := a.PeerClocks(ctx); !errors.Is(err, leaf.ErrWorkerLost) {
+		t.Errorf("PeerClocks after the loss: %v, want ErrWorkerLost", err)
+	}
+	c2, err := a.Register(ctx, ep, leaftest.MaxWorkerID)
+	if err != nil || c2.WorkerID != c.WorkerID {
+		t.Fatalf("Register again: %+v, %v; want worker %d", c2, err, c.WorkerID)
+	}
+	liveNode(t, raw, node, a.c.conn.SessionID(), ep, c.WorkerID)
+	// Registering under another endpoint moves the live node.
+	ep2 := leaftest.TestEndpoint(1)
+	c3, err := a.Register(ctx, ep2, leaftest.MaxWorkerID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	liveNode(t, raw, Root+"/"+name+"/temporary/"+ep2.String(), a.c.conn.SessionID(), ep2, c3.WorkerID)
+	if ok, _, err := raw.Exists(node); err != nil || ok {
+		t.Errorf("the first endpoint's live node: exists %v, %v", ok, err)
+	}
+}
+
+func offsetClock(d time.Duration) func() time.Time {
+	return func() time.Time { return time.Now().Add(d) }
+}
+
+// peerClocker is what both registries offer.
+type peerClocker interface {
+	leaf.WorkerRegistry
+	PeerClocks(context.Context) ([]leaf.PeerClock, error)
+}
+
+// TestPeerClocks: servers of both registries whose clocks are set apart
+// measure each other's offsets, however long ago each wrote its live node;
+// a lone server sees none, and nodes that are not live records are skipped.
+func TestPeerClocks(t *testing.T) {
+	t.Parallel()
+	addr := testdb.ZooKeeper(t)
+	name := newName(t, addr, testdb.UniqueName())
+	ctx := ctxFor(t, 30*time.Second)
+	const tolerance = 200 * time.Millisecond
+
+	servers := []struct {
+		ep      leaf.Endpoint
+		offset  time.Duration
+		recycle bool
+	}{
+		{leaftest.TestEndpoint(0), 0, false},
+		{leaftest.TestEndpoint(1), 10 * time.Second, false},
+		{leaf.Endpoint{IP: "", Port: 8080}, -3 * time.Second, false},
+		{leaftest.TestEndpoint(3), 1500 * time.Millisecond, true},
+	}
+	regs := make([]peerClocker, len(servers))
+	ids := make([]int64, len(servers))
+	for i, s := range servers {
+		cfg := testConfig(addr, name)
+		cfg.Now = offsetClock(s.offset)
+		if s.recycle {
+			regs[i] = openRecycle(t, cfg)
+		} else {
+			regs[i] = openRegistry(t, cfg)
+		}
+		if _, err := regs[i].PeerClocks(ctx); !errors.Is(err, leaf.ErrWorkerLost) {
+			t.Errorf("server %d: PeerClocks before Register: %v, want ErrWorkerLost", i, err)
+		}
+		c, err := regs[i].Register(ctx, s.ep, leaftest.MaxWorkerID)
+		if err != nil {
+			t.Fatalf("server %d: Register: %v", i, err)
+		}
+		ids[i] = c.WorkerID
+		if i == 0 {
+			if peers, err := regs[0].PeerClocks(ctx); err != nil || len(peers) != 0 {
+				t.Fatalf("lone server: PeerClocks = %v, %v; want none", peers, err)
+			}
+		}
+	}
+	raw := rawConn(t, addr)
+	for _, junk := range []string{"junk", "no-timestamp"} {
+		data := map[string]string{"junk": "not json", "no-timestamp": `{"ip":"10.9.9.9","port":"1"}`}[junk]
+		if _, err := raw.Create(Root+"/"+name+"/temporary/"+junk, []byte(data), zk.FlagEphemeral, openACL); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The peers' live nodes grow stale: the measurement must not care.
+	time.Sleep(500 * time.Millisecond)
+
+	for i, r := range regs {
+		peers, err := r.PeerClocks(ctx)
+		if err != nil {
+			t.Fatalf("server %d: PeerClocks: %v", i, err)
+		}
+		slices.SortFunc(peers, func(a, b leaf.PeerClock) int { return strings.Compare(a.Endpoint, b.Endpoint) })
+		var want []leaf.PeerClock
+		for j, s := range servers {
+			if j != i {
+				want = append(want, leaf.PeerClock{Endpoint: s.ep.String(), WorkerID: ids[j], Offset: s.offset - servers[i].offset})
+			}
+		}
+		slices.SortFunc(want, func(a, b leaf.PeerClock) int { return strings.Compare(a.Endpoint, b.Endpoint) })
+		if len(peers) != len(want) {
+			t.Fatalf("server %d: peers %+v, want %+v", i, peers, want)
+		}
+		for k, p := range peers {
+			w := want[k]
+			if p.Endpoint != w.Endpoint || p.WorkerID != w.WorkerID || (p.Offset-w.Offset).Abs() > tolerance {
+				t.Errorf("server %d: peer %+v, want %+v within %v", i, p, w, tolerance)
+			}
+		}
+		t.Logf("server %d (clock %+v): %+v", i, servers[i].offset, peers)
+	}
+}
+
+// TestRecycleSameEndpoint: two leasing servers given one endpoint lease two
+// IDs and each has a live node, so each sees the other's clock; a Registry
+// of that endpoint is not barred by them.
+func TestRecycleSameEndpoint(t *testing.T) {
+	t.Parallel()
+	addr := testdb.ZooKeeper(t)
+	name := newName(t, addr, testdb.UniqueName())
+	raw := rawConn(t, addr)
+	ctx := ctxFor(t, 30*time.Second)
+	ep := leaf.Endpoint{IP: "10.0.0.1", Port: 8080}
+
+	cfgA, cfgB := testConfig(addr, name), testConfig(addr, name)
+	cfgB.Now = offsetClock(2 * time.Second)
+	a, b := openRecycle(t, cfgA), openRecycle(t, cfgB)
+	ca, err := a.Register(ctx, ep, leaftest.MaxWorkerID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb, err := b.Register(ctx, ep, leaftest.MaxWorkerID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ca.WorkerID == cb.WorkerID {
+		t.Fatalf("both leased worker %d", ca.WorkerID)
+	}
+	dir := Root + "/" + name + "/temporary/"
+	liveNode(t, raw, dir+liveName(ep, ca.WorkerID), a.c.conn.SessionID(), ep, ca.WorkerID)
+	liveNode(t, raw, dir+liveName(ep, cb.WorkerID), b.c.conn.SessionID(), ep, cb.WorkerID)
+
+	for _, c := range []struct {
+		who    string
+		r      *RecycleRegistry
+		peer   int64
+		offset time.Duration
+	}{
+		{"A", a, cb.WorkerID, 2 * time.Second},
+		{"B", b, ca.WorkerID, -2 * time.Second},
+	} {
+		peers, err := c.r.PeerClocks(ctx)
+		if err != nil {
+			t.Fatalf("%s: PeerClocks: %v", c.who, err)
+		}
+		if len(peers) != 1 || peers[0].Endpoint != ep.String() || peers[0].WorkerID != c.peer || (peers[0].Offset-c.offset).Abs() > 200*time.Millisecond {
+			t.Errorf("%s: peers %+v, want worker %d at %v", c.who, peers, c.peer, c.offset)
+		}
+	}
+
+	start := time.Now()
+	r := openRegistry(t, testConfig(addr, name))
+	cr, err := r.Register(ctx, ep, leaftest.MaxWorkerID)
+	if err != nil {
+		t.Fatalf("Registry of the leasing servers' endpoint: %v", err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("Registry of the leasing servers' endpoint took %v", took)
+	}
+
+	if _, err := a.Heartbeat(ctx, time.Now().UnixMilli()); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Release(ctx, time.Now().UnixMilli()); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _, err := raw.Exists(dir + liveName(ep, ca.WorkerID)); err != nil || ok {
+		t.Errorf("A's live node after Release: exists %v, %v", ok, err)
+	}
+	peers, err := b.PeerClocks(ctx)
+	if err != nil || len(peers) != 1 || peers[0].WorkerID != cr.WorkerID || peers[0].Endpoint != ep.String() {
+		t.Errorf("B: peers after A's Release: %+v, %v; want the Registry only", peers, err)
+	}
+}
+
+// TestClaimRace: servers given one endpoint and started together on an
+// empty tree (racing for its node as well as its live node): one registers,
+// every other fails with ErrWorkerInUse.
+func TestClaimRace(t *testing.T) {
+	t.Parallel()
+	const servers = 8
+	addr := testdb.ZooKeeper(t)
+	name := newName(t, addr, testdb.UniqueName())
+	ep := leaftest.TestEndpoint(0)
+	regs := make([]*Registry, servers)
+	for i := range regs {
+		regs[i] = openRegistry(t, testConfig(addr, name))
+	}
+	claims := make([]leaf.WorkerClaim, servers)
+	errs := make([]error, servers)
+	var start, wg sync.WaitGroup
+	start.Add(1)
+	for i, r := range regs {
+		wg.Go(func() {
+			start.Wait()
+			claims[i], errs[i] = r.Register(ctxFor(t, time.Second), ep, leaftest.MaxWorkerID)
+		})
+	}
+	start.Done()
+	wg.Wait()
+	winners := 0
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			winners++
+			t.Logf("server %d registered worker %d", i, claims[i].WorkerID)
+		case !errors.Is(err, leaf.ErrWorkerInUse):
+			t.Errorf("server %d: %v, want ErrWorkerInUse", i, err)
+		}
+	}
+	if winners != 1 {
+		t.Fatalf("%d of %d servers with one endpoint registered, want 1", winners, servers)
+	}
+	// The losers created no node: each would have spent a worker ID.
+	raw := rawConn(t, addr)
+	nodes, _, err := raw.Children(Root + "/" + name + "/forever")
+	if err != nil || len(nodes) != 1 {
+		t.Errorf("nodes %v, %v; want the winner's alone", nodes, err)
+	}
+}
