@@ -385,9 +385,12 @@ func (r *Registry) Register(ctx context.Context, ep leaf.Endpoint, maxID int64) 
 // below two ticks, plus a second for the news to reach us. A stale node of
 // a previous run with a longer session timeout than ours may outlast it.
 // Register's context should allow this much more than its usual bound.
-func (r *Registry) ClaimWait() time.Duration {
-	t := r.c.sessionTimeout()
-	return t + t/2 + time.Second
+func (r *Registry) ClaimWait() time.Duration { return ClaimWait(r.c.sessionTimeout()) }
+
+// ClaimWait is Registry.ClaimWait for a session timeout, for a caller that
+// needs the bound before it connects.
+func ClaimWait(sessionTimeout time.Duration) time.Duration {
+	return sessionTimeout + sessionTimeout/2 + time.Second
 }
 
 // inUse is a live node of another session that Register waits out.

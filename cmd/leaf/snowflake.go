@@ -62,10 +62,11 @@ func startSnowflake(ctx context.Context, cfg config.Config, port int, log *slog.
 	if err != nil {
 		return nil, err
 	}
-	reg, cache, desc, err := openRegistry(cfg, ep, log)
+	rc, err := openRegistry(cfg, ep, log)
 	if err != nil {
 		return nil, err
 	}
+	reg, desc := rc.reg, rc.desc
 	maxBackwards := sc.MaxBackwards
 	if maxBackwards == 0 {
 		maxBackwards = -1 // configured 0: never wait (Settings reads 0 as its default)
@@ -83,7 +84,8 @@ func startSnowflake(ctx context.Context, cfg config.Config, port int, log *slog.
 		Registry:          reg,
 		RegistryName:      sc.Registry,
 		Endpoint:          ep,
-		Cache:             cache,
+		Cache:             rc.cache,
+		ClaimWait:         rc.claimWait,
 		MaxBackwards:      maxBackwards,
 		NoRandomStart:     !sc.RandomStart,
 		Window:            sc.Window,
@@ -103,12 +105,24 @@ func leases(registry string) bool {
 	return registry == config.RegistryZooKeeperRecycle || registry == config.RegistryEtcd
 }
 
+// registryChoice is the configured worker registry and what the generator
+// needs to know about it.
+type registryChoice struct {
+	reg   leaf.WorkerRegistry
+	cache snowflake.WorkerCache // nil for leasing registries
+	desc  string
+	// claimWait: how long a first Register may wait for a live claim of this
+	// endpoint left by a killed previous run to lapse.
+	claimWait time.Duration
+}
+
 // openRegistry builds the configured worker registry. Registries that keep
 // an ID per endpoint (zookeeper, mysql) get a local cache file, Leaf's
 // workerID.properties, and connect lazily, so that an unreachable registry at
 // start-up falls back on the cache instead of failing. Leasing registries get
-// no cache: a cached leased ID may belong to another server by now.
-func openRegistry(cfg config.Config, ep leaf.Endpoint, log *slog.Logger) (leaf.WorkerRegistry, snowflake.WorkerCache, string, error) {
+// no cache: a cached leased ID may belong to another server by now. Every
+// registry publishes the generator's clock (clockNow) for the peer check.
+func openRegistry(cfg config.Config, ep leaf.Endpoint, log *slog.Logger) (registryChoice, error) {
 	sc := cfg.Snowflake
 	dir := filepath.Join(cfg.DataDir, "snowflake", sc.Name)
 	cache := local.NewCache(filepath.Join(dir, strconv.Itoa(ep.Port), "workerID.properties"))
@@ -116,31 +130,42 @@ func openRegistry(cfg config.Config, ep leaf.Endpoint, log *slog.Logger) (leaf.W
 	case config.RegistryLocal:
 		ids, err := sc.LocalWorkerIDs()
 		if err != nil {
-			return nil, nil, "", fmt.Errorf("%w: snowflake.worker_ids: %v", config.ErrInvalid, err)
+			return registryChoice{}, fmt.Errorf("%w: snowflake.worker_ids: %v", config.ErrInvalid, err)
 		}
 		r, err := local.New(local.Config{WorkerID: int64(sc.WorkerID), WorkerIDs: ids, Dir: filepath.Join(dir, "local")})
 		if err != nil {
-			return nil, nil, "", err
+			return registryChoice{}, err
 		}
-		return r, nil, "local " + ep.String(), nil
+		return registryChoice{reg: r, desc: "local " + ep.String()}, nil
 	case config.RegistryZooKeeper:
-		zc := zookeeper.Config{Servers: config.Servers(sc.ZooKeeper), Name: sc.Name, Logger: log}
-		return lazy(func(ctx context.Context) (leaf.WorkerRegistry, error) { return zookeeper.Open(ctx, zc) }),
-			cache, "zookeeper " + sc.ZooKeeper + " /snowflake/" + sc.Name, nil
+		zc := zookeeper.Config{Servers: config.Servers(sc.ZooKeeper), Name: sc.Name, Logger: log, Now: clockNow}
+		return registryChoice{
+			reg:       lazy(func(ctx context.Context) (leaf.WorkerRegistry, error) { return zookeeper.Open(ctx, zc) }),
+			cache:     cache,
+			desc:      "zookeeper " + sc.ZooKeeper + " /snowflake/" + sc.Name,
+			claimWait: zookeeper.ClaimWait(zookeeper.DefaultSessionTimeout),
+		}, nil
 	case config.RegistryZooKeeperRecycle:
-		zc := zookeeper.Config{Servers: config.Servers(sc.ZooKeeper), Name: sc.Name, SessionTimeout: sc.LeaseTTL, Logger: log}
-		return lazy(func(ctx context.Context) (leaf.WorkerRegistry, error) { return zookeeper.OpenRecycle(ctx, zc) }),
-			nil, "zookeeper-recycle " + sc.ZooKeeper + " /snowflake/" + sc.Name, nil
+		zc := zookeeper.Config{Servers: config.Servers(sc.ZooKeeper), Name: sc.Name, SessionTimeout: sc.LeaseTTL, Logger: log, Now: clockNow}
+		return registryChoice{
+			reg:  lazy(func(ctx context.Context) (leaf.WorkerRegistry, error) { return zookeeper.OpenRecycle(ctx, zc) }),
+			desc: "zookeeper-recycle " + sc.ZooKeeper + " /snowflake/" + sc.Name,
+		}, nil
 	case config.RegistryEtcd:
 		ec := etcd.Config{Endpoints: config.Servers(sc.Etcd), Name: sc.Name, TTL: sc.LeaseTTL, Logger: log}
-		return lazy(func(ctx context.Context) (leaf.WorkerRegistry, error) { return etcd.Open(ctx, ec) }),
-			nil, "etcd " + sc.Etcd + " " + etcd.DefaultPrefix + sc.Name, nil
+		return registryChoice{
+			reg:  lazy(func(ctx context.Context) (leaf.WorkerRegistry, error) { return etcd.Open(ctx, ec) }),
+			desc: "etcd " + sc.Etcd + " " + etcd.DefaultPrefix + sc.Name,
+		}, nil
 	case config.RegistryMySQL:
 		dsn := cfg.MySQLRegistryDSN()
-		return lazy(func(ctx context.Context) (leaf.WorkerRegistry, error) { return mysql.OpenWorkerRegistry(ctx, dsn) }),
-			cache, "mysql " + config.RedactDSN(dsn), nil
+		return registryChoice{
+			reg:   lazy(func(ctx context.Context) (leaf.WorkerRegistry, error) { return mysql.OpenWorkerRegistry(ctx, dsn) }),
+			cache: cache,
+			desc:  "mysql " + config.RedactDSN(dsn),
+		}, nil
 	}
-	return nil, nil, "", fmt.Errorf("%w: snowflake.registry %q", config.ErrInvalid, sc.Registry)
+	return registryChoice{}, fmt.Errorf("%w: snowflake.registry %q", config.ErrInvalid, sc.Registry)
 }
 
 // lazyRegistry connects on first use and, while the connection cannot be
