@@ -248,7 +248,17 @@ func holderToken() string {
 // worker ID to lapse before failing with leaf.ErrWorkerInUse: the lease TTL
 // plus a margin. A caller that wants a restart after kill -9 to succeed
 // gives Register this much more than its usual timeout.
-func (r *WorkerRegistry) ClaimWait() time.Duration { return r.ttl + claimMargin }
+func (r *WorkerRegistry) ClaimWait() time.Duration { return LeaseClaimWait(r.ttl) }
+
+// LeaseClaimWait is ClaimWait of a registry opened with WorkerConfig.LeaseTTL
+// ttl (0: the default), for callers that must know it before the registry
+// is opened.
+func LeaseClaimWait(ttl time.Duration) time.Duration {
+	if ttl == 0 {
+		ttl = DefaultLeaseTTL
+	}
+	return ttl.Truncate(time.Millisecond) + claimMargin
+}
 
 // Register claims ep's worker ID: the id of its row, inserted if it has
 // none, and the live lease on that ID. HighWater is the row's max_timestamp
