@@ -16,6 +16,7 @@ import (
 	"github.com/leafgo/leaf/internal/testdb"
 	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/mysql"
+	"github.com/leafgo/leaf/snowflake"
 )
 
 // forkWorkerDDL is the NotFound9 fork's scripts/leaf_workerid_alloc.sql,
@@ -672,4 +673,84 @@ func TestOpenWorkerRegistryLeaseTTL(t *testing.T) {
 	if got, want := r.ClaimWait(), mysql.DefaultLeaseTTL; got < want || got > want+2*time.Second || got != mysql.LeaseClaimWait(0) {
 		t.Errorf("ClaimWait with the default TTL %v: %v (LeaseClaimWait says %v)", want, got, mysql.LeaseClaimWait(0))
 	}
+}
+
+// TestSnowflakeSameEndpoint reproduces two servers started with one
+// endpoint: while the first issues from 4 goroutines, the second's generator
+// refuses to start; once the first closes, the second starts on the same
+// worker ID. Every ID of both is unique.
+func TestSnowflakeSameEndpoint(t *testing.T) {
+	t.Parallel()
+	open := registryOpener(mysql.WorkerConfig{DSN: testdb.MySQL(t), LeaseTTL: leaseTTL, Logger: quiet()})
+	ep := leaf.Endpoint{IP: "10.0.0.1", Port: 8080}
+	a := leaftest.StartSnowflake(t, open, leaftest.FastSnowflake(nil, ep))
+
+	issue := func(g *snowflake.Generator, stop <-chan struct{}) [][]int64 {
+		const goroutines, most = 4, 20_000
+		out := make([][]int64, goroutines)
+		var wg sync.WaitGroup
+		for k := range out {
+			wg.Go(func() {
+				for len(out[k]) < most {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					var err error
+					if out[k], err = g.NextIDs(t.Context(), "", 50, out[k]); err != nil {
+						t.Errorf("NextIDs: %v", err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		return out
+	}
+	stop := make(chan struct{})
+	got := make(chan [][]int64, 1)
+	go func() { got <- issue(a, stop) }()
+
+	rb, err := open(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rb.Close() })
+	if b, err := snowflake.New(ctxFor(t, 30*time.Second), leaftest.FastSnowflake(rb, ep)); !errors.Is(err, leaf.ErrWorkerInUse) {
+		if err == nil {
+			_ = b.Close(context.Background())
+		}
+		t.Fatalf("second generator on %s while the first runs: %v, want ErrWorkerInUse", ep, err)
+	}
+	close(stop)
+	ids := <-got
+	if err := a.Close(ctxFor(t, 10*time.Second)); err != nil {
+		t.Fatalf("first generator: Close: %v", err)
+	}
+
+	b, err := snowflake.New(ctxFor(t, 30*time.Second), leaftest.FastSnowflake(rb, ep))
+	if err != nil {
+		t.Fatalf("second generator after the first closed: %v", err)
+	}
+	t.Cleanup(func() { _ = b.Close(context.Background()) })
+	stop = make(chan struct{})
+	time.AfterFunc(200*time.Millisecond, func() { close(stop) })
+	ids = append(ids, issue(b, stop)...)
+
+	seen := make(map[int64]bool)
+	n := 0
+	for _, run := range ids {
+		for _, id := range run {
+			if seen[id] {
+				t.Fatalf("ID %d issued twice", id)
+			}
+			seen[id] = true
+			n++
+		}
+	}
+	if n == 0 {
+		t.Fatal("no IDs issued")
+	}
+	t.Logf("%d IDs, all unique", n)
 }
