@@ -375,7 +375,7 @@ func (r *WorkerRegistry) claimLease(ctx context.Context, id int64, ipPort string
 		}
 		if ok {
 			if held != nil {
-				r.log.Info("worker ID lease taken over after it lapsed: its holder had stopped",
+				r.log.Info("worker ID lease taken: the previous holder released it or stopped renewing it",
 					"endpoint", ipPort, "worker_id", id, "previous_holder", held.holder, "waited", time.Since(start).Round(time.Millisecond))
 			}
 			return nil
