@@ -5,8 +5,10 @@
 //
 // Keys live under {Prefix}{Name}/, Name being leaf.name:
 //
-//	{Prefix}{Name}/worker/{n}  the holder of worker ID n: {"ip","port","timestamp"},
-//	                           attached to the holder's lease
+//	{Prefix}{Name}/worker/{n}  the holder of worker ID n: {"ip","port","timestamp","clock"},
+//	                           attached to the holder's lease; timestamp is when it
+//	                           claimed n, clock its clock at its last heartbeat
+//	                           (both Unix ms), which PeerClocks compares
 //	{Prefix}{Name}/mark/{n}    ID n's high-water mark: {"ip","port","timestamp"},
 //	                           timestamp in Unix ms; no lease, it outlives holders
 //
@@ -23,4 +25,7 @@
 // expired cannot write the mark of an ID another server now holds. Release
 // stores the final mark and revokes the lease, which deletes the worker key:
 // the ID is free at once, protected by its mark.
+//
+// A second server with the same endpoint simply gets another ID: the ID
+// belongs to the lease, not to the endpoint.
 package etcd

@@ -50,6 +50,9 @@ type Config struct {
 	// Logger receives the registry's own messages (the etcd client's are
 	// discarded). Default slog.Default().
 	Logger *slog.Logger
+	// Now is the clock whose readings the registry publishes for the peer
+	// clock check (PeerClocks): the snowflake generator's. Default time.Now.
+	Now func() time.Time
 }
 
 // withDefaults fills the defaults in and validates c.
@@ -65,6 +68,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 	if len(c.Endpoints) == 0 {
 		return c, fmt.Errorf("%w: etcd: no endpoints", leaf.ErrInvalidArgument)
@@ -141,6 +147,7 @@ type claim struct {
 	lease  clientv3.LeaseID
 	ttl    time.Duration // as granted by etcd, which may raise the asked TTL
 	rev    int64         // create revision of the worker key: tells our key from a later holder's
+	since  int64         // the worker key's timestamp: when the ID was claimed, Unix ms
 	worker string        // worker key
 	mark   string        // mark key
 }
@@ -151,10 +158,21 @@ type record struct {
 	IP        string `json:"ip"`
 	Port      string `json:"port"`
 	Timestamp int64  `json:"timestamp"`
+	// Clock, in worker keys only, is the holder's clock at its last
+	// heartbeat (Unix ms), for PeerClocks. Worker keys written before it
+	// existed lack it and are left out of the peer clock check.
+	Clock *int64 `json:"clock,omitempty"`
 }
 
 func encode(ep leaf.Endpoint, ts int64) string {
 	b, _ := json.Marshal(record{IP: ep.IP, Port: strconv.Itoa(ep.Port), Timestamp: ts})
+	return string(b)
+}
+
+// encodeWorker is a worker key's value: ts is when the ID was claimed,
+// clock the holder's clock reading now.
+func encodeWorker(ep leaf.Endpoint, ts, clock int64) string {
+	b, _ := json.Marshal(record{IP: ep.IP, Port: strconv.Itoa(ep.Port), Timestamp: ts, Clock: &clock})
 	return string(b)
 }
 
@@ -325,11 +343,12 @@ func (r *Registry) claimID(ctx context.Context, ep leaf.Endpoint, maxID int64, l
 		if taken[n] {
 			continue
 		}
-		c := &claim{id: n, ep: ep, lease: lease, worker: r.workerDir + strconv.FormatInt(n, 10), mark: r.markDir + strconv.FormatInt(n, 10)}
+		c := &claim{id: n, ep: ep, lease: lease, since: time.Now().UnixMilli(),
+			worker: r.workerDir + strconv.FormatInt(n, 10), mark: r.markDir + strconv.FormatInt(n, 10)}
 		resp, err := r.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(c.worker), "=", 0)).
 			Then(
-				clientv3.OpPut(c.worker, encode(ep, time.Now().UnixMilli()), clientv3.WithLease(lease)),
+				clientv3.OpPut(c.worker, encodeWorker(ep, c.since, r.cfg.Now().UnixMilli()), clientv3.WithLease(lease)),
 				clientv3.OpGet(c.worker),
 				clientv3.OpGet(c.mark),
 			).
@@ -416,8 +435,9 @@ func (r *Registry) idOf(dir string, key []byte) (int64, bool) {
 	return n, err == nil && n >= 0
 }
 
-// Heartbeat renews the lease once and stores mark as the ID's high-water
-// mark. The returned expiry is counted from before the renewal was sent, so
+// Heartbeat renews the lease once, stores mark as the ID's high-water mark
+// and publishes the clock's reading (Config.Now) in the worker key for the
+// other servers' PeerClocks. The returned expiry is counted from before the renewal was sent, so
 // it is never later than etcd's.
 func (r *Registry) Heartbeat(ctx context.Context, mark int64) (time.Time, error) {
 	if err := r.lock(ctx); err != nil {
@@ -440,18 +460,23 @@ func (r *Registry) Heartbeat(ctx context.Context, mark int64) (time.Time, error)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("etcd: worker %d: renew lease: %w", c.id, err)
 	}
-	if err := r.storeMark(ctx, c, mark); err != nil {
+	if err := r.storeMark(ctx, c, mark, true); err != nil {
 		return time.Time{}, err
 	}
 	return t0.Add(time.Duration(ka.TTL) * time.Second), nil
 }
 
-// storeMark writes c's mark if c's worker key is still ours; otherwise the
-// claim is lost.
-func (r *Registry) storeMark(ctx context.Context, c *claim, mark int64) error {
+// storeMark writes c's mark, and with publish our clock's reading in the
+// worker key (keeping its lease), if c's worker key is still ours; otherwise
+// the claim is lost.
+func (r *Registry) storeMark(ctx context.Context, c *claim, mark int64, publish bool) error {
+	ops := []clientv3.Op{clientv3.OpPut(c.mark, encode(c.ep, mark))}
+	if publish {
+		ops = append(ops, clientv3.OpPut(c.worker, encodeWorker(c.ep, c.since, r.cfg.Now().UnixMilli()), clientv3.WithIgnoreLease()))
+	}
 	resp, err := r.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(c.worker), "=", c.rev)).
-		Then(clientv3.OpPut(c.mark, encode(c.ep, mark))).
+		Then(ops...).
 		Commit()
 	if err != nil {
 		return fmt.Errorf("etcd: worker %d: store mark: %w", c.id, err)
@@ -478,7 +503,7 @@ func (r *Registry) Release(ctx context.Context, mark int64) error {
 	ctx, cancel := r.bound(ctx)
 	defer cancel()
 
-	if err := r.storeMark(ctx, c, mark); err != nil {
+	if err := r.storeMark(ctx, c, mark, false); err != nil {
 		if errors.Is(err, leaf.ErrWorkerLost) {
 			r.revoke(ctx, c.lease)
 		}
@@ -491,6 +516,57 @@ func (r *Registry) Release(ctx context.Context, mark int64) error {
 	}
 	r.claim = nil
 	return nil
+}
+
+// maxPeers caps PeerClocks' listing: a deployment has at most as many live
+// servers as worker IDs, 1024 in Leaf's layout.
+const maxPeers = 1024
+
+// PeerClocks returns the clock offsets of the other live workers (at most
+// 1024): the reading each published with its last heartbeat (or its claim)
+// minus our clock (Config.Now) at the middle of the listing's round trip.
+//
+// etcd's answers carry no server time to measure against, so each offset is
+// biased low by the age of the peer's reading: at most one heartbeat
+// interval (about 1s) plus half a round trip. A skew threshold must be well
+// above that. A worker key without a reading (written by an older version)
+// is left out.
+func (r *Registry) PeerClocks(ctx context.Context) ([]leaf.PeerClock, error) {
+	if err := r.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer r.unlock()
+	own := ""
+	if r.claim != nil {
+		own = r.claim.worker
+	}
+	ctx, cancel := r.bound(ctx)
+	defer cancel()
+
+	t0 := r.cfg.Now()
+	resp, err := r.cli.Get(ctx, r.workerDir, clientv3.WithPrefix(), clientv3.WithLimit(maxPeers+1))
+	if err != nil {
+		return nil, fmt.Errorf("etcd: peer clocks: list workers: %w", err)
+	}
+	t1 := r.cfg.Now()
+	at := t0.Add(t1.Sub(t0) / 2).UnixMilli()
+	var peers []leaf.PeerClock
+	for _, kv := range resp.Kvs {
+		n, ok := r.idOf(r.workerDir, kv.Key)
+		if !ok || string(kv.Key) == own || len(peers) == maxPeers {
+			continue
+		}
+		var rec record
+		if err := json.Unmarshal(kv.Value, &rec); err != nil || rec.Clock == nil {
+			continue
+		}
+		peers = append(peers, leaf.PeerClock{
+			Endpoint: rec.IP + ":" + rec.Port,
+			WorkerID: n,
+			Offset:   time.Duration(*rec.Clock-at) * time.Millisecond,
+		})
+	}
+	return peers, nil
 }
 
 // Close closes the client without releasing: a held ID returns to the pool

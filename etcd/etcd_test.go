@@ -333,3 +333,77 @@ func TestConfigInvalid(t *testing.T) {
 		}
 	}
 }
+
+// TestSameEndpoint: a second server with the same endpoint gets another
+// worker ID; the ID belongs to the lease, not to the endpoint.
+func TestSameEndpoint(t *testing.T) {
+	cfg := namespace(t, testdb.Etcd(t))
+	ep := leaf.Endpoint{IP: "10.1.2.3", Port: 8080}
+	a, b := open(t, cfg), open(t, cfg)
+	ca, err := a.Register(ctxFor(t, 10*time.Second), ep, 1023)
+	if err != nil {
+		t.Fatalf("A: Register: %v", err)
+	}
+	cb, err := b.Register(ctxFor(t, 10*time.Second), ep, 1023)
+	if err != nil {
+		t.Fatalf("B: Register: %v", err)
+	}
+	if ca.WorkerID == cb.WorkerID {
+		t.Fatalf("two servers with endpoint %s both got worker %d", ep, ca.WorkerID)
+	}
+}
+
+// TestPeerClocks: three servers whose clocks are 0, +10s and -3s off each
+// see the other two, after a heartbeat, with the right offsets; a worker key
+// written before readings were published is left out.
+func TestPeerClocks(t *testing.T) {
+	addr := testdb.Etcd(t)
+	cfg := namespace(t, addr)
+	ctx := ctxFor(t, 20*time.Second)
+	// An older version's worker key: no clock reading.
+	if _, err := admin(t, addr).Put(ctx, cfg.Prefix+cfg.Name+"/worker/99", `{"ip":"10.9.9.9","port":"8080","timestamp":1}`); err != nil {
+		t.Fatal(err)
+	}
+	offsets := []time.Duration{0, 10 * time.Second, -3 * time.Second}
+	regs := make([]*etcd.Registry, len(offsets))
+	ids := make(map[int64]int) // worker ID -> index
+	for i, off := range offsets {
+		c := cfg
+		c.Now = func() time.Time { return time.Now().Add(off) }
+		regs[i] = open(t, c)
+		cl, err := regs[i].Register(ctx, leaftest.TestEndpoint(i), 1023)
+		if err != nil {
+			t.Fatalf("registry %d: Register: %v", i, err)
+		}
+		ids[cl.WorkerID] = i
+	}
+	// The readings published at Register grow stale: only the heartbeats'
+	// are within the tolerance.
+	const interval = 500 * time.Millisecond
+	time.Sleep(2 * interval)
+	for i, r := range regs {
+		if _, err := r.Heartbeat(ctx, time.Now().UnixMilli()); err != nil {
+			t.Fatalf("registry %d: Heartbeat: %v", i, err)
+		}
+	}
+	const tolerance = interval + 200*time.Millisecond
+	for i, r := range regs {
+		peers, err := r.PeerClocks(ctx)
+		if err != nil {
+			t.Fatalf("registry %d: PeerClocks: %v", i, err)
+		}
+		if len(peers) != len(regs)-1 {
+			t.Fatalf("registry %d sees %d peers, want %d: %+v", i, len(peers), len(regs)-1, peers)
+		}
+		for _, p := range peers {
+			j, ok := ids[p.WorkerID]
+			if !ok || j == i || p.Endpoint != leaftest.TestEndpoint(j).String() {
+				t.Fatalf("registry %d: peer %+v is none of the others", i, p)
+			}
+			want := offsets[j] - offsets[i]
+			if d := p.Offset - want; d > tolerance || d < -tolerance {
+				t.Errorf("registry %d: peer %d's offset %v, want %v ± %v", i, j, p.Offset, want, tolerance)
+			}
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/leafgo/leaf/internal/testdb"
 	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/mysql"
+	"github.com/leafgo/leaf/snowflake"
 )
 
 // forkWorkerDDL is the NotFound9 fork's scripts/leaf_workerid_alloc.sql,
@@ -34,9 +36,9 @@ const forkWorkerDDL = "CREATE TABLE `leaf_workerid_alloc` (\n" +
 // forkInsert is the fork's WorkerIdAllocMapper insert.
 const forkInsert = "insert into leaf_workerid_alloc (ip_port,ip,port,max_timestamp,create_time,update_time) values (?,?,?,?,?,?)"
 
-func registryOpener(dsn string) leaftest.RegistryOpener {
+func registryOpener(cfg mysql.WorkerConfig) leaftest.RegistryOpener {
 	return func(ctx context.Context) (leaf.WorkerRegistry, error) {
-		r, err := mysql.OpenWorkerRegistry(ctx, dsn)
+		r, err := mysql.OpenWorkerRegistryWithConfig(ctx, cfg)
 		if err != nil {
 			return nil, err // not a typed nil in the interface
 		}
@@ -46,7 +48,9 @@ func registryOpener(dsn string) leaftest.RegistryOpener {
 
 func TestWorkerRegistry(t *testing.T) {
 	leaftest.TestWorkerRegistry(t, func(t *testing.T) leaftest.RegistryOpener {
-		return registryOpener(testdb.MySQL(t))
+		// The shortest lease: a "crashed" holder's lease is waited out
+		// before its endpoint registers again.
+		return registryOpener(mysql.WorkerConfig{DSN: testdb.MySQL(t), LeaseTTL: mysql.MinLeaseTTL, Logger: quiet()})
 	}, leaftest.RegistryTraits{Sticky: true})
 }
 
@@ -127,6 +131,13 @@ func TestWorkerExistingForkTable(t *testing.T) {
 	if after := showCreate(t, db); after != before {
 		t.Errorf("the registry altered the fork's table:\nbefore %s\nafter  %s", before, after)
 	}
+	var leases int
+	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM leaf_workerid_lease").Scan(&leases); err != nil {
+		t.Fatalf("the lease table beside the fork's: %v", err)
+	}
+	if leases != 2 {
+		t.Errorf("%d leases for two registered servers, want 2", leases)
+	}
 
 	// A new endpoint continues the fork's sequence.
 	c, err = openWorkers(t, dsn).Register(ctx, leaf.Endpoint{IP: "10.0.0.3", Port: 8080}, leaftest.MaxWorkerID)
@@ -135,45 +146,6 @@ func TestWorkerExistingForkTable(t *testing.T) {
 	}
 	if c.WorkerID != 8 || c.HighWater != 0 {
 		t.Errorf("new endpoint: claim %+v, want worker 8, high-water 0", c)
-	}
-}
-
-// TestWorkerSameEndpointRace: servers with one endpoint starting at once all
-// get its one ID; only one row is written.
-func TestWorkerSameEndpointRace(t *testing.T) {
-	const n = 8
-	dsn := testdb.MySQL(t)
-	ep := leaf.Endpoint{IP: "10.0.0.1", Port: 8080}
-	regs := make([]*mysql.WorkerRegistry, n)
-	for i := range regs {
-		regs[i] = openWorkers(t, dsn)
-	}
-	claims := make([]leaf.WorkerClaim, n)
-	errs := make([]error, n)
-	var start, wg sync.WaitGroup
-	start.Add(1)
-	for i := range regs {
-		wg.Go(func() {
-			start.Wait()
-			claims[i], errs[i] = regs[i].Register(t.Context(), ep, leaftest.MaxWorkerID)
-		})
-	}
-	start.Done()
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("registry %d: %v", i, err)
-		}
-		if claims[i].WorkerID != claims[0].WorkerID {
-			t.Errorf("registry %d got worker %d, registry 0 worker %d", i, claims[i].WorkerID, claims[0].WorkerID)
-		}
-	}
-	var rows int
-	if err := rawDB(t, dsn).QueryRowContext(t.Context(), "SELECT COUNT(*) FROM leaf_workerid_alloc").Scan(&rows); err != nil {
-		t.Fatal(err)
-	}
-	if rows != 1 {
-		t.Errorf("%d rows for one endpoint, want 1", rows)
 	}
 }
 
@@ -342,5 +314,443 @@ func TestOpenWorkerRegistryDSN(t *testing.T) {
 // Four snowflake generators with worker IDs from leaf_workerid_alloc × 8
 // goroutines: every ID unique.
 func TestSnowflakeHammer(t *testing.T) {
-	leaftest.HammerSnowflake(t, registryOpener(testdb.MySQL(t)))
+	leaftest.HammerSnowflake(t, registryOpener(mysql.WorkerConfig{DSN: testdb.MySQL(t), Logger: quiet()}))
+}
+
+func quiet() *slog.Logger {
+	if testing.Verbose() {
+		return slog.Default()
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// leaseTTL keeps the lease tests quick: a refused Register waits about
+// this long.
+const leaseTTL = mysql.MinLeaseTTL
+
+// openLeased opens a registry with a leaseTTL lease whose clock runs offset
+// from the real one, closed when the test ends.
+func openLeased(t *testing.T, dsn string, offset time.Duration) *mysql.WorkerRegistry {
+	t.Helper()
+	r, err := mysql.OpenWorkerRegistryWithConfig(t.Context(), mysql.WorkerConfig{
+		DSN:      dsn,
+		LeaseTTL: leaseTTL,
+		Now:      func() time.Time { return time.Now().Add(offset) },
+		Logger:   quiet(),
+	})
+	if err != nil {
+		t.Fatalf("OpenWorkerRegistryWithConfig: %v", err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	return r
+}
+
+func ctxFor(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// keepAlive heartbeats r every 200ms, as a running server does, until the
+// returned stop is called.
+func keepAlive(t *testing.T, r *mysql.WorkerRegistry) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+			_, err := r.Heartbeat(ctx, time.Now().UnixMilli()+3000)
+			cancel()
+			if err != nil {
+				t.Errorf("keep-alive Heartbeat: %v", err)
+				return
+			}
+		}
+	})
+	return sync.OnceFunc(func() { close(done); wg.Wait() })
+}
+
+// leaseHolder reads the holder column of worker id's lease.
+func leaseHolder(t *testing.T, db *sql.DB, id int64) string {
+	t.Helper()
+	var h string
+	if err := db.QueryRowContext(t.Context(), "SELECT holder FROM leaf_workerid_lease WHERE worker_id = ?", id).Scan(&h); err != nil {
+		t.Fatalf("lease of worker %d: %v", id, err)
+	}
+	return h
+}
+
+// TestWorkerLeaseInUse: while a server holds its endpoint's worker ID and
+// heartbeats, a second server with the same endpoint (whose clock is an hour
+// fast, so that only the database's clock can time the lease) waits about
+// the TTL and is refused with a message naming the endpoint and the holder.
+// Once the first releases, a waiting Register takes the ID at once, with
+// the mark the first left on release.
+func TestWorkerLeaseInUse(t *testing.T) {
+	t.Parallel()
+	dsn := testdb.MySQL(t)
+	db := rawDB(t, dsn)
+	ep := leaf.Endpoint{IP: "10.0.0.1", Port: 8080}
+	a := openLeased(t, dsn, 0)
+	b := openLeased(t, dsn, time.Hour)
+	ca, err := a.Register(ctxFor(t, 10*time.Second), ep, leaftest.MaxWorkerID)
+	if err != nil {
+		t.Fatalf("A: Register: %v", err)
+	}
+	holder := leaseHolder(t, db, ca.WorkerID)
+	stop := keepAlive(t, a)
+	t.Cleanup(stop)
+
+	start := time.Now()
+	_, err = b.Register(ctxFor(t, 30*time.Second), ep, leaftest.MaxWorkerID)
+	el := time.Since(start)
+	if !errors.Is(err, leaf.ErrWorkerInUse) {
+		t.Fatalf("B: Register while A holds the lease: %v, want ErrWorkerInUse", err)
+	}
+	if el < leaseTTL || el > b.ClaimWait()+time.Second {
+		t.Errorf("B: refused after %v, want after the lease TTL %v and within ClaimWait %v", el, leaseTTL, b.ClaimWait())
+	}
+	for _, want := range []string{ep.String(), holder, "snowflake.endpoint", "stop the other server"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("B's error does not say %q: %v", want, err)
+		}
+	}
+	t.Logf("B refused after %v: %v", el.Round(time.Millisecond), err)
+
+	// A caller's deadline shorter than the wait is a refusal too.
+	_, err = b.Register(ctxFor(t, 300*time.Millisecond), ep, leaftest.MaxWorkerID)
+	if !errors.Is(err, leaf.ErrWorkerInUse) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("B: Register with a 300ms deadline: %v, want ErrWorkerInUse and DeadlineExceeded", err)
+	}
+
+	// A raises its mark while B waits, then releases with a final mark above
+	// the one B could have read before waiting: B must read the mark only
+	// once it holds the lease.
+	stop()
+	type result struct {
+		c   leaf.WorkerClaim
+		err error
+		at  time.Time
+	}
+	got := make(chan result, 1)
+	start = time.Now()
+	go func() {
+		c, err := b.Register(ctxFor(t, 30*time.Second), ep, leaftest.MaxWorkerID)
+		got <- result{c, err, time.Now()}
+	}()
+	time.Sleep(150 * time.Millisecond)
+	raised := time.Now().UnixMilli() + 5000
+	if _, err := a.Heartbeat(ctxFor(t, 5*time.Second), raised); err != nil {
+		t.Fatalf("A: Heartbeat: %v", err)
+	}
+	time.Sleep(150 * time.Millisecond)
+	final := raised - 1000
+	if err := a.Release(ctxFor(t, 5*time.Second), final); err != nil {
+		t.Fatalf("A: Release: %v", err)
+	}
+	released := time.Now()
+	res := <-got
+	if res.err != nil {
+		t.Fatalf("B: Register after A released: %v", res.err)
+	}
+	if res.c.WorkerID != ca.WorkerID || res.c.HighWater != final {
+		t.Errorf("B: claim %+v, want worker %d with A's final mark %d", res.c, ca.WorkerID, final)
+	}
+	if d := res.at.Sub(released); d > time.Second {
+		t.Errorf("B registered %v after A released, want at once", d)
+	}
+	if res.at.Sub(start) < 250*time.Millisecond {
+		t.Errorf("B registered %v after it started, before A released", res.at.Sub(start))
+	}
+}
+
+// TestWorkerLeaseKilledHolder: a holder that stops without releasing (kill
+// -9: its connections close) leaves its lease, which its endpoint's next
+// server waits out and takes with the same worker ID and the last mark.
+func TestWorkerLeaseKilledHolder(t *testing.T) {
+	t.Parallel()
+	dsn := testdb.MySQL(t)
+	ep := leaf.Endpoint{IP: "10.0.0.1", Port: 8080}
+	a := openLeased(t, dsn, 0)
+	ca, err := a.Register(ctxFor(t, 10*time.Second), ep, leaftest.MaxWorkerID)
+	if err != nil {
+		t.Fatalf("A: Register: %v", err)
+	}
+	mark := time.Now().UnixMilli() + 1500
+	if _, err := a.Heartbeat(ctxFor(t, 5*time.Second), mark); err != nil {
+		t.Fatalf("A: Heartbeat: %v", err)
+	}
+	renewed := time.Now()
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	b := openLeased(t, dsn, 0)
+	cb, err := b.Register(ctxFor(t, 30*time.Second), ep, leaftest.MaxWorkerID)
+	took := time.Since(renewed)
+	if err != nil {
+		t.Fatalf("B: Register after A was killed: %v", err)
+	}
+	if cb.WorkerID != ca.WorkerID || cb.HighWater != mark {
+		t.Errorf("B: claim %+v, want worker %d with A's last mark %d", cb, ca.WorkerID, mark)
+	}
+	if took < leaseTTL-100*time.Millisecond || took > leaseTTL+time.Second {
+		t.Errorf("B took the lease %v after A's last renewal, want about the TTL %v", took, leaseTTL)
+	}
+}
+
+// TestWorkerLeaseTakenOver: a holder that stopped heartbeating (a paused
+// process) past its lease learns on its next Heartbeat that its ID was taken
+// over, and neither its Heartbeat nor its Release touches the new holder's
+// lease or lowers the mark.
+func TestWorkerLeaseTakenOver(t *testing.T) {
+	t.Parallel()
+	dsn := testdb.MySQL(t)
+	db := rawDB(t, dsn)
+	ep := leaf.Endpoint{IP: "10.0.0.1", Port: 8080}
+	a := openLeased(t, dsn, 0)
+	b := openLeased(t, dsn, 0)
+	ca, err := a.Register(ctxFor(t, 10*time.Second), ep, leaftest.MaxWorkerID)
+	if err != nil {
+		t.Fatalf("A: Register: %v", err)
+	}
+	cb, err := b.Register(ctxFor(t, 30*time.Second), ep, leaftest.MaxWorkerID)
+	if err != nil {
+		t.Fatalf("B: Register once A's lease lapsed: %v", err)
+	}
+	if cb.WorkerID != ca.WorkerID {
+		t.Fatalf("B: worker %d, want A's %d", cb.WorkerID, ca.WorkerID)
+	}
+	holder := leaseHolder(t, db, cb.WorkerID)
+	bMark := time.Now().UnixMilli() + 3000
+	if _, err := b.Heartbeat(ctxFor(t, 5*time.Second), bMark); err != nil {
+		t.Fatalf("B: Heartbeat: %v", err)
+	}
+
+	_, err = a.Heartbeat(ctxFor(t, 5*time.Second), bMark+1000)
+	if !errors.Is(err, leaf.ErrWorkerLost) {
+		t.Fatalf("A: Heartbeat after B took over: %v, want ErrWorkerLost", err)
+	}
+	if got := readWorkerRow(t, db, ca.WorkerID).maxTimestamp.Int64; got != bMark {
+		t.Errorf("A's lost Heartbeat moved the mark to %d, want B's %d", got, bMark)
+	}
+	if err := a.Release(ctxFor(t, 5*time.Second), bMark-2000); !errors.Is(err, leaf.ErrWorkerLost) {
+		t.Fatalf("A: Release after B took over: %v, want ErrWorkerLost", err)
+	}
+	if got := readWorkerRow(t, db, ca.WorkerID).maxTimestamp.Int64; got != bMark {
+		t.Errorf("A's lost Release set the mark to %d, want B's %d kept", got, bMark)
+	}
+	if got := leaseHolder(t, db, cb.WorkerID); got != holder {
+		t.Errorf("lease holder after A's lost Release is %q, want B's %q", got, holder)
+	}
+	if _, err := b.Heartbeat(ctxFor(t, 5*time.Second), bMark); err != nil {
+		t.Fatalf("B: Heartbeat after A's attempts: %v", err)
+	}
+}
+
+// TestWorkerSameEndpointRace: of servers with one endpoint starting at once,
+// exactly one gets its ID; the others are refused while it runs. Only one
+// row is written.
+func TestWorkerSameEndpointRace(t *testing.T) {
+	t.Parallel()
+	const n = 8
+	dsn := testdb.MySQL(t)
+	ep := leaf.Endpoint{IP: "10.0.0.1", Port: 8080}
+	regs := make([]*mysql.WorkerRegistry, n)
+	for i := range regs {
+		regs[i] = openLeased(t, dsn, 0)
+	}
+	claims := make([]leaf.WorkerClaim, n)
+	errs := make([]error, n)
+	var start, registered sync.WaitGroup
+	start.Add(1)
+	registered.Add(n)
+	for i := range regs {
+		go func() {
+			start.Wait()
+			claims[i], errs[i] = regs[i].Register(ctxFor(t, 30*time.Second), ep, leaftest.MaxWorkerID)
+			if errs[i] == nil {
+				// The winner runs, keeping its lease, until all are done.
+				t.Cleanup(keepAlive(t, regs[i]))
+			}
+			registered.Done()
+		}()
+	}
+	start.Done()
+	registered.Wait()
+	winners := 0
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			winners++
+			t.Logf("registry %d won worker %d", i, claims[i].WorkerID)
+		case !errors.Is(err, leaf.ErrWorkerInUse):
+			t.Errorf("registry %d: %v, want ErrWorkerInUse", i, err)
+		}
+	}
+	if winners != 1 {
+		t.Errorf("%d registries hold the endpoint's worker ID, want exactly 1", winners)
+	}
+	for table, want := range map[string]int{"leaf_workerid_alloc": 1, "leaf_workerid_lease": 1} {
+		var rows int
+		if err := rawDB(t, dsn).QueryRowContext(t.Context(), "SELECT COUNT(*) FROM "+table).Scan(&rows); err != nil {
+			t.Fatal(err)
+		}
+		if rows != want {
+			t.Errorf("%d rows in %s for one endpoint, want %d", rows, table, want)
+		}
+	}
+}
+
+// TestWorkerPeerClocks: three servers whose clocks are 0, +10s and -3s off
+// each see the other two with the right offsets; a released one drops out.
+func TestWorkerPeerClocks(t *testing.T) {
+	t.Parallel()
+	dsn := testdb.MySQL(t)
+	offsets := []time.Duration{0, 10 * time.Second, -3 * time.Second}
+	regs := make([]*mysql.WorkerRegistry, len(offsets))
+	ids := make(map[int64]int) // worker ID -> index
+	for i, off := range offsets {
+		regs[i] = openLeased(t, dsn, off)
+		c, err := regs[i].Register(ctxFor(t, 10*time.Second), leaftest.TestEndpoint(i), leaftest.MaxWorkerID)
+		if err != nil {
+			t.Fatalf("registry %d: Register: %v", i, err)
+		}
+		ids[c.WorkerID] = i
+	}
+	const tolerance = 200 * time.Millisecond
+	for i, r := range regs {
+		peers, err := r.PeerClocks(ctxFor(t, 5*time.Second))
+		if err != nil {
+			t.Fatalf("registry %d: PeerClocks: %v", i, err)
+		}
+		if len(peers) != len(regs)-1 {
+			t.Fatalf("registry %d sees %d peers, want %d: %+v", i, len(peers), len(regs)-1, peers)
+		}
+		for _, p := range peers {
+			j, ok := ids[p.WorkerID]
+			if !ok || j == i || p.Endpoint != leaftest.TestEndpoint(j).String() {
+				t.Fatalf("registry %d: peer %+v is none of the others", i, p)
+			}
+			want := offsets[j] - offsets[i]
+			if d := p.Offset - want; d > tolerance || d < -tolerance {
+				t.Errorf("registry %d: peer %d's offset %v, want %v ± %v", i, j, p.Offset, want, tolerance)
+			}
+		}
+	}
+	if err := regs[2].Release(ctxFor(t, 5*time.Second), time.Now().UnixMilli()); err != nil {
+		t.Fatal(err)
+	}
+	peers, err := regs[0].PeerClocks(ctxFor(t, 5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(peers) != 1 || ids[peers[0].WorkerID] != 1 {
+		t.Errorf("after registry 2 released: peers %+v, want registry 1 alone", peers)
+	}
+}
+
+func TestOpenWorkerRegistryLeaseTTL(t *testing.T) {
+	r, err := mysql.OpenWorkerRegistryWithConfig(t.Context(), mysql.WorkerConfig{DSN: "root@tcp(127.0.0.1:1)/leaf", LeaseTTL: time.Second})
+	if !errors.Is(err, leaf.ErrInvalidArgument) {
+		if r != nil {
+			_ = r.Close()
+		}
+		t.Fatalf("a 1s lease TTL: %v, want ErrInvalidArgument", err)
+	}
+	r, err = mysql.OpenWorkerRegistryWithConfig(t.Context(), mysql.WorkerConfig{DSN: testdb.MySQL(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if got, want := r.ClaimWait(), mysql.DefaultLeaseTTL; got < want || got > want+2*time.Second || got != mysql.LeaseClaimWait(0) {
+		t.Errorf("ClaimWait with the default TTL %v: %v (LeaseClaimWait says %v)", want, got, mysql.LeaseClaimWait(0))
+	}
+}
+
+// TestSnowflakeSameEndpoint reproduces two servers started with one
+// endpoint: while the first issues from 4 goroutines, the second's generator
+// refuses to start; once the first closes, the second starts on the same
+// worker ID. Every ID of both is unique.
+func TestSnowflakeSameEndpoint(t *testing.T) {
+	t.Parallel()
+	open := registryOpener(mysql.WorkerConfig{DSN: testdb.MySQL(t), LeaseTTL: leaseTTL, Logger: quiet()})
+	ep := leaf.Endpoint{IP: "10.0.0.1", Port: 8080}
+	a := leaftest.StartSnowflake(t, open, leaftest.FastSnowflake(nil, ep))
+
+	issue := func(g *snowflake.Generator, stop <-chan struct{}) [][]int64 {
+		const goroutines, most = 4, 20_000
+		out := make([][]int64, goroutines)
+		var wg sync.WaitGroup
+		for k := range out {
+			wg.Go(func() {
+				for len(out[k]) < most {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					var err error
+					if out[k], err = g.NextIDs(t.Context(), "", 50, out[k]); err != nil {
+						t.Errorf("NextIDs: %v", err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		return out
+	}
+	stop := make(chan struct{})
+	got := make(chan [][]int64, 1)
+	go func() { got <- issue(a, stop) }()
+
+	rb, err := open(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rb.Close() })
+	if b, err := snowflake.New(ctxFor(t, 30*time.Second), leaftest.FastSnowflake(rb, ep)); !errors.Is(err, leaf.ErrWorkerInUse) {
+		if err == nil {
+			_ = b.Close(context.Background())
+		}
+		t.Fatalf("second generator on %s while the first runs: %v, want ErrWorkerInUse", ep, err)
+	}
+	close(stop)
+	ids := <-got
+	if err := a.Close(ctxFor(t, 10*time.Second)); err != nil {
+		t.Fatalf("first generator: Close: %v", err)
+	}
+
+	b, err := snowflake.New(ctxFor(t, 30*time.Second), leaftest.FastSnowflake(rb, ep))
+	if err != nil {
+		t.Fatalf("second generator after the first closed: %v", err)
+	}
+	t.Cleanup(func() { _ = b.Close(context.Background()) })
+	stop = make(chan struct{})
+	time.AfterFunc(200*time.Millisecond, func() { close(stop) })
+	ids = append(ids, issue(b, stop)...)
+
+	seen := make(map[int64]bool)
+	n := 0
+	for _, run := range ids {
+		for _, id := range run {
+			if seen[id] {
+				t.Fatalf("ID %d issued twice", id)
+			}
+			seen[id] = true
+			n++
+		}
+	}
+	if n == 0 {
+		t.Fatal("no IDs issued")
+	}
+	t.Logf("%d IDs, all unique", n)
 }
