@@ -101,8 +101,10 @@ func startSnowflake(ctx context.Context, cfg config.Config, port int, log *slog.
 	return &snowflakeWorker{gen: gen, reg: reg, desc: desc}, nil
 }
 
+// leases: the registry's claims lapse unless renewed well within lease_ttl
+// (the mysql registry's live-claim lease included).
 func leases(registry string) bool {
-	return registry == config.RegistryZooKeeperRecycle || registry == config.RegistryEtcd
+	return registry == config.RegistryZooKeeperRecycle || registry == config.RegistryEtcd || registry == config.RegistryMySQL
 }
 
 // registryChoice is the configured worker registry and what the generator
@@ -152,17 +154,19 @@ func openRegistry(cfg config.Config, ep leaf.Endpoint, log *slog.Logger) (regist
 			desc: "zookeeper-recycle " + sc.ZooKeeper + " /snowflake/" + sc.Name,
 		}, nil
 	case config.RegistryEtcd:
-		ec := etcd.Config{Endpoints: config.Servers(sc.Etcd), Name: sc.Name, TTL: sc.LeaseTTL, Logger: log}
+		ec := etcd.Config{Endpoints: config.Servers(sc.Etcd), Name: sc.Name, TTL: sc.LeaseTTL, Logger: log, Now: clockNow}
 		return registryChoice{
 			reg:  lazy(func(ctx context.Context) (leaf.WorkerRegistry, error) { return etcd.Open(ctx, ec) }),
 			desc: "etcd " + sc.Etcd + " " + etcd.DefaultPrefix + sc.Name,
 		}, nil
 	case config.RegistryMySQL:
 		dsn := cfg.MySQLRegistryDSN()
+		wc := mysql.WorkerConfig{DSN: dsn, LeaseTTL: sc.LeaseTTL, Now: clockNow, Logger: log}
 		return registryChoice{
-			reg:   lazy(func(ctx context.Context) (leaf.WorkerRegistry, error) { return mysql.OpenWorkerRegistry(ctx, dsn) }),
-			cache: cache,
-			desc:  "mysql " + config.RedactDSN(dsn),
+			reg:       lazy(func(ctx context.Context) (leaf.WorkerRegistry, error) { return mysql.OpenWorkerRegistryWithConfig(ctx, wc) }),
+			cache:     cache,
+			desc:      "mysql " + config.RedactDSN(dsn),
+			claimWait: mysql.LeaseClaimWait(sc.LeaseTTL),
 		}, nil
 	}
 	return registryChoice{}, fmt.Errorf("%w: snowflake.registry %q", config.ErrInvalid, sc.Registry)

@@ -150,7 +150,7 @@ type Snowflake struct {
 	ZooKeeper  string        `yaml:"zk" flag:"zk" arg:"host:port,..." help:"ZooKeeper servers, for the zookeeper and zookeeper-recycle registries"`
 	Etcd       string        `yaml:"etcd" flag:"etcd" arg:"host:port,..." help:"etcd endpoints, for the etcd registry"`
 	DSN        string        `yaml:"dsn" flag:"snowflake-dsn" arg:"dsn" help:"mysql registry: the database holding leaf_workerid_alloc; empty: segment.dsn when segment.store is mysql"`
-	LeaseTTL   time.Duration `yaml:"lease_ttl" help:"zookeeper-recycle session timeout and etcd lease TTL: how long a silent server keeps its worker ID"`
+	LeaseTTL   time.Duration `yaml:"lease_ttl" help:"zookeeper-recycle session timeout, etcd lease TTL and mysql live-claim lease: how long a silent server keeps its worker ID or claim"`
 	Epoch      int           `yaml:"epoch" help:"layout: the zero of the time part, Unix milliseconds"`
 	TimeBits   int           `yaml:"time_bits" help:"layout: bits of milliseconds"`
 	WorkerBits int           `yaml:"worker_bits" help:"layout: bits of worker ID"`
