@@ -163,7 +163,9 @@ func openRegistry(cfg config.Config, ep leaf.Endpoint, log *slog.Logger) (regist
 		dsn := cfg.MySQLRegistryDSN()
 		wc := mysql.WorkerConfig{DSN: dsn, LeaseTTL: sc.LeaseTTL, Now: clockNow, Logger: log}
 		return registryChoice{
-			reg:       lazy(func(ctx context.Context) (leaf.WorkerRegistry, error) { return mysql.OpenWorkerRegistryWithConfig(ctx, wc) }),
+			reg: lazy(func(ctx context.Context) (leaf.WorkerRegistry, error) {
+				return mysql.OpenWorkerRegistryWithConfig(ctx, wc)
+			}),
 			cache:     cache,
 			desc:      "mysql " + config.RedactDSN(dsn),
 			claimWait: mysql.LeaseClaimWait(sc.LeaseTTL),
