@@ -73,7 +73,8 @@ func TestValidateAlloc(t *testing.T) {
 		{"bad tag", leaf.Alloc{Tag: "t t", MaxID: 1, Step: 1000}, leaf.ErrInvalidTag},
 		{"zero step", leaf.Alloc{Tag: "t", MaxID: 1}, leaf.ErrInvalidArgument},
 		{"step too big", leaf.Alloc{Tag: "t", MaxID: 1, Step: leaf.MaxStep + 1}, leaf.ErrInvalidArgument},
-		{"start 0", leaf.Alloc{Tag: "t", MaxID: 0, Step: 10}, leaf.ErrInvalidArgument},
+		{"no start", leaf.Alloc{Tag: "t", MaxID: 0, Step: 10}, nil},
+		{"negative start", leaf.Alloc{Tag: "t", MaxID: -1, Step: 10}, leaf.ErrInvalidArgument},
 		{"long description", leaf.Alloc{Tag: "t", MaxID: 1, Step: 10, Description: strings.Repeat("d", 257)}, leaf.ErrInvalidArgument},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -85,6 +86,21 @@ func TestValidateAlloc(t *testing.T) {
 	}
 	if r := (leaf.Reservation{MaxID: 2001, Step: 2000}); r.Start() != 1 {
 		t.Fatalf("Start() = %d, want 1", r.Start())
+	}
+}
+
+func TestTombstoneError(t *testing.T) {
+	err := fmt.Errorf("sqlite: create %q: %w", "orders", &leaf.TombstoneError{Tag: "orders", MinStart: 31})
+	if !errors.Is(err, leaf.ErrTagTombstoned) {
+		t.Errorf("%v does not match ErrTagTombstoned", err)
+	}
+	var te *leaf.TombstoneError
+	if !errors.As(err, &te) || te.MinStart != 31 {
+		t.Errorf("errors.As(%v) = %+v", err, te)
+	}
+	want := "tag orders was deleted; IDs below 31 may have been issued under it; create it with start >= 31 or without a start"
+	if !strings.HasSuffix(err.Error(), want) {
+		t.Errorf("message %q, want it to end with %q", err, want)
 	}
 }
 

@@ -49,8 +49,9 @@ type SegmentStore interface {
 	// creates one.
 	Reserve(ctx context.Context, tag string, step int) (Reservation, error)
 	// GiveBack sets max_id to from, but only if max_id still equals expect (no
-	// one reserved since): it returns unused IDs at graceful shutdown. It
-	// reports whether the row was updated.
+	// one reserved since) and from is not below the tag's tombstone (the row
+	// is not one re-created after a delete): it returns unused IDs at
+	// graceful shutdown. It reports whether the row was updated.
 	GiveBack(ctx context.Context, tag string, from, expect int64) (bool, error)
 	// Ping checks that the store is reachable.
 	Ping(ctx context.Context) error
@@ -59,15 +60,42 @@ type SegmentStore interface {
 }
 
 // SegmentAdmin manages tags. Stores that support it are found by type assertion.
+//
+// A deleted tag leaves a tombstone: the highest max_id its rows ever had when
+// they were deleted, kept beside leaf_alloc (which stays Leaf's table). Every
+// ID issued under the deleted tag is below it, so a tag created again never
+// hands those IDs out a second time.
 type SegmentAdmin interface {
 	// CreateTag inserts a row with MaxID as the first ID to issue; ErrTagExists
-	// if the tag has one.
+	// if the tag has one. MaxID 0 means "no start given": the row starts at
+	// the tag's tombstone if it has one (continuing above every ID issued
+	// under it), else at 1. A MaxID >= 1 below the tombstone fails with a
+	// *TombstoneError (ErrTagTombstoned) naming the lowest start allowed. The
+	// tombstone check and the insert are one transaction.
 	CreateTag(ctx context.Context, a Alloc) error
 	// SetStep changes the stored step; ErrTagNotFound if there is no row.
 	SetStep(ctx context.Context, tag string, step int) error
-	// DeleteTag removes the row; ErrTagNotFound if there is none.
+	// DeleteTag removes the row and records its max_id in the tag's
+	// tombstone (keeping the higher of that and any earlier tombstone), in
+	// one transaction; ErrTagNotFound if there is no row.
 	DeleteTag(ctx context.Context, tag string) error
 }
+
+// TombstoneError is CreateTag's answer to a start below a deleted tag's
+// tombstone. It matches ErrTagTombstoned with errors.Is.
+type TombstoneError struct {
+	Tag string
+	// MinStart is the tombstone: the lowest start allowed. IDs below it may
+	// have been issued under the deleted tag.
+	MinStart int64
+}
+
+func (e *TombstoneError) Error() string {
+	return fmt.Sprintf("tag %s was deleted; IDs below %d may have been issued under it; create it with start >= %d or without a start",
+		e.Tag, e.MinStart, e.MinStart)
+}
+
+func (e *TombstoneError) Unwrap() error { return ErrTagTombstoned }
 
 // ValidateStep checks a stored step: 1..MaxStep.
 func ValidateStep(step int) error {
@@ -78,7 +106,8 @@ func ValidateStep(step int) error {
 }
 
 // ValidateAlloc checks a tag about to be created: valid name, step 1..MaxStep,
-// first ID >= 1, description at most 256 bytes.
+// first ID >= 1 or 0 for "no start given" (see SegmentAdmin.CreateTag),
+// description at most 256 bytes.
 func ValidateAlloc(a Alloc) error {
 	if err := ValidateTag(a.Tag); err != nil {
 		return err
@@ -86,8 +115,8 @@ func ValidateAlloc(a Alloc) error {
 	if err := ValidateStep(a.Step); err != nil {
 		return err
 	}
-	if a.MaxID < 1 {
-		return fmt.Errorf("%w: start %d, want >= 1", ErrInvalidArgument, a.MaxID)
+	if a.MaxID < 0 {
+		return fmt.Errorf("%w: start %d, want >= 1 (or none)", ErrInvalidArgument, a.MaxID)
 	}
 	if len(a.Description) > 256 {
 		return fmt.Errorf("%w: description is %d bytes, at most 256", ErrInvalidArgument, len(a.Description))

@@ -183,6 +183,9 @@ func (g *fakeGen) CreateTag(ctx context.Context, a leaf.Alloc) error {
 	if _, ok := g.rows[a.Tag]; ok {
 		return fmt.Errorf("fake: %q: %w", a.Tag, leaf.ErrTagExists)
 	}
+	if a.MaxID == 0 { // no start: a store with no tombstone starts at 1
+		a.MaxID = 1
+	}
 	a.UpdateTime = fakeTime
 	g.rows[a.Tag] = &a
 	g.next[a.Tag] = a.MaxID

@@ -12,11 +12,10 @@ import (
 	"github.com/leafgo/leaf"
 )
 
-// Defaults of POST /v2/tags.
-const (
-	defaultStart = 1
-	defaultStep  = 1000
-)
+// defaultStep is the step of POST /v2/tags without one. Without a start, the
+// store chooses it: above every ID issued under a deleted tag of the same
+// name, else 1 (leaf.SegmentAdmin).
+const defaultStep = 1000
 
 // maxBodyBytes bounds a /v2 request body. The largest valid one (a tag
 // creation with a 256-byte description) is well under 1 KiB.
@@ -326,7 +325,8 @@ func (s *Server) v2GetTag(w http.ResponseWriter, r *http.Request) error {
 }
 
 // createTagRequest is the body of POST /v2/tags. Start and Step are pointers
-// so that an absent field takes its default while an explicit 0 is refused.
+// so that an absent field takes its default while an explicit 0 is refused:
+// an absent start is leaf.Alloc's MaxID 0, "let the store choose".
 type createTagRequest struct {
 	Tag         string `json:"tag"`
 	Start       *int64 `json:"start"`
@@ -343,7 +343,7 @@ func (s *Server) v2CreateTag(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(w, r, &req); err != nil {
 		return err
 	}
-	a := leaf.Alloc{Tag: req.Tag, MaxID: defaultStart, Step: defaultStep, Description: req.Description}
+	a := leaf.Alloc{Tag: req.Tag, Step: defaultStep, Description: req.Description}
 	if req.Start != nil {
 		a.MaxID = *req.Start
 	}
@@ -353,11 +353,15 @@ func (s *Server) v2CreateTag(w http.ResponseWriter, r *http.Request) error {
 	if err := leaf.ValidateAlloc(a); err != nil {
 		return err
 	}
+	if req.Start != nil && *req.Start == 0 {
+		return fmt.Errorf("%w: start 0, want >= 1, or no start to continue above any IDs of a deleted tag of the same name", leaf.ErrInvalidArgument)
+	}
 	if err := s.seg.CreateTag(r.Context(), a); err != nil {
 		return err
 	}
-	// Answer with the row as stored (update_time is the store's). If reading
-	// it back fails, the tag was still created: say so with what was asked.
+	// Answer with the row as stored (update_time and, without a start,
+	// max_id are the store's). If reading it back fails, the tag was still
+	// created: say so with what was asked.
 	if stored, err := s.seg.Alloc(r.Context(), a.Tag); err == nil {
 		a = stored
 	}

@@ -23,6 +23,7 @@ import (
 type SegmentStore struct {
 	mu       sync.Mutex
 	rows     map[string]leaf.Alloc
+	tombs    map[string]int64 // leaf_alloc_tombstone: tag -> highest deleted max_id
 	down     error
 	delay    time.Duration
 	reserves int
@@ -35,7 +36,7 @@ var (
 
 // NewSegmentStore returns an empty store.
 func NewSegmentStore() *SegmentStore {
-	return &SegmentStore{rows: map[string]leaf.Alloc{}}
+	return &SegmentStore{rows: map[string]leaf.Alloc{}, tombs: map[string]int64{}}
 }
 
 // SetDown makes every call fail with err (wrapped) until SetDown(nil).
@@ -162,8 +163,8 @@ func (s *SegmentStore) Reserve(ctx context.Context, tag string, step int) (leaf.
 	return leaf.Reservation{Tag: tag, MaxID: a.MaxID, Step: used, StoredStep: a.Step}, nil
 }
 
-// GiveBack sets max_id to from if it still equals expect, and reports
-// whether it did.
+// GiveBack sets max_id to from if it still equals expect and from is not
+// below the tag's tombstone, and reports whether it did.
 func (s *SegmentStore) GiveBack(ctx context.Context, tag string, from, expect int64) (bool, error) {
 	if err := leaf.ValidateTag(tag); err != nil {
 		return false, err
@@ -176,7 +177,7 @@ func (s *SegmentStore) GiveBack(ctx context.Context, tag string, from, expect in
 	}
 	defer s.mu.Unlock()
 	a, ok := s.rows[tag]
-	if !ok || a.MaxID != expect {
+	if !ok || a.MaxID != expect || from < s.tombs[tag] {
 		return false, nil
 	}
 	a.MaxID = from
@@ -198,7 +199,9 @@ func (s *SegmentStore) Ping(ctx context.Context) error {
 // store among several generators, each of which may close it.
 func (s *SegmentStore) Close() error { return nil }
 
-// CreateTag inserts a row whose MaxID is the first ID to issue.
+// CreateTag inserts a row whose MaxID is the first ID to issue: with MaxID 0,
+// the tag's tombstone or 1. A start below the tombstone fails with a
+// *leaf.TombstoneError.
 func (s *SegmentStore) CreateTag(ctx context.Context, a leaf.Alloc) error {
 	if err := leaf.ValidateAlloc(a); err != nil {
 		return err
@@ -210,6 +213,13 @@ func (s *SegmentStore) CreateTag(ctx context.Context, a leaf.Alloc) error {
 	defer s.mu.Unlock()
 	if _, ok := s.rows[a.Tag]; ok {
 		return fmt.Errorf("inmem: %s: %w", op, leaf.ErrTagExists)
+	}
+	tomb := s.tombs[a.Tag]
+	switch {
+	case a.MaxID == 0:
+		a.MaxID = max(tomb, 1)
+	case a.MaxID < tomb:
+		return fmt.Errorf("inmem: %s: %w", op, &leaf.TombstoneError{Tag: a.Tag, MinStart: tomb})
 	}
 	a.UpdateTime = time.Now()
 	s.rows[a.Tag] = a
@@ -239,7 +249,8 @@ func (s *SegmentStore) SetStep(ctx context.Context, tag string, step int) error 
 	return nil
 }
 
-// DeleteTag removes the row; leaf.ErrTagNotFound if there is none.
+// DeleteTag removes the row and records its max_id in the tag's tombstone;
+// leaf.ErrTagNotFound if there is no row.
 func (s *SegmentStore) DeleteTag(ctx context.Context, tag string) error {
 	if err := leaf.ValidateTag(tag); err != nil {
 		return err
@@ -249,9 +260,11 @@ func (s *SegmentStore) DeleteTag(ctx context.Context, tag string) error {
 		return err
 	}
 	defer s.mu.Unlock()
-	if _, ok := s.rows[tag]; !ok {
+	a, ok := s.rows[tag]
+	if !ok {
 		return fmt.Errorf("inmem: %s: %w", op, leaf.ErrTagNotFound)
 	}
 	delete(s.rows, tag)
+	s.tombs[tag] = max(s.tombs[tag], a.MaxID)
 	return nil
 }

@@ -4,6 +4,7 @@
 package leaftest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -54,6 +55,10 @@ func TestSegmentStore(t *testing.T, newDB func(t *testing.T) func() (leaf.Segmen
 		{"GiveBack", s.giveBack},
 		{"SetStep", s.setStep},
 		{"DeleteTag", s.deleteTag},
+		{"CreateWithoutStart", s.createWithoutStart},
+		{"Tombstone", s.tombstone},
+		{"TombstoneGiveBack", s.tombstoneGiveBack},
+		{"TombstoneConcurrent", s.tombstoneConcurrent},
 		{"ConcurrentReserves", s.concurrentReserves},
 		{"SchemaIdempotent", s.schemaIdempotent},
 		{"Close", s.close},
@@ -267,7 +272,6 @@ func (s storeSuite) createInvalid(t *testing.T, open Opener) {
 		{"StepZero", with(func(a *leaf.Alloc) { a.Step = 0 }), leaf.ErrInvalidArgument},
 		{"StepNegative", with(func(a *leaf.Alloc) { a.Step = -1 }), leaf.ErrInvalidArgument},
 		{"StepTooLarge", with(func(a *leaf.Alloc) { a.Step = leaf.MaxStep + 1 }), leaf.ErrInvalidArgument},
-		{"StartZero", with(func(a *leaf.Alloc) { a.MaxID = 0 }), leaf.ErrInvalidArgument},
 		{"StartNegative", with(func(a *leaf.Alloc) { a.MaxID = -7 }), leaf.ErrInvalidArgument},
 		{"LongDescription", with(func(a *leaf.Alloc) { a.Description = strings.Repeat("d", 257) }), leaf.ErrInvalidArgument},
 	}
@@ -764,4 +768,219 @@ func (s storeSuite) close(t *testing.T, open Opener) {
 		t.Errorf("second Close: %v", err)
 	}
 	s.wantRange(t, s.reserve(t, a, "c", 0), 11, 10, 10)
+}
+
+// createWithoutStart: MaxID 0 is "no start given"; a tag never deleted then
+// starts at 1, like Leaf's column default.
+func (s storeSuite) createWithoutStart(t *testing.T, open Opener) {
+	st, adm := s.open(t, open)
+	s.create(t, adm, "fresh", 0, 10)
+	if a := s.alloc(t, st, "fresh"); a.MaxID != 1 || a.Step != 10 {
+		t.Errorf("created without a start: %+v, want max_id 1", a)
+	}
+	s.wantRange(t, s.reserve(t, st, "fresh", 0), 1, 10, 10)
+}
+
+// tombstone: a deleted tag's IDs never come back. Created again without a
+// start it continues above every ID issued before; a start below that is
+// refused with the lowest start allowed, one at it is accepted. A second
+// instance (another server) sees the same tombstone.
+func (s storeSuite) tombstone(t *testing.T, open Opener) {
+	ctx := t.Context()
+	st, adm := s.open(t, open)
+	st2, adm2 := s.open(t, open)
+	s.create(t, adm, "orders", 1, 10)
+	for range 3 {
+		s.reserve(t, st, "orders", 0) // [1, 31)
+	}
+	s.create(t, adm, "other", 5, 10)
+	if err := adm.DeleteTag(ctx, "orders"); err != nil {
+		t.Fatalf("DeleteTag: %v", err)
+	}
+	for _, start := range []int64{1, 30} {
+		err := adm2.CreateTag(ctx, leaf.Alloc{Tag: "orders", MaxID: start, Step: 10})
+		s.wantErr(t, fmt.Sprintf("CreateTag of a deleted tag at start %d", start), err, leaf.ErrTagTombstoned)
+		var te *leaf.TombstoneError
+		if !errors.As(err, &te) || te.Tag != "orders" || te.MinStart != 31 {
+			t.Errorf("CreateTag at start %d: error %v, want a *leaf.TombstoneError for orders with MinStart 31", start, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), "start >= 31") {
+			t.Errorf("CreateTag at start %d: error %q does not give the lowest start allowed", start, err)
+		}
+	}
+	// A refused create leaves no row behind.
+	if tags := s.tags(t, st); !slices.Equal(tags, []string{"other"}) {
+		t.Fatalf("Tags after refused creates = %q, want [other]", tags)
+	}
+	s.create(t, adm2, "orders", 0, 7)
+	if a := s.alloc(t, st, "orders"); a.MaxID != 31 || a.Step != 7 {
+		t.Errorf("re-created without a start: %+v, want max_id 31, step 7", a)
+	}
+	s.wantRange(t, s.reserve(t, st2, "orders", 0), 31, 7, 7) // max_id 38
+
+	// Deleted again: the tombstone rises to 38; exactly 38 is allowed.
+	if err := adm2.DeleteTag(ctx, "orders"); err != nil {
+		t.Fatalf("second DeleteTag: %v", err)
+	}
+	err := adm.CreateTag(ctx, leaf.Alloc{Tag: "orders", MaxID: 37, Step: 7})
+	s.wantErr(t, "CreateTag at 37 after the second delete", err, leaf.ErrTagTombstoned)
+	s.create(t, adm, "orders", 38, 7)
+	s.wantRange(t, s.reserve(t, st, "orders", 0), 38, 7, 7)
+	// A start above the tombstone is the creator's to choose.
+	if err := adm.DeleteTag(ctx, "orders"); err != nil {
+		t.Fatalf("third DeleteTag: %v", err)
+	}
+	s.create(t, adm, "orders", 1000, 7)
+	s.wantRange(t, s.reserve(t, st, "orders", 0), 1000, 7, 7)
+	// Other tags are untouched by all of it; a tag never deleted has no
+	// tombstone.
+	if a := s.alloc(t, st, "other"); a.MaxID != 5 {
+		t.Errorf("other tag changed: %+v", a)
+	}
+	s.create(t, adm, "never-deleted", 1, 10)
+	s.wantErr(t, "DeleteTag of an unknown tag", adm.DeleteTag(ctx, "ghost"), leaf.ErrTagNotFound)
+	s.create(t, adm, "ghost", 1, 10) // a failed delete leaves no tombstone
+}
+
+// tombstoneGiveBack: a server that still holds the last range of a deleted
+// tag must not give its tail to the row that replaced it, which starts at
+// the tombstone.
+func (s storeSuite) tombstoneGiveBack(t *testing.T, open Opener) {
+	ctx := t.Context()
+	st, adm := s.open(t, open)
+	s.create(t, adm, "gb", 1, 10)
+	r := s.reserve(t, st, "gb", 0) // [1, 11): only 1..3 issued, say
+	if err := adm.DeleteTag(ctx, "gb"); err != nil {
+		t.Fatalf("DeleteTag: %v", err)
+	}
+	s.create(t, adm, "gb", 0, 10) // starts at 11 = r.MaxID
+	if ok, err := st.GiveBack(ctx, "gb", 4, r.MaxID); ok || err != nil {
+		t.Errorf("GiveBack below the tombstone = %v, %v; want false, nil", ok, err)
+	}
+	if a := s.alloc(t, st, "gb"); a.MaxID != 11 {
+		t.Errorf("max_id after a give back below the tombstone = %d, want 11", a.MaxID)
+	}
+	// Above the tombstone, give back works as ever.
+	r = s.reserve(t, st, "gb", 0) // [11, 21)
+	if ok, err := st.GiveBack(ctx, "gb", 15, r.MaxID); !ok || err != nil {
+		t.Errorf("GiveBack(15, 21) = %v, %v; want true", ok, err)
+	}
+	s.wantRange(t, s.reserve(t, st, "gb", 0), 15, 10, 10)
+}
+
+// tombstoneConcurrent races reserves, deletes and creates (mostly without a
+// start) of one tag over several instances. Whatever the interleaving, no
+// two reserved ranges may overlap: a re-created row never starts below a
+// range its predecessors handed out. (One delete or create in three calls
+// is far above any real rate; many more make InnoDB's deadlocks between an
+// insert over a deleted key and a locking read of it outlast the retries.)
+func (s storeSuite) tombstoneConcurrent(t *testing.T, open Opener) {
+	const instances, workers = 3, 12
+	rounds := 24
+	if testing.Short() {
+		rounds = 12
+	}
+	ctx := t.Context()
+	type inst struct {
+		st  leaf.SegmentStore
+		adm leaf.SegmentAdmin
+	}
+	var all []inst
+	for range instances {
+		st, adm := s.open(t, open)
+		all = append(all, inst{st, adm})
+	}
+	s.create(t, all[0].adm, "churn", 1, 5)
+	var (
+		mu                      sync.Mutex
+		got                     []leaf.Reservation
+		wg                      sync.WaitGroup
+		nDeleted, nCreated, nTS int
+	)
+	for i := range workers {
+		x := all[i%instances]
+		wg.Go(func() {
+			for j := range rounds {
+				var err error
+				switch (i + j) % 6 {
+				case 0, 1, 2, 3:
+					var r leaf.Reservation
+					if r, err = x.st.Reserve(ctx, "churn", 0); err == nil {
+						mu.Lock()
+						got = append(got, r)
+						mu.Unlock()
+					}
+				case 4:
+					if err = x.adm.DeleteTag(ctx, "churn"); err == nil {
+						mu.Lock()
+						nDeleted++
+						mu.Unlock()
+					}
+				case 5:
+					a := leaf.Alloc{Tag: "churn", Step: 5}
+					if j%3 == 0 {
+						a.MaxID = 1 // refused once a range was handed out
+					}
+					if err = x.adm.CreateTag(ctx, a); err == nil {
+						mu.Lock()
+						nCreated++
+						mu.Unlock()
+					}
+					if errors.Is(err, leaf.ErrTagTombstoned) {
+						mu.Lock()
+						nTS++
+						mu.Unlock()
+						err = nil
+					}
+				}
+				if err != nil && !errors.Is(err, leaf.ErrTagNotFound) && !errors.Is(err, leaf.ErrTagExists) {
+					t.Errorf("worker %d round %d: %v", i, j, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	slices.SortFunc(got, func(a, b leaf.Reservation) int { return cmp.Compare(a.Start(), b.Start()) })
+	for i := 1; i < len(got); i++ {
+		if got[i].Start() < got[i-1].MaxID {
+			t.Errorf("ranges [%d, %d) and [%d, %d) overlap", got[i-1].Start(), got[i-1].MaxID, got[i].Start(), got[i].MaxID)
+		}
+	}
+	t.Logf("%d ranges reserved, %d deletes, %d creates, %d creates refused by the tombstone", len(got), nDeleted, nCreated, nTS)
+	if len(got) == 0 || nDeleted == 0 || nCreated == 0 {
+		t.Errorf("the race did not happen: %d ranges, %d deletes, %d creates", len(got), nDeleted, nCreated)
+	}
+}
+
+// TombstoneKeepsHighest checks that deleting a tag again never lowers its
+// tombstone, even when the row was set below it by hand (or by a Java Leaf
+// node's operator, who sees only leaf_alloc). setMaxID writes a row's max_id
+// with the database's own SQL.
+func TombstoneKeepsHighest(t *testing.T, open Opener, setMaxID func(t *testing.T, tag string, maxID int64)) {
+	var s storeSuite
+	ctx := t.Context()
+	st, adm := s.open(t, open)
+	s.create(t, adm, "high", 500, 10)
+	s.reserve(t, st, "high", 0) // max_id 510
+	if err := adm.DeleteTag(ctx, "high"); err != nil {
+		t.Fatalf("DeleteTag: %v", err)
+	}
+	s.create(t, adm, "high", 0, 10)
+	setMaxID(t, "high", 3)
+	if a := s.alloc(t, st, "high"); a.MaxID != 3 {
+		t.Fatalf("setMaxID did not apply: %+v", a)
+	}
+	if err := adm.DeleteTag(ctx, "high"); err != nil {
+		t.Fatalf("second DeleteTag: %v", err)
+	}
+	err := adm.CreateTag(ctx, leaf.Alloc{Tag: "high", MaxID: 3, Step: 10})
+	var te *leaf.TombstoneError
+	if !errors.As(err, &te) || te.MinStart != 510 {
+		t.Errorf("CreateTag at 3 after deleting a row at 3 under a tombstone of 510: %v, want a TombstoneError with MinStart 510", err)
+	}
+	s.create(t, adm, "high", 0, 10)
+	if a := s.alloc(t, st, "high"); a.MaxID != 510 {
+		t.Errorf("re-created without a start at %d, want 510", a.MaxID)
+	}
 }

@@ -41,3 +41,7 @@ func TestGeneratorOutage(t *testing.T) {
 	cfg.Addr = p.Addr()
 	leaftest.OutageSegment(t, dbOpener(cfg.FormatDSN()), p)
 }
+
+func TestGeneratorTombstone(t *testing.T) {
+	leaftest.TombstoneSegment(t, dbOpener(testdb.MySQL(t)))
+}

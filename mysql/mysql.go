@@ -31,6 +31,16 @@ const Schema = "CREATE TABLE IF NOT EXISTS `leaf_alloc` (\n" +
 	"  PRIMARY KEY (`biz_tag`)\n" +
 	") ENGINE=InnoDB"
 
+// TombstoneSchema creates the table of deleted tags beside leaf_alloc (see
+// leaf.SegmentAdmin): per tag, the highest max_id its deleted rows had. Java
+// Leaf never reads it; leaf_alloc stays exactly Leaf's table.
+const TombstoneSchema = "CREATE TABLE IF NOT EXISTS `leaf_alloc_tombstone` (\n" +
+	"  `biz_tag` varchar(128) NOT NULL,\n" +
+	"  `max_id` bigint(20) NOT NULL,\n" +
+	"  `deleted_at` timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP,\n" +
+	"  PRIMARY KEY (`biz_tag`)\n" +
+	") ENGINE=InnoDB"
+
 // MySQL and MariaDB error numbers the store reacts to.
 const (
 	erDupEntry        = 1062 // ER_DUP_ENTRY: the tag exists
@@ -52,7 +62,9 @@ var (
 var dialect = sqlstore.Dialect{
 	Name: "mysql",
 	// MariaDB has RETURNING for INSERT and DELETE only, MySQL not at all.
-	Returning: false,
+	Returning:      false,
+	OnDuplicateKey: true,
+	LockingReads:   true,
 	IsUniqueViolation: func(err error) bool {
 		var e *mysql.MySQLError
 		return errors.As(err, &e) && e.Number == erDupEntry
@@ -93,7 +105,7 @@ func config(dsn, op string) (*mysql.Config, error) {
 
 // Open connects to the database named in dsn (go-sql-driver syntax, e.g.
 // "user:pass@tcp(127.0.0.1:3306)/leaf") and creates leaf_alloc if it is
-// missing.
+// missing, and leaf_alloc_tombstone beside it.
 //
 // Some DSN settings are forced because the store depends on them:
 // interpolateParams (one round trip per statement, no server-side prepared
@@ -116,9 +128,11 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	db.SetMaxIdleConns(4)
 	db.SetConnMaxLifetime(30 * time.Minute)
 	db.SetConnMaxIdleTime(5 * time.Minute)
-	if _, err := db.ExecContext(ctx, Schema); err != nil {
-		_ = db.Close()
-		return nil, fmt.Errorf("mysql: open %s: create schema: %w", cfg.DBName, err)
+	for _, q := range []string{Schema, TombstoneSchema} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			_ = db.Close()
+			return nil, fmt.Errorf("mysql: open %s: create schema: %w", cfg.DBName, err)
+		}
 	}
 	return &Store{Store: sqlstore.New(db, dialect, sqlstore.Settings{})}, nil
 }

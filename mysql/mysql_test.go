@@ -125,3 +125,12 @@ func TestOpenDSN(t *testing.T) {
 		})
 	}
 }
+
+func TestTombstoneKeepsHighest(t *testing.T) {
+	dsn := testdb.MySQL(t)
+	leaftest.TombstoneKeepsHighest(t, opener(dsn), func(t *testing.T, tag string, maxID int64) {
+		if _, err := rawDB(t, dsn).ExecContext(t.Context(), "UPDATE leaf_alloc SET max_id = ? WHERE biz_tag = ?", maxID, tag); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -107,8 +107,10 @@ func TestTagsNeverReachSQLText(t *testing.T) {
 	rec := &recorder{Connector: conn}
 	db := sql.OpenDB(rec)
 	t.Cleanup(func() { db.Close() })
-	if _, err := db.ExecContext(ctx, Schema); err != nil {
-		t.Fatal(err)
+	for _, q := range []string{Schema, TombstoneSchema} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
 	}
 	s := sqlstore.New(db, dialect, sqlstore.Settings{})
 	const victim = "victim"

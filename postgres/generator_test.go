@@ -43,3 +43,7 @@ func TestGeneratorOutage(t *testing.T) {
 	u.RawQuery = q.Encode()
 	leaftest.OutageSegment(t, dbOpener(u.String()), p)
 }
+
+func TestGeneratorTombstone(t *testing.T) {
+	leaftest.TombstoneSegment(t, dbOpener(testdb.Postgres(t)))
+}

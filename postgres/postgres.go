@@ -34,6 +34,15 @@ const Schema = `CREATE TABLE IF NOT EXISTS leaf_alloc (
   PRIMARY KEY (biz_tag)
 )`
 
+// TombstoneSchema creates the table of deleted tags beside leaf_alloc (see
+// leaf.SegmentAdmin): per tag, the highest max_id its deleted rows had.
+const TombstoneSchema = `CREATE TABLE IF NOT EXISTS leaf_alloc_tombstone (
+  biz_tag    VARCHAR(128) NOT NULL,
+  max_id     BIGINT       NOT NULL,
+  deleted_at TIMESTAMP    NOT NULL DEFAULT CURRENT_TIMESTAMP,
+  PRIMARY KEY (biz_tag)
+)`
+
 // SQLSTATE codes the store reacts to.
 const (
 	uniqueViolation      = "23505"
@@ -64,9 +73,10 @@ func sqlState(err error) string {
 }
 
 var dialect = sqlstore.Dialect{
-	Name:      "postgres",
-	Dollar:    true,
-	Returning: true,
+	Name:         "postgres",
+	Dollar:       true,
+	Returning:    true,
+	LockingReads: true,
 	IsUniqueViolation: func(err error) bool {
 		return sqlState(err) == uniqueViolation
 	},
@@ -81,7 +91,7 @@ var dialect = sqlstore.Dialect{
 
 // Open connects to the database named in dsn (a postgres:// URL or
 // key=value string, as pgx and libpq accept) and creates leaf_alloc if it is
-// missing. Unless the DSN sets timezone, the session runs in UTC, so
+// missing, and leaf_alloc_tombstone beside it. Unless the DSN sets timezone, the session runs in UTC, so
 // update_time (a TIMESTAMP without zone) is written and read in UTC.
 func Open(ctx context.Context, dsn string) (*Store, error) {
 	cfg, err := pgx.ParseConfig(dsn)
@@ -118,17 +128,22 @@ func hasParam(params map[string]string, name string) bool {
 	return false
 }
 
-// createSchema runs Schema, tolerating a concurrent creator: CREATE TABLE IF
+// createSchema runs Schema and TombstoneSchema, tolerating a concurrent creator: CREATE TABLE IF
 // NOT EXISTS is not atomic in PostgreSQL, and the loser of a race fails with
 // a unique violation on pg_type (or duplicate_table) although the table is
 // now there. Running it again then finds the table.
 func createSchema(ctx context.Context, db *sql.DB) error {
-	var err error
-	for range 3 {
-		_, err = db.ExecContext(ctx, Schema)
-		if s := sqlState(err); s != uniqueViolation && s != duplicateTable && s != duplicateObject {
+	for _, q := range []string{Schema, TombstoneSchema} {
+		var err error
+		for range 3 {
+			_, err = db.ExecContext(ctx, q)
+			if s := sqlState(err); s != uniqueViolation && s != duplicateTable && s != duplicateObject {
+				break
+			}
+		}
+		if err != nil {
 			return err
 		}
 	}
-	return err
+	return nil
 }

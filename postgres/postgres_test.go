@@ -102,3 +102,17 @@ func TestConcurrentSchemaCreation(t *testing.T) {
 		wg.Wait()
 	}
 }
+
+func TestTombstoneKeepsHighest(t *testing.T) {
+	dsn := testdb.Postgres(t)
+	leaftest.TombstoneKeepsHighest(t, opener(dsn), func(t *testing.T, tag string, maxID int64) {
+		conn, err := pgx.Connect(t.Context(), dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(context.Background())
+		if _, err := conn.Exec(t.Context(), "UPDATE leaf_alloc SET max_id = $1 WHERE biz_tag = $2", maxID, tag); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

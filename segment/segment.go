@@ -489,7 +489,8 @@ func (g *Generator) Alloc(ctx context.Context, tag string) (leaf.Alloc, error) {
 var errNoAdmin = errors.New("segment store does not support tag administration")
 
 // CreateTag adds a tag to the store; it is served at once (the negative cache
-// entry, if any, is dropped).
+// entry, if any, is dropped). a.MaxID 0 lets the store choose the start:
+// above every ID issued under a deleted tag of the same name, else 1.
 func (g *Generator) CreateTag(ctx context.Context, a leaf.Alloc) error {
 	if g.admin == nil {
 		return errNoAdmin
@@ -501,7 +502,11 @@ func (g *Generator) CreateTag(ctx context.Context, a leaf.Alloc) error {
 	g.creates++
 	delete(g.negative, a.Tag)
 	g.mu.Unlock()
-	g.s.Logger.Info("segment tag created", "tag", a.Tag, "start", a.MaxID, "step", a.Step)
+	if a.MaxID == 0 {
+		g.s.Logger.Info("segment tag created", "tag", a.Tag, "start", "default", "step", a.Step)
+	} else {
+		g.s.Logger.Info("segment tag created", "tag", a.Tag, "start", a.MaxID, "step", a.Step)
+	}
 	return nil
 }
 
@@ -518,15 +523,32 @@ func (g *Generator) SetStep(ctx context.Context, tag string, step int) error {
 	return nil
 }
 
-// DeleteTag removes a tag from the store and from this server's memory. Other
-// servers drop it at their next refresh or load.
+// DeleteTag removes a tag from the store (which keeps its tombstone) and from
+// this server's memory at once. Other servers drop it at their next refresh,
+// or sooner when a load finds the row gone. IDs they still issue from their
+// buffers meanwhile lie below the tombstone, so they stay unique even if the
+// tag is created again.
 func (g *Generator) DeleteTag(ctx context.Context, tag string) error {
 	if g.admin == nil {
 		return errNoAdmin
 	}
-	if err := g.admin.DeleteTag(ctx, tag); err != nil {
+	err := g.admin.DeleteTag(ctx, tag)
+	if err != nil && !errors.Is(err, leaf.ErrTagNotFound) {
 		return err
 	}
+	// Not found: another server deleted it first. This server may still
+	// hold buffers for it; they go too, as they would at the next refresh.
+	g.drop(tag)
+	if err != nil {
+		return err
+	}
+	g.s.Logger.Info("segment tag deleted", "tag", tag)
+	return nil
+}
+
+// drop ends this server's buffers for tag: waiters get ErrTagNotFound and
+// the next request looks the tag up in the store again.
+func (g *Generator) drop(tag string) {
 	g.mu.Lock()
 	b := (*g.tags.Load())[tag]
 	if b == nil {
@@ -540,8 +562,6 @@ func (g *Generator) DeleteTag(ctx context.Context, tag string) error {
 		b.mu.Unlock()
 		g.forget(b)
 	}
-	g.s.Logger.Info("segment tag deleted", "tag", tag)
-	return nil
 }
 
 // Close stops issuing, waits for background loads, and (unless NoGiveBack)

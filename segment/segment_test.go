@@ -214,7 +214,7 @@ func TestDeleteTagThroughGenerator(t *testing.T) {
 	leaftest.ErrIs(t, g.DeleteTag(bg, "a"), leaf.ErrTagNotFound)
 	leaftest.ErrIs(t, g.SetStep(bg, "a", 10), leaf.ErrTagNotFound)
 	leaftest.ErrIs(t, g.SetStep(bg, "b", 0), leaf.ErrInvalidArgument)
-	leaftest.ErrIs(t, g.CreateTag(bg, leaf.Alloc{Tag: "c", MaxID: 0, Step: 5}), leaf.ErrInvalidArgument)
+	leaftest.ErrIs(t, g.CreateTag(bg, leaf.Alloc{Tag: "c", MaxID: -1, Step: 5}), leaf.ErrInvalidArgument)
 }
 
 func TestPrefetchAtTenPercent(t *testing.T) {
@@ -714,4 +714,37 @@ func TestCreateTagDuringLookup(t *testing.T) {
 			}
 		}
 	})
+}
+
+// The tombstone suite on the in-memory store: the SQL stores run it too.
+func TestTombstone(t *testing.T) {
+	st := inmem.NewSegmentStore()
+	leaftest.TombstoneSegment(t, func() (leaf.SegmentStore, error) { return st, nil })
+}
+
+// A server whose DeleteTag finds the row already gone (another server
+// deleted it) still drops its own buffers at once, not at its next refresh.
+func TestDeleteTagAlreadyDeleted(t *testing.T) {
+	st := newStore(t, leaf.Alloc{Tag: "a", MaxID: 1, Step: 100})
+	g1 := newGen(t, segment.Settings{Store: st, RefreshInterval: time.Hour})
+	g2 := newGen(t, segment.Settings{Store: st, RefreshInterval: time.Hour})
+	next(t, g1, "a")
+	next(t, g2, "a") // g2 holds IDs of [101, 201)
+	if err := g1.DeleteTag(bg, "a"); err != nil {
+		t.Fatal(err)
+	}
+	leaftest.ErrIs(t, g2.DeleteTag(bg, "a"), leaf.ErrTagNotFound)
+	if _, err := g2.NextID(bg, "a"); !errors.Is(err, leaf.ErrTagNotFound) {
+		t.Fatalf("g2.NextID after its own DeleteTag: %v, want ErrTagNotFound", err)
+	}
+	if s := status(g2, "a"); s.Tag != "" {
+		t.Fatalf("g2 still lists the tag: %+v", s)
+	}
+	// Created again without a start, through either: above every ID issued.
+	if err := g2.CreateTag(bg, leaf.Alloc{Tag: "a", Step: 100}); err != nil {
+		t.Fatal(err)
+	}
+	if id := next(t, g1, "a"); id < 201 {
+		t.Fatalf("first ID after the re-creation %d, want >= 201", id)
+	}
 }

@@ -22,3 +22,7 @@ func TestGeneratorHammer(t *testing.T) {
 func TestGeneratorRestart(t *testing.T) {
 	leaftest.RestartSegment(t, opener(testdb.SQLitePath(t)))
 }
+
+func TestGeneratorTombstone(t *testing.T) {
+	leaftest.TombstoneSegment(t, opener(testdb.SQLitePath(t)))
+}

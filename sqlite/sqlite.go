@@ -43,6 +43,15 @@ const Schema = `CREATE TABLE IF NOT EXISTS leaf_alloc (
   PRIMARY KEY (biz_tag)
 )`
 
+// TombstoneSchema creates the table of deleted tags beside leaf_alloc (see
+// leaf.SegmentAdmin): per tag, the highest max_id its deleted rows had.
+const TombstoneSchema = `CREATE TABLE IF NOT EXISTS leaf_alloc_tombstone (
+  biz_tag    VARCHAR(128) NOT NULL,
+  max_id     BIGINT       NOT NULL,
+  deleted_at TIMESTAMP    NOT NULL DEFAULT CURRENT_TIMESTAMP,
+  PRIMARY KEY (biz_tag)
+)`
+
 // Store is a leaf.SegmentStore and leaf.SegmentAdmin on a SQLite file. Its
 // methods come from the embedded shared SQL store.
 type Store struct {
@@ -78,7 +87,7 @@ func code(err error) (int, bool) {
 }
 
 // Open opens (creating it and its directory if needed) the SQLite database at
-// path and makes sure leaf_alloc exists.
+// path and makes sure leaf_alloc and leaf_alloc_tombstone exist.
 func Open(ctx context.Context, path string) (*Store, error) {
 	if path == "" {
 		return nil, fmt.Errorf("sqlite: open: %w: empty path", leaf.ErrInvalidArgument)
@@ -148,8 +157,10 @@ func setupOnce(ctx context.Context, db *sql.DB) error {
 	if !strings.EqualFold(mode, "wal") {
 		return fmt.Errorf("enable WAL: journal mode is still %q; is the file on a network file system?", mode)
 	}
-	if _, err := db.ExecContext(ctx, Schema); err != nil {
-		return fmt.Errorf("create schema: %w", err)
+	for _, q := range []string{Schema, TombstoneSchema} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("create schema: %w", err)
+		}
 	}
 	return nil
 }

@@ -269,3 +269,20 @@ func TestConcurrentOpen(t *testing.T) {
 		wg.Wait()
 	}
 }
+
+func TestTombstoneKeepsHighest(t *testing.T) {
+	path := testdb.SQLitePath(t)
+	leaftest.TombstoneKeepsHighest(t, opener(path), func(t *testing.T, tag string, maxID int64) {
+		db, err := sql.Open("sqlite", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		if _, err := db.ExecContext(t.Context(), "PRAGMA busy_timeout = 5000"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.ExecContext(t.Context(), "UPDATE leaf_alloc SET max_id = ? WHERE biz_tag = ?", maxID, tag); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/internal/config"
 	"github.com/leafgo/leaf/leaftest"
+	"github.com/leafgo/leaf/sqlite"
 )
 
 // result is the outcome of one in-process CLI run.
@@ -254,6 +255,53 @@ func TestTags(t *testing.T) {
 	}
 	if rows[0].UpdateTime.IsZero() {
 		t.Errorf("update_time not set: %+v", rows[0])
+	}
+}
+
+// TestTagsTombstone: a tag deleted and created again through the CLI never
+// hands out its IDs again.
+func TestTagsTombstone(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	env := []string{"LEAF_DATA_DIR=" + dir}
+	if r := runCLI(t, env, "tags", "create", "orders", "--start", "1", "--step", "10"); r.code != 0 {
+		t.Fatalf("create: %+v", r)
+	}
+	// A server issues some IDs: [1, 31) is reserved.
+	st, err := sqlite.Open(t.Context(), filepath.Join(dir, "leaf.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := st.Reserve(t.Context(), "orders", 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		args   []string
+		code   int
+		stdout string
+		stderr string
+	}{
+		{[]string{"tags", "delete", "orders"}, 0, "deleted tag orders\n", ""},
+		{[]string{"tags", "create", "orders", "--start", "1"}, 1, "",
+			"tag orders was deleted; IDs below 31 may have been issued under it; create it with start >= 31 or without a start"},
+		{[]string{"tags", "create", "orders", "--start", "30"}, 1, "", "start >= 31"},
+		{[]string{"tags", "create", "orders", "--start", "0"}, 2, "", "start 0"},
+		{[]string{"tags", "create", "orders", "--step", "10"}, 0, "created tag orders: step 10, first ID 31\n", ""},
+		{[]string{"tags", "delete", "orders"}, 0, "deleted tag orders\n", ""},
+		{[]string{"tags", "create", "orders", "--start", "31"}, 0, "created tag orders: step 1000, first ID 31\n", ""},
+		{[]string{"tags", "create", "fresh"}, 0, "created tag fresh: step 1000, first ID 1\n", ""},
+	}
+	for _, s := range steps {
+		r := runCLI(t, env, s.args...)
+		if r.code != s.code || !strings.Contains(r.stdout, s.stdout) || !strings.Contains(r.stderr, s.stderr) {
+			t.Fatalf("%q: exit %d, stdout %q, stderr %q; want exit %d, stdout ~%q, stderr ~%q",
+				s.args, r.code, r.stdout, r.stderr, s.code, s.stdout, s.stderr)
+		}
 	}
 }
 

@@ -25,6 +25,9 @@ configuration as 'leaf serve' (--config, --data-dir, --segment-store,
 --segment-dsn, LEAF_* variables). A running server sees a new tag on its
 first request for it, and every change within segment.refresh_interval.
 A tag name is 1-128 bytes of A-Z a-z 0-9 . _ : -
+
+A deleted tag leaves a tombstone: created again without --start it
+continues above every ID it issued before; a --start below that is refused.
 `
 
 // storeKeys are the configuration keys that name the store.
@@ -135,7 +138,7 @@ func printable(s string) string {
 func (a *app) tagsCreate(ctx context.Context, args []string) error {
 	fs, flags := tagFlagSet("create")
 	step := fs.Int("step", 1000, "IDs reserved per segment, 1..1000000 (the adaptive step never goes below it)")
-	start := fs.Int64("start", 1, "the first ID to issue, >= 1")
+	start := fs.Int64("start", 0, "the first ID to issue, >= 1 (default: 1, or above every ID issued under a deleted tag of the same name)")
 	desc := fs.String("description", "", "free text, at most 256 bytes")
 	pos, err := a.parseFlags(fs, "Usage: leaf tags create TAG [--step N] [--start N] [--description S] [flags]\n\nCreates a tag in the store.\n", args)
 	if err != nil {
@@ -144,15 +147,31 @@ func (a *app) tagsCreate(ctx context.Context, args []string) error {
 	if err := wantArgs(pos, "TAG"); err != nil {
 		return err
 	}
+	// Without --start, MaxID 0 lets the store choose: 1, or the tombstone
+	// of a deleted tag of the same name.
 	alloc := leaf.Alloc{Tag: pos[0], MaxID: *start, Step: *step, Description: *desc}
 	// Check before touching the store: bad input is a usage error (exit 2)
 	// even when the store is unreachable.
 	if err := leaf.ValidateAlloc(alloc); err != nil {
 		return err
 	}
+	if isSet(fs, "start") && *start == 0 {
+		return fmt.Errorf("%w: start 0, want >= 1, or no --start to continue above any IDs of a deleted tag of the same name", leaf.ErrInvalidArgument)
+	}
 	return a.withStore(ctx, flags, func(s segmentStore) error {
 		if err := s.CreateTag(ctx, alloc); err != nil {
 			return fmt.Errorf("create tag %s: %w", alloc.Tag, err)
+		}
+		if alloc.MaxID == 0 {
+			row, err := s.Alloc(ctx, alloc.Tag)
+			if err != nil {
+				// The tag exists: failing now would only make a retry
+				// meet "tag already exists".
+				fmt.Fprintf(a.stdout, "created tag %s: step %d\n", alloc.Tag, alloc.Step)
+				fmt.Fprintf(a.stderr, "leaf tags create: reading the first ID back failed: %v\n", err)
+				return nil
+			}
+			alloc.MaxID = row.MaxID
 		}
 		fmt.Fprintf(a.stdout, "created tag %s: step %d, first ID %d\n", alloc.Tag, alloc.Step, alloc.MaxID)
 		return nil
@@ -190,7 +209,7 @@ func (a *app) tagsSetStep(ctx context.Context, args []string) error {
 
 func (a *app) tagsDelete(ctx context.Context, args []string) error {
 	fs, flags := tagFlagSet("delete")
-	pos, err := a.parseFlags(fs, "Usage: leaf tags delete TAG [flags]\n\nDeletes a tag's row. Its IDs may be issued again if the tag is re-created\nwith a lower start: choose the start of a re-created tag with care.\n", args)
+	pos, err := a.parseFlags(fs, "Usage: leaf tags delete TAG [flags]\n\nDeletes a tag's row and keeps its tombstone beside it: created again, the tag\ncontinues above every ID it issued. Running servers drop it within\nsegment.refresh_interval, or as soon as they need a new range.\n", args)
 	if err != nil {
 		return err
 	}
@@ -208,4 +227,11 @@ func (a *app) tagsDelete(ctx context.Context, args []string) error {
 		fmt.Fprintf(a.stdout, "deleted tag %s\n", tag)
 		return nil
 	})
+}
+
+// isSet reports whether the command line set the flag name.
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }

@@ -1,9 +1,11 @@
 // Package sqlstore is the SQL shared by the sqlite, mysql and postgres
 // segment stores: the one reserve-a-range transaction, the conditional give
 // back, the listings and the tag admin statements, all on Leaf's leaf_alloc
-// table. The databases differ only in a small Dialect: placeholder style,
-// whether UPDATE ... RETURNING exists, and how their drivers report a
-// duplicate key or a transient conflict.
+// table, plus the tombstones of deleted tags in leaf_alloc_tombstone beside
+// it (leaf_alloc itself stays exactly Leaf's table, which Java Leaf nodes may
+// share). The databases differ only in a small Dialect: placeholder style,
+// whether UPDATE ... RETURNING exists, the upsert syntax, row locks, and how
+// their drivers report a duplicate key or a transient conflict.
 //
 // Every statement is parameterised, and every method validates its tag with
 // leaf.ValidateTag before any SQL runs.
@@ -30,10 +32,19 @@ type Dialect struct {
 	Name string
 	// Dollar selects numbered placeholders ($1, $2, ...) instead of ?.
 	Dollar bool
-	// Returning says UPDATE ... RETURNING exists (PostgreSQL, SQLite >= 3.35),
-	// which saves the read-back SELECT of a reserve. MariaDB has no UPDATE
-	// ... RETURNING.
+	// Returning says UPDATE ... RETURNING and DELETE ... RETURNING exist
+	// (PostgreSQL, SQLite >= 3.35), which saves the read-back SELECT of a
+	// reserve and the locking SELECT of a delete. MariaDB has no UPDATE ...
+	// RETURNING, MySQL no RETURNING at all.
 	Returning bool
+	// OnDuplicateKey selects MySQL's INSERT ... ON DUPLICATE KEY UPDATE for
+	// the tombstone upsert instead of INSERT ... ON CONFLICT.
+	OnDuplicateKey bool
+	// LockingReads says SELECT ... FOR UPDATE exists and is needed: under
+	// MySQL's REPEATABLE READ a plain SELECT may read an older snapshot. Not
+	// for SQLite, whose transactions take the database's write lock when
+	// they begin.
+	LockingReads bool
 	// IsUniqueViolation reports a duplicate primary key: the tag exists.
 	IsUniqueViolation func(error) bool
 	// IsRetryable reports a transient conflict (deadlock, serialization
@@ -52,7 +63,7 @@ type Settings struct {
 }
 
 // Store implements leaf.SegmentStore and leaf.SegmentAdmin on a *sql.DB whose
-// leaf_alloc table already exists.
+// leaf_alloc and leaf_alloc_tombstone tables already exist.
 type Store struct {
 	db       *sql.DB
 	d        Dialect
@@ -72,6 +83,10 @@ type queries struct {
 	giveBack                             string
 	tags, allocs, alloc                  string
 	create, setStep, remove              string
+	// Tombstones: read (and lock) one, lock a row before deleting it, delete
+	// a row returning its max_id, record a tombstone, move a new row's start.
+	tombstone, lockRow, removeReturning string
+	bury, setStart                      string
 }
 
 // New wraps db. The Store owns db from now on: Close closes it.
@@ -89,6 +104,10 @@ func New(db *sql.DB, d Dialect, set Settings) *Store {
 		set.RetryBackoff = 10 * time.Millisecond
 	}
 	const cols = "SELECT biz_tag, max_id, step, description, update_time FROM leaf_alloc"
+	forUpdate := ""
+	if d.LockingReads {
+		forUpdate = " FOR UPDATE"
+	}
 	returning := ""
 	if d.Returning {
 		returning = " RETURNING max_id, step"
@@ -99,17 +118,37 @@ func New(db *sql.DB, d Dialect, set Settings) *Store {
 		reserveStored: "UPDATE leaf_alloc SET max_id = max_id + step, update_time = CURRENT_TIMESTAMP WHERE biz_tag = ?" + returning,
 		reserveStep:   "UPDATE leaf_alloc SET max_id = max_id + ?, update_time = CURRENT_TIMESTAMP WHERE biz_tag = ?" + returning,
 		readBack:      "SELECT max_id, step FROM leaf_alloc WHERE biz_tag = ?",
-		giveBack:      "UPDATE leaf_alloc SET max_id = ?, update_time = CURRENT_TIMESTAMP WHERE biz_tag = ? AND max_id = ?",
-		tags:          "SELECT biz_tag FROM leaf_alloc",
-		allocs:        cols,
-		alloc:         cols + " WHERE biz_tag = ?",
-		create:        "INSERT INTO leaf_alloc (biz_tag, max_id, step, description, update_time) VALUES (?, ?, ?, ?, CURRENT_TIMESTAMP)",
-		setStep:       "UPDATE leaf_alloc SET step = ?, update_time = CURRENT_TIMESTAMP WHERE biz_tag = ?",
-		remove:        "DELETE FROM leaf_alloc WHERE biz_tag = ?",
+		// Never below the tag's tombstone: a server that still holds a range
+		// of a deleted tag must not hand its tail to the row that replaced it.
+		giveBack: "UPDATE leaf_alloc SET max_id = ?, update_time = CURRENT_TIMESTAMP WHERE biz_tag = ? AND max_id = ?" +
+			" AND NOT EXISTS (SELECT 1 FROM leaf_alloc_tombstone WHERE biz_tag = ? AND max_id > ?)",
+
+		tags:    "SELECT biz_tag FROM leaf_alloc",
+		allocs:  cols,
+		alloc:   cols + " WHERE biz_tag = ?",
+		create:  "INSERT INTO leaf_alloc (biz_tag, max_id, step, description, update_time) VALUES (?, ?, ?, ?, CURRENT_TIMESTAMP)",
+		setStep: "UPDATE leaf_alloc SET step = ?, update_time = CURRENT_TIMESTAMP WHERE biz_tag = ?",
+		remove:  "DELETE FROM leaf_alloc WHERE biz_tag = ?",
+
+		tombstone:       "SELECT max_id FROM leaf_alloc_tombstone WHERE biz_tag = ?" + forUpdate,
+		lockRow:         "SELECT max_id FROM leaf_alloc WHERE biz_tag = ?" + forUpdate,
+		removeReturning: "DELETE FROM leaf_alloc WHERE biz_tag = ? RETURNING max_id",
+		setStart:        "UPDATE leaf_alloc SET max_id = ? WHERE biz_tag = ?",
+	}
+	// A re-delete keeps the highest max_id ever seen: a row created below its
+	// tombstone (never by CreateTag) must not lower it.
+	if d.OnDuplicateKey {
+		q.bury = "INSERT INTO leaf_alloc_tombstone (biz_tag, max_id, deleted_at) VALUES (?, ?, CURRENT_TIMESTAMP)" +
+			" ON DUPLICATE KEY UPDATE max_id = GREATEST(max_id, ?), deleted_at = CURRENT_TIMESTAMP"
+	} else {
+		q.bury = "INSERT INTO leaf_alloc_tombstone (biz_tag, max_id, deleted_at) VALUES (?, ?, CURRENT_TIMESTAMP)" +
+			" ON CONFLICT (biz_tag) DO UPDATE SET max_id = CASE WHEN excluded.max_id > leaf_alloc_tombstone.max_id" +
+			" THEN excluded.max_id ELSE leaf_alloc_tombstone.max_id END, deleted_at = CURRENT_TIMESTAMP"
 	}
 	if d.Dollar {
 		for _, p := range []*string{&q.reserveStored, &q.reserveStep, &q.readBack, &q.giveBack,
-			&q.tags, &q.allocs, &q.alloc, &q.create, &q.setStep, &q.remove} {
+			&q.tags, &q.allocs, &q.alloc, &q.create, &q.setStep, &q.remove,
+			&q.tombstone, &q.lockRow, &q.removeReturning, &q.bury, &q.setStart} {
 			*p = Rebind(*p)
 		}
 	}
@@ -233,8 +272,9 @@ func (s *Store) reserveOnce(ctx context.Context, tag string, step int) (r leaf.R
 	return leaf.Reservation{Tag: tag, MaxID: maxID, Step: used, StoredStep: int(stored)}, nil
 }
 
-// GiveBack sets max_id to from if it still equals expect. It reports whether
-// the row changed; an unknown tag is simply not changed.
+// GiveBack sets max_id to from if it still equals expect and from is not
+// below the tag's tombstone. It reports whether the row changed; an unknown
+// tag is simply not changed.
 func (s *Store) GiveBack(ctx context.Context, tag string, from, expect int64) (bool, error) {
 	if err := leaf.ValidateTag(tag); err != nil {
 		return false, err
@@ -249,7 +289,7 @@ func (s *Store) GiveBack(ctx context.Context, tag string, from, expect int64) (b
 	var n int64
 	// Retrying is safe: the condition max_id = expect makes a repeat a no-op.
 	err := s.retry(ctx, func() error {
-		res, err := s.db.ExecContext(ctx, s.q.giveBack, from, tag, expect)
+		res, err := s.db.ExecContext(ctx, s.q.giveBack, from, tag, expect, tag, from)
 		if err != nil {
 			return err
 		}
@@ -392,8 +432,10 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// CreateTag inserts a row whose max_id is the first ID to issue. The primary
-// key, not a prior SELECT, decides a race between two creators.
+// CreateTag inserts a row whose max_id is the first ID to issue: a.MaxID, or
+// with a.MaxID 0 the tag's tombstone if it has one, else 1. A start below the
+// tombstone fails with a *leaf.TombstoneError. The primary key, not a prior
+// SELECT, decides a race between two creators.
 func (s *Store) CreateTag(ctx context.Context, a leaf.Alloc) error {
 	if err := leaf.ValidateAlloc(a); err != nil {
 		return err
@@ -402,13 +444,56 @@ func (s *Store) CreateTag(ctx context.Context, a leaf.Alloc) error {
 	if err := s.checkOpen(op); err != nil {
 		return err
 	}
-	desc := sql.NullString{String: a.Description, Valid: a.Description != ""}
-	_, err := s.db.ExecContext(ctx, s.q.create, a.Tag, a.MaxID, int64(a.Step), desc)
+	// A deadlock or a busy database rolls the whole transaction back, so
+	// running it again is safe.
+	err := s.retry(ctx, func() error { return s.createOnce(ctx, a) })
 	if err != nil {
-		if s.d.IsUniqueViolation(err) {
-			return s.wrap(op, fmt.Errorf("%w (%w)", leaf.ErrTagExists, err))
-		}
 		return s.wrap(op, err)
+	}
+	return nil
+}
+
+// createOnce inserts the row first and reads the tombstone second. The
+// insert waits for any transaction that is deleting an earlier row of the
+// tag, so the tombstone read after it (a locking read, or under SQLite's
+// database lock) sees what that delete recorded. Reading first could miss
+// it, and start the new row below IDs the deleted one issued.
+func (s *Store) createOnce(ctx context.Context, a leaf.Alloc) (err error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	start := max(a.MaxID, 1)
+	desc := sql.NullString{String: a.Description, Valid: a.Description != ""}
+	if _, err = tx.ExecContext(ctx, s.q.create, a.Tag, start, int64(a.Step), desc); err != nil {
+		if s.d.IsUniqueViolation(err) {
+			return fmt.Errorf("%w (%w)", leaf.ErrTagExists, err)
+		}
+		return fmt.Errorf("insert: %w", err)
+	}
+	var tomb int64
+	err = tx.QueryRowContext(ctx, s.q.tombstone, a.Tag).Scan(&tomb)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		tomb, err = 0, nil
+	case err != nil:
+		return fmt.Errorf("read tombstone: %w", err)
+	}
+	if tomb > start {
+		if a.MaxID != 0 {
+			return &leaf.TombstoneError{Tag: a.Tag, MinStart: tomb}
+		}
+		if _, err = tx.ExecContext(ctx, s.q.setStart, tomb, a.Tag); err != nil {
+			return fmt.Errorf("start above tombstone: %w", err)
+		}
+	}
+	if err = tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
 }
@@ -424,12 +509,61 @@ func (s *Store) SetStep(ctx context.Context, tag string, step int) error {
 	return s.execOne(ctx, fmt.Sprintf("set step of %q", tag), s.q.setStep, int64(step), tag)
 }
 
-// DeleteTag removes the row; leaf.ErrTagNotFound if there is none.
+// DeleteTag removes the row and records its max_id in the tag's tombstone,
+// in one transaction; leaf.ErrTagNotFound if there is no row.
 func (s *Store) DeleteTag(ctx context.Context, tag string) error {
 	if err := leaf.ValidateTag(tag); err != nil {
 		return err
 	}
-	return s.execOne(ctx, fmt.Sprintf("delete %q", tag), s.q.remove, tag)
+	op := fmt.Sprintf("delete %q", tag)
+	if err := s.checkOpen(op); err != nil {
+		return err
+	}
+	err := s.retry(ctx, func() error { return s.deleteOnce(ctx, tag) })
+	if err != nil {
+		return s.wrap(op, err)
+	}
+	return nil
+}
+
+func (s *Store) deleteOnce(ctx context.Context, tag string) (err error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	// max_id is read under the row lock the delete holds until commit, so
+	// no reserve can move it between the read and the tombstone.
+	var maxID int64
+	if s.d.Returning {
+		err = tx.QueryRowContext(ctx, s.q.removeReturning, tag).Scan(&maxID)
+	} else {
+		err = tx.QueryRowContext(ctx, s.q.lockRow, tag).Scan(&maxID)
+		if err == nil {
+			_, err = tx.ExecContext(ctx, s.q.remove, tag)
+		}
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return leaf.ErrTagNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("delete: %w", err)
+	}
+	args := []any{tag, maxID}
+	if s.d.OnDuplicateKey {
+		args = append(args, maxID)
+	}
+	if _, err = tx.ExecContext(ctx, s.q.bury, args...); err != nil {
+		return fmt.Errorf("record tombstone: %w", err)
+	}
+	if err = tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
 }
 
 // execOne runs a statement that must touch exactly the tag's row. MySQL
