@@ -116,7 +116,7 @@ func TestParseEndpoint(t *testing.T) {
 		{"10.0.0.1:0", leaf.Endpoint{}, false},
 		{"10.0.0.1:65536", leaf.Endpoint{}, false},
 		{"host:80", leaf.Endpoint{}, false},
-		{":80", leaf.Endpoint{}, false},
+		{":80", leaf.Endpoint{"", 80}, true}, // Java Leaf's node on a host without IPv4
 		{"10.0.0.1:x", leaf.Endpoint{}, false},
 	} {
 		got, err := leaf.ParseEndpoint(c.in)
