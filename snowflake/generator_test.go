@@ -245,12 +245,15 @@ func TestRollbackAcrossRestart(t *testing.T) {
 type flaky struct {
 	leaf.WorkerRegistry
 	down, hang atomic.Bool
+	hanging    atomic.Int32 // calls hanging right now
 }
 
 var errDown = errors.New("registry down")
 
 func (f *flaky) fail(ctx context.Context) error {
 	if f.hang.Load() {
+		f.hanging.Add(1)
+		defer f.hanging.Add(-1)
 		<-ctx.Done()
 		return ctx.Err()
 	}
@@ -529,6 +532,36 @@ func TestClose(t *testing.T) {
 	}
 	if err := g.Close(ctx(t)); err != nil {
 		t.Fatalf("second Close: %v", err)
+	}
+}
+
+// Close returns by its context's deadline even while the heartbeat loop is
+// stuck in a registry call that hangs for RegistryTimeout (10s here):
+// shutdown_timeout is a budget, not a hint.
+func TestCloseWithHungRegistry(t *testing.T) {
+	reg := &flaky{WorkerRegistry: localReg(t, t.TempDir())}
+	s := settings(reg, nil)
+	s.RegistryTimeout = 10 * time.Second
+	g, err := snowflake.New(ctx(t), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg.hang.Store(true)
+	for reg.hanging.Load() == 0 {
+		time.Sleep(5 * time.Millisecond) // until a heartbeat is stuck in the registry
+	}
+	cctx, cancel := context.WithTimeout(ctx(t), 300*time.Millisecond)
+	defer cancel()
+	began := time.Now()
+	err = g.Close(cctx)
+	if took := time.Since(began); took > 2*time.Second {
+		t.Fatalf("Close took %v with a 300ms budget", took)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Close = %v, want the deadline's error", err)
+	}
+	if _, err := g.NextID(ctx(t), ""); !errors.Is(err, leaf.ErrClosed) {
+		t.Fatalf("NextID after Close: %v", err)
 	}
 }
 

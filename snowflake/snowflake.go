@@ -830,7 +830,15 @@ func (g *Generator) Close(ctx context.Context) error {
 	g.closed = true
 	g.mu.Unlock()
 	close(g.stop)
-	<-g.done
+	// The loop may be inside a registry call that hangs for up to
+	// RegistryTimeout; shutdown has its own budget. Skipping the release is
+	// safe: the last mark persisted is ahead of every ID issued, as after a
+	// crash, and a lease simply runs out.
+	select {
+	case <-g.done:
+	case <-ctx.Done():
+		return fmt.Errorf("release worker: waiting for the heartbeat loop: %w", ctx.Err())
+	}
 
 	select {
 	case g.hb <- struct{}{}:
