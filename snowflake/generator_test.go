@@ -633,3 +633,76 @@ func TestStatusCounts(t *testing.T) {
 		time.Sleep(s.HeartbeatInterval / 4)
 	}
 }
+
+// A batch does not hold the lock while it waits for the next millisecond:
+// with the clock frozen after the batch used up a millisecond, other callers
+// (Status here, single IDs too) still get the lock; once the clock moves the
+// batch completes, strictly increasing and unique with the single ID drawn
+// meanwhile.
+func TestBatchReleasesLockBetweenMilliseconds(t *testing.T) {
+	var frozen atomic.Bool
+	var base atomic.Int64 // Unix ms the frozen clock reads, plus steps
+	s := settings(localReg(t, t.TempDir()), nil)
+	s.Now = func() time.Time {
+		if frozen.Load() {
+			return time.UnixMilli(base.Load())
+		}
+		return time.Now()
+	}
+	g := start(t, s)
+	base.Store(time.Now().UnixMilli() + 1)
+	frozen.Store(true)
+
+	type result struct {
+		ids []int64
+		err error
+	}
+	batch := make(chan result, 1)
+	go func() {
+		ids, err := g.NextIDs(ctx(t), "", 10000, nil)
+		batch <- result{ids, err}
+	}()
+	// Until the batch has used up the frozen millisecond (at least 3,997 IDs
+	// after a random start below 100), Status must keep answering.
+	for {
+		issued := make(chan uint64, 1)
+		go func() { issued <- g.Status().Issued }()
+		select {
+		case n := <-issued:
+			if n < 3997 {
+				time.Sleep(time.Millisecond)
+				continue
+			}
+		case <-time.After(2 * time.Second):
+			t.Fatal("Status blocked: the batch holds the lock while it waits for the next millisecond")
+		}
+		break
+	}
+	single := make(chan result, 1)
+	go func() {
+		id, err := g.NextID(ctx(t), "")
+		single <- result{[]int64{id}, err}
+	}()
+	var b, one result
+	for got := 0; got < 2; {
+		base.Add(1)
+		select {
+		case b = <-batch:
+			got++
+		case one = <-single:
+			got++
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	if b.err != nil || one.err != nil {
+		t.Fatalf("batch: %v, single: %v", b.err, one.err)
+	}
+	seen := map[int64]bool{one.ids[0]: true}
+	for i, id := range b.ids {
+		if seen[id] || (i > 0 && id <= b.ids[i-1]) {
+			t.Fatalf("batch ID %d at %d is repeated or not increasing", id, i)
+		}
+		seen[id] = true
+	}
+}
+

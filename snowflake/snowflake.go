@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -472,6 +473,7 @@ func (g *Generator) fill(ctx context.Context, dst []int64, want int, prev error)
 	for {
 		if err != nil {
 			var wb *waitBackwards
+			var used *msUsedUp
 			switch {
 			case errors.As(err, &wb):
 				if waited += wb.d; waited > waitBudget {
@@ -479,6 +481,10 @@ func (g *Generator) fill(ctx context.Context, dst []int64, want int, prev error)
 				}
 				if serr := sleep(ctx, wb.d); serr != nil {
 					return dst[:start], serr
+				}
+			case errors.As(err, &used):
+				if werr := g.waitPast(ctx, used.ms); werr != nil {
+					return dst[:start], werr
 				}
 			case errors.Is(err, errLimit):
 				if extends++; extends > maxExtends {
@@ -495,8 +501,8 @@ func (g *Generator) fill(ctx context.Context, dst []int64, want int, prev error)
 				return dst[:start], fmt.Errorf("%w: %w", leaf.ErrNotReady, cerr)
 			}
 		}
-		// One clock reading serves a run of IDs: next reads the clock again
-		// itself when the millisecond is used up, and says which it stamped.
+		// One clock reading serves a run of IDs up to the end of its
+		// millisecond's sequence; the lock is not held across milliseconds.
 		g.mu.Lock()
 		t := g.s.Now()
 		ms := t.UnixMilli()
@@ -507,7 +513,6 @@ func (g *Generator) fill(ctx context.Context, dst []int64, want int, prev error)
 				break
 			}
 			dst = append(dst, id)
-			ms = g.last
 		}
 		g.mu.Unlock()
 		if err == nil {
@@ -527,14 +532,45 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
+// msUsedUp is returned by next when the sequence of millisecond ms is used
+// up: the caller waits for the next millisecond without the lock, so that a
+// large batch does not keep every other request waiting while the clock
+// advances (a batch of 10,000 spans at least three milliseconds).
+type msUsedUp struct{ ms int64 }
+
+func (u *msUsedUp) Error() string { return "the sequence of " + fmtMs(u.ms) + " is used up" }
+
+// waitPast waits, without the lock, until the clock leaves millisecond ms
+// (forward, or back: next then deals with the rollback). It yields rather
+// than sleeps: time.Sleep wakes no sooner than ~1.1ms here, which would cost
+// a saturated worker a millisecond of sequence at every boundary, while a
+// yield loop costs this goroutine's CPU for the rest of one millisecond at
+// most and holds nothing another request needs. A clock that does not
+// advance at all (a stuck clock, Leaf#153) is given up on after waitBudget.
+func (g *Generator) waitPast(ctx context.Context, ms int64) error {
+	began := time.Now()
+	for i := 0; g.nowMs() == ms; i++ {
+		if i%64 == 63 {
+			if time.Since(began) > waitBudget {
+				return fmt.Errorf("%w: the clock has not advanced past %s", leaf.ErrNotReady, fmtMs(ms))
+			}
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("%w: %w", leaf.ErrNotReady, err)
+			}
+		}
+		runtime.Gosched()
+	}
+	return nil
+}
+
 // waitBackwards is returned by next when the clock is behind the last ID by
 // at most MaxBackwards: the caller waits d and tries again.
 type waitBackwards struct{ d time.Duration }
 
 func (w *waitBackwards) Error() string { return "clock behind by " + w.d.String() }
 
-// next issues one ID stamped now (t's millisecond, or later if that one is
-// used up: g.last says which), or says why it cannot. Caller holds mu.
+// next issues one ID stamped now (t's millisecond), or says why it cannot:
+// msUsedUp when that millisecond's sequence is used up. Caller holds mu.
 func (g *Generator) next(t time.Time, now int64) (int64, error) {
 	if g.closed {
 		return 0, fmt.Errorf("snowflake generator: %w", leaf.ErrClosed)
@@ -544,52 +580,43 @@ func (g *Generator) next(t time.Time, now int64) (int64, error) {
 	if g.leased && !t.Before(g.leaseEnd) {
 		return 0, g.limitError(now)
 	}
-	for spins := 0; ; spins++ {
-		if now < g.last {
-			back := g.last - now
-			if !g.inRoll {
-				g.inRoll = true
-				g.status.Rollbacks++
-				g.status.MaxRollbackMs = max(g.status.MaxRollbackMs, back)
-				g.status.RollbackMs += back
-				g.s.Logger.Warn("snowflake clock moved backwards", "by_ms", back, "worker_id", g.worker)
-			}
-			if time.Duration(back)*time.Millisecond <= g.s.MaxBackwards {
-				return 0, &waitBackwards{time.Duration(back) * time.Millisecond}
-			}
-			return 0, fmt.Errorf("%w: by %dms, more than the %v waited out; no IDs until the clock passes %s",
-				leaf.ErrClockBackwards, back, g.s.MaxBackwards, fmtMs(g.last))
+	if now < g.last {
+		back := g.last - now
+		if !g.inRoll {
+			g.inRoll = true
+			g.status.Rollbacks++
+			g.status.MaxRollbackMs = max(g.status.MaxRollbackMs, back)
+			g.status.RollbackMs += back
+			g.s.Logger.Warn("snowflake clock moved backwards", "by_ms", back, "worker_id", g.worker)
 		}
-		g.inRoll = false
-		if now >= g.limit {
-			return 0, g.limitError(now)
+		if time.Duration(back)*time.Millisecond <= g.s.MaxBackwards {
+			return 0, &waitBackwards{time.Duration(back) * time.Millisecond}
 		}
-		if now == g.last {
-			if g.seq < g.maxSeq {
-				g.seq++
-				return g.issue(now), nil
-			}
-			// The millisecond is used up: spin to the next one. The loop
-			// re-checks for a clock going back meanwhile (Leaf#153); a clock
-			// that does not advance at all is a stuck clock, bounded too.
-			g.exhausted = true
-			if spins > 1<<22 {
-				return 0, fmt.Errorf("%w: the clock has not advanced past %s", leaf.ErrNotReady, fmtMs(now))
-			}
-			now = g.nowMs()
-			continue
-		}
-		// A new millisecond. After a used-up one, traffic is saturating: start
-		// at 0 and keep the whole sequence space; otherwise a random start
-		// spreads IDs for id%n sharding, as Leaf does.
-		g.seq = 0
-		if !g.exhausted && !g.s.NoRandomStart {
-			g.seq = rand.Int64N(min(100, g.maxSeq+1))
-		}
-		g.exhausted = false
-		g.last = now
-		return g.issue(now), nil
+		return 0, fmt.Errorf("%w: by %dms, more than the %v waited out; no IDs until the clock passes %s",
+			leaf.ErrClockBackwards, back, g.s.MaxBackwards, fmtMs(g.last))
 	}
+	g.inRoll = false
+	if now >= g.limit {
+		return 0, g.limitError(now)
+	}
+	if now == g.last {
+		if g.seq < g.maxSeq {
+			g.seq++
+			return g.issue(now), nil
+		}
+		g.exhausted = true
+		return 0, &msUsedUp{now}
+	}
+	// A new millisecond. After a used-up one, traffic is saturating: start
+	// at 0 and keep the whole sequence space; otherwise a random start
+	// spreads IDs for id%n sharding, as Leaf does.
+	g.seq = 0
+	if !g.exhausted && !g.s.NoRandomStart {
+		g.seq = rand.Int64N(min(100, g.maxSeq+1))
+	}
+	g.exhausted = false
+	g.last = now
+	return g.issue(now), nil
 }
 
 func (g *Generator) issue(now int64) int64 {
