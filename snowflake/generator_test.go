@@ -705,4 +705,3 @@ func TestBatchReleasesLockBetweenMilliseconds(t *testing.T) {
 		seen[id] = true
 	}
 }
-
