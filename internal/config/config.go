@@ -63,9 +63,12 @@ func SeedAlloc() leaf.Alloc {
 // flag if it has one, arg names the flag's argument in usage text, enum lists
 // the accepted values (matched case-insensitively, stored in lower case).
 type Config struct {
-	Listen          string        `yaml:"listen" flag:"listen" arg:"addr" help:"HTTP listen address, host:port (port 0 picks a free port)"`
-	DataDir         string        `yaml:"data_dir" flag:"data-dir" arg:"dir" help:"directory for local state; the embedded SQLite store lives here"`
-	GRPCListen      string        `yaml:"grpc_listen" flag:"grpc-listen" arg:"addr" help:"gRPC listen address, host:port (service leaf.v1.Leaf, health, reflection); empty: no gRPC"`
+	Listen     string `yaml:"listen" flag:"listen" arg:"addr" help:"HTTP listen address, host:port (port 0 picks a free port)"`
+	DataDir    string `yaml:"data_dir" flag:"data-dir" arg:"dir" help:"directory for local state; the embedded SQLite store lives here"`
+	GRPCListen string `yaml:"grpc_listen" flag:"grpc-listen" arg:"addr" help:"gRPC listen address, host:port (service leaf.v1.Leaf, health, reflection); empty: no gRPC"`
+	// SingleNode is the operator's word that no other server issues from
+	// this configuration: see CheckSingleNode.
+	SingleNode      bool          `yaml:"single_node" flag:"single-node" help:"this is the only server: let IDs from state on this node alone (the embedded SQLite store, the local registry's default worker ID) be served on an address other hosts can reach"`
 	Admin           Admin         `yaml:"admin"`
 	TLS             TLS           `yaml:"tls"`
 	RateLimit       RateLimit     `yaml:"rate_limit"`
