@@ -145,7 +145,7 @@ type Snowflake struct {
 	Name     string `yaml:"name" flag:"name" arg:"name" help:"cluster name, Leaf's leaf.name: the ZooKeeper path /snowflake/NAME, the etcd key prefix, the cache directory"`
 	// Endpoint ":PORT" is Java Leaf's leaf.snowflake.port: the detected
 	// address with a port of its own, which need not be the listen port.
-	Endpoint string `yaml:"endpoint" flag:"snowflake-endpoint" arg:"[ip]:port" help:"ip:port this server registers as; :port: the first non-loopback IPv4 address and that port (Leaf's leaf.snowflake.port); empty: that address and the listen port"`
+	Endpoint string `yaml:"endpoint" flag:"snowflake-endpoint" arg:"[ip]:port" help:"ip:port this server registers as; :port: the IP Java Leaf's Utils.getIp picks on this host (none if it finds none) and that port (Leaf's leaf.snowflake.port); empty: that IP and the listen port"`
 	WorkerID int    `yaml:"worker_id" flag:"worker-id" arg:"n" help:"local registry: this server's worker ID"`
 	// WorkerIDs is a string holding JSON, not a map, because it is also set
 	// from an environment variable and copied from Leaf's workIdMap property.
