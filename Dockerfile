@@ -1,11 +1,27 @@
 # leaf: a static binary on a distroless base, running as a non-root user.
 #
 #   docker build --build-arg VERSION=v1.0.0 -t leaf .
-#   docker run -p 8080:8080 -v leaf-data:/var/lib/leaf leaf
+#
+# As it is, the image refuses to start (exit 2): it listens on every
+# interface, and its defaults keep IDs in this container alone (segments in an
+# embedded SQLite file, snowflake as local worker 0), so that two containers
+# would issue the same IDs. Tell it which case you are in (and give it an
+# admin token, see below):
+#
+#   One container, and only one: say so.
+#     docker run -p 8080:8080 -v leaf-data:/var/lib/leaf \
+#       -e LEAF_SINGLE_NODE=true -e LEAF_ADMIN_TOKEN=... leaf
+#
+#   Several: share the segment store and the worker-ID registry.
+#     docker run -p 8080:8080 -v leaf-data:/var/lib/leaf -e LEAF_ADMIN_TOKEN=... \
+#       -e LEAF_SEGMENT_STORE=mysql -e LEAF_SEGMENT_DSN='user:pw@tcp(db:3306)/leaf' \
+#       -e LEAF_SNOWFLAKE_REGISTRY=zookeeper -e LEAF_SNOWFLAKE_ZK=zk:2181 leaf
+#     (postgres for the store; etcd or mysql for the registry; or a worker ID
+#     of its own per container, LEAF_SNOWFLAKE_WORKER_ID.)
 #
 # Configure with LEAF_* variables or a mounted YAML file (LEAF_CONFIG), as
 # etc/leaf.yml documents; Java Leaf's leaf.properties works with
-# --leaf-properties.
+# --leaf-properties. See the README's "One node or many".
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
@@ -22,7 +38,9 @@ COPY --from=build /out/leaf /usr/local/bin/leaf
 COPY --from=build --chown=nonroot:nonroot /out/data /var/lib/leaf
 # Listening on every interface, leaf serve refuses to start without an admin
 # token: docker run -e LEAF_ADMIN_TOKEN=... (or LEAF_ADMIN_TOKEN_FILE with a
-# mounted secret). See the README's "Security".
+# mounted secret; see the README's "Security"), and on the node-local defaults
+# without LEAF_SINGLE_NODE=true (see the top of this file). Neither is set
+# here: both are the operator's decision.
 ENV LEAF_LISTEN=0.0.0.0:8080 \
     LEAF_DATA_DIR=/var/lib/leaf \
     LEAF_LOG_FORMAT=json

@@ -195,6 +195,14 @@ func (s *Server) fastLeafAnswer(ctx *fasthttp.RequestCtx, gen idSource, disabled
 	}
 	// Not fasthttp's RequestCtx: see requestContext.
 	c := requestContext
+	if ctx.IsHead() {
+		// See headID. fasthttp sends no Content-Length for an empty body.
+		if err := s.headKnown(c, disabled, key); err != nil {
+			return s.fastError(ctx, err)
+		}
+		h.SetContentTypeBytes(textPlainBytes)
+		return fasthttp.StatusOK
+	}
 	if n > 0 {
 		return s.fastLeafBatch(ctx, c, gen, key, n)
 	}

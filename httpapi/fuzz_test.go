@@ -198,6 +198,7 @@ func FuzzServeHTTP(f *testing.F) {
 			p = "/" + p
 		}
 		s, g, sf := newFuzzServer(true)
+		segCalls, snowCalls := idCallsOf(g), callsOf(sf)
 		r := &http.Request{
 			Method:     method,
 			URL:        &url.URL{Path: p, RawQuery: query},
@@ -220,6 +221,9 @@ func FuzzServeHTTP(f *testing.F) {
 			checkErrorBody(t, what, int(routeStyle(method, p)), method == http.MethodHead, path.Clean(p) == "/readyz", code, w.Header(), w.Body.String())
 		case code >= 200 && code < 300 && method != http.MethodConnect && isAdminPath(path.Clean(p)) && !authorized(r.Header):
 			t.Errorf("%s with headers %q = %d: an admin route answered without the token", what, headers, code)
+		}
+		if method == http.MethodHead && (idCallsOf(g) != segCalls || callsOf(sf) != snowCalls) {
+			t.Errorf("%s = %d: HEAD reached an ID method of a generator", what, code)
 		}
 		if n := g.invalidCalls(); n != 0 {
 			t.Errorf("%s: the generator got %d calls with invalid input", what, n)

@@ -2,11 +2,13 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"html/template"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,8 +36,8 @@ var (
 // newline (a client reading one ID gets exactly Leaf's body; a batch splits
 // cleanly on "\n").
 //
-// HEAD issues an ID like GET (and discards it) so that it answers with the
-// status and headers GET would. It returns the status answered, for metrics.
+// HEAD answers the status and headers GET would, without issuing: see
+// headID. It returns the status answered, for metrics.
 func (s *Server) leafGet(w http.ResponseWriter, r *http.Request, gen idSource, disabled error, key string) (status int) {
 	switch r.Method {
 	case http.MethodGet, http.MethodPost, http.MethodHead:
@@ -63,6 +65,9 @@ func (s *Server) leafGet(w http.ResponseWriter, r *http.Request, gen idSource, d
 	if err := s.limit(r.RemoteAddr); err != nil {
 		return s.writeError(w, r, textStyle, err)
 	}
+	if r.Method == http.MethodHead {
+		return s.headID(w, r, textStyle, textPlain, s.headKnown(r.Context(), disabled, key))
+	}
 	if n > 0 {
 		return s.leafBatch(w, r, gen, key, n)
 	}
@@ -77,6 +82,59 @@ func (s *Server) leafGet(w http.ResponseWriter, r *http.Request, gen idSource, d
 	writeBody(w, r, http.StatusOK, textPlain, strconv.AppendInt(buf[:0], id, 10))
 	smallBufs.Put(buf)
 	return http.StatusOK
+}
+
+// headID answers HEAD on an ID route once the request has been validated:
+// known is nil when GET would be served (200), else the error GET would meet.
+//
+// HEAD must not issue. It is a safe method (RFC 9110 §9.2.1): monitors,
+// proxies and link checkers send it freely, and an ID taken and thrown away
+// for each is a gap in a segment's sequence and a worker's sequence spent
+// for nothing. Without an ID the body's length is unknown, so the answer has
+// no Content-Length, a header RFC 9110 §9.3.2 lets a HEAD answer leave out;
+// the other headers are GET's.
+func (s *Server) headID(w http.ResponseWriter, r *http.Request, style errorStyle, contentType []string, known error) int {
+	if known != nil {
+		return s.writeError(w, r, style, known)
+	}
+	w.Header()["Content-Type"] = contentType
+	w.WriteHeader(http.StatusOK)
+	return http.StatusOK
+}
+
+// headKnown is nil when GET would serve an ID for key on the Leaf ID route
+// whose disabled error is given (the two routes share leafGet and differ in
+// it), else the error GET would answer. The snowflake generator ignores the
+// key: every valid key is served.
+func (s *Server) headKnown(ctx context.Context, disabled error, key string) error {
+	if disabled != errSegmentDisabled {
+		return nil
+	}
+	return s.segmentTagKnown(ctx, key)
+}
+
+// headLookupTimeout bounds the store lookup of a HEAD for a tag this server
+// does not hold in memory, as segment.wait_timeout bounds a GET's wait.
+const headLookupTimeout = 2 * time.Second
+
+// segmentTagKnown tells, without issuing, whether the segment generator
+// would serve tag: nil for a tag it holds in memory or the store has a row
+// for; the store's ErrTagNotFound otherwise. A store that cannot answer is
+// not ready (503), as it is for a GET of a tag not yet loaded.
+func (s *Server) segmentTagKnown(ctx context.Context, tag string) error {
+	// Status is sorted by tag.
+	if _, ok := slices.BinarySearchFunc(s.seg.Status(), tag, func(st leaf.SegmentStatus, t string) int {
+		return strings.Compare(st.Tag, t)
+	}); ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, headLookupTimeout)
+	defer cancel()
+	_, err := s.seg.Alloc(ctx, tag)
+	if err != nil && classify(err) == internalError {
+		return fmt.Errorf("%w: look up tag %s: %w", leaf.ErrNotReady, tag, err)
+	}
+	return err
 }
 
 // leafBatch answers n IDs, one per line.

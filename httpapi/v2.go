@@ -39,6 +39,9 @@ func (s *Server) v2SegmentID(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if r.Method == http.MethodHead {
+		return s.v2Head(w, r, s.segmentTagKnown(r.Context(), tag))
+	}
 	id, err := s.seg.NextID(r.Context(), tag)
 	if err == nil {
 		err = checkID(id)
@@ -53,6 +56,17 @@ func (s *Server) v2SegmentID(w http.ResponseWriter, r *http.Request) error {
 	b = appendIDJSON(b, id)
 	writeBody(w, r, http.StatusOK, appJSON, append(b, "}\n"...))
 	smallBufs.Put(buf)
+	return nil
+}
+
+// v2Head answers HEAD on a /v2 ID route, which the mux hands to the GET
+// handler, once the request is validated: see headID. known is nil when GET
+// would be served, else its error, answered in JSON by the caller.
+func (s *Server) v2Head(w http.ResponseWriter, r *http.Request, known error) error {
+	if known != nil {
+		return known
+	}
+	s.headID(w, r, jsonStyle, appJSON, nil)
 	return nil
 }
 
@@ -95,6 +109,9 @@ func (s *Server) v2SegmentBatch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if r.Method == http.MethodHead {
+		return s.v2Head(w, r, s.segmentTagKnown(r.Context(), tag))
+	}
 	p, ids, err := nextIDs(r, s.segIDs, tag, n)
 	if err != nil {
 		return err
@@ -122,6 +139,9 @@ func (s *Server) v2SnowflakeID(w http.ResponseWriter, r *http.Request) error {
 	if s.snow == nil {
 		return errSnowflakeDisabled
 	}
+	if r.Method == http.MethodHead {
+		return s.v2Head(w, r, nil)
+	}
 	id, err := s.snow.NextID(r.Context(), noKey)
 	if err == nil {
 		err = checkID(id)
@@ -145,6 +165,9 @@ func (s *Server) v2SnowflakeBatch(w http.ResponseWriter, r *http.Request) error 
 	n, err := requiredCount(r)
 	if err != nil {
 		return err
+	}
+	if r.Method == http.MethodHead {
+		return s.v2Head(w, r, nil)
 	}
 	p, ids, err := nextIDs(r, s.snowIDs, noKey, n)
 	if err != nil {
@@ -204,6 +227,9 @@ func (s *Server) v2SegmentRange(w http.ResponseWriter, r *http.Request) error {
 	tag, n, err := s.segmentTagCount(r)
 	if err != nil {
 		return err
+	}
+	if r.Method == http.MethodHead {
+		return s.v2Head(w, r, s.segmentTagKnown(r.Context(), tag))
 	}
 	start, end, err := s.seg.NextRange(r.Context(), tag, n)
 	if err == nil && (start < 1 || end <= start || end-start > int64(n)) {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # services.sh: make sure the services the integration tests use are running
 # on 127.0.0.1, installing them from Debian's packages if they are missing
-# (and the browser the monitor page's test drives), and print the environment
+# (and the browser the monitor page's test drives, and iproute2 for the
+# network namespaces of TestJavaIPNetns), and print the environment
 # the tests read:
 #
 #   eval "$(scripts/services.sh)"
@@ -215,11 +216,25 @@ ensure_chromium() {
 	[ -x "$CHROMIUM" ] || die "installed chromium, but there is no $CHROMIUM"
 }
 
+# --------------------------------------------------------------- iproute2
+# Not a service: `ip netns`, with which cmd/leaf's TestJavaIPNetns builds
+# network namespaces to check the default snowflake IP on real interfaces.
+
+ensure_iproute2() {
+	if command -v ip >/dev/null; then
+		log "ip (iproute2) is installed"
+		return
+	fi
+	apt_install iproute2
+	command -v ip >/dev/null || die "installed iproute2, but there is no ip command"
+}
+
 ensure_mariadb
 ensure_postgres
 ensure_zookeeper
 ensure_etcd
 ensure_chromium
+ensure_iproute2
 
 printf "export LEAF_TEST_MYSQL_DSN='%s'\n" "$MYSQL_DSN" >&3
 printf "export LEAF_TEST_POSTGRES_DSN='%s'\n" "$POSTGRES_DSN" >&3

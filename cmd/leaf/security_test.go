@@ -45,8 +45,9 @@ func TestServeRefusesExposedAdmin(t *testing.T) {
 			t.Errorf("serve --listen %s without a token: exit %d, stderr %q; want 2 and the way out", listen, r.code, r.stderr)
 		}
 	}
-	// Told to, it serves, and says so in its log.
-	s := serveInProcess(t, dataEnv(t), "--listen", "0.0.0.0:0", "--insecure-admin")
+	// Told to, it serves, and says so in its log. (--single-node: the
+	// defaults' IDs are node-local, see TestServeSingleNode.)
+	s := serveInProcess(t, dataEnv(t), "--listen", "0.0.0.0:0", "--insecure-admin", "--single-node")
 	if !strings.Contains(s.log.String(), "tag administration is open to anyone who reaches the port") {
 		t.Errorf("no warning logged:\n%s", s.log.String())
 	}
@@ -65,7 +66,7 @@ func TestServeRefusesExposedAdmin(t *testing.T) {
 		"env":  append(dataEnv(t), "LEAF_ADMIN_TOKEN="+serveToken),
 		"file": append(dataEnv(t), "LEAF_ADMIN_TOKEN_FILE="+tokenFile),
 	} {
-		s := serveInProcess(t, env, "--listen", "0.0.0.0:0")
+		s := serveInProcess(t, env, "--listen", "0.0.0.0:0", "--single-node")
 		base := "http://127.0.0.1" + s.addr[strings.LastIndex(s.addr, ":"):]
 		if code, _ := httpGet(t, base+"/v2/tags"); code != 401 {
 			t.Errorf("%s: GET /v2/tags without the token: %d, want 401", name, code)

@@ -37,6 +37,12 @@ issues snowflake IDs as local worker 0:
 Worker IDs from ZooKeeper (Java Leaf's tree), etcd or MySQL:
   leaf serve --snowflake-registry zookeeper --zk 10.0.0.5:2181 --name my-service
 
+Those defaults keep IDs on this node alone (the SQLite file, worker 0): on an
+address other hosts can reach (--listen 0.0.0.0:8080) serve refuses them
+unless told --single-node, since two such servers would issue the same IDs.
+Several servers share a store (--segment-store mysql|postgres) and a registry
+(--snowflake-registry zookeeper|etcd|mysql, or a distinct --worker-id each).
+
 Every key can also be set in the YAML file or a LEAF_* variable: see
 etc/leaf.yml. Flags win over both.
 --leaf-properties FILE reads Java Leaf's leaf.properties as is, below --config.
@@ -44,7 +50,7 @@ etc/leaf.yml. Flags win over both.
 
 func (a *app) serve(ctx context.Context, args []string) error {
 	fs := newFlagSet("serve")
-	flags := config.BindFlags(fs, "listen", "data_dir", "segment.store", "segment.dsn", "log.level", "log.format",
+	flags := config.BindFlags(fs, "listen", "data_dir", "single_node", "segment.store", "segment.dsn", "log.level", "log.format",
 		"grpc_listen", "admin.token_file", "admin.insecure", "tls.cert", "tls.key", "rate_limit.per_second", "snowflake.registry", "snowflake.name", "snowflake.endpoint", "snowflake.worker_id", "snowflake.zk", "snowflake.etcd", "snowflake.dsn")
 	flags.BindLeafProperties()
 	pos, err := a.parseFlags(fs, serveUsage, args)
@@ -54,7 +60,7 @@ func (a *app) serve(ctx context.Context, args []string) error {
 	if len(pos) > 0 {
 		return usageErrorf("takes no arguments, got %q", pos[0])
 	}
-	cfg, warnings, err := config.LoadWithWarnings(flags.Sources(a.env))
+	cfg, origins, warnings, err := config.LoadWithOrigins(flags.Sources(a.env))
 	if err != nil {
 		return err
 	}
@@ -62,7 +68,12 @@ func (a *app) serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := cfg.CheckAdminExposure(token); err != nil {
+	// Both checks run before anything is opened or bound, and both are
+	// reported, so that an operator fixes them in one go.
+	rctx, cancel := context.WithTimeout(ctx, listenLookupTimeout)
+	err = errors.Join(cfg.CheckAdminExposure(token), cfg.CheckSingleNode(rctx, origins, config.SystemResolver))
+	cancel()
+	if err != nil {
 		return err
 	}
 	log := newLogger(cfg.Log, a.stderr)
@@ -80,6 +91,10 @@ func (a *app) serve(ctx context.Context, args []string) error {
 	}
 	return a.runServer(ctx, cfg, token, log)
 }
+
+// listenLookupTimeout bounds resolving a listen address's host name for
+// CheckSingleNode.
+const listenLookupTimeout = 5 * time.Second
 
 // deadlineTick is how late an HTTP connection's read, idle or write timeout
 // may take effect: a tenth of a second on timeouts of 10s and more.

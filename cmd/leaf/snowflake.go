@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -247,9 +246,10 @@ func (l *lazyRegistry) Close() error {
 	return l.r.Close()
 }
 
-// snowflakeEndpoint is the configured endpoint, or the first non-loopback
-// IPv4 address (Java Leaf's Utils.getIp) with the listen port, or with the
-// configured port when the endpoint is ":PORT" (Leaf's leaf.snowflake.port).
+// snowflakeEndpoint is the configured endpoint, or the IP Java Leaf's
+// Utils.getIp picks on this host (defaultIP; empty when there is none, as
+// Java's ":port") with the listen port, or with the configured port when the
+// endpoint is ":PORT" (Leaf's leaf.snowflake.port).
 func snowflakeEndpoint(configured string, port int) (leaf.Endpoint, error) {
 	if p, ok := config.EndpointPort(configured); ok {
 		if err := config.ValidateEndpoint(configured); err != nil {
@@ -265,16 +265,7 @@ func snowflakeEndpoint(configured string, port int) (leaf.Endpoint, error) {
 		}
 		return ep, nil
 	}
-	ip := "127.0.0.1"
-	if addrs, err := net.InterfaceAddrs(); err == nil {
-		for _, a := range addrs {
-			if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil && !n.IP.IsLinkLocalUnicast() {
-				ip = n.IP.String()
-				break
-			}
-		}
-	}
-	ep := leaf.Endpoint{IP: ip, Port: port}
+	ep := leaf.Endpoint{IP: defaultIP(), Port: port}
 	return ep, ep.Validate()
 }
 

@@ -225,20 +225,14 @@ func TestServeSnowflakeLocalWorkerInUse(t *testing.T) {
 	}
 }
 
-// The endpoint is the configured one, else a non-loopback IPv4 address (as
-// Leaf's Utils.getIp picks it, falling back to loopback on a machine without
-// one) with the listen port.
+// The endpoint is the configured one, else the IP Java Leaf's Utils.getIp
+// picks (javaIP; empty on a host without a non-loopback IPv4 address, as
+// Java's ":port") with the listen port. TestJavaIPNetns checks the choice on
+// real interfaces.
 func TestSnowflakeEndpoint(t *testing.T) {
 	ep, err := snowflakeEndpoint("", 18080)
-	if err != nil || ep.Port != 18080 || net.ParseIP(ep.IP).To4() == nil {
-		t.Fatalf("default endpoint = %+v, %v; want an IPv4 address and port 18080", ep, err)
-	}
-	if addrs, _ := net.InterfaceAddrs(); ep.IP == "127.0.0.1" {
-		for _, a := range addrs {
-			if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil && !n.IP.IsLinkLocalUnicast() {
-				t.Fatalf("default endpoint is loopback though %s is up", n.IP)
-			}
-		}
+	if err != nil || ep.Port != 18080 || ep.IP != "" && (net.ParseIP(ep.IP).To4() == nil || net.ParseIP(ep.IP).IsLoopback()) {
+		t.Fatalf("default endpoint = %+v, %v; want a non-loopback IPv4 address or none, and port 18080", ep, err)
 	}
 	if ep, err := snowflakeEndpoint("10.1.2.3:9000", 18080); err != nil || ep.String() != "10.1.2.3:9000" {
 		t.Fatalf("configured endpoint = %v, %v", ep, err)

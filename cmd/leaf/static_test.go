@@ -56,15 +56,20 @@ func TestStaticBinary(t *testing.T) {
 	}
 
 	t.Run("as the image runs it", func(t *testing.T) {
-		// The image listens on every interface: without a token it must
-		// refuse to start, with one it serves.
+		// The image listens on every interface with the defaults' node-local
+		// IDs (SQLite, worker 0): as it is, it must refuse to start, for
+		// both the missing token and the missing single_node.
 		env := append(cleanEnv(), dockerEnv(t, string(dockerfile))...)
 		env = append(env, "LEAF_DATA_DIR="+t.TempDir())
-		if r := runBin(t, bin, t.TempDir(), env, "serve"); r.code != 2 || !strings.Contains(r.stderr, "no admin token is set") {
-			t.Errorf("the image's settings without a token: exit %d, stderr %q; want 2", r.code, r.stderr)
+		if r := runBin(t, bin, t.TempDir(), env, "serve"); r.code != 2 || !strings.Contains(r.stderr, "no admin token is set") ||
+			!strings.Contains(r.stderr, "single_node") || !strings.Contains(r.stderr, "LEAF_SINGLE_NODE=true") {
+			t.Errorf("the image's settings as they are: exit %d, stderr %q; want 2, naming the token and single_node", r.code, r.stderr)
 		}
-		env = append(env, "LEAF_LISTEN=127.0.0.1:0", "LEAF_LOG_FORMAT=text", "LEAF_ADMIN_TOKEN="+serveToken)
+		// Run as the Dockerfile says one container runs: LEAF_SINGLE_NODE
+		// and a token (port 0 instead of 8080).
+		env = append(env, "LEAF_LISTEN=0.0.0.0:0", "LEAF_LOG_FORMAT=text", "LEAF_ADMIN_TOKEN="+serveToken, "LEAF_SINGLE_NODE=true")
 		srv := startServer(t, bin, t.TempDir(), env)
+		srv.addr = "127.0.0.1" + srv.addr[strings.LastIndex(srv.addr, ":"):]
 		serveIDs(t, srv)
 	})
 

@@ -63,9 +63,12 @@ func SeedAlloc() leaf.Alloc {
 // flag if it has one, arg names the flag's argument in usage text, enum lists
 // the accepted values (matched case-insensitively, stored in lower case).
 type Config struct {
-	Listen          string        `yaml:"listen" flag:"listen" arg:"addr" help:"HTTP listen address, host:port (port 0 picks a free port)"`
-	DataDir         string        `yaml:"data_dir" flag:"data-dir" arg:"dir" help:"directory for local state; the embedded SQLite store lives here"`
-	GRPCListen      string        `yaml:"grpc_listen" flag:"grpc-listen" arg:"addr" help:"gRPC listen address, host:port (service leaf.v1.Leaf, health, reflection); empty: no gRPC"`
+	Listen     string `yaml:"listen" flag:"listen" arg:"addr" help:"HTTP listen address, host:port (port 0 picks a free port)"`
+	DataDir    string `yaml:"data_dir" flag:"data-dir" arg:"dir" help:"directory for local state; the embedded SQLite store lives here"`
+	GRPCListen string `yaml:"grpc_listen" flag:"grpc-listen" arg:"addr" help:"gRPC listen address, host:port (service leaf.v1.Leaf, health, reflection); empty: no gRPC"`
+	// SingleNode is the operator's word that no other server issues from
+	// this configuration: see CheckSingleNode.
+	SingleNode      bool          `yaml:"single_node" flag:"single-node" help:"this is the only server: let IDs from state on this node alone (the embedded SQLite store, the local registry's default worker ID) be served on an address other hosts can reach"`
 	Admin           Admin         `yaml:"admin"`
 	TLS             TLS           `yaml:"tls"`
 	RateLimit       RateLimit     `yaml:"rate_limit"`
@@ -142,7 +145,7 @@ type Snowflake struct {
 	Name     string `yaml:"name" flag:"name" arg:"name" help:"cluster name, Leaf's leaf.name: the ZooKeeper path /snowflake/NAME, the etcd key prefix, the cache directory"`
 	// Endpoint ":PORT" is Java Leaf's leaf.snowflake.port: the detected
 	// address with a port of its own, which need not be the listen port.
-	Endpoint string `yaml:"endpoint" flag:"snowflake-endpoint" arg:"[ip]:port" help:"ip:port this server registers as; :port: the first non-loopback IPv4 address and that port (Leaf's leaf.snowflake.port); empty: that address and the listen port"`
+	Endpoint string `yaml:"endpoint" flag:"snowflake-endpoint" arg:"[ip]:port" help:"ip:port this server registers as; :port: the IP Java Leaf's Utils.getIp picks on this host (none if it finds none) and that port (Leaf's leaf.snowflake.port); empty: that IP and the listen port"`
 	WorkerID int    `yaml:"worker_id" flag:"worker-id" arg:"n" help:"local registry: this server's worker ID"`
 	// WorkerIDs is a string holding JSON, not a map, because it is also set
 	// from an environment variable and copied from Leaf's workIdMap property.

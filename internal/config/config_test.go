@@ -192,7 +192,7 @@ func TestBindFlags(t *testing.T) {
 	var names []string
 	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
 	want := []string{"admin-token-file", "config", "data-dir", "etcd", "grpc-listen", "insecure-admin", "listen", "log-format", "log-level",
-		"name", "rate-limit", "segment-dsn", "segment-store", "snowflake-dsn", "snowflake-endpoint", "snowflake-registry", "tls-cert", "tls-key",
+		"name", "rate-limit", "segment-dsn", "segment-store", "single-node", "snowflake-dsn", "snowflake-endpoint", "snowflake-registry", "tls-cert", "tls-key",
 		"worker-id", "zk"}
 	if !slices.Equal(names, want) {
 		t.Errorf("flags = %v, want %v", names, want)
@@ -299,7 +299,7 @@ func TestYAMLErrors(t *testing.T) {
 	tests := []struct {
 		name, yaml, want string
 	}{
-		{"unknown top key", "listen: :1\nlisen: :2\n", `:2: unknown key "lisen"; known keys in the top level: listen, data_dir, grpc_listen, admin, tls, rate_limit, log, segment, snowflake, shutdown_timeout`},
+		{"unknown top key", "listen: :1\nlisen: :2\n", `:2: unknown key "lisen"; known keys in the top level: listen, data_dir, grpc_listen, single_node, admin, tls, rate_limit, log, segment, snowflake, shutdown_timeout`},
 		{"unknown nested key", "segment:\n  stor: mysql\n", `:2: unknown key "segment.stor"; known keys in segment: enabled, store, dsn`},
 		{"bad duration", "segment:\n  refresh_interval: 60\n", `:2: segment.refresh_interval: "60" is not a duration: add a unit`},
 		{"bad enum", "log:\n  level: loud\n", `:2: log.level: "loud" is not one of`},
@@ -398,7 +398,7 @@ func TestKeys(t *testing.T) {
 			t.Errorf("key %s has no help text", k.Path)
 		}
 	}
-	want := []string{"listen", "data_dir", "grpc_listen", "admin.token", "admin.token_file", "admin.insecure",
+	want := []string{"listen", "data_dir", "grpc_listen", "single_node", "admin.token", "admin.token_file", "admin.insecure",
 		"tls.cert", "tls.key", "rate_limit.per_second", "rate_limit.burst", "log.level", "log.format", "segment.enabled", "segment.store", "segment.dsn",
 		"segment.refresh_interval", "segment.max_step", "segment.wait_timeout", "segment.give_back", "segment.low_buffer", "segment.seed",
 		"snowflake.enabled", "snowflake.registry", "snowflake.name", "snowflake.endpoint", "snowflake.worker_id", "snowflake.worker_ids",
@@ -414,6 +414,7 @@ func TestKeys(t *testing.T) {
 		{Path: "segment.seed", Env: "LEAF_SEGMENT_SEED", Type: "bool (optional)", Default: ""},
 		{Path: "segment.enabled", Env: "LEAF_SEGMENT_ENABLED", Type: "bool", Default: "true"},
 		{Path: "segment.max_step", Env: "LEAF_SEGMENT_MAX_STEP", Type: "int", Default: "1000000"},
+		{Path: "single_node", Env: "LEAF_SINGLE_NODE", Flag: "single-node", Type: "bool", Default: "false"},
 	}
 	for _, c := range checks {
 		k := byPath[c.Path]

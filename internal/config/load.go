@@ -53,18 +53,34 @@ func Load(src Sources) (Config, error) {
 // LoadWithWarnings is Load that also returns the warnings about the
 // leaf.properties file: keys it ignores, JDBC parameters it drops.
 func LoadWithWarnings(src Sources) (Config, []Warning, error) {
+	cfg, _, warnings, err := LoadWithOrigins(src)
+	return cfg, warnings, err
+}
+
+// Origins tells where each key that is not at its default was set, by key
+// path: "--listen", "LEAF_LISTEN", "leaf.yml:3", or the leaf.properties line.
+// A value equal to the default counts as set if a source set it.
+type Origins map[string]string
+
+// Set reports whether a source set the key at path.
+func (o Origins) Set(path string) bool { return o[path] != "" }
+
+// LoadWithOrigins is LoadWithWarnings that also says where each key was
+// set, for the rules that depend on whether a value was chosen rather than
+// defaulted (CheckSingleNode).
+func LoadWithOrigins(src Sources) (Config, Origins, []Warning, error) {
 	cfg := Default()
-	origin := map[string]string{}
+	origin := Origins{}
 	env := envMap(src.Env)
 
 	var warnings []Warning
 	if src.LeafProperties != "" {
 		data, err := os.ReadFile(src.LeafProperties)
 		if err != nil {
-			return Config{}, nil, fmt.Errorf("leaf.properties file: %w", err)
+			return Config{}, nil, nil, fmt.Errorf("leaf.properties file: %w", err)
 		}
 		if warnings, err = cfg.applyLeafProperties(src.LeafProperties, data, origin); err != nil {
-			return Config{}, nil, err
+			return Config{}, nil, nil, err
 		}
 	}
 
@@ -75,10 +91,10 @@ func LoadWithWarnings(src Sources) (Config, []Warning, error) {
 	if file != "" {
 		data, err := os.ReadFile(file)
 		if err != nil {
-			return Config{}, nil, fmt.Errorf("config file: %w", err)
+			return Config{}, nil, nil, fmt.Errorf("config file: %w", err)
 		}
 		if err := cfg.applyYAML(file, data, origin); err != nil {
-			return Config{}, nil, err
+			return Config{}, nil, nil, err
 		}
 	}
 
@@ -89,7 +105,7 @@ func LoadWithWarnings(src Sources) (Config, []Warning, error) {
 			continue
 		}
 		if err := cfg.set(f, v); err != nil {
-			return Config{}, nil, fmt.Errorf("%w: %s: %v", ErrInvalid, name, err)
+			return Config{}, nil, nil, fmt.Errorf("%w: %s: %v", ErrInvalid, name, err)
 		}
 		origin[f.path] = name
 	}
@@ -105,20 +121,20 @@ func LoadWithWarnings(src Sources) (Config, []Warning, error) {
 			name = f.path
 		}
 		if err := cfg.set(f, v); err != nil {
-			return Config{}, nil, fmt.Errorf("%w: %s: %v", ErrInvalid, name, err)
+			return Config{}, nil, nil, fmt.Errorf("%w: %s: %v", ErrInvalid, name, err)
 		}
 		origin[f.path] = name
 	}
 	for path := range src.Flags {
 		if _, ok := fieldByPath(path); !ok {
-			return Config{}, nil, fmt.Errorf("%w: flag for unknown key %q", ErrInvalid, path)
+			return Config{}, nil, nil, fmt.Errorf("%w: flag for unknown key %q", ErrInvalid, path)
 		}
 	}
 
 	if err := cfg.validate(origin); err != nil {
-		return Config{}, nil, err
+		return Config{}, nil, nil, err
 	}
-	return cfg, warnings, nil
+	return cfg, origin, warnings, nil
 }
 
 // LoadFile reads only a YAML file over the defaults, without validation

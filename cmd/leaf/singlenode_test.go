@@ -1,0 +1,84 @@
+package main
+
+import (
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/leafgo/leaf/internal/config"
+	"github.com/leafgo/leaf/internal/testdb"
+)
+
+// TestServeSingleNode runs the binary: on an address other hosts can reach,
+// the defaults' node-local IDs (SQLite, local worker 0) are refused with exit
+// 2 before anything is created or bound, unless --single-node; loopback is
+// unaffected, and so are a shared store with an explicit worker ID.
+func TestServeSingleNode(t *testing.T) {
+	t.Parallel()
+	bin := buildBinary(t)
+	token := "LEAF_ADMIN_TOKEN=" + serveToken // the admin guard is not under test
+
+	t.Run("defaults on every interface are refused", func(t *testing.T) {
+		port := freePort(t)
+		data := t.TempDir()
+		env := append(cleanEnv(), token, "LEAF_DATA_DIR="+data)
+		r := runBin(t, bin, t.TempDir(), env, "serve", "--listen", "0.0.0.0:"+port)
+		if r.code != 2 {
+			t.Fatalf("exit %d, want 2; stderr %q", r.code, r.stderr)
+		}
+		for _, s := range []string{"single_node", "listen 0.0.0.0:" + port, "SQLite", "worker 0", "--single-node",
+			"segment.store: mysql|postgres", "snowflake.registry: zookeeper|etcd|mysql"} {
+			if !strings.Contains(r.stderr, s) {
+				t.Errorf("stderr does not say %q: %q", s, r.stderr)
+			}
+		}
+		if entries, err := os.ReadDir(data); err != nil || len(entries) != 0 {
+			t.Errorf("the refused server left %v in its data directory (%v); nothing may be created", entries, err)
+		}
+		ln, err := net.Listen("tcp", "0.0.0.0:"+port)
+		if err != nil {
+			t.Errorf("port %s after the refusal: %v", port, err)
+		} else {
+			ln.Close()
+		}
+	})
+
+	t.Run("--single-node serves", func(t *testing.T) {
+		env := append(cleanEnv(), token, "LEAF_DATA_DIR="+t.TempDir())
+		srv := startServer(t, bin, t.TempDir(), env, "--listen", "0.0.0.0:0", "--single-node")
+		srv.addr = "127.0.0.1" + srv.addr[strings.LastIndex(srv.addr, ":"):]
+		serveIDs(t, srv)
+	})
+
+	t.Run("loopback default", func(t *testing.T) {
+		if !config.IsLoopbackListen(config.Default().Listen) {
+			t.Fatalf("the default listen address %s is not loopback", config.Default().Listen)
+		}
+		// The default's host, on port 0: 8080 may be taken on this machine.
+		host, _, _ := net.SplitHostPort(config.Default().Listen)
+		srv := startServer(t, bin, t.TempDir(), append(cleanEnv(), "LEAF_DATA_DIR="+t.TempDir()), "--listen", host+":0")
+		serveIDs(t, srv)
+	})
+
+	t.Run("shared store and explicit worker", func(t *testing.T) {
+		dsn := testdb.MySQL(t)
+		env := append(cleanEnv(), token, "LEAF_DATA_DIR="+t.TempDir(), "LEAF_SEGMENT_SEED=true")
+		srv := startServer(t, bin, t.TempDir(), env, "--listen", "0.0.0.0:0",
+			"--segment-store", "mysql", "--segment-dsn", dsn, "--worker-id", "0")
+		srv.addr = "127.0.0.1" + srv.addr[strings.LastIndex(srv.addr, ":"):]
+		serveIDs(t, srv)
+	})
+}
+
+// freePort returns a port nothing listens on (it did a moment ago).
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+}
