@@ -45,7 +45,9 @@
 // routes (/api/*/get/, /v2/segment/, /v2/snowflake and their batches) are
 // rate limited per client by Config.Limiter when one is set (429).
 //
-// GET routes also answer HEAD (same status and headers, no body). A known path
+// GET routes also answer HEAD (same status and headers, no body); on the ID
+// routes HEAD checks the tag and count but takes no ID, so a 200 carries no
+// Content-Length (the length of an ID not issued is unknown). A known path
 // with another method answers 405 with an Allow header; an unknown path 404.
 // Errors are one line of text on the text routes,
 // {"error":"...","code":"..."} on /v2, and {"errorMsg":"..."} on
