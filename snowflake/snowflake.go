@@ -483,9 +483,13 @@ func (g *Generator) fill(ctx context.Context, dst []int64, want int, prev error)
 					return dst[:start], serr
 				}
 			case errors.As(err, &used):
-				if werr := g.waitPast(ctx, used.ms); werr != nil {
+				if werr := g.waitPast(used.ms); werr != nil {
 					return dst[:start], werr
 				}
+				// Less than a millisecond, as the spin under the lock it
+				// replaces: no reason to fail a request that is late already.
+				err = nil
+				continue
 			case errors.Is(err, errLimit):
 				if extends++; extends > maxExtends {
 					return dst[:start], fmt.Errorf("%w: the high-water mark does not keep ahead of the clock", leaf.ErrNotReady)
@@ -547,16 +551,11 @@ func (u *msUsedUp) Error() string { return "the sequence of " + fmtMs(u.ms) + " 
 // yield loop costs this goroutine's CPU for the rest of one millisecond at
 // most and holds nothing another request needs. A clock that does not
 // advance at all (a stuck clock, Leaf#153) is given up on after waitBudget.
-func (g *Generator) waitPast(ctx context.Context, ms int64) error {
+func (g *Generator) waitPast(ms int64) error {
 	began := time.Now()
 	for i := 0; g.nowMs() == ms; i++ {
-		if i%64 == 63 {
-			if time.Since(began) > waitBudget {
-				return fmt.Errorf("%w: the clock has not advanced past %s", leaf.ErrNotReady, fmtMs(ms))
-			}
-			if err := ctx.Err(); err != nil {
-				return fmt.Errorf("%w: %w", leaf.ErrNotReady, err)
-			}
+		if i%64 == 63 && time.Since(began) > waitBudget {
+			return fmt.Errorf("%w: the clock has not advanced past %s", leaf.ErrNotReady, fmtMs(ms))
 		}
 		runtime.Gosched()
 	}
