@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/backoff"
 )
 
 // Defaults of the buffer options.
@@ -25,7 +26,9 @@ const (
 	DefaultWaitTimeout = 5 * time.Second
 )
 
-// Pacing of a Buffered's retries of a failed lease.
+// Pacing of a Buffered's retries of a failed lease: each pause is drawn
+// below a bound that starts at firstLoadBackoff and doubles up to
+// maxLoadBackoff (full jitter).
 const (
 	firstLoadBackoff = 50 * time.Millisecond
 	maxLoadBackoff   = 2 * time.Second
@@ -375,12 +378,12 @@ func (b *Buffered) wakeLocked() {
 }
 
 // load leases one range through the client's failover, and retries with a
-// backoff while that fails, until it succeeds, a server refuses for good
+// jittered backoff while that fails, until it succeeds, a server refuses for good
 // (4xx), or Close. A lease is placed as current if the current one is used
 // up, else as next.
 func (b *Buffered) load() {
 	defer b.wg.Done()
-	backoff := firstLoadBackoff
+	pause := backoff.Backoff{Base: firstLoadBackoff, Max: maxLoadBackoff}
 	for {
 		b.mu.Lock()
 		size := b.size
@@ -417,14 +420,14 @@ func (b *Buffered) load() {
 			return
 		}
 		b.mu.Unlock()
-		b.c.log.Warn("leaf client: leasing IDs failed; retrying", "tag", b.tag, "retry_in", backoff, "err", err)
-		if sleep(b.ctx, backoff) != nil {
+		d := pause.Next()
+		b.c.log.Warn("leaf client: leasing IDs failed; retrying", "tag", b.tag, "retry_in", d, "err", err)
+		if sleep(b.ctx, d) != nil {
 			b.mu.Lock()
 			b.loading = false
 			b.mu.Unlock()
 			return
 		}
-		backoff = min(2*backoff, maxLoadBackoff)
 	}
 }
 

@@ -2,7 +2,9 @@ package client_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"log/slog"
 	"math"
 	"slices"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/client"
 	"github.com/leafgo/leaf/httpapi"
+	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/segment"
 )
 
@@ -268,6 +271,59 @@ func TestBufferedNotReady(t *testing.T) {
 	}
 	if st := b.Stats(); st.LoadErrors == 0 || st.Leases != 0 {
 		t.Errorf("Stats = %+v, want load errors and no lease", st)
+	}
+}
+
+// TestBufferedRetryJitter: a Buffered whose leases fail retries after
+// pauses drawn below 50ms, 100ms, 200ms (full jitter), not after exactly
+// those: Buffereds that failed together do not retry together.
+func TestBufferedRetryJitter(t *testing.T) {
+	down := notReadyServer(t)
+	const bufs, lines = 5, 3
+	pauses := make([][]time.Duration, bufs)
+	var wg sync.WaitGroup
+	for i := range bufs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var logs leaftest.LogBuffer
+			c := newClient(t, []string{down.URL}, client.WithAttempts(1),
+				client.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))))
+			b := newBuffered(t, c, "test")
+			deadline := time.Now().Add(5 * time.Second)
+			for len(pauses[i]) < lines && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond)
+				pauses[i] = pauses[i][:0]
+				for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+					var rec struct {
+						Msg     string
+						RetryIn time.Duration `json:"retry_in"`
+					}
+					if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "leaf client: leasing IDs failed; retrying" {
+						pauses[i] = append(pauses[i], rec.RetryIn)
+					}
+				}
+			}
+			b.Close()
+		}()
+	}
+	wg.Wait()
+	firsts := map[time.Duration]bool{}
+	for i, p := range pauses {
+		if len(p) < lines {
+			t.Fatalf("Buffered %d logged %d retries, want %d", i, len(p), lines)
+		}
+		bound := 50 * time.Millisecond
+		for k, d := range p[:lines] {
+			if d < 0 || d >= bound {
+				t.Errorf("Buffered %d: pause %d is %s, want in [0, %s): %v", i, k, d, bound, p)
+			}
+			bound *= 2
+		}
+		firsts[p[0]] = true
+	}
+	if len(firsts) < 2 {
+		t.Errorf("the first pauses of %d Buffereds are all equal: %v", bufs, pauses)
 	}
 }
 

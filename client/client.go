@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/backoff"
 )
 
 // Defaults of the options.
@@ -29,8 +30,10 @@ const (
 
 // Bounds of the waits between retries.
 const (
-	// firstRetryWait is the pause after every server has failed once in a
-	// call; it doubles per round up to maxRetryWait.
+	// firstRetryWait bounds the pause after every server has failed once in
+	// a call; the bound doubles per round up to maxRetryWait, and each pause
+	// is drawn below it (full jitter), so that clients that failed together
+	// do not come back together.
 	firstRetryWait = 50 * time.Millisecond
 	// maxRetryWait caps a pause between rounds, Retry-After included: a
 	// server asking for more is tried again after this long at most (another
@@ -373,8 +376,9 @@ func (e *badAnswerError) Unwrap() error { return e.err }
 // then to the next one on a transport error, a timeout, a 5xx or a bad
 // answer, up to the attempt budget. Servers that failed lately are tried
 // after the others. Once every server has failed in this call, it pauses
-// (50ms, doubling to 1s, or the servers' Retry-After up to 1s) before the
-// next round. A 4xx is returned at once. decode parses a 200 body.
+// before the next round: a random time below 50ms, a bound that doubles per
+// round up to 1s (full jitter), or the servers' Retry-After up to 1s if
+// longer. A 4xx is returned at once. decode parses a 200 body.
 func (c *Client) call(ctx context.Context, method, path string, decode func([]byte) error) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("leaf client: %s %s: %w", method, path, err)
@@ -389,12 +393,13 @@ func (c *Client) call(ctx context.Context, method, path string, decode func([]by
 		tried = make([]bool, n)
 	}
 	var last error
-	wait := firstRetryWait
+	pause := backoff.Backoff{Base: firstRetryWait, Max: maxRetryWait}
 	var retryAfter time.Duration // the largest asked for in this round
 	left := n                    // servers not yet tried in this round
 	for attempt := 0; attempt < c.attempts; attempt++ {
 		if left == 0 {
-			d := max(wait, min(retryAfter, maxRetryWait))
+			// A server's Retry-After is a floor; the jitter is ours.
+			d := max(pause.Next(), min(retryAfter, maxRetryWait))
 			if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
 				// Pausing would outlast the caller: answer now.
 				return fmt.Errorf("%w (every server failed; no time left to retry)", last)
@@ -402,7 +407,6 @@ func (c *Client) call(ctx context.Context, method, path string, decode func([]by
 			if err := sleep(ctx, d); err != nil {
 				return fmt.Errorf("leaf client: %w while waiting to retry; last attempt: %w", err, last)
 			}
-			wait = min(2*wait, maxRetryWait)
 			clear(tried)
 			left, retryAfter = n, 0
 		}

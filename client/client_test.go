@@ -6,7 +6,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -324,6 +326,43 @@ func TestNotReadyFailsOver(t *testing.T) {
 	}
 	if n := down.hits.Load() - before; n != 2 {
 		t.Errorf("%d requests sent, want 2", n)
+	}
+}
+
+// TestRetryPauseJitter: once every server has failed, a call pauses for a
+// random time below 50ms (full jitter), not 50ms flat: calls that failed
+// together do not retry together.
+func TestRetryPauseJitter(t *testing.T) {
+	failing := serveHandler(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "boom", http.StatusInternalServerError) // no Retry-After
+	}))
+	c := newClient(t, []string{failing.URL}, client.WithAttempts(2))
+	ctx := ctxFor(t)
+	const calls = 20
+	took := make([]time.Duration, calls)
+	var wg sync.WaitGroup
+	for i := range calls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			began := time.Now()
+			_, err := c.NextID(ctx, "test")
+			took[i] = time.Since(began)
+			var se *client.Error
+			if !errors.As(err, &se) || se.StatusCode != 500 {
+				t.Errorf("NextID = %v, want the 500", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := failing.hits.Load(); n != 2*calls {
+		t.Errorf("%d requests for %d calls of 2 attempts", n, calls)
+	}
+	slices.Sort(took)
+	// Two requests on loopback and a pause below 50ms each: with a flat
+	// 50ms pause none would end under 40ms, and they would end together.
+	if took[0] >= 40*time.Millisecond || took[calls-1]-took[0] < 10*time.Millisecond || took[calls-1] > time.Second {
+		t.Errorf("calls with one pause took %v, want spread below about 50ms", took)
 	}
 }
 

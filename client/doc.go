@@ -21,13 +21,16 @@
 // outlasts WithTimeout (default 1s), a 5xx (503 not ready, clock moved
 // backwards, ...) or a garbled answer moves the call on to the next server,
 // up to WithAttempts requests in all (default: one per server plus one, at
-// least 3). A server that failed goes to the back of the
-// line for a cool-down (WithCooldown, default 1s, lengthened by its
-// Retry-After up to 10s). When every server has failed once in a call, the
-// call pauses before the next round (50ms doubling to 1s, or the servers'
-// Retry-After up to 1s), unless its context would expire first. A 4xx is the
-// request's fault and is returned at once, never retried. The context bounds
-// the whole call.
+// least 3). A server that failed goes to the back of the line for a
+// cool-down (WithCooldown, default 1s, lengthened by its Retry-After up to
+// 10s). When every server has failed once in a call, the call pauses before
+// the next round, unless its context would expire first: for a random time
+// below a bound that starts at 50ms and doubles per round up to 1s (full
+// jitter, so that clients that failed together do not retry together), or
+// for the servers' Retry-After, up to 1s, if that is longer. A Buffered's
+// background lease retries are jittered the same way, below 50ms doubling
+// to 2s. A 4xx is the request's fault and is returned at once, never
+// retried. The context bounds the whole call.
 //
 // Retrying is safe for uniqueness. An ID request whose answer is lost (a
 // server that dies mid-answer, a timeout) may have been served: the server

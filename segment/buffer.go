@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/backoff"
 	"github.com/leafgo/leaf/internal/ratemeter"
 )
 
@@ -122,12 +123,15 @@ func (b *buffer) startLoadLocked() {
 	go b.load()
 }
 
-// load reserves a range, retrying with backoff while the store fails, until it
+// load reserves a range, retrying with a jittered exponential backoff
+// (RetryBackoff doubling to MaxRetryBackoff) while the store fails, until it
 // succeeds, the tag turns out to be gone, or the generator closes.
 func (b *buffer) load() {
 	g := b.g
 	defer g.wg.Done()
-	backoff := g.s.RetryBackoff
+	// Jittered, so that the tags of every server do not all retry in step
+	// when the store comes back.
+	pause := backoff.Backoff{Base: g.s.RetryBackoff, Max: g.s.MaxRetryBackoff}
 	for {
 		began := time.Now()
 		g.mu.Lock()
@@ -173,14 +177,14 @@ func (b *buffer) load() {
 		b.loadErrors++
 		b.mu.Unlock()
 		g.storeFailed(err)
-		g.s.Logger.Warn("segment load failed, retrying", "tag", b.tag, "retry_in", backoff, "err", err)
-		t := time.NewTimer(backoff)
+		d := pause.Next()
+		g.s.Logger.Warn("segment load failed, retrying", "tag", b.tag, "retry_in", d, "err", err)
+		t := time.NewTimer(d)
 		select {
 		case <-t.C:
 		case <-g.ctx.Done():
 			t.Stop()
 		}
-		backoff = min(2*backoff, g.s.MaxRetryBackoff)
 	}
 }
 
@@ -307,9 +311,15 @@ func (b *buffer) wakeLocked() {
 // take is the slow path: it switches to the next range when the current one
 // is exhausted, and otherwise waits for the in-flight load until ctx is done.
 // It returns a non-empty run [start, end) of at most n IDs.
-func (b *buffer) take(ctx context.Context, n int64) (int64, int64, error) {
+//
+// waitUntil is the request's wait budget, shared by the takes of one request
+// (NextIDs may wait more than once): zero until the request first waits,
+// then WaitTimeout from then on. The wait ends at it or at ctx's deadline,
+// whichever comes first, so a caller's long deadline does not hold a
+// request through a store outage.
+func (b *buffer) take(ctx context.Context, n int64, waitUntil *time.Time) (int64, int64, error) {
 	g := b.g
-	var timeout <-chan time.Time // WaitTimeout, for a ctx without a deadline
+	var timeout <-chan time.Time // fires at *waitUntil
 	for {
 		if s := b.cur.Load(); s != nil {
 			if start, end := s.take(n); end > start {
@@ -349,10 +359,15 @@ func (b *buffer) take(ctx context.Context, n int64) (int64, int64, error) {
 		wake, lastErr := b.notify, b.lastErr
 		b.waits++
 		b.mu.Unlock()
-		if _, ok := ctx.Deadline(); !ok && timeout == nil {
-			t := time.NewTimer(g.s.WaitTimeout)
-			defer t.Stop()
-			timeout = t.C
+		if timeout == nil {
+			if waitUntil.IsZero() {
+				*waitUntil = time.Now().Add(g.s.WaitTimeout)
+			}
+			if dl, ok := ctx.Deadline(); !ok || waitUntil.Before(dl) {
+				t := time.NewTimer(time.Until(*waitUntil))
+				defer t.Stop()
+				timeout = t.C
+			}
 		}
 		expired := false
 		select {

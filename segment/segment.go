@@ -6,7 +6,7 @@
 // per ID (no lock, no allocation); once 10% of it is used, one background load
 // reserves the next range, so a slow or unreachable store does not stop
 // issuing. Requests that find both buffers empty queue behind the in-flight
-// load until their deadline. The step adapts to traffic (SPEC §2), tags are
+// load until their deadline or WaitTimeout, whichever comes first. The step adapts to traffic (SPEC §2), tags are
 // discovered by a periodic refresh and on first request, and a graceful Close
 // returns the unused tail of the latest range to the store.
 package segment
@@ -46,8 +46,11 @@ type Settings struct {
 	// MaxStep caps the adaptive step (it never doubles past it; a stored step
 	// above it is used as is). Default: leaf.MaxStep (1,000,000).
 	MaxStep int
-	// WaitTimeout bounds how long a request without a deadline waits for a
-	// range when both buffers are empty. Default: 1s.
+	// WaitTimeout caps how long a request waits for a range when both
+	// buffers are empty: it waits until its context's deadline or for
+	// WaitTimeout, whichever ends first (a caller's 60s deadline does not
+	// make it wait 60s through a store outage), then gets ErrNotReady.
+	// Default: 1s.
 	WaitTimeout time.Duration
 	// StoreTimeout bounds one reserve call. Default: 10s.
 	StoreTimeout time.Duration
@@ -213,7 +216,8 @@ func (g *Generator) NextID(ctx context.Context, tag string) (int64, error) {
 			}
 		}
 	}
-	start, _, err := g.take(ctx, tag, 1)
+	var waitUntil time.Time
+	start, _, err := g.take(ctx, tag, 1, &waitUntil)
 	return start, err
 }
 
@@ -223,8 +227,9 @@ func (g *Generator) NextIDs(ctx context.Context, tag string, n int, dst []int64)
 		return dst, err
 	}
 	dst = slices.Grow(dst, n)
+	var waitUntil time.Time // one budget for the whole batch
 	for left := int64(n); left > 0; {
-		start, end, err := g.take(ctx, tag, left)
+		start, end, err := g.take(ctx, tag, left, &waitUntil)
 		if err != nil {
 			return dst, err
 		}
@@ -243,15 +248,18 @@ func (g *Generator) NextRange(ctx context.Context, tag string, n int) (int64, in
 	if err := leaf.ValidateCount(n); err != nil {
 		return 0, 0, err
 	}
-	return g.take(ctx, tag, int64(n))
+	var waitUntil time.Time
+	return g.take(ctx, tag, int64(n), &waitUntil)
 }
 
-func (g *Generator) take(ctx context.Context, tag string, n int64) (int64, int64, error) {
+// take claims up to n IDs of tag; waitUntil is the request's wait budget
+// (see buffer.take).
+func (g *Generator) take(ctx context.Context, tag string, n int64, waitUntil *time.Time) (int64, int64, error) {
 	b, err := g.buffer(tag)
 	if err != nil {
 		return 0, 0, err
 	}
-	return b.take(ctx, n)
+	return b.take(ctx, n, waitUntil)
 }
 
 // buffer finds the tag's buffer, or makes a pending one whose first load is

@@ -286,6 +286,128 @@ func TestDefaultWaitTimeout(t *testing.T) {
 	}
 }
 
+// TestWaitTimeoutCaps: WaitTimeout caps every wait of a request for a range,
+// whatever the caller's deadline: with a store that hangs, a request with a
+// 30s deadline gets ErrNotReady after WaitTimeout, one with a 50ms deadline
+// after 50ms; for each request kind.
+func TestWaitTimeoutCaps(t *testing.T) {
+	const wait = 200 * time.Millisecond
+	kinds := map[string]func(*segment.Generator, context.Context, string) error{
+		"NextID": func(g *segment.Generator, ctx context.Context, tag string) error {
+			_, err := g.NextID(ctx, tag)
+			return err
+		},
+		"NextIDs": func(g *segment.Generator, ctx context.Context, tag string) error {
+			_, err := g.NextIDs(ctx, tag, 5, nil)
+			return err
+		},
+		"NextRange": func(g *segment.Generator, ctx context.Context, tag string) error {
+			_, _, err := g.NextRange(ctx, tag, 5)
+			return err
+		},
+	}
+	deadlines := []struct {
+		name        string
+		deadline    time.Duration
+		least, most time.Duration
+	}{
+		{"long deadline", 30 * time.Second, wait, wait + time.Second},
+		{"short deadline", 50 * time.Millisecond, 50 * time.Millisecond, wait - 20*time.Millisecond},
+	}
+	var tags []leaf.Alloc
+	for kind := range kinds {
+		for _, d := range deadlines {
+			tags = append(tags, leaf.Alloc{Tag: kind + "-" + strings.ReplaceAll(d.name, " ", "-"), MaxID: 1, Step: 10})
+		}
+	}
+	st := newStore(t, tags...)
+	st.SetDelay(time.Hour) // every Reserve hangs
+	g := newGen(t, segment.Settings{Store: st, WaitTimeout: wait, StoreTimeout: time.Hour})
+	t.Cleanup(func() {
+		// Before newGen's Close: stop the hung loads at once.
+		ctx, cancel := context.WithTimeout(bg, 10*time.Millisecond)
+		defer cancel()
+		g.Close(ctx)
+	})
+	for kind, call := range kinds {
+		for _, d := range deadlines {
+			t.Run(kind+"/"+d.name, func(t *testing.T) {
+				t.Parallel()
+				ctx, cancel := context.WithTimeout(bg, d.deadline)
+				defer cancel()
+				began := time.Now()
+				err := call(g, ctx, kind+"-"+strings.ReplaceAll(d.name, " ", "-"))
+				took := time.Since(began)
+				leaftest.ErrIs(t, err, leaf.ErrNotReady)
+				if took < d.least || took > d.most {
+					t.Errorf("%s with a %s deadline and a %s WaitTimeout answered after %s, want %s..%s",
+						kind, d.deadline, wait, took, d.least, d.most)
+				}
+			})
+		}
+	}
+}
+
+// TestWaitTimeoutPerRequest: a batch that waits for several ranges waits
+// WaitTimeout in all, not WaitTimeout per range.
+func TestWaitTimeoutPerRequest(t *testing.T) {
+	st := newStore(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 10})
+	st.SetDelay(150 * time.Millisecond) // each range takes 150ms: three take 450ms
+	g := newGen(t, segment.Settings{Store: st, WaitTimeout: 200 * time.Millisecond})
+	began := time.Now()
+	ids, err := g.NextIDs(bg, "t", 25, nil)
+	took := time.Since(began)
+	leaftest.ErrIs(t, err, leaf.ErrNotReady)
+	if took > 400*time.Millisecond {
+		t.Errorf("NextIDs of three ranges answered after %s (%d IDs), want about the 200ms WaitTimeout", took, len(ids))
+	}
+}
+
+// TestLoadRetryJitter: a failing load retries after pauses drawn with full
+// jitter, below RetryBackoff doubling to MaxRetryBackoff, so that the tags
+// of every server do not retry in step; the first retry comes within
+// RetryBackoff.
+func TestLoadRetryJitter(t *testing.T) {
+	var logs leaftest.LogBuffer
+	st := newStore(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 10})
+	st.SetDown(errors.New("store unplugged"))
+	const base, maxBackoff = 4 * time.Millisecond, 16 * time.Millisecond
+	g := newGen(t, segment.Settings{Store: st, Logger: slog.New(slog.NewJSONHandler(&logs, nil)),
+		RetryBackoff: base, MaxRetryBackoff: maxBackoff, WaitTimeout: time.Millisecond})
+	if _, err := g.NextID(bg, "t"); !errors.Is(err, leaf.ErrNotReady) {
+		t.Fatalf("NextID with the store down: %v", err)
+	}
+	var pauses []time.Duration
+	waitFor(t, "12 retries", func() bool {
+		pauses = pauses[:0]
+		for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+			var rec struct {
+				Msg     string
+				RetryIn time.Duration `json:"retry_in"`
+			}
+			if err := json.Unmarshal([]byte(line), &rec); err != nil {
+				t.Fatalf("log line %q: %v", line, err)
+			}
+			if rec.Msg == "segment load failed, retrying" {
+				pauses = append(pauses, rec.RetryIn)
+			}
+		}
+		return len(pauses) >= 12
+	})
+	bound := base
+	distinct := map[time.Duration]bool{}
+	for i, p := range pauses[:12] {
+		if p < 0 || p >= bound {
+			t.Errorf("pause %d: %s, want in [0, %s): all %v", i, p, bound, pauses)
+		}
+		distinct[p] = true
+		bound = min(2*bound, maxBackoff)
+	}
+	if len(distinct) < 6 {
+		t.Errorf("pauses %v: too few distinct values for jitter", pauses)
+	}
+}
+
 // TestStoreOutage: with the store down the generator keeps issuing from its
 // buffers, reports degraded, fails only once both buffers are empty, and
 // recovers when the store returns.

@@ -49,7 +49,11 @@ uses Leaf's routes, /api/segment/get/TAG and /api/snowflake/get/TAG (with
 With --rate N the workers share a schedule of N requests a second, evenly
 spaced, instead of each sending its next request as soon as it has an
 answer: a steady load for soak tests. A worker whose answer comes late sends
-its next request at once, until the schedule is caught up.
+its next request at once, until the schedule is caught up. Latency is then
+measured from when each request was due by the schedule, not from when it
+was sent, so a server that stalls shows in the quantiles as it would to
+clients arriving at that rate (no coordinated omission); the service time,
+from send to answer, is reported beside it.
 
 Every answer is checked: a request counts as an error if its status is not
 200 (gRPC: not OK), its body is not --count positive decimal IDs one per
@@ -57,7 +61,9 @@ line, or its IDs are not strictly increasing. --check-unique also keeps
 every ID (up to 50,000,000) and reports repeats.
 
 Progress goes to stderr once a second (--quiet turns it off); the summary,
-text or --json, to stdout. Latencies are those of successful requests.
+text or --json, to stdout. Latencies are those of successful requests; the
+IDs counted are those of successful answers, and with --check-unique every
+one of them is checked (up to the cap) against every other ID received.
 
 Exit status: 0 when every request succeeded (and no ID repeated), 1 if the
 server is unreachable at the start, any request failed or an ID repeated
@@ -85,8 +91,9 @@ const benchRequestTimeout = 10 * time.Second
 // misconfigured server (exit 1, no run) from a loaded one.
 const benchProbeTimeout = 5 * time.Second
 
-// benchMaxUnique caps the IDs --check-unique keeps: 400 MB of int64, plus
-// as much again while sorting. IDs past it are counted but not checked.
+// benchMaxUnique caps the IDs --check-unique keeps, over all workers: 400
+// MB of int64, plus as much again while sorting. IDs past it are counted but
+// not checked.
 const benchMaxUnique = 50_000_000
 
 // benchGRPCConns is how many gRPC connections the workers share, round
@@ -109,6 +116,7 @@ type benchOptions struct {
 	quiet       bool
 	json        bool
 	checkUnique bool
+	uniqueCap   int64 // the most IDs --check-unique keeps: benchMaxUnique
 }
 
 func (a *app) bench(ctx context.Context, args []string) error {
@@ -180,7 +188,7 @@ func (a *app) benchFlags(args []string) (*benchOptions, error) {
 		return nil, usageErrorf("takes no arguments, got %q", pos[0])
 	}
 	o := &benchOptions{mode: *mode, tag: *tag, count: *count, concurrency: *conc, duration: *dur, rate: *rate,
-		quiet: *quiet, json: *asJSON, checkUnique: *unique}
+		quiet: *quiet, json: *asJSON, checkUnique: *unique, uniqueCap: benchMaxUnique}
 	switch {
 	case *grpcAddr != "" && *server != "":
 		return nil, usageErrorf("--server and --grpc exclude each other")
@@ -451,11 +459,10 @@ type benchWorker struct {
 	requests, ids, errors atomic.Int64
 	_                     [64]byte
 
-	hist     histogram
+	hist     histogram  // service time: from send to answer
+	sched    *histogram // --rate: from the request's slot in the schedule to its answer
 	failures map[string]*benchErrorKind
-	seen     []int64 // --check-unique
-	seenCap  int
-	seenAll  int64 // IDs received, kept or not
+	seen     []int64 // --check-unique: the IDs kept
 }
 
 func (w *benchWorker) fail(f *benchFailure) {
@@ -471,23 +478,36 @@ func (w *benchWorker) fail(f *benchFailure) {
 	k.Count++
 }
 
-func (w *benchWorker) keep(ids []int64) {
-	w.seenAll += int64(len(ids))
-	if room := w.seenCap - len(w.seen); room > 0 {
-		w.seen = append(w.seen, ids[:min(room, len(ids))]...)
+// keep keeps ids for the uniqueness check while the room shared by every
+// worker lasts. The room is shared, not split per worker, so that no ID goes
+// unchecked before the cap is reached, however unevenly the workers go.
+func (w *benchWorker) keep(ids []int64, room *atomic.Int64) {
+	if room.Load() <= 0 {
+		return
+	}
+	n := int64(len(ids))
+	left := room.Add(-n)
+	switch {
+	case left >= 0:
+		w.seen = append(w.seen, ids...)
+	case left > -n:
+		w.seen = append(w.seen, ids[:n+left]...)
 	}
 }
 
 // runBench runs the workers until the duration passes or ctx ends, printing
-// progress, and returns the merged summary. The probe's IDs join the
-// uniqueness check but not the counts.
+// progress, and returns the merged summary. The probe's IDs are compared
+// with the run's for uniqueness, but are not counted: neither in the IDs nor
+// in the IDs checked.
 func runBench(ctx context.Context, o *benchOptions, newCaller func() benchCaller, probe benchCaller, probeIDs []int64, progress io.Writer) *benchSummary {
 	workers := make([]*benchWorker, o.concurrency)
 	callers := make([]benchCaller, o.concurrency)
+	var room atomic.Int64 // IDs --check-unique may still keep
+	room.Store(o.uniqueCap)
 	for i := range workers {
 		workers[i] = &benchWorker{}
-		if o.checkUnique {
-			workers[i].seenCap = benchMaxUnique / o.concurrency
+		if o.rate > 0 {
+			workers[i].sched = &histogram{}
 		}
 		if i == 0 {
 			callers[i] = probe // its connection is already open
@@ -515,13 +535,17 @@ func runBench(ctx context.Context, o *benchOptions, newCaller func() benchCaller
 			ids := make([]int64, 0, o.count)
 			var wait *time.Timer
 			for !stop.Load() {
-				if pace != nil && !pace.wait(ctx, &wait) {
-					return
+				var due time.Time // the request's slot in the schedule
+				if pace != nil {
+					var ok bool
+					if due, ok = pace.wait(ctx, &wait); !ok {
+						return
+					}
 				}
 				t0 := time.Now()
 				var f *benchFailure
 				ids, f = c.call(ctx, ids[:0])
-				lat := time.Since(t0)
+				end := time.Now()
 				if f == nil {
 					f = checkBenchIDs(ids, o.count)
 				}
@@ -531,10 +555,16 @@ func runBench(ctx context.Context, o *benchOptions, newCaller func() benchCaller
 				if f != nil {
 					w.fail(f)
 				} else {
-					w.hist.record(int64(lat))
+					w.hist.record(int64(end.Sub(t0)))
+					if w.sched != nil {
+						// A request sent late, behind a stalled one, waited
+						// from its slot on, as a client arriving on
+						// schedule would have.
+						w.sched.record(int64(end.Sub(due)))
+					}
 					w.ids.Add(int64(len(ids)))
 					if o.checkUnique {
-						w.keep(ids)
+						w.keep(ids, &room)
 					}
 				}
 				w.requests.Add(1)
@@ -588,16 +618,17 @@ type benchPacer struct {
 }
 
 // wait takes the next slot and sleeps until it is due, on the worker's own
-// timer (created on first use). It returns false, without sleeping, when the
-// slot falls after the end of the run, and when ctx ends first.
-func (p *benchPacer) wait(ctx context.Context, t **time.Timer) bool {
+// timer (created on first use), and returns when it was due: latency counts
+// from then. It returns false, without sleeping, when the slot falls after
+// the end of the run, and when ctx ends first.
+func (p *benchPacer) wait(ctx context.Context, t **time.Timer) (time.Time, bool) {
 	due := p.start.Add(time.Duration(p.next.Add(1)-1) * p.interval)
 	if !due.Before(p.end) {
-		return false
+		return due, false
 	}
 	d := time.Until(due)
 	if d <= 0 {
-		return true
+		return due, true
 	}
 	if *t == nil {
 		*t = time.NewTimer(d)
@@ -606,9 +637,9 @@ func (p *benchPacer) wait(ctx context.Context, t **time.Timer) bool {
 	}
 	select {
 	case <-(*t).C:
-		return true
+		return due, true
 	case <-ctx.Done():
-		return false
+		return due, false
 	}
 }
 
@@ -625,15 +656,22 @@ type benchSummary struct {
 	ElapsedSeconds    float64           `json:"elapsed_seconds"`  // until the last request ended
 	Interrupted       bool              `json:"interrupted,omitempty"`
 	Requests          int64             `json:"requests"` // completed, failed ones included
-	IDs               int64             `json:"ids"`
+	IDs               int64             `json:"ids"`      // in the answers of the successful requests: count × (requests - errors)
 	Errors            int64             `json:"errors"`
 	ErrorKinds        []*benchErrorKind `json:"error_kinds"` // most frequent first
 	RequestsPerSecond float64           `json:"requests_per_second"`
 	IDsPerSecond      float64           `json:"ids_per_second"`
-	LatencyUS         benchLatency      `json:"latency_us"` // of successful requests
-	Unique            *benchUnique      `json:"unique,omitempty"`
+	// LatencyUS is the latency of the successful requests: with --rate
+	// from when each was due by the schedule (LatencyFrom "schedule"), so
+	// that a stall counts for every request it held back; without, from
+	// when each was sent ("send"), the same as ServiceTimeUS.
+	LatencyUS     benchLatency `json:"latency_us"`
+	LatencyFrom   string       `json:"latency_from"`
+	ServiceTimeUS benchLatency `json:"service_time_us"` // from send to answer
+	Unique        *benchUnique `json:"unique,omitempty"`
 
-	hist *histogram
+	hist    *histogram // what LatencyUS reports
+	service *histogram
 }
 
 type benchErrorKind struct {
@@ -651,23 +689,29 @@ type benchLatency struct {
 	Mean float64 `json:"mean"`
 }
 
+// benchUnique is the result of --check-unique. Checked + Unchecked is the
+// summary's IDs. The first request's IDs (the probe, before the run) are
+// compared too but not counted in either.
 type benchUnique struct {
-	Checked    int64   `json:"checked"`    // IDs kept and compared (the probe's included)
-	Unchecked  int64   `json:"unchecked"`  // IDs past the memory cap
-	Duplicates int64   `json:"duplicates"` // IDs equal to an earlier one
+	Checked    int64   `json:"checked"`    // the run's IDs kept and compared with every ID kept
+	Unchecked  int64   `json:"unchecked"`  // the run's IDs past the memory cap
+	Duplicates int64   `json:"duplicates"` // IDs checked equal to an earlier one
 	Examples   []int64 `json:"examples,omitempty"`
 }
 
 func summarize(o *benchOptions, workers []*benchWorker, probeIDs []int64, elapsed time.Duration, interrupted bool) *benchSummary {
 	s := &benchSummary{Transport: "http", Target: o.target, Mode: o.mode, Tag: o.tag, Count: o.count,
 		Concurrency: o.concurrency, Rate: o.rate, DurationSeconds: o.duration.Seconds(), ElapsedSeconds: elapsed.Seconds(),
-		Interrupted: interrupted, ErrorKinds: []*benchErrorKind{}, hist: &histogram{}}
+		Interrupted: interrupted, ErrorKinds: []*benchErrorKind{}, service: &histogram{}, LatencyFrom: "send"}
+	s.hist = s.service
+	if o.rate > 0 {
+		s.hist, s.LatencyFrom = &histogram{}, "schedule"
+	}
 	if o.grpc {
 		s.Transport = "grpc"
 	}
 	kinds := map[string]*benchErrorKind{}
 	var seen []int64
-	var unchecked int64
 	if o.checkUnique {
 		seen = append(seen, probeIDs...)
 	}
@@ -675,7 +719,10 @@ func summarize(o *benchOptions, workers []*benchWorker, probeIDs []int64, elapse
 		s.Requests += w.requests.Load()
 		s.IDs += w.ids.Load()
 		s.Errors += w.errors.Load()
-		s.hist.merge(&w.hist)
+		s.service.merge(&w.hist)
+		if w.sched != nil {
+			s.hist.merge(w.sched)
+		}
 		for _, k := range w.failures {
 			if m := kinds[k.Kind]; m != nil {
 				m.Count += k.Count
@@ -685,7 +732,6 @@ func summarize(o *benchOptions, workers []*benchWorker, probeIDs []int64, elapse
 		}
 		if o.checkUnique {
 			seen = append(seen, w.seen...)
-			unchecked += w.seenAll - int64(len(w.seen))
 			w.seen = nil
 		}
 	}
@@ -702,14 +748,23 @@ func summarize(o *benchOptions, workers []*benchWorker, probeIDs []int64, elapse
 		s.RequestsPerSecond = float64(s.Requests) / secs
 		s.IDsPerSecond = float64(s.IDs) / secs
 	}
-	us := func(ns int64) float64 { return float64(ns) / 1e3 }
-	s.LatencyUS = benchLatency{P50: us(s.hist.quantile(0.5)), P90: us(s.hist.quantile(0.9)),
-		P99: us(s.hist.quantile(0.99)), P999: us(s.hist.quantile(0.999)), Max: us(s.hist.max), Mean: s.hist.mean() / 1e3}
+	s.LatencyUS, s.ServiceTimeUS = s.hist.latency(), s.service.latency()
 	if o.checkUnique {
 		s.Unique = checkUnique(seen)
-		s.Unique.Unchecked = unchecked
+		// The probe's IDs, distinct and increasing (the probe passed
+		// checkBenchIDs), are compared but not counted: every duplicate
+		// is one of the run's IDs.
+		s.Unique.Checked -= int64(len(probeIDs))
+		s.Unique.Unchecked = s.IDs - s.Unique.Checked
 	}
 	return s
+}
+
+// latency reports the quantiles in microseconds.
+func (h *histogram) latency() benchLatency {
+	us := func(ns int64) float64 { return float64(ns) / 1e3 }
+	return benchLatency{P50: us(h.quantile(0.5)), P90: us(h.quantile(0.9)),
+		P99: us(h.quantile(0.99)), P999: us(h.quantile(0.999)), Max: us(h.max), Mean: h.mean() / 1e3}
 }
 
 // checkUnique sorts ids and counts the repeats.
@@ -753,10 +808,19 @@ func (s *benchSummary) writeText(w io.Writer, o *benchOptions) error {
 	}
 	h := s.hist
 	if h.n > 0 {
-		fmt.Fprintf(&b, "  latency   p50 %s  p90 %s  p99 %s  p99.9 %s  max %s  mean %s\n",
-			fmtLatency(h.quantile(0.5)), fmtLatency(h.quantile(0.9)), fmtLatency(h.quantile(0.99)),
-			fmtLatency(h.quantile(0.999)), fmtLatency(h.max), fmtLatency(int64(h.mean())))
-		b.WriteString("  latency distribution (successful requests):\n")
+		quantiles := func(name string, h *histogram) {
+			fmt.Fprintf(&b, "  %s p50 %s  p90 %s  p99 %s  p99.9 %s  max %s  mean %s\n", name,
+				fmtLatency(h.quantile(0.5)), fmtLatency(h.quantile(0.9)), fmtLatency(h.quantile(0.99)),
+				fmtLatency(h.quantile(0.999)), fmtLatency(h.max), fmtLatency(int64(h.mean())))
+		}
+		if s.LatencyFrom == "schedule" {
+			quantiles("latency from schedule  ", h)
+			quantiles("service time           ", s.service)
+			b.WriteString("  latency distribution (successful requests, from schedule):\n")
+		} else {
+			quantiles("latency  ", h)
+			b.WriteString("  latency distribution (successful requests):\n")
+		}
 		rows := h.coarse()
 		var peak uint64
 		for _, r := range rows {
@@ -773,13 +837,15 @@ func (s *benchSummary) writeText(w io.Writer, o *benchOptions) error {
 	if u := s.Unique; u != nil {
 		fmt.Fprintf(&b, "  unique    %12d IDs checked", u.Checked)
 		if u.Unchecked > 0 {
-			fmt.Fprintf(&b, " (%d more past the cap of %d not checked)", u.Unchecked, benchMaxUnique)
+			fmt.Fprintf(&b, " (%d more past the cap of %d not checked)", u.Unchecked, o.uniqueCap)
 		}
 		if u.Duplicates == 0 {
 			b.WriteString(", no duplicates\n")
 		} else {
 			fmt.Fprintf(&b, ", %d DUPLICATES, e.g. %v\n", u.Duplicates, u.Examples)
 		}
+	} else {
+		b.WriteString("  unique    not checked (--check-unique)\n")
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

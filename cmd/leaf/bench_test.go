@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -91,10 +93,13 @@ func TestBenchAgainstServer(t *testing.T) {
 			if sum.IDs != sum.Requests*int64(tt.count) {
 				t.Errorf("%d IDs from %d requests of %d", sum.IDs, sum.Requests, tt.count)
 			}
-			// The probe request's IDs are checked too.
+			// Every ID counted is checked (and compared with the probe's).
 			u := sum.Unique
-			if u == nil || u.Checked != sum.IDs+int64(tt.count) || u.Unchecked != 0 || u.Duplicates != 0 {
-				t.Errorf("unique check %+v, want %d IDs checked, no duplicates", u, sum.IDs+int64(tt.count))
+			if u == nil || u.Checked != sum.IDs || u.Unchecked != 0 || u.Duplicates != 0 {
+				t.Errorf("unique check %+v, want %d IDs checked, no duplicates", u, sum.IDs)
+			}
+			if sum.LatencyFrom != "send" || sum.LatencyUS != sum.ServiceTimeUS {
+				t.Errorf("without --rate latency %+v (from %q) differs from the service time %+v", sum.LatencyUS, sum.LatencyFrom, sum.ServiceTimeUS)
 			}
 			l := sum.LatencyUS
 			if !(0 < l.P50 && l.P50 <= l.P90 && l.P90 <= l.P99 && l.P99 <= l.P999 && l.P999 <= l.Max && l.Mean <= l.Max) {
@@ -187,11 +192,12 @@ func TestBenchCountsBadAnswers(t *testing.T) {
 		t.Errorf("%d IDs from %d good requests, unique %+v", sum.IDs, sum.Requests-sum.Errors, sum.Unique)
 	}
 
+	// Every ID of the run repeats the probe's.
 	same := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "7") }))
 	t.Cleanup(same.Close)
 	r, sum = runBenchJSON(t, "--server", same.URL, "--concurrency", "2", "--duration", "200ms", "--check-unique")
 	if r.code != 1 || !strings.Contains(r.stderr, "duplicate IDs") || sum.Errors != 0 ||
-		sum.Unique.Duplicates != sum.Unique.Checked-1 || !slices.Equal(sum.Unique.Examples, []int64{7}) {
+		sum.Unique.Duplicates != sum.Unique.Checked || sum.Unique.Checked != sum.IDs || !slices.Equal(sum.Unique.Examples, []int64{7}) {
 		t.Errorf("exit %d, stderr %q, summary %+v %+v; want duplicates of 7", r.code, r.stderr, sum, sum.Unique)
 	}
 }
@@ -242,6 +248,132 @@ func TestBenchRate(t *testing.T) {
 	if text.code != 0 || !strings.Contains(text.stdout, "concurrency 32, 200ms, rate 50/s\n") {
 		t.Errorf("exit %d, summary does not give the rate:\n%s\n%s", text.code, text.stdout, text.stderr)
 	}
+	for _, want := range []string{"\n  latency from schedule   p50 ", "\n  service time            p50 ",
+		"latency distribution (successful requests, from schedule)", "\n  unique    not checked (--check-unique)\n"} {
+		if !strings.Contains(text.stdout, want) {
+			t.Errorf("summary lacks %q:\n%s", want, text.stdout)
+		}
+	}
+}
+
+// TestBenchLatencyFromSchedule: with --rate, latency counts from when each
+// request was due, so a server stall shows in the quantiles for every
+// request it held back (no coordinated omission), while the service time,
+// from send to answer, shows it once. One worker, so that the stalled
+// request holds the schedule back as a stalled server would.
+func TestBenchLatencyFromSchedule(t *testing.T) {
+	t.Parallel()
+	const stall = 300 * time.Millisecond
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		i := n.Add(1)
+		if i == 50 { // a quarter second into the run
+			time.Sleep(stall)
+		}
+		fmt.Fprint(w, i)
+	}))
+	t.Cleanup(srv.Close)
+	r, sum := runBenchJSON(t, "--server", srv.URL, "--rate", "200", "--concurrency", "1", "--duration", "1s")
+	if r.code != 0 || sum.Errors != 0 {
+		t.Fatalf("exit %d, stderr %q, summary %+v", r.code, r.stderr, sum)
+	}
+	// About 60 slots fell due during the stall: the first third of them
+	// waited over 200ms, well over 1% of the run's ~200 requests.
+	if sum.LatencyFrom != "schedule" || sum.LatencyUS.P99 < 200_000 || sum.LatencyUS.Max < float64(stall.Microseconds()) {
+		t.Errorf("latency from schedule %+v (from %q), want p99 >= 200ms: the stall held back many requests", sum.LatencyUS, sum.LatencyFrom)
+	}
+	if s := sum.ServiceTimeUS; s.P99 >= 100_000 || s.Max < float64(stall.Microseconds()) {
+		t.Errorf("service time %+v, want p99 well under the stall and max at least the stall: one request was slow", s)
+	}
+	if sum.LatencyUS.P50 < sum.ServiceTimeUS.P50 {
+		t.Errorf("latency from schedule p50 %v below the service time's %v", sum.LatencyUS.P50, sum.ServiceTimeUS.P50)
+	}
+}
+
+// TestBenchCountsAgree: the summary's counts agree with each other:
+// IDs = count × successful requests, IDs checked + unchecked = IDs (the
+// probe's IDs compared but counted in neither), one latency per successful
+// request, and the --check-unique cap shared by the workers however
+// unevenly they go.
+func TestBenchCountsAgree(t *testing.T) {
+	t.Parallel()
+	const count = 3
+	tests := []struct {
+		name        string
+		cap         int64
+		repeatProbe bool // the first answer repeats the probe's IDs
+	}{
+		{"under the cap", benchMaxUnique, false},
+		{"past the cap", 60, false},
+		{"probe repeated", benchMaxUnique, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var next, calls atomic.Int64
+			next.Store(1)
+			probeIDs := []int64{1, 2, 3}
+			next.Add(count)
+			workers := 0
+			newCaller := func() benchCaller {
+				workers++
+				// Worker 0 (the probe's caller) answers at once, the others
+				// slowly: alone it would fill a per-worker share of the cap.
+				return &fakeBenchCaller{next: &next, calls: &calls, slow: workers > 1, repeat: tt.repeatProbe, probe: probeIDs}
+			}
+			probe := newCaller()
+			o := &benchOptions{mode: "segment", tag: "t", count: count, concurrency: 3, duration: 150 * time.Millisecond,
+				quiet: true, checkUnique: true, uniqueCap: tt.cap}
+			sum := runBench(t.Context(), o, newCaller, probe, probeIDs, io.Discard)
+			ok := sum.Requests - sum.Errors
+			if sum.Errors == 0 || ok == 0 || sum.IDs != count*ok {
+				t.Fatalf("%d IDs from %d requests, %d failed; want %d per successful request and some of each", sum.IDs, sum.Requests, sum.Errors, count)
+			}
+			if int64(sum.hist.n) != ok || int64(sum.service.n) != ok {
+				t.Errorf("%d latencies (%d service times) for %d successful requests", sum.hist.n, sum.service.n, ok)
+			}
+			u := sum.Unique
+			if u.Checked+u.Unchecked != sum.IDs || u.Checked != min(tt.cap, sum.IDs) {
+				t.Errorf("unique %+v for %d IDs with a cap of %d: want checked + unchecked = IDs, checked up to the cap", u, sum.IDs, tt.cap)
+			}
+			wantDup := int64(0)
+			if tt.repeatProbe {
+				wantDup = count
+			}
+			if u.Duplicates != wantDup {
+				t.Errorf("%d duplicates, want %d", u.Duplicates, wantDup)
+			}
+		})
+	}
+}
+
+// fakeBenchCaller answers count increasing IDs from a shared counter; every
+// fifth call fails.
+type fakeBenchCaller struct {
+	next, calls *atomic.Int64
+	slow        bool
+	repeat      bool
+	probe       []int64
+}
+
+func (c *fakeBenchCaller) call(_ context.Context, ids []int64) ([]int64, *benchFailure) {
+	i := c.calls.Add(1)
+	if c.slow {
+		time.Sleep(50 * time.Millisecond)
+	} else {
+		time.Sleep(50 * time.Microsecond)
+	}
+	if i%5 == 0 {
+		return ids, &benchFailure{kind: "http 503", detail: "no IDs"}
+	}
+	if c.repeat && i == 2 { // the first call after the probe
+		return append(ids, c.probe...), nil
+	}
+	start := c.next.Add(int64(len(c.probe))) - int64(len(c.probe))
+	for k := range int64(len(c.probe)) {
+		ids = append(ids, start+k)
+	}
+	return ids, nil
 }
 
 func TestBenchUsageAndUnreachable(t *testing.T) {
