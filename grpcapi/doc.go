@@ -43,11 +43,10 @@
 // (they are what httpapi shows too); only Internal hides it.
 //
 // Deadlines: a segment call that finds both of its tag's buffers empty waits
-// for the range being loaded until the call's deadline or, when the call has
-// none, the generator's WaitTimeout (1 s by default), and then answers
-// Unavailable. A client that sets a long deadline waits that long through a
-// store outage and sees its own DeadlineExceeded instead; a deadline of about
-// a second suits a service that answers in microseconds.
+// for the range being loaded until the call's deadline or the generator's
+// WaitTimeout (segment.wait_timeout, 1 s by default), whichever comes first,
+// and then answers Unavailable: a long deadline does not hold a caller
+// through a store outage.
 //
 // Health (grpc.health.v1.Health) answers SERVING for "" and for
 // "leaf.v1.Leaf" while the process runs, like httpapi's /healthz: a degraded

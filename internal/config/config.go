@@ -121,7 +121,7 @@ type Segment struct {
 	DSN             string        `yaml:"dsn" flag:"segment-dsn" arg:"dsn" help:"sqlite: database file (empty: <data_dir>/leaf.db); mysql: user:pass@tcp(host:3306)/db; postgres: postgres://user:pass@host/db (required for mysql and postgres)"`
 	RefreshInterval time.Duration `yaml:"refresh_interval" help:"how often the tag list is re-read from the store"`
 	MaxStep         int           `yaml:"max_step" help:"cap of the adaptive step (1..1000000)"`
-	WaitTimeout     time.Duration `yaml:"wait_timeout" help:"how long a request waits for a segment load when both buffers are empty"`
+	WaitTimeout     time.Duration `yaml:"wait_timeout" help:"the longest a request waits for a segment load when both buffers are empty, whatever its own deadline"`
 	GiveBack        bool          `yaml:"give_back" help:"on graceful shutdown, return the unused tail of each tag's latest range to the store"`
 	LowBuffer       time.Duration `yaml:"low_buffer" help:"/readyz reports a tag whose buffered IDs last less than this at its current rate; 0 turns the check off"`
 	// Seed is a pointer because "not set" has its own meaning: see SeedMode.
