@@ -180,7 +180,7 @@ func (s *Server) fastLeafAnswer(ctx *fasthttp.RequestCtx, gen idSource, disabled
 	n := 0 // no count: one ID
 	if len(query) > 0 {
 		if v, ok := queryValue(b2s(query), "count"); ok {
-			if n, err = leaf.ParseCount(v); err != nil {
+			if n, err = parseCount(v); err != nil {
 				return s.fastError(ctx, err)
 			}
 		}
@@ -244,10 +244,13 @@ var (
 // fastError answers err as writeError does on the text routes and returns
 // the status.
 func (s *Server) fastError(ctx *fasthttp.RequestCtx, err error) int {
-	// Views, not copies: answerFor only logs them, before it returns.
-	k, msg := s.answerFor(ctx, b2s(ctx.Method()), b2s(ctx.Path()), err)
+	// Views, not copies: answerFor only logs and quotes them, before it
+	// returns.
+	path := b2s(ctx.Path())
+	k, msg, id := s.answerFor(ctx, b2s(ctx.Method()), path, leafKey(path), err)
 	h := &ctx.Response.Header
 	h.Set("X-Content-Type-Options", noSniff[0])
+	h.Set(requestIDHeader, id)
 	if k.status == fasthttp.StatusServiceUnavailable || k.status == fasthttp.StatusTooManyRequests {
 		h.Set("Retry-After", retryAfter(err))
 	}
@@ -307,7 +310,7 @@ func (c *keyCache) intern(b []byte) (string, error) {
 			return k, nil
 		}
 	}
-	if err := leaf.ValidateTag(b2s(b)); err != nil {
+	if err := validTag(b2s(b)); err != nil {
 		return "", err
 	}
 	return string(b), nil
