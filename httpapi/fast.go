@@ -6,11 +6,11 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -106,7 +106,7 @@ func NewFastServer(s *Server, lim Limits) *fasthttp.Server {
 		MaxRequestBodySize:    lim.MaxBodyBytes,
 		Concurrency:           lim.MaxConns,
 		CloseOnShutdown:       true,
-		Logger:                fastLogger{s.log},
+		Logger:                fastLogger{s},
 	}
 }
 
@@ -261,19 +261,22 @@ func (s *Server) fastError(ctx *fasthttp.RequestCtx, err error) int {
 }
 
 // fastProtocolError answers a request fasthttp could not parse: too large,
-// malformed, too slow.
+// malformed, too slow, or no request at all (a failed TLS handshake). It is
+// counted, not logged (see badRequests), and observed under the unmatched
+// route like any request no route serves.
 func (s *Server) fastProtocolError(ctx *fasthttp.RequestCtx, err error) {
-	status, msg := fasthttp.StatusBadRequest, "bad request"
-	switch e := err.(type) {
-	case *fasthttp.ErrSmallBuffer:
-		status, msg = fasthttp.StatusRequestHeaderFieldsTooLarge, "request headers too large"
-	case interface{ Timeout() bool }:
-		if e.Timeout() {
-			status, msg = fasthttp.StatusRequestTimeout, "request timeout"
+	reason, status, msg := protocolError(ctx, err)
+	s.bad.add(reason, err.Error())
+	if s.obs != nil && reason != badTLSHandshake {
+		// fasthttp does not say when a request it could not read began:
+		// the connection's start, or the previous request's on a
+		// keep-alive connection, is the earliest it can have, so the
+		// duration observed is an upper bound.
+		start := ctx.ConnTime()
+		if t := ctx.Time(); t.After(start) {
+			start = t
 		}
-	}
-	if err == fasthttp.ErrBodyTooLarge {
-		status, msg = fasthttp.StatusRequestEntityTooLarge, errBodyTooLarge.Error()
+		s.obs.ObserveRequest(unmatchedRoute, status, time.Since(start))
 	}
 	ctx.Response.Header.Set("Cache-Control", noStore[0])
 	ctx.Response.Header.SetContentTypeBytes(textPlainBytes)
@@ -344,11 +347,21 @@ func lenOf(m *map[string]string) int {
 }
 
 // fastLogger sends fasthttp's own messages (accept errors and the like) to
-// the server's logger.
-type fastLogger struct{ log *slog.Logger }
+// the server's logger, but for those any client can cause one per
+// connection, which are counted instead (see badRequests).
+type fastLogger struct{ s *Server }
 
 func (l fastLogger) Printf(format string, args ...any) {
-	l.log.Warn("fasthttp: " + fmt.Sprintf(format, args...))
+	switch {
+	case strings.HasPrefix(format, "error when serving connection"):
+		// A request fastProtocolError has answered and counted, or a
+		// client gone mid-answer.
+		return
+	case strings.HasPrefix(format, "The incoming connection cannot be served"):
+		l.s.bad.add(badTooManyConns, fmt.Sprintf(format, args...))
+		return
+	}
+	l.s.log.Warn("fasthttp: " + fmt.Sprintf(format, args...))
 }
 
 // serveAdapted answers a request with the net/http handler. fasthttp's own

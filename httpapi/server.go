@@ -59,7 +59,8 @@
 // host and port or a Go type. Every error answer carries a request ID in an
 // X-Request-Id header; a 5xx's cause is logged with it. The same goes for
 // /readyz and the /v2/status summary, which show the generators' degraded
-// reasons without their causes.
+// reasons without their causes. Requests the fast transport refuses unread
+// are counted, not logged (badrequests.go).
 //
 // Server is an http.Handler, for embedding in any net/http server.
 // NewFastServer serves it the way leaf serve does: fasthttp answers the two
@@ -165,15 +166,18 @@ type Config struct {
 	// the generator.
 	Snowflake SnowflakeGenerator
 	// Logger receives the causes of failed requests (5xx), with the
-	// request ID their answer carries, at most ten lines per ten seconds.
-	// Nil means slog.Default(). Nothing is logged per successful request.
+	// request ID their answer carries, at most ten lines per ten seconds,
+	// and a summary of the requests the fast transport refuses unread, at
+	// most one line a minute. Nil means slog.Default(). Nothing is logged
+	// per successful request.
 	Logger *slog.Logger
 	// Version is reported by /v2/status.
 	Version string
 	// Metrics serves GET /metrics; nil answers 404 there.
 	Metrics http.Handler
 	// Observer, if set, is told the route, status and duration of every
-	// request.
+	// request; if it is also a BadRequestObserver, it counts the requests
+	// the fast transport refuses before any route sees them.
 	Observer RequestObserver
 	// AdminToken, when set, is the bearer token that tag administration,
 	// /cache, /db and the detail of /v2/status require. Without it
@@ -196,6 +200,14 @@ type RequestObserver interface {
 	ObserveRequest(route string, status int, d time.Duration)
 }
 
+// BadRequestObserver counts requests refused before any route saw them (a
+// garbage request line, headers or a body over the limits, a failed TLS
+// handshake); metrics.Metrics satisfies it. reason is one of a small fixed
+// set (see badRequestReasons), so that its values are bounded.
+type BadRequestObserver interface {
+	ObserveBadRequest(reason string)
+}
+
 // Server is the HTTP handler. It is safe for concurrent use.
 type Server struct {
 	seg  SegmentGenerator
@@ -216,6 +228,9 @@ type Server struct {
 	hasToken  bool
 	// errLog bounds the lines logged for failed requests (answerFor).
 	errLog *reqlog.Budget
+	// bad counts and summarises the requests the fast transport refuses
+	// before any route sees them.
+	bad *badRequests
 }
 
 // idSource is what the ID routes need from either generator, so that the
@@ -243,6 +258,7 @@ func New(cfg Config) *Server {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
+	s.bad = newBadRequests(s.log, cfg.Observer)
 	// Assigned only when set: a nil generator must stay a nil idSource.
 	if s.seg != nil {
 		s.segIDs = s.seg
