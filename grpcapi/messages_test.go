@@ -28,11 +28,11 @@ import (
 // Internal causes as the stores and registries produce them: what must
 // reach the log and never a status.
 var (
-	dialErr = &net.OpError{Op: "dial", Net: "tcp",
+	errDial = &net.OpError{Op: "dial", Net: "tcp",
 		Addr: &net.TCPAddr{IP: net.IPv4(10, 1, 2, 3), Port: 3306},
 		Err:  &os.SyscallError{Syscall: "connect", Err: syscall.ECONNREFUSED}}
-	sqliteErr = errors.New("database is locked (5) (SQLITE_BUSY)")
-	goTypeErr = errors.New("json: cannot unmarshal string into Go struct field segment.row.step of type int")
+	errSQLite = errors.New("database is locked (5) (SQLITE_BUSY)")
+	errGoType = errors.New("json: cannot unmarshal string into Go struct field segment.row.step of type int")
 
 	internals = []string{"10.1.2.3", "3306", "dial tcp", "connection refused", "SQLITE", "(5)", "Go struct",
 		"of type", "segment.row", "mysql", "sqlite", "postgres", "SQLSTATE", "zk:", "heartbeat:", "json:"}
@@ -45,17 +45,17 @@ var (
 // server's own is logged with that ID and the cause.
 func TestNoInternalsInStatuses(t *testing.T) {
 	for _, fail := range []error{
-		fmt.Errorf("tag %q: no IDs buffered and the store failed: mysql: reserve %q: %w: %w", "t", "t", dialErr, leaf.ErrNotReady),
-		fmt.Errorf("sqlite: alloc %q: %w: %w", "t", sqliteErr, leaf.ErrTagNotFound),
+		fmt.Errorf("tag %q: no IDs buffered and the store failed: mysql: reserve %q: %w: %w", "t", "t", errDial, leaf.ErrNotReady),
+		fmt.Errorf("sqlite: alloc %q: %w: %w", "t", errSQLite, leaf.ErrTagNotFound),
 		fmt.Errorf("%w: postgres: invalid input syntax for type bigint (SQLSTATE 22P02)", leaf.ErrInvalidArgument),
-		fmt.Errorf("%w: by 12ms; heartbeat: %w", leaf.ErrClockBackwards, dialErr),
-		fmt.Errorf("register worker 10.1.2.3:8080: mysql: %w: %w", dialErr, leaf.ErrWorkerIDsExhausted),
-		fmt.Errorf("%w: zk: session expired talking to %w", leaf.ErrWorkerLost, dialErr),
+		fmt.Errorf("%w: by 12ms; heartbeat: %w", leaf.ErrClockBackwards, errDial),
+		fmt.Errorf("register worker 10.1.2.3:8080: mysql: %w: %w", errDial, leaf.ErrWorkerIDsExhausted),
+		fmt.Errorf("%w: zk: session expired talking to %w", leaf.ErrWorkerLost, errDial),
 		fmt.Errorf("%w: zk: node /snowflake/leaf/10.1.2.3:3306 held", leaf.ErrWorkerInUse),
-		fmt.Errorf("%w: peers at %w", leaf.ErrClockSkew, dialErr),
-		fmt.Errorf("sqlite: reserve: %w (%w)", leaf.ErrClosed, sqliteErr),
-		fmt.Errorf("mysql: reserve: %w (%w)", context.DeadlineExceeded, dialErr),
-		fmt.Errorf("segment: read row: %w", goTypeErr),
+		fmt.Errorf("%w: peers at %w", leaf.ErrClockSkew, errDial),
+		fmt.Errorf("sqlite: reserve: %w (%w)", leaf.ErrClosed, errSQLite),
+		fmt.Errorf("mysql: reserve: %w (%w)", context.DeadlineExceeded, errDial),
+		fmt.Errorf("segment: read row: %w", errGoType),
 	} {
 		logs := &leaftest.LogBuffer{}
 		f := fakeGen{id: 42, err: fail}

@@ -21,13 +21,13 @@ import (
 // Internal causes as the stores and registries produce them: what must
 // reach the log and never an answer.
 var (
-	// dialErr is what database/sql hands back while MariaDB is down.
-	dialErr = &net.OpError{Op: "dial", Net: "tcp",
+	// errDial is what database/sql hands back while MariaDB is down.
+	errDial = &net.OpError{Op: "dial", Net: "tcp",
 		Addr: &net.TCPAddr{IP: net.IPv4(10, 1, 2, 3), Port: 3306},
 		Err:  &os.SyscallError{Syscall: "connect", Err: syscall.ECONNREFUSED}}
-	driverErr = errors.New("Error 1062 (23000): Duplicate entry 'orders' for key 'PRIMARY'")
-	sqliteErr = errors.New("database is locked (5) (SQLITE_BUSY)")
-	goTypeErr = errors.New("json: cannot unmarshal string into Go struct field segment.row.step of type int")
+	errDriver = errors.New("Error 1062 (23000): Duplicate entry 'orders' for key 'PRIMARY'")
+	errSQLite = errors.New("database is locked (5) (SQLITE_BUSY)")
+	errGoType = errors.New("json: cannot unmarshal string into Go struct field segment.row.step of type int")
 )
 
 // internals are the fragments of those causes, and of our own code, that
@@ -41,20 +41,20 @@ var internals = []string{
 // internalFailures are generator failures as the real ones word them: a
 // sentinel for the table, wrapped with a cause from below.
 var internalFailures = []error{
-	fmt.Errorf("tag %q: no IDs buffered and the store failed: mysql: reserve %q: %w: %w", "orders", "orders", dialErr, leaf.ErrNotReady),
-	fmt.Errorf("mysql: create %q: %w (%w)", "orders", leaf.ErrTagExists, driverErr),
-	fmt.Errorf("sqlite: alloc %q: %w: %w", "orders", sqliteErr, leaf.ErrTagNotFound),
+	fmt.Errorf("tag %q: no IDs buffered and the store failed: mysql: reserve %q: %w: %w", "orders", "orders", errDial, leaf.ErrNotReady),
+	fmt.Errorf("mysql: create %q: %w (%w)", "orders", leaf.ErrTagExists, errDriver),
+	fmt.Errorf("sqlite: alloc %q: %w: %w", "orders", errSQLite, leaf.ErrTagNotFound),
 	fmt.Errorf("%w: postgres: invalid input syntax for type bigint (SQLSTATE 22P02)", leaf.ErrInvalidArgument),
 	fmt.Errorf("mysql: create %q: %w", "orders", &leaf.TombstoneError{Tag: "orders", MinStart: 5000}),
-	fmt.Errorf("%w: cannot persist the high-water mark ahead of the clock: registry heartbeat: zk: %w", leaf.ErrNotReady, dialErr),
-	fmt.Errorf("%w: by 12ms, more than the 5ms waited out; heartbeat: %w", leaf.ErrClockBackwards, dialErr),
-	fmt.Errorf("register worker 10.1.2.3:8080: mysql: %w: %w", dialErr, leaf.ErrWorkerIDsExhausted),
-	fmt.Errorf("%w: zk: session expired talking to %w", leaf.ErrWorkerLost, dialErr),
+	fmt.Errorf("%w: cannot persist the high-water mark ahead of the clock: registry heartbeat: zk: %w", leaf.ErrNotReady, errDial),
+	fmt.Errorf("%w: by 12ms, more than the 5ms waited out; heartbeat: %w", leaf.ErrClockBackwards, errDial),
+	fmt.Errorf("register worker 10.1.2.3:8080: mysql: %w: %w", errDial, leaf.ErrWorkerIDsExhausted),
+	fmt.Errorf("%w: zk: session expired talking to %w", leaf.ErrWorkerLost, errDial),
 	fmt.Errorf("%w: zk: node /snowflake/leaf/10.1.2.3:3306 held", leaf.ErrWorkerInUse),
-	fmt.Errorf("%w: peers at %w", leaf.ErrClockSkew, dialErr),
-	fmt.Errorf("sqlite: reserve: %w (%w)", leaf.ErrClosed, sqliteErr),
-	fmt.Errorf("mysql: reserve %q: %w (%w)", "orders", context.DeadlineExceeded, dialErr),
-	fmt.Errorf("segment: read row: %w", goTypeErr), // in no row: a bug
+	fmt.Errorf("%w: peers at %w", leaf.ErrClockSkew, errDial),
+	fmt.Errorf("sqlite: reserve: %w (%w)", leaf.ErrClosed, errSQLite),
+	fmt.Errorf("mysql: reserve %q: %w (%w)", "orders", context.DeadlineExceeded, errDial),
+	fmt.Errorf("segment: read row: %w", errGoType), // in no row: a bug
 }
 
 // leakySeg and leakySnow fail every call with err, and report degraded
@@ -67,12 +67,12 @@ func (g leakySeg) NextIDs(_ context.Context, _ string, _ int, dst []int64) ([]in
 }
 func (g leakySeg) NextRange(context.Context, string, int) (int64, int64, error) { return 0, 0, g.err }
 func (g leakySeg) Status() []leaf.SegmentStatus {
-	return []leaf.SegmentStatus{{Tag: "orders", LoadError: "mysql: reserve: " + dialErr.Error()}}
+	return []leaf.SegmentStatus{{Tag: "orders", LoadError: "mysql: reserve: " + errDial.Error()}}
 }
 func (g leakySeg) Degraded() []string {
 	return []string{
-		"segment store unreachable since 2024-05-01T12:00:00Z: mysql: reserve \"orders\": " + dialErr.Error(),
-		"tag orders: no IDs buffered: mysql: reserve \"orders\": " + sqliteErr.Error(),
+		"segment store unreachable since 2024-05-01T12:00:00Z: mysql: reserve \"orders\": " + errDial.Error(),
+		"tag orders: no IDs buffered: mysql: reserve \"orders\": " + errSQLite.Error(),
 	}
 }
 func (g leakySeg) Allocs(context.Context) ([]leaf.Alloc, error)      { return nil, g.err }
@@ -87,7 +87,7 @@ func (g leakySnow) NextIDs(_ context.Context, _ string, _ int, dst []int64) ([]i
 	return dst, g.err
 }
 func (g leakySnow) Degraded() []string {
-	return []string{"snowflake heartbeat failing: registry heartbeat: zk: " + dialErr.Error()}
+	return []string{"snowflake heartbeat failing: registry heartbeat: zk: " + errDial.Error()}
 }
 
 type leakySnow struct{ err error }
