@@ -32,15 +32,26 @@
 //	leaf.ErrClockBackwards          Unavailable+      clock behind the last snowflake ID
 //	leaf.ErrWorkerIDsExhausted      Unavailable+      no worker ID to be had
 //	leaf.ErrWorkerLost              Unavailable+      the worker's lease on its ID is gone
+//	leaf.ErrWorkerInUse             Unavailable+      another live server holds the worker's claim
+//	leaf.ErrClockSkew               Unavailable+      the clock is off the live peers' average
 //	leaf.ErrClosed                  Unavailable+      the server is shutting down
+//	rate limit exceeded             ResourceExhausted the client's wait in a RetryInfo
 //	context.DeadlineExceeded        DeadlineExceeded  the call's deadline passed
 //	context.Canceled                Canceled          the client went away
 //	anything else                   Internal          a bug: logged, message "internal error"
 //
 // Unavailable+ carries a google.rpc.RetryInfo detail with a retry_delay of
 // 1 s, as httpapi's 503 carries Retry-After: 1. The condition is expected to
-// pass, here or on another server. Status messages are the error's text
-// (they are what httpapi shows too); only Internal hides it.
+// pass, here or on another server.
+//
+// Status messages are written for the client, as httpapi's: a refused
+// request's says what is wrong with it ("invalid count: 0, want 1..10000");
+// any other's is its row's ("not ready: no IDs can be issued right now;
+// retry shortly"), never the generator's error text, which may carry a
+// driver's message, a host and port, or a Go type. Every failed call carries
+// a request ID, in the x-request-id trailer and a google.rpc.RequestInfo
+// detail; an Internal, Unavailable or DeadlineExceeded is logged with that
+// ID and its cause, at most ten lines per ten seconds.
 //
 // Deadlines: a segment call that finds both of its tag's buffers empty waits
 // for the range being loaded until the call's deadline or the generator's

@@ -3,13 +3,17 @@ package grpcapi
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/reqlog"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -26,14 +30,18 @@ var (
 type errorKind struct {
 	err  error
 	code codes.Code
+	// msg is what the client is told when the error carries no message
+	// written for it (see clientMessage): words about the condition, never
+	// the cause, which may hold a driver's text, a host and port, a Go type.
+	msg string
 }
 
-// errorTable maps every error a method can meet to a status code. It is the
-// only place that does so. Rows are tried in order with errors.Is, so an
-// error wrapping several sentinels gets the first row's code: the leaf
-// sentinels come before the context errors they may wrap (a segment request
-// whose deadline passed while it waited for a range is ErrNotReady, and says
-// why).
+// errorTable maps every error a method can meet to a status code and a
+// message for the client. It is the only place that does so. Rows are tried
+// in order with errors.Is, so an error wrapping several sentinels gets the
+// first row's code: the leaf sentinels come before the context errors they
+// may wrap (a segment request whose deadline passed while it waited for a
+// range is ErrNotReady, and says why).
 //
 // Unavailable carries a RetryInfo detail: the condition is expected to pass
 // (a load in flight, a store coming back, the clock catching up, another
@@ -41,76 +49,151 @@ type errorKind struct {
 // with the client's own wait. An error in no row is a bug:
 // Internal, logged, and its text is not shown to the client.
 var errorTable = [...]errorKind{
-	{leaf.ErrInvalidTag, codes.InvalidArgument},
-	{leaf.ErrInvalidCount, codes.InvalidArgument},
-	{leaf.ErrInvalidArgument, codes.InvalidArgument},
-	{leaf.ErrTagNotFound, codes.NotFound},
-	{errSegmentDisabled, codes.NotFound},
-	{errSnowflakeDisabled, codes.NotFound},
-	{leaf.ErrNotReady, codes.Unavailable},
-	{leaf.ErrClockBackwards, codes.Unavailable},
-	{leaf.ErrWorkerIDsExhausted, codes.Unavailable},
-	{leaf.ErrWorkerLost, codes.Unavailable},
-	{leaf.ErrClosed, codes.Unavailable},
-	{errRateLimited, codes.ResourceExhausted},
-	{context.DeadlineExceeded, codes.DeadlineExceeded},
+	{leaf.ErrInvalidTag, codes.InvalidArgument, "invalid tag"},
+	{leaf.ErrInvalidCount, codes.InvalidArgument, "invalid count"},
+	{leaf.ErrInvalidArgument, codes.InvalidArgument, "invalid argument"},
+	{leaf.ErrTagNotFound, codes.NotFound, "tag not found"},
+	{errSegmentDisabled, codes.NotFound, "segment mode is disabled"},
+	{errSnowflakeDisabled, codes.NotFound, "snowflake mode is disabled"},
+	{leaf.ErrNotReady, codes.Unavailable, "not ready: no IDs can be issued right now; retry shortly"},
+	{leaf.ErrClockBackwards, codes.Unavailable, "the server's clock moved backwards; retry shortly"},
+	{leaf.ErrWorkerIDsExhausted, codes.Unavailable, "no snowflake worker ID is available to this server"},
+	{leaf.ErrWorkerLost, codes.Unavailable, "snowflake worker ID lost; the server is registering again, retry shortly"},
+	{leaf.ErrWorkerInUse, codes.Unavailable, "snowflake worker ID in use by another live server"},
+	{leaf.ErrClockSkew, codes.Unavailable, "the server's clock is skewed from its peers' clocks"},
+	{leaf.ErrClosed, codes.Unavailable, "the server is shutting down"},
+	{errRateLimited, codes.ResourceExhausted, "rate limit exceeded"},
+	{context.DeadlineExceeded, codes.DeadlineExceeded, "deadline exceeded"},
 	// The client gave up; it will not read the answer, and it is no bug.
-	{context.Canceled, codes.Canceled},
+	{context.Canceled, codes.Canceled, "request canceled"},
 }
 
-// classify finds err's code in the error table: Internal for an error in no
-// row.
-func classify(err error) codes.Code {
+// internalError is the row of an error in no other: a bug.
+var internalError = errorKind{nil, codes.Internal, msgInternal}
+
+// msgInternal is all a client learns of an internal error.
+const msgInternal = "internal error"
+
+// classify finds err's row in the error table: internalError for an error
+// in no row.
+func classify(err error) errorKind {
 	for _, k := range errorTable {
 		if errors.Is(err, k.err) {
-			return k.code
+			return k
 		}
 	}
-	return codes.Internal
+	return internalError
+}
+
+// clientMessage is the one place that chooses what a client is told about
+// err: the message of a *clientError (input the service refused, in words
+// about that input), else the row's own message. The error's text is never
+// shown otherwise: it may carry a driver's message, a host and port, or a
+// Go type.
+func clientMessage(err error, k errorKind) string {
+	if k.code == codes.Internal {
+		return k.msg
+	}
+	var ce *clientError
+	if errors.As(err, &ce) {
+		return ce.msg
+	}
+	return k.msg
+}
+
+// clientError is an error about the client's own request, with a message
+// written for the client, that still matches a sentinel (and so a row of
+// the error table). Only the service makes them, from what it checks before
+// a generator sees the request: whatever a generator returns is answered
+// with its row's message instead.
+type clientError struct {
+	err error
+	msg string
+}
+
+func (e *clientError) Error() string { return e.msg }
+func (e *clientError) Unwrap() error { return e.err }
+
+// asClient marks err, which the service's own checks of the request
+// returned, as written for the client; nil stays nil.
+func asClient(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &clientError{err, err.Error()}
+}
+
+// tagged names the client's tag in the answer to a segment call for a tag
+// the store lacks; the generator's error may say more than the client needs.
+func tagged(tag string, err error) error {
+	if errors.Is(err, leaf.ErrTagNotFound) && leaf.ValidateTag(tag) == nil {
+		return &clientError{err, "tag " + strconv.Quote(tag) + ": tag not found"}
+	}
+	return err
 }
 
 // retryDelay is the retry_delay of the google.rpc.RetryInfo detail on every
 // Unavailable status, as httpapi's Retry-After: 1.
 const retryDelay = time.Second
 
-// retryInfo is the RetryInfo detail, marshalled once: status.FromProto
-// copies it into each status.
-var retryInfo = func() *anypb.Any {
-	a, err := anypb.New(&errdetails.RetryInfo{RetryDelay: durationpb.New(retryDelay)})
-	if err != nil {
-		panic("grpcapi: marshalling RetryInfo: " + err.Error()) // a fixed message: cannot fail
-	}
-	return a
-}()
-
-// msgInternal is all a client learns of an internal error.
-const msgInternal = "internal error"
+// requestIDKey is the trailer that carries a failed call's request ID, as
+// httpapi's X-Request-Id header does; the status's google.rpc.RequestInfo
+// detail carries it too.
+const requestIDKey = "x-request-id"
 
 // statusError turns err into the status the method answers with, through the
-// error table. Internal errors are logged with the method and replaced by a
-// message that says nothing of the server's insides.
+// error table: the row's code, the client's message, and a new request ID
+// (a RequestInfo detail and the x-request-id trailer). A failure of the
+// server's own (Internal, Unavailable, DeadlineExceeded) is logged with its
+// cause and the request ID, within the service's log budget: an outage
+// fails every call at once, and a line each would bury the log.
 func (s *service) statusError(ctx context.Context, err error) error {
-	switch code := classify(err); code {
-	case codes.Internal:
-		method, _ := grpc.Method(ctx)
-		s.log.ErrorContext(ctx, "grpcapi: internal error", "method", method, "err", err)
-		return status.Error(codes.Internal, msgInternal)
+	k := classify(err)
+	id := reqlog.NewID()
+	st := &spb.Status{Code: int32(k.code), Message: clientMessage(err, k)}
+	switch k.code {
 	case codes.Unavailable:
-		return status.FromProto(&spb.Status{
-			Code:    int32(code),
-			Message: err.Error(),
-			Details: []*anypb.Any{retryInfo},
-		}).Err()
+		st.Details = append(st.Details, retryInfo(retryDelay))
 	case codes.ResourceExhausted:
-		st := &spb.Status{Code: int32(code), Message: err.Error()}
 		var rl *rateLimitedError
 		if errors.As(err, &rl) {
-			if a, aerr := anypb.New(&errdetails.RetryInfo{RetryDelay: durationpb.New(rl.wait)}); aerr == nil {
-				st.Details = []*anypb.Any{a}
-			}
+			st.Details = append(st.Details, retryInfo(rl.wait))
 		}
-		return status.FromProto(st).Err()
-	default:
-		return status.Error(code, err.Error())
 	}
+	if a, aerr := anypb.New(&errdetails.RequestInfo{RequestId: id}); aerr == nil {
+		st.Details = append(st.Details, a)
+	}
+	// Fails only outside a gRPC call (a method called directly, as in
+	// tests), where there is no one to send it to.
+	_ = grpc.SetTrailer(ctx, metadata.Pairs(requestIDKey, id))
+	switch k.code {
+	case codes.Internal, codes.Unavailable, codes.DeadlineExceeded:
+		if ok, dropped := s.errLog.Allow(); ok {
+			method, _ := grpc.Method(ctx)
+			level, what := slog.LevelWarn, "grpcapi: call failed"
+			if k.code == codes.Internal {
+				level, what = slog.LevelError, "grpcapi: internal error"
+			}
+			attrs := []slog.Attr{
+				slog.String("request_id", id),
+				slog.String("method", method),
+				slog.String("code", k.code.String()),
+				slog.Any("err", err),
+			}
+			if dropped > 0 {
+				attrs = append(attrs, slog.Int("lines_dropped_before", dropped))
+			}
+			s.log.LogAttrs(ctx, level, what, attrs...)
+		}
+	}
+	return status.FromProto(st).Err()
+}
+
+// retryInfo is a google.rpc.RetryInfo detail asking the client to wait d.
+func retryInfo(d time.Duration) *anypb.Any {
+	a, err := anypb.New(&errdetails.RetryInfo{RetryDelay: durationpb.New(d)})
+	if err != nil {
+		panic("grpcapi: marshalling RetryInfo: " + err.Error()) // a duration only: cannot fail
+	}
+	return a
 }

@@ -318,7 +318,8 @@ func TestStatusCodes(t *testing.T) {
 		{down, snowflakeID("any"), codes.NotFound, "snowflake mode is disabled"},
 
 		{down, drainThen(nextID("orders")), codes.Unavailable, "not ready"},
-		{down, nextIDs("orders", 10), codes.Unavailable, "connection refused"},
+		// The cause (a refused connection) is the log's, not the client's.
+		{down, nextIDs("orders", 10), codes.Unavailable, "not ready"},
 		{down, rangeOf("orders", 10), codes.Unavailable, "not ready"},
 	} {
 		t.Run(tc.call.name, func(t *testing.T) {
@@ -337,15 +338,17 @@ func TestErrorTable(t *testing.T) {
 		code codes.Code
 		msg  string
 	}{
-		{fmt.Errorf("tag %q: %w", "x", leaf.ErrNotReady), codes.Unavailable, `tag "x": not ready`},
+		{fmt.Errorf("tag %q: %w", "x", leaf.ErrNotReady), codes.Unavailable, "not ready"},
 		{leaf.ErrClockBackwards, codes.Unavailable, "clock moved backwards"},
-		{leaf.ErrWorkerIDsExhausted, codes.Unavailable, "worker IDs exhausted"},
+		{leaf.ErrWorkerIDsExhausted, codes.Unavailable, "no snowflake worker ID"},
 		{leaf.ErrWorkerLost, codes.Unavailable, "worker ID lost"},
-		{leaf.ErrClosed, codes.Unavailable, "closed"},
+		{leaf.ErrWorkerInUse, codes.Unavailable, "in use by another live server"},
+		{leaf.ErrClockSkew, codes.Unavailable, "skewed"},
+		{leaf.ErrClosed, codes.Unavailable, "shutting down"},
 		{leaf.ErrTagNotFound, codes.NotFound, "tag not found"},
 		{leaf.ErrInvalidArgument, codes.InvalidArgument, "invalid argument"},
 		{context.DeadlineExceeded, codes.DeadlineExceeded, "deadline exceeded"},
-		{context.Canceled, codes.Canceled, "context canceled"},
+		{context.Canceled, codes.Canceled, "request canceled"},
 		// The leaf sentinel wins over the context error it wraps.
 		{errors.Join(leaf.ErrNotReady, context.DeadlineExceeded), codes.Unavailable, "not ready"},
 		// Not in the table: a bug, and its text stays on the server.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/grpcapi/leafv1"
+	"github.com/leafgo/leaf/internal/reqlog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthgrpc "google.golang.org/grpc/health/grpc_health_v1"
@@ -58,8 +59,10 @@ type Config struct {
 	// answer NotFound, Decode included, since the layout belongs to the
 	// generator.
 	Snowflake SnowflakeGenerator
-	// Logger receives internal errors (the Internal statuses). Nil means
-	// slog.Default(). Nothing is logged per successful call.
+	// Logger receives the causes of failed calls (Internal, Unavailable,
+	// DeadlineExceeded) with their request IDs, at most ten lines per ten
+	// seconds. Nil means slog.Default(). Nothing is logged per successful
+	// call.
 	Logger *slog.Logger
 	// Limiter, when set, limits the ID methods (not Decode) per client
 	// address: over the limit a call fails with ResourceExhausted and a
@@ -114,10 +117,13 @@ type service struct {
 	snow SnowflakeGenerator
 	log  *slog.Logger
 	lim  ClientLimiter
+	// errLog bounds the lines logged for failed calls (statusError).
+	errLog *reqlog.Budget
 }
 
 func newService(cfg Config) *service {
-	s := &service{seg: cfg.Segment, snow: cfg.Snowflake, log: cfg.Logger, lim: cfg.Limiter}
+	s := &service{seg: cfg.Segment, snow: cfg.Snowflake, log: cfg.Logger, lim: cfg.Limiter,
+		errLog: &reqlog.Budget{Lines: 10, Window: 10 * time.Second}}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -135,7 +141,7 @@ func (s *service) NextID(ctx context.Context, req *leafv1.NextIDRequest) (*leafv
 		err = checkID(id)
 	}
 	if err != nil {
-		return nil, s.statusError(ctx, err)
+		return nil, s.statusError(ctx, tagged(tag, err))
 	}
 	return &leafv1.NextIDResponse{Id: id}, nil
 }
@@ -154,7 +160,7 @@ func (s *service) NextIDs(ctx context.Context, req *leafv1.NextIDsRequest) (*lea
 		err = checkIDs(ids, n)
 	}
 	if err != nil {
-		return nil, s.statusError(ctx, err)
+		return nil, s.statusError(ctx, tagged(tag, err))
 	}
 	return &leafv1.NextIDsResponse{Ids: ids}, nil
 }
@@ -171,7 +177,7 @@ func (s *service) Range(ctx context.Context, req *leafv1.RangeRequest) (*leafv1.
 		err = checkRange(start, end, n)
 	}
 	if err != nil {
-		return nil, s.statusError(ctx, err)
+		return nil, s.statusError(ctx, tagged(tag, err))
 	}
 	return &leafv1.RangeResponse{Start: start, End: end}, nil
 }
@@ -214,7 +220,17 @@ func (s *service) Decode(ctx context.Context, req *leafv1.DecodeRequest) (*leafv
 	if s.snow == nil {
 		return nil, s.statusError(ctx, errSnowflakeDisabled)
 	}
-	p, err := s.snow.Decode(req.GetId())
+	id := req.GetId()
+	if id < 1 {
+		return nil, s.statusError(ctx, asClient(fmt.Errorf("%w: snowflake ID %d is not positive", leaf.ErrInvalidArgument, id)))
+	}
+	p, err := s.snow.Decode(id)
+	if errors.Is(err, leaf.ErrInvalidArgument) {
+		// The client's error, in the service's words: the generator's may
+		// say more than the client needs.
+		err = asClient(fmt.Errorf("%w: snowflake ID %d cannot have been issued with this server's layout (its time or worker is out of range)",
+			leaf.ErrInvalidArgument, id))
+	}
 	if err != nil {
 		return nil, s.statusError(ctx, err)
 	}
@@ -227,7 +243,7 @@ func (s *service) segmentTag(tag string) error {
 	if s.seg == nil {
 		return errSegmentDisabled
 	}
-	return leaf.ValidateTag(tag)
+	return asClient(leaf.ValidateTag(tag))
 }
 
 // snowflakeKey checks a snowflake request: snowflake mode on, and the key, if
@@ -241,7 +257,7 @@ func (s *service) snowflakeKey(key string) error {
 	if key == "" {
 		return nil
 	}
-	return leaf.ValidateTag(key)
+	return asClient(leaf.ValidateTag(key))
 }
 
 // admit runs a request's checks (segmentTag or snowflakeKey) and, if they
@@ -258,7 +274,7 @@ func (s *service) admit(ctx context.Context, check error) error {
 func (s *service) admitBatch(ctx context.Context, check error, count int32) (int, error) {
 	n := int(count)
 	if check == nil {
-		check = leaf.ValidateCount(n)
+		check = asClient(leaf.ValidateCount(n))
 	}
 	return n, s.admit(ctx, check)
 }
@@ -313,7 +329,7 @@ func (s *service) limit(ctx context.Context) error {
 		return nil
 	}
 	if ok, wait := s.lim.Allow(a.AddrPort().Addr()); !ok {
-		return &rateLimitedError{wait}
+		return asClient(&rateLimitedError{wait})
 	}
 	return nil
 }

@@ -4,10 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/reqlog"
 )
 
 // Errors of the transport itself; they go through the same table as the
@@ -25,44 +30,49 @@ type errorKind struct {
 	err    error
 	status int
 	code   string // the "code" of a /v2 error body
+	// msg is what the client is told when the error carries no message
+	// written for it (see clientMessage): words about the condition, never
+	// the cause, which may hold a driver's text, a host and port, a Go type.
+	msg string
 }
 
-// errorTable maps every error a handler can meet to a status code. It is the
-// only place that does so. Rows are tried in order with errors.Is, so an
-// error wrapping several sentinels gets the first row's status: the leaf
-// sentinels come before the context errors they may wrap.
+// errorTable maps every error a handler can meet to a status code and a
+// message for the client. It is the only place that does so. Rows are tried
+// in order with errors.Is, so an error wrapping several sentinels gets the
+// first row's status: the leaf sentinels come before the context errors they
+// may wrap.
 //
 // 503 carries Retry-After: the condition is expected to pass (a load in
 // flight, a store coming back, the clock catching up); so does 429, with
 // the client's own wait. 401 carries the Bearer challenge. An error in no row is
 // a bug: 500, logged, and its text is not shown to the client.
 var errorTable = [...]errorKind{
-	{leaf.ErrInvalidTag, http.StatusBadRequest, "invalid_tag"},
-	{leaf.ErrInvalidCount, http.StatusBadRequest, "invalid_count"},
-	{leaf.ErrInvalidArgument, http.StatusBadRequest, "invalid_argument"},
-	{leaf.ErrTagNotFound, http.StatusNotFound, "tag_not_found"},
-	{leaf.ErrTagExists, http.StatusConflict, "tag_exists"},
-	{leaf.ErrTagTombstoned, http.StatusConflict, "tag_tombstoned"},
-	{leaf.ErrNotReady, http.StatusServiceUnavailable, "not_ready"},
-	{leaf.ErrClockBackwards, http.StatusServiceUnavailable, "clock_backwards"},
-	{leaf.ErrWorkerIDsExhausted, http.StatusServiceUnavailable, "worker_ids_exhausted"},
-	{leaf.ErrWorkerLost, http.StatusServiceUnavailable, "worker_lost"},
-	{leaf.ErrWorkerInUse, http.StatusServiceUnavailable, "worker_in_use"},
-	{leaf.ErrClockSkew, http.StatusServiceUnavailable, "clock_skew"},
-	{leaf.ErrClosed, http.StatusServiceUnavailable, "closed"},
-	{context.DeadlineExceeded, http.StatusServiceUnavailable, "timeout"},
+	{leaf.ErrInvalidTag, http.StatusBadRequest, "invalid_tag", "invalid tag"},
+	{leaf.ErrInvalidCount, http.StatusBadRequest, "invalid_count", "invalid count"},
+	{leaf.ErrInvalidArgument, http.StatusBadRequest, "invalid_argument", "invalid argument"},
+	{leaf.ErrTagNotFound, http.StatusNotFound, "tag_not_found", "tag not found"},
+	{leaf.ErrTagExists, http.StatusConflict, "tag_exists", "tag already exists"},
+	{leaf.ErrTagTombstoned, http.StatusConflict, "tag_tombstoned", "tag was deleted and its IDs may not be issued again; create it without a start"},
+	{leaf.ErrNotReady, http.StatusServiceUnavailable, "not_ready", "not ready: no IDs can be issued right now; retry shortly"},
+	{leaf.ErrClockBackwards, http.StatusServiceUnavailable, "clock_backwards", "the server's clock moved backwards; retry shortly"},
+	{leaf.ErrWorkerIDsExhausted, http.StatusServiceUnavailable, "worker_ids_exhausted", "no snowflake worker ID is available to this server"},
+	{leaf.ErrWorkerLost, http.StatusServiceUnavailable, "worker_lost", "snowflake worker ID lost; the server is registering again, retry shortly"},
+	{leaf.ErrWorkerInUse, http.StatusServiceUnavailable, "worker_in_use", "snowflake worker ID in use by another live server"},
+	{leaf.ErrClockSkew, http.StatusServiceUnavailable, "clock_skew", "the server's clock is skewed from its peers' clocks"},
+	{leaf.ErrClosed, http.StatusServiceUnavailable, "closed", "the server is shutting down"},
+	{context.DeadlineExceeded, http.StatusServiceUnavailable, "timeout", "timed out; retry shortly"},
 	// The client gave up; it will not read the answer, and it is no bug.
-	{context.Canceled, http.StatusServiceUnavailable, "canceled"},
-	{errSegmentDisabled, http.StatusNotFound, "segment_disabled"},
-	{errSnowflakeDisabled, http.StatusNotFound, "snowflake_disabled"},
-	{errNoRoute, http.StatusNotFound, "not_found"},
-	{errMethodNotAllowed, http.StatusMethodNotAllowed, "method_not_allowed"},
-	{errBodyTooLarge, http.StatusRequestEntityTooLarge, "request_too_large"},
-	{errUnauthorized, http.StatusUnauthorized, "unauthorized"},
-	{errRateLimited, http.StatusTooManyRequests, "rate_limited"},
+	{context.Canceled, http.StatusServiceUnavailable, "canceled", "request canceled"},
+	{errSegmentDisabled, http.StatusNotFound, "segment_disabled", "segment mode is disabled"},
+	{errSnowflakeDisabled, http.StatusNotFound, "snowflake_disabled", "snowflake mode is disabled"},
+	{errNoRoute, http.StatusNotFound, "not_found", "not found"},
+	{errMethodNotAllowed, http.StatusMethodNotAllowed, "method_not_allowed", "method not allowed"},
+	{errBodyTooLarge, http.StatusRequestEntityTooLarge, "request_too_large", "request body too large"},
+	{errUnauthorized, http.StatusUnauthorized, "unauthorized", "unauthorized"},
+	{errRateLimited, http.StatusTooManyRequests, "rate_limited", "rate limit exceeded"},
 }
 
-var internalError = errorKind{nil, http.StatusInternalServerError, "internal"}
+var internalError = errorKind{nil, http.StatusInternalServerError, "internal", "internal server error"}
 
 // classify finds err's row in the error table.
 func classify(err error) errorKind {
@@ -82,17 +92,22 @@ type errorStyle uint8
 
 const (
 	textStyle     errorStyle = iota
-	jsonStyle                // {"error":"...","code":"..."}
+	jsonStyle                // {"error":"...","code":"...","request_id":"..."}
 	leafJSONStyle            // {"errorMsg":"..."}
 )
 
-// writeError answers a request with err, its status taken from the error
-// table. Internal errors are logged with the request and shown to the client
-// only as "internal server error".
+// requestIDHeader carries the request ID of every error answer, whatever its
+// style: the Leaf-compatible bodies keep Leaf's shape, so the header is the
+// one place every client finds it.
+const requestIDHeader = "X-Request-Id"
+
+// writeError answers a request with err: its status and client message from
+// the error table, and a new request ID (see answerFor).
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, style errorStyle, err error) int {
-	k, msg := s.answerFor(r.Context(), r.Method, r.URL.Path, err)
+	k, msg, id := s.answerFor(r.Context(), r.Method, r.URL.Path, requestTag(r), err)
 	h := w.Header()
 	h["X-Content-Type-Options"] = noSniff
+	h[requestIDHeader] = []string{id}
 	switch k.status {
 	case http.StatusServiceUnavailable, http.StatusTooManyRequests:
 		h["Retry-After"] = []string{retryAfter(err)}
@@ -102,9 +117,10 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, style errorS
 	switch style {
 	case jsonStyle:
 		body, _ := json.Marshal(struct { // strings only: cannot fail
-			Error string `json:"error"`
-			Code  string `json:"code"`
-		}{msg, k.code})
+			Error     string `json:"error"`
+			Code      string `json:"code"`
+			RequestID string `json:"request_id"`
+		}{msg, k.code, id})
 		writeBody(w, r, k.status, appJSON, append(body, '\n'))
 	case leafJSONStyle:
 		body, _ := json.Marshal(struct { // a string only: cannot fail
@@ -117,23 +133,100 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, style errorS
 	return k.status
 }
 
-// answerFor finds err's row in the error table and the one-line message to
-// answer with. An internal error is logged with the request here and shown
-// to the client only as "internal server error". Both transports answer
-// errors through it.
-func (s *Server) answerFor(ctx context.Context, method, path string, err error) (errorKind, string) {
-	k := classify(err)
-	if k.status == http.StatusInternalServerError {
-		s.log.ErrorContext(ctx, "httpapi: internal error", "method", method, "path", truncate(path, 200), "err", err)
-		return k, "internal server error"
+// answerFor finds err's row in the error table, the one-line message to
+// answer with (clientMessage; tag is the tag the request names, if any) and
+// a new request ID for the answer. Both transports answer errors through it.
+//
+// A failure of the server's own (5xx, but for a client that gave up) is
+// logged here with its cause and the request ID, within the server's log
+// budget: an outage fails every request at once, and a line each would bury
+// the log.
+func (s *Server) answerFor(ctx context.Context, method, path, tag string, err error) (k errorKind, msg, requestID string) {
+	k = classify(err)
+	msg = clientMessage(err, k, tag)
+	requestID = reqlog.NewID()
+	if k.status < http.StatusInternalServerError || errors.Is(err, context.Canceled) {
+		return k, msg, requestID
 	}
-	return k, oneLine(err.Error())
+	ok, dropped := s.errLog.Allow()
+	if !ok {
+		return k, msg, requestID
+	}
+	level, what := slog.LevelWarn, "httpapi: request failed"
+	if k.status == http.StatusInternalServerError {
+		level, what = slog.LevelError, "httpapi: internal error"
+	}
+	attrs := []slog.Attr{
+		slog.String("request_id", requestID),
+		slog.String("method", truncate(method, 20)),
+		slog.String("path", truncate(path, 200)),
+		slog.Int("status", k.status),
+		slog.String("code", k.code),
+		slog.Any("err", err),
+	}
+	if dropped > 0 {
+		attrs = append(attrs, slog.Int("lines_dropped_before", dropped))
+	}
+	s.log.LogAttrs(ctx, level, what, attrs...)
+	return k, msg, requestID
+}
+
+// errLogBudget bounds answerFor's lines: ten per ten seconds, the rest
+// counted and reported by the next line let through.
+func errLogBudget() *reqlog.Budget { return &reqlog.Budget{Lines: 10, Window: 10 * time.Second} }
+
+// clientMessage is the one place that chooses what a client is told about
+// err (wtf's Error{Code, Message}, with the cause kept apart): the message
+// of a *clientError (input the transport refused, in words about that
+// input), the text of a *leaf.TombstoneError (it names the client's tag and
+// the lowest start allowed), the request's own tag for a tag not found,
+// else the row's own message. The error's text is never shown otherwise: it
+// may carry a driver's message, a host and port, or a Go type.
+func clientMessage(err error, k errorKind, tag string) string {
+	if k.status == http.StatusInternalServerError {
+		return k.msg
+	}
+	var ce clientSafe
+	if errors.As(err, &ce) {
+		return oneLine(ce.Error())
+	}
+	var te *leaf.TombstoneError
+	if errors.As(err, &te) {
+		return oneLine(te.Error())
+	}
+	if k.err == leaf.ErrTagNotFound && leaf.ValidateTag(tag) == nil {
+		return "tag " + strconv.Quote(tag) + ": tag not found" // as the generator words it
+	}
+	return k.msg
+}
+
+// requestTag is the tag a request names, if any: the {tag} of a /v2 route,
+// the {key} of a Leaf segment route.
+func requestTag(r *http.Request) string {
+	if tag := r.PathValue("tag"); tag != "" {
+		return tag
+	}
+	return leafKey(r.URL.Path)
+}
+
+// leafKey is the {key} of a Leaf segment route's path, or "".
+func leafKey(path string) string {
+	if key, ok := strings.CutPrefix(path, segmentGetPrefix); ok {
+		return key
+	}
+	return ""
+}
+
+// clientSafe is an error whose text is written for the client.
+type clientSafe interface {
+	error
+	clientSafe()
 }
 
 // notFound answers 404 for a path no route matches.
 func (s *Server) notFound(style errorStyle) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.writeError(w, r, style, &wrapped{errNoRoute, "no route for " + truncate(r.URL.Path, 100)})
+		s.writeError(w, r, style, &clientError{errNoRoute, "no route for " + truncate(r.URL.Path, 100)})
 	})
 }
 
@@ -146,17 +239,55 @@ func (s *Server) methodNotAllowed(style errorStyle, allow []string) http.Handler
 }
 
 func methodError(method, allow string) error {
-	return &wrapped{errMethodNotAllowed, "method " + truncate(method, 20) + " not allowed; use " + allow}
+	return &clientError{errMethodNotAllowed, "method " + truncate(method, 20) + " not allowed; use " + allow}
 }
 
-// wrapped is an error with its own message that still matches a sentinel.
-type wrapped struct {
+// clientError is an error about the client's own input, with a message
+// written for the client, that still matches a sentinel (and so a row of
+// the error table). Only the transport makes them, from what it checks
+// before a generator sees the request: whatever a generator returns is
+// answered with its row's message instead.
+type clientError struct {
 	err error
 	msg string
 }
 
-func (e *wrapped) Error() string { return e.msg }
-func (e *wrapped) Unwrap() error { return e.err }
+func (e *clientError) Error() string { return e.msg }
+func (e *clientError) Unwrap() error { return e.err }
+func (e *clientError) clientSafe()   {}
+
+// asClient marks err, which the transport's own checks of the request
+// returned, as written for the client; nil stays nil.
+func asClient(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &clientError{err, err.Error()}
+}
+
+// decodeID takes apart an ID from the request. An ID the layout cannot have
+// produced is the client's error, told in the transport's words: the
+// generator's may say more than the client needs.
+func decodeID(snow SnowflakeGenerator, id int64) (leaf.SnowflakeParts, error) {
+	if id < 1 {
+		return leaf.SnowflakeParts{}, asClient(fmt.Errorf("%w: snowflake ID %d is not positive", leaf.ErrInvalidArgument, id))
+	}
+	parts, err := snow.Decode(id)
+	if errors.Is(err, leaf.ErrInvalidArgument) {
+		err = asClient(fmt.Errorf("%w: snowflake ID %d cannot have been issued with this server's layout (its time or worker is out of range)",
+			leaf.ErrInvalidArgument, id))
+	}
+	return parts, err
+}
+
+// validTag is leaf.ValidateTag on a tag from the request.
+func validTag(tag string) error { return asClient(leaf.ValidateTag(tag)) }
+
+// parseCount is leaf.ParseCount on a count from the request.
+func parseCount(s string) (int, error) {
+	n, err := leaf.ParseCount(s)
+	return n, asClient(err)
+}
 
 // oneLine keeps an error message on one line: the text bodies are one line,
 // and a message may carry text from a driver or a client (a path may hold an

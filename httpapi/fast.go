@@ -6,11 +6,11 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -106,7 +106,7 @@ func NewFastServer(s *Server, lim Limits) *fasthttp.Server {
 		MaxRequestBodySize:    lim.MaxBodyBytes,
 		Concurrency:           lim.MaxConns,
 		CloseOnShutdown:       true,
-		Logger:                fastLogger{s.log},
+		Logger:                fastLogger{s},
 	}
 }
 
@@ -180,7 +180,7 @@ func (s *Server) fastLeafAnswer(ctx *fasthttp.RequestCtx, gen idSource, disabled
 	n := 0 // no count: one ID
 	if len(query) > 0 {
 		if v, ok := queryValue(b2s(query), "count"); ok {
-			if n, err = leaf.ParseCount(v); err != nil {
+			if n, err = parseCount(v); err != nil {
 				return s.fastError(ctx, err)
 			}
 		}
@@ -252,10 +252,13 @@ var (
 // fastError answers err as writeError does on the text routes and returns
 // the status.
 func (s *Server) fastError(ctx *fasthttp.RequestCtx, err error) int {
-	// Views, not copies: answerFor only logs them, before it returns.
-	k, msg := s.answerFor(ctx, b2s(ctx.Method()), b2s(ctx.Path()), err)
+	// Views, not copies: answerFor only logs and quotes them, before it
+	// returns.
+	path := b2s(ctx.Path())
+	k, msg, id := s.answerFor(ctx, b2s(ctx.Method()), path, leafKey(path), err)
 	h := &ctx.Response.Header
 	h.Set("X-Content-Type-Options", noSniff[0])
+	h.Set(requestIDHeader, id)
 	if k.status == fasthttp.StatusServiceUnavailable || k.status == fasthttp.StatusTooManyRequests {
 		h.Set("Retry-After", retryAfter(err))
 	}
@@ -266,19 +269,22 @@ func (s *Server) fastError(ctx *fasthttp.RequestCtx, err error) int {
 }
 
 // fastProtocolError answers a request fasthttp could not parse: too large,
-// malformed, too slow.
+// malformed, too slow, or no request at all (a failed TLS handshake). It is
+// counted, not logged (see badRequests), and observed under the unmatched
+// route like any request no route serves.
 func (s *Server) fastProtocolError(ctx *fasthttp.RequestCtx, err error) {
-	status, msg := fasthttp.StatusBadRequest, "bad request"
-	switch e := err.(type) {
-	case *fasthttp.ErrSmallBuffer:
-		status, msg = fasthttp.StatusRequestHeaderFieldsTooLarge, "request headers too large"
-	case interface{ Timeout() bool }:
-		if e.Timeout() {
-			status, msg = fasthttp.StatusRequestTimeout, "request timeout"
+	reason, status, msg := protocolError(ctx, err)
+	s.bad.add(reason, err.Error())
+	if s.obs != nil && reason != badTLSHandshake {
+		// fasthttp does not say when a request it could not read began:
+		// the connection's start, or the previous request's on a
+		// keep-alive connection, is the earliest it can have, so the
+		// duration observed is an upper bound.
+		start := ctx.ConnTime()
+		if t := ctx.Time(); t.After(start) {
+			start = t
 		}
-	}
-	if err == fasthttp.ErrBodyTooLarge {
-		status, msg = fasthttp.StatusRequestEntityTooLarge, errBodyTooLarge.Error()
+		s.obs.ObserveRequest(unmatchedRoute, status, time.Since(start))
 	}
 	ctx.Response.Header.Set("Cache-Control", noStore[0])
 	ctx.Response.Header.SetContentTypeBytes(textPlainBytes)
@@ -315,7 +321,7 @@ func (c *keyCache) intern(b []byte) (string, error) {
 			return k, nil
 		}
 	}
-	if err := leaf.ValidateTag(b2s(b)); err != nil {
+	if err := validTag(b2s(b)); err != nil {
 		return "", err
 	}
 	return string(b), nil
@@ -349,11 +355,21 @@ func lenOf(m *map[string]string) int {
 }
 
 // fastLogger sends fasthttp's own messages (accept errors and the like) to
-// the server's logger.
-type fastLogger struct{ log *slog.Logger }
+// the server's logger, but for those any client can cause one per
+// connection, which are counted instead (see badRequests).
+type fastLogger struct{ s *Server }
 
 func (l fastLogger) Printf(format string, args ...any) {
-	l.log.Warn("fasthttp: " + fmt.Sprintf(format, args...))
+	switch {
+	case strings.HasPrefix(format, "error when serving connection"):
+		// A request fastProtocolError has answered and counted, or a
+		// client gone mid-answer.
+		return
+	case strings.HasPrefix(format, "The incoming connection cannot be served"):
+		l.s.bad.add(badTooManyConns, fmt.Sprintf(format, args...))
+		return
+	}
+	l.s.log.Warn("fasthttp: " + fmt.Sprintf(format, args...))
 }
 
 // serveAdapted answers a request with the net/http handler. fasthttp's own

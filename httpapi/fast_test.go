@@ -115,7 +115,7 @@ func TestFastMatchesNetHTTP(t *testing.T) {
 		}
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
-		return response{resp.StatusCode, resp.Header, string(b)}
+		return stripRequestID(t, response{resp.StatusCode, resp.Header, string(b)})
 	}
 	headers := []string{"Content-Type", "Content-Length", "Cache-Control", "Allow", "Retry-After", "X-Content-Type-Options", "Location"}
 	for _, rq := range requests {
@@ -169,7 +169,7 @@ func (rc *rawConn) read(method string) response {
 	if err != nil {
 		rc.t.Fatalf("read body: %v", err)
 	}
-	return response{resp.StatusCode, resp.Header, string(b)}
+	return stripRequestID(rc.t, response{resp.StatusCode, resp.Header, string(b)})
 }
 
 // closed waits for the server to close the connection, reading whatever it

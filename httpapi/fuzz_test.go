@@ -110,6 +110,11 @@ func checkErrorBody(t *testing.T, what string, style int, head, readyz bool, cod
 			t.Errorf("%s: %d without Retry-After", what, code)
 		}
 	}
+	// Every routed error answer carries its request ID; a request refused
+	// unread (style -1) is counted, not logged, and has none.
+	if style >= 0 && !readyz && len(h.Get(requestIDHeader)) != 16 {
+		t.Errorf("%s: %d without a request ID: %s %q", what, code, requestIDHeader, h.Get(requestIDHeader))
+	}
 	if head {
 		if n, err := strconv.Atoi(h.Get("Content-Length")); err != nil || n == 0 || body != "" {
 			t.Errorf("%s: HEAD %d: Content-Length %q and a body of %d bytes; want the message's length and no body", what, code, h.Get("Content-Length"), len(body))
@@ -129,12 +134,13 @@ func checkErrorBody(t *testing.T, what string, style int, head, readyz bool, cod
 			t.Errorf("%s: %d %q: not a JSON object of strings: %v", what, code, body, err)
 			return
 		}
-		ok := m["error"] != "" && m["code"] != "" && len(m) == 2
+		ok := m["error"] != "" && m["code"] != "" && m["request_id"] == h.Get(requestIDHeader) && len(m) == 3
 		if style == int(leafJSONStyle) || style < 0 && m["errorMsg"] != "" {
 			ok = m["errorMsg"] != "" && len(m) == 1
 		}
 		if !ok {
-			t.Errorf("%s: %d %q: want {\"error\",\"code\"} on /v2, {\"errorMsg\"} on /decodeSnowflakeId", what, code, body)
+			t.Errorf("%s: %d %q: want {\"error\",\"code\",\"request_id\"} on /v2 (request_id as in %s), {\"errorMsg\"} on /decodeSnowflakeId",
+				what, code, body, requestIDHeader)
 		}
 	default:
 		t.Errorf("%s: %d %q with Content-Type %q: not the error style of the route (%d)", what, code, body, ct, style)

@@ -48,14 +48,14 @@ func (s *Server) leafGet(w http.ResponseWriter, r *http.Request, gen idSource, d
 	if gen == nil {
 		return s.writeError(w, r, textStyle, disabled)
 	}
-	if err := leaf.ValidateTag(key); err != nil {
+	if err := validTag(key); err != nil {
 		return s.writeError(w, r, textStyle, err)
 	}
 	n := 0 // no count: one ID, answered without the batch's buffers
 	if r.URL.RawQuery != "" {
 		if c, ok := queryValue(r.URL.RawQuery, "count"); ok {
 			var err error
-			if n, err = leaf.ParseCount(c); err != nil {
+			if n, err = parseCount(c); err != nil {
 				return s.writeError(w, r, textStyle, err)
 			}
 		}
@@ -271,7 +271,7 @@ func (s *Server) decode(name, v string, given bool) (leaf.SnowflakeParts, error)
 		return leaf.SnowflakeParts{}, errSnowflakeDisabled
 	}
 	if !given {
-		return leaf.SnowflakeParts{}, fmt.Errorf("%w: the parameter %s is required", leaf.ErrInvalidArgument, name)
+		return leaf.SnowflakeParts{}, asClient(fmt.Errorf("%w: the parameter %s is required", leaf.ErrInvalidArgument, name))
 	}
 	id, err := strconv.ParseInt(v, 10, 64)
 	if err != nil {
@@ -279,9 +279,9 @@ func (s *Server) decode(name, v string, given bool) (leaf.SnowflakeParts, error)
 		if errors.Is(err, strconv.ErrRange) {
 			why = "is out of range for a 64-bit ID"
 		}
-		return leaf.SnowflakeParts{}, fmt.Errorf("%w: %s %q %s", leaf.ErrInvalidArgument, name, truncate(v, 40), why)
+		return leaf.SnowflakeParts{}, asClient(fmt.Errorf("%w: %s %q %s", leaf.ErrInvalidArgument, name, truncate(v, 40), why))
 	}
-	return s.snow.Decode(id)
+	return decodeID(s.snow, id)
 }
 
 // cachePage serves /cache: every tag's two buffers, with Leaf's columns.

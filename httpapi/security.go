@@ -33,6 +33,7 @@ func (e *rateLimitedError) Error() string {
 	return "rate limit exceeded for this client; retry after " + strconv.Itoa(e.seconds()) + "s"
 }
 func (e *rateLimitedError) Unwrap() error { return errRateLimited }
+func (e *rateLimitedError) clientSafe()   {}
 
 // seconds is the wait rounded up to whole seconds, at least 1, as
 // Retry-After takes it.
@@ -95,15 +96,15 @@ func (s *Server) checkAdmin(r *http.Request) error {
 	}
 	h := r.Header.Get("Authorization")
 	if h == "" {
-		return &wrapped{errUnauthorized, "admin token required: send Authorization: Bearer <token>"}
+		return &clientError{errUnauthorized, "admin token required: send Authorization: Bearer <token>"}
 	}
 	scheme, token, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return &wrapped{errUnauthorized, "Authorization must be Bearer <token>"}
+		return &clientError{errUnauthorized, "Authorization must be Bearer <token>"}
 	}
 	sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
 	if subtle.ConstantTimeCompare(sum[:], s.tokenHash[:]) != 1 {
-		return &wrapped{errUnauthorized, "invalid admin token"}
+		return &clientError{errUnauthorized, "invalid admin token"}
 	}
 	return nil
 }

@@ -31,10 +31,10 @@
 //	  GET    /v2/tags/{tag}                    one row                 (admin)
 //	  PATCH  /v2/tags/{tag}                    {"step":N}              (admin)
 //	  DELETE /v2/tags/{tag}                    204                     (admin)
-//	  GET    /v2/status                        version, degraded reasons; buffers and worker (admin)
+//	  GET    /v2/status[?detail=0]             version, degraded reasons; causes, buffers and worker (admin)
 //	Operations, text/plain:
 //	  GET /healthz                        "ok": the process is alive
-//	  GET /readyz[?strict=1]              "ok", or "degraded" and one reason per line
+//	  GET /readyz[?strict=1]              "ok", or "degraded" and one reason per line, without its cause
 //	  GET /metrics                        Prometheus exposition (when Config.Metrics is set)
 //	Monitor page, text/html:
 //	  GET /monitor/                       live view of buffers, rows and the worker (reads /v2/status)
@@ -50,10 +50,19 @@
 // Content-Length (the length of an ID not issued is unknown). A known path
 // with another method answers 405 with an Allow header; an unknown path 404.
 // Errors are one line of text on the text routes,
-// {"error":"...","code":"..."} on /v2, and {"errorMsg":"..."} on
-// /decodeSnowflakeId. A mode that is not configured answers 404 on its routes
-// ("segment mode is disabled", "snowflake mode is disabled"), where Leaf
-// answers 200 with the ID 0.
+// {"error":"...","code":"...","request_id":"..."} on /v2, and
+// {"errorMsg":"..."} on /decodeSnowflakeId. A mode that is not configured
+// answers 404 on its routes ("segment mode is disabled", "snowflake mode is
+// disabled"), where Leaf answers 200 with the ID 0.
+//
+// An error's message is written for the client (errors.go's clientMessage):
+// what is wrong with its request, or the condition ("not ready: no IDs can
+// be issued right now"), never the cause, which may hold a driver's text, a
+// host and port or a Go type. Every error answer carries a request ID in an
+// X-Request-Id header; a 5xx's cause is logged with it. The same goes for
+// /readyz and the /v2/status summary, which show the generators' degraded
+// reasons without their causes. Requests the fast transport refuses unread
+// are counted, not logged (badrequests.go).
 //
 // Server is an http.Handler, for embedding in any net/http server.
 // NewFastServer serves it the way leaf serve does: fasthttp answers the two
@@ -92,6 +101,7 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/httpapi/monitor"
+	"github.com/leafgo/leaf/internal/reqlog"
 )
 
 // SegmentGenerator is what the segment routes need from the segment
@@ -108,7 +118,9 @@ type SegmentGenerator interface {
 	// Status describes every tag's buffers, sorted by tag.
 	Status() []leaf.SegmentStatus
 	// Degraded lists human-readable reasons the generator is degraded (store
-	// unreachable, ...); empty when healthy.
+	// unreachable, ...); empty when healthy. A reason is a summary a client
+	// may see, then its cause after ": ", "; " or " (" (see clientReasons);
+	// a tag's reasons lead with "tag NAME: ".
 	Degraded() []string
 	// Allocs lists the rows of leaf_alloc, ordered by tag.
 	Allocs(ctx context.Context) ([]leaf.Alloc, error)
@@ -138,8 +150,9 @@ type SnowflakeGenerator interface {
 	Status() leaf.WorkerStatus
 	// Degraded lists human-readable reasons the generator is degraded; empty
 	// when healthy. Like the segment generator's, each reason names its
-	// generator ("snowflake heartbeat failing: ..."): /readyz shows them as
-	// they are, after the segment generator's.
+	// generator and is worded summary, then cause ("snowflake heartbeat
+	// failing: ..."): /readyz shows the summaries, after the segment
+	// generator's.
 	Degraded() []string
 }
 
@@ -154,15 +167,19 @@ type Config struct {
 	// its routes answer 404, decoding included, since the layout belongs to
 	// the generator.
 	Snowflake SnowflakeGenerator
-	// Logger receives internal errors (the 500s). Nil means slog.Default().
-	// Nothing is logged per successful request.
+	// Logger receives the causes of failed requests (5xx), with the
+	// request ID their answer carries, at most ten lines per ten seconds,
+	// and a summary of the requests the fast transport refuses unread, at
+	// most one line a minute. Nil means slog.Default(). Nothing is logged
+	// per successful request.
 	Logger *slog.Logger
 	// Version is reported by /v2/status.
 	Version string
 	// Metrics serves GET /metrics; nil answers 404 there.
 	Metrics http.Handler
 	// Observer, if set, is told the route, status and duration of every
-	// request.
+	// request; if it is also a BadRequestObserver, it counts the requests
+	// the fast transport refuses before any route sees them.
 	Observer RequestObserver
 	// AdminToken, when set, is the bearer token that tag administration,
 	// /cache, /db and the detail of /v2/status require. Without it
@@ -185,6 +202,14 @@ type RequestObserver interface {
 	ObserveRequest(route string, status int, d time.Duration)
 }
 
+// BadRequestObserver counts requests refused before any route saw them (a
+// garbage request line, headers or a body over the limits, a failed TLS
+// handshake); metrics.Metrics satisfies it. reason is one of a small fixed
+// set (see badRequestReasons), so that its values are bounded.
+type BadRequestObserver interface {
+	ObserveBadRequest(reason string)
+}
+
 // Server is the HTTP handler. It is safe for concurrent use.
 type Server struct {
 	seg  SegmentGenerator
@@ -203,6 +228,11 @@ type Server struct {
 	// tokenHash is the SHA-256 of the admin token, when hasToken.
 	tokenHash [sha256.Size]byte
 	hasToken  bool
+	// errLog bounds the lines logged for failed requests (answerFor).
+	errLog *reqlog.Budget
+	// bad counts and summarises the requests the fast transport refuses
+	// before any route sees them.
+	bad *badRequests
 }
 
 // idSource is what the ID routes need from either generator, so that the
@@ -222,6 +252,7 @@ func New(cfg Config) *Server {
 		obs:     cfg.Observer,
 		mux:     http.NewServeMux(),
 		limiter: cfg.Limiter,
+		errLog:  errLogBudget(),
 	}
 	if cfg.AdminToken != "" {
 		s.tokenHash, s.hasToken = sha256.Sum256([]byte(cfg.AdminToken)), true
@@ -229,6 +260,7 @@ func New(cfg Config) *Server {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
+	s.bad = newBadRequests(s.log, cfg.Observer)
 	// Assigned only when set: a nil generator must stay a nil idSource.
 	if s.seg != nil {
 		s.segIDs = s.seg
@@ -282,7 +314,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.RequestURI == "*" {
 		// The asterisk form (RFC 9112 §3.2.4) names no route, and the mux
 		// would answer it a bare 400, without the message every error has.
-		status := s.writeError(w, r, textStyle, &wrapped{leaf.ErrInvalidArgument, "the request target * names no resource"})
+		status := s.writeError(w, r, textStyle, &clientError{leaf.ErrInvalidArgument, "the request target * names no resource"})
 		if s.obs != nil {
 			s.obs.ObserveRequest("*", status, time.Since(start))
 		}

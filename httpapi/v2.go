@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/leafgo/leaf"
@@ -28,7 +30,7 @@ func (s *Server) segmentTag(r *http.Request) (string, error) {
 		return "", errSegmentDisabled
 	}
 	tag := r.PathValue("tag")
-	return tag, leaf.ValidateTag(tag)
+	return tag, validTag(tag)
 }
 
 // v2SegmentID serves /v2/segment/{tag}: {"tag":"t","id":123,"id_str":"123"}.
@@ -263,9 +265,9 @@ func (s *Server) segmentTagCount(r *http.Request) (string, int, error) {
 func requiredCount(r *http.Request) (int, error) {
 	c, ok := queryValue(r.URL.RawQuery, "count")
 	if !ok {
-		return 0, fmt.Errorf("%w: the query parameter count is required (1..%d)", leaf.ErrInvalidCount, leaf.MaxBatch)
+		return 0, asClient(fmt.Errorf("%w: the query parameter count is required (1..%d)", leaf.ErrInvalidCount, leaf.MaxBatch))
 	}
-	return leaf.ParseCount(c)
+	return parseCount(c)
 }
 
 // statusResponse is the body of /v2/status. The segment member is present
@@ -275,16 +277,25 @@ func requiredCount(r *http.Request) (int, error) {
 type statusResponse struct {
 	Version string `json:"version"`
 	// Detail is false when an admin token is configured and the request
-	// did not carry it: tags and the worker are left out.
+	// did not carry it, or the request asked for ?detail=0: tags and the
+	// worker are left out, and the degraded reasons are the clients' words
+	// (see clientReasons).
 	Detail    bool               `json:"detail"`
 	Segment   segmentStatus      `json:"segment"`
 	Snowflake *leaf.WorkerStatus `json:"snowflake,omitempty"`
 }
 
 type segmentStatus struct {
-	Enabled  bool                 `json:"enabled"`
-	Degraded []string             `json:"degraded"`
-	Tags     []leaf.SegmentStatus `json:"tags"`
+	Enabled  bool        `json:"enabled"`
+	Degraded []string    `json:"degraded"`
+	Tags     []tagStatus `json:"tags"`
+}
+
+// tagStatus is a tag's status as /v2/status shows it: last_load is left
+// out until the tag's first load, rather than shown as 0001-01-01.
+type tagStatus struct {
+	leaf.SegmentStatus
+	LastLoad time.Time `json:"last_load,omitzero"` // shadows the embedded field
 }
 
 // v2Status serves /v2/status.
@@ -299,18 +310,34 @@ func (s *Server) v2Status(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
+	// ?detail=0 asks for the summary; ?detail=1 cannot widen it.
+	if v, ok := queryValue(r.URL.RawQuery, "detail"); ok {
+		d, err := strconv.ParseBool(v)
+		if err != nil {
+			return asClient(fmt.Errorf("%w: detail %q, want 0 or 1", leaf.ErrInvalidArgument, truncate(v, 20)))
+		}
+		detail = detail && d
+	}
 	resp := statusResponse{
 		Version: s.version,
 		Detail:  detail,
-		Segment: segmentStatus{Degraded: []string{}, Tags: []leaf.SegmentStatus{}},
+		Segment: segmentStatus{Degraded: []string{}, Tags: []tagStatus{}},
 	}
 	if s.seg != nil {
 		resp.Segment.Enabled = true
-		if d := s.seg.Degraded(); d != nil {
+		d := s.seg.Degraded()
+		if !detail {
+			d = clientReasons(d)
+		}
+		if d != nil {
 			resp.Segment.Degraded = d
 		}
-		if t := s.seg.Status(); t != nil && detail {
-			resp.Segment.Tags = t
+		if detail {
+			st := s.seg.Status()
+			resp.Segment.Tags = make([]tagStatus, len(st))
+			for i, t := range st {
+				resp.Segment.Tags[i] = tagStatus{t, t.LastLoad}
+			}
 		}
 	}
 	if s.snow != nil && detail {
@@ -377,10 +404,10 @@ func (s *Server) v2CreateTag(w http.ResponseWriter, r *http.Request) error {
 		a.Step = *req.Step
 	}
 	if err := leaf.ValidateAlloc(a); err != nil {
-		return err
+		return asClient(err)
 	}
 	if req.Start != nil && *req.Start == 0 {
-		return fmt.Errorf("%w: start 0, want >= 1, or no start to continue above any IDs of a deleted tag of the same name", leaf.ErrInvalidArgument)
+		return asClient(fmt.Errorf("%w: start 0, want >= 1, or no start to continue above any IDs of a deleted tag of the same name", leaf.ErrInvalidArgument))
 	}
 	if err := s.seg.CreateTag(r.Context(), a); err != nil {
 		return err
@@ -411,10 +438,10 @@ func (s *Server) v2PatchTag(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if req.Step == nil {
-		return fmt.Errorf("%w: step is required", leaf.ErrInvalidArgument)
+		return asClient(fmt.Errorf("%w: step is required", leaf.ErrInvalidArgument))
 	}
 	if err := leaf.ValidateStep(*req.Step); err != nil {
-		return err
+		return asClient(err)
 	}
 	if err := s.seg.SetStep(r.Context(), tag, *req.Step); err != nil {
 		return err
@@ -444,30 +471,91 @@ func (s *Server) v2DeleteTag(w http.ResponseWriter, r *http.Request) error {
 // decodeBody reads one JSON object from the request body into dst. Unknown
 // fields are refused (a misspelt "stpe" must not silently become the default
 // step), as are trailing data and bodies over maxBodyBytes.
+//
+// The errors are the client's, in the client's terms: encoding/json's
+// messages name our Go types ("Go struct field createTagRequest.step of
+// type int"), so they are rewritten in JSON's (see bodyError).
 func decodeBody(w http.ResponseWriter, r *http.Request, dst any) error {
 	body := http.MaxBytesReader(w, r.Body, maxBodyBytes)
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	err := dec.Decode(dst)
+	trailing := false
 	if err == nil {
 		if _, terr := dec.Token(); terr != io.EOF {
-			err = errors.New("unexpected data after the JSON object")
-			if terr != nil {
-				err = terr
-			}
+			err, trailing = terr, true // terr is nil for a well-formed token
 		}
 	}
-	var tooLarge *http.MaxBytesError
-	switch {
-	case err == nil:
+	if err == nil && !trailing {
 		return nil
+	}
+	return asClient(bodyError(err, trailing))
+}
+
+// bodyError describes a request body decodeBody refused, without the
+// decoder's own words.
+func bodyError(err error, trailing bool) error {
+	var (
+		tooLarge *http.MaxBytesError
+		syntax   *json.SyntaxError
+		typ      *json.UnmarshalTypeError
+	)
+	switch {
 	case errors.As(err, &tooLarge):
 		return fmt.Errorf("%w: at most %d bytes", errBodyTooLarge, maxBodyBytes)
+	case trailing:
+		return fmt.Errorf("%w: request body: unexpected data after the JSON object", leaf.ErrInvalidArgument)
 	case errors.Is(err, io.EOF):
 		return fmt.Errorf("%w: empty body, want a JSON object", leaf.ErrInvalidArgument)
-	default:
-		return fmt.Errorf("%w: request body: %v", leaf.ErrInvalidArgument, err)
+	case errors.As(err, &syntax):
+		return fmt.Errorf("%w: request body: invalid JSON at byte %d", leaf.ErrInvalidArgument, syntax.Offset)
+	case errors.As(err, &typ) && typ.Field == "":
+		return fmt.Errorf("%w: request body: got a JSON %s, want an object", leaf.ErrInvalidArgument, jsonValueKind(typ.Value))
+	case errors.As(err, &typ):
+		return fmt.Errorf("%w: request body: %q: got a JSON %s, want %s", leaf.ErrInvalidArgument,
+			truncate(typ.Field, 40), jsonValueKind(typ.Value), jsonKind(typ.Type))
 	}
+	// An unknown field is the one message left that is the client's own:
+	// encoding/json words it `json: unknown field "stpe"`.
+	if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		return fmt.Errorf("%w: request body: unknown field %s", leaf.ErrInvalidArgument, truncate(f, 60))
+	}
+	// A truncated body, a read error: nothing a client needs beyond this.
+	return fmt.Errorf("%w: request body: not one complete JSON object", leaf.ErrInvalidArgument)
+}
+
+// jsonValueKind is the kind of JSON value in an UnmarshalTypeError's Value
+// ("number", "number -1", "string", "bool", "array", "object"): its first
+// word, since the rest may be a long number.
+func jsonValueKind(v string) string {
+	kind, _, _ := strings.Cut(v, " ")
+	return kind
+}
+
+// jsonKind names, in JSON's terms, the value a Go type decodes from.
+func jsonKind(t reflect.Type) string {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil {
+		return "another value"
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer in range" // a fraction or a number too large lands here too
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	}
+	return "another value"
 }
 
 // writeJSON answers with v as JSON and a trailing newline. An encoding

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/leafgo/leaf"
 )
@@ -207,6 +208,57 @@ func TestV2Status(t *testing.T) {
 	if r.status != 200 || !strings.Contains(r.body, `"segment":{"enabled":true,"degraded":[],"tags":[]}`) {
 		t.Errorf("status, no tags = %d %s", r.status, r.body)
 	}
+}
+
+// TestV2StatusDetail: ?detail=0 gives the summary (no tags, no worker,
+// degraded reasons in the clients' words) even where the detail is open;
+// ?detail=1 cannot widen what the token allows; and a tag not loaded yet
+// shows no last_load rather than year 1.
+func TestV2StatusDetail(t *testing.T) {
+	g := newFakeGen("a")
+	g.setDegraded("segment store unreachable since 2024-05-01T12:00:00Z: dial tcp 10.1.2.3:3306: connect: connection refused")
+	base, _ := testServerConfig(t, Config{Segment: g, Snowflake: newFakeSnowflake()})
+	r := do(t, "GET", base, "/v2/status", "")
+	if r.status != 200 || !strings.Contains(r.body, `"detail":true`) || !strings.Contains(r.body, `"tag":"a"`) ||
+		!strings.Contains(r.body, "10.1.2.3:3306") || !strings.Contains(r.body, `"snowflake":{`) {
+		t.Errorf("/v2/status = %d %s, want the detail", r.status, r.body)
+	}
+	if strings.Contains(r.body, "0001-01-01") || strings.Contains(r.body, "last_load") {
+		t.Errorf("/v2/status shows a tag never loaded with a zero time: %s", r.body)
+	}
+	for _, target := range []string{"/v2/status?detail=0", "/v2/status?detail=false"} {
+		r = do(t, "GET", base, target, "")
+		want := `{"version":"v1.2.3-test","detail":false,"segment":{"enabled":true,` +
+			`"degraded":["segment store unreachable since 2024-05-01T12:00:00Z"],"tags":[]}}` + "\n"
+		if r.status != 200 || r.body != want {
+			t.Errorf("%s = %d %s, want %s", target, r.status, r.body, want)
+		}
+	}
+	// A loaded tag shows when.
+	loaded := &loadedGen{fakeGen: g, at: fakeTime}
+	base, _ = testServerConfig(t, Config{Segment: loaded})
+	if r := do(t, "GET", base, "/v2/status", ""); !strings.Contains(r.body, `"last_load":"2024-05-01T12:00:00Z"`) {
+		t.Errorf("/v2/status of a loaded tag = %s, want its last_load", r.body)
+	}
+
+	base, _ = testServerConfig(t, Config{Segment: g, AdminToken: "s3cret"})
+	if r := do(t, "GET", base, "/v2/status?detail=1", ""); !strings.Contains(r.body, `"detail":false`) || strings.Contains(r.body, "10.1.2.3") {
+		t.Errorf("/v2/status?detail=1 without the token = %s, want the summary", r.body)
+	}
+}
+
+// loadedGen is a fakeGen whose tags were last loaded at a given time.
+type loadedGen struct {
+	*fakeGen
+	at time.Time
+}
+
+func (g *loadedGen) Status() []leaf.SegmentStatus {
+	st := g.fakeGen.Status()
+	for i := range st {
+		st[i].LastLoad = g.at
+	}
+	return st
 }
 
 func TestV2Tags(t *testing.T) {

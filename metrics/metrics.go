@@ -12,7 +12,8 @@
 // The one instrument fed on the request path is the HTTP latency histogram;
 // ObserveRequest resolves its label pair once and then reuses the child, so
 // a request costs a map lookup and the histogram's atomic adds, with no
-// allocation.
+// allocation. The other, leaf_http_bad_requests_total, counts the requests
+// the HTTP transport refuses before any route sees them (ObserveBadRequest).
 //
 // Labels are bounded: tags come from the operator-controlled leaf_alloc
 // table, and routes are the HTTP layer's route patterns, never raw paths.
@@ -86,9 +87,10 @@ const maxCachedObservers = 4096
 // Metrics owns a registry holding leaf's metrics. It is safe for concurrent
 // use.
 type Metrics struct {
-	reg      *prometheus.Registry
-	handler  http.Handler
-	requests *prometheus.HistogramVec
+	reg         *prometheus.Registry
+	handler     http.Handler
+	requests    *prometheus.HistogramVec
+	badRequests *prometheus.CounterVec
 
 	// observers caches requests' children by (route, status) so the hot
 	// path skips hashing label values. It is replaced on a miss, never
@@ -124,11 +126,16 @@ func New(cfg Config) *Metrics {
 			Help:    "Time to serve an HTTP request, by route pattern and status code.",
 			Buckets: requestBuckets,
 		}, []string{"route", "code"}),
+		badRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "leaf_http_bad_requests_total",
+			Help: "Requests refused before any route saw them (garbage, over the size limits, too slow, a failed TLS handshake, over the connection limit), by reason. They are not logged one by one.",
+		}, []string{"reason"}),
 	}
 	m.observers.Store(&map[observerKey]prometheus.Observer{})
 	m.reg.MustRegister(
 		newCollector(cfg),
 		m.requests,
+		m.badRequests,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -171,6 +178,15 @@ func (m *Metrics) ObserveRequest(route string, status int, d time.Duration) {
 		o = m.observer(k)
 	}
 	o.Observe(d.Seconds())
+}
+
+// ObserveBadRequest counts one request refused before any route saw it.
+// reason must come from a small fixed set (httpapi's: "malformed",
+// "headers_too_large", "body_too_large", "timeout", "incomplete",
+// "tls_handshake", "too_many_connections"), never from the request. It is
+// not on the hot path: it hashes the label on every call.
+func (m *Metrics) ObserveBadRequest(reason string) {
+	m.badRequests.WithLabelValues(reason).Inc()
 }
 
 // observer resolves k's child on a cache miss and publishes a copy of the

@@ -326,6 +326,26 @@ func TestObserveRequestConcurrent(t *testing.T) {
 	}
 }
 
+// TestObserveBadRequest: refused requests are counted by reason, and no
+// reason is exported before it happens.
+func TestObserveBadRequest(t *testing.T) {
+	m := metrics.New(metrics.Config{})
+	if _, ok := scrape(t, m)["leaf_http_bad_requests_total"]; ok {
+		t.Error("leaf_http_bad_requests_total exported before any bad request")
+	}
+	for range 3 {
+		m.ObserveBadRequest("malformed")
+	}
+	m.ObserveBadRequest("tls_handshake")
+	fams := scrape(t, m)
+	if n := value(t, fams, "leaf_http_bad_requests_total", map[string]string{"reason": "malformed"}); n != 3 {
+		t.Errorf("malformed = %v, want 3", n)
+	}
+	if n := value(t, fams, "leaf_http_bad_requests_total", map[string]string{"reason": "tls_handshake"}); n != 1 {
+		t.Errorf("tls_handshake = %v, want 1", n)
+	}
+}
+
 func TestObserveRequestAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector's instrumentation allocates")
