@@ -219,7 +219,7 @@ func TestParseFlagsInterspersed(t *testing.T) {
 // TestTags runs the tags commands against one SQLite file, in order.
 func TestTags(t *testing.T) {
 	t.Parallel()
-	env := dataEnv(t)
+	env := storeEnv(t)
 	steps := []struct {
 		args   []string
 		code   int
@@ -309,7 +309,7 @@ func TestTagsTombstone(t *testing.T) {
 // another file than LEAF_DATA_DIR, and that --segment-dsn names a file.
 func TestTagsStoreFlagsWin(t *testing.T) {
 	t.Parallel()
-	env := dataEnv(t)
+	env := storeEnv(t)
 	other := t.TempDir()
 	file := filepath.Join(t.TempDir(), "custom.db")
 	if r := runCLI(t, env, "tags", "create", "x", "--data-dir", other); r.code != 0 {
