@@ -69,6 +69,8 @@ func TestServeValidatesBeforeSideEffects(t *testing.T) {
 			[]string{"snowflake.epoch (from LEAF_SNOWFLAKE_EPOCH):", "is in the future"}},
 		{"layout and port both wrong", []string{"LEAF_SNOWFLAKE_TIME_BITS=30"}, []string{"--listen", busy}, 2,
 			[]string{"snowflake.time_bits"}},
+		{"missing token file", nil, []string{"--listen", "127.0.0.1:0", "--admin-token-file", "/nonexistent/token"}, 2,
+			[]string{"admin.token_file /nonexistent/token: file does not exist"}},
 		{"bad certificate", nil, []string{"--listen", "127.0.0.1:0", "--tls-cert", "/nonexistent/c.pem", "--tls-key", "/nonexistent/k.pem"}, 1,
 			[]string{"load TLS certificate /nonexistent/c.pem"}},
 	}

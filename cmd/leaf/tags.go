@@ -161,6 +161,12 @@ func (a *app) tagsCreate(ctx context.Context, args []string) error {
 	alloc := leaf.Alloc{Tag: pos[0], MaxID: *start, Step: *step, Description: *desc}
 	// Check before touching the store: bad input is a usage error (exit 2)
 	// even when the store is unreachable.
+	if err := leaf.ValidateTag(alloc.Tag); err != nil {
+		return err
+	}
+	if err := checkStep(alloc.Step); err != nil {
+		return err
+	}
 	if err := leaf.ValidateAlloc(alloc); err != nil {
 		return err
 	}
@@ -204,7 +210,7 @@ func (a *app) tagsSetStep(ctx context.Context, args []string) error {
 	if err != nil {
 		return usageErrorf("step %q is not a whole number", pos[1])
 	}
-	if err := leaf.ValidateStep(step); err != nil {
+	if err := checkStep(step); err != nil {
 		return err
 	}
 	return a.withStore(ctx, flags, mustExist, func(s segmentStore) error {
@@ -236,6 +242,15 @@ func (a *app) tagsDelete(ctx context.Context, args []string) error {
 		fmt.Fprintf(a.stdout, "deleted tag %s\n", tag)
 		return nil
 	})
+}
+
+// checkStep is leaf.ValidateStep, saying in words what is wrong with a step
+// below 1.
+func checkStep(step int) error {
+	if step < 1 {
+		return fmt.Errorf("%w: step %d: the step must be positive, 1..%d", leaf.ErrInvalidArgument, step, leaf.MaxStep)
+	}
+	return leaf.ValidateStep(step)
 }
 
 // isSet reports whether the command line set the flag name.
