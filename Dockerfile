@@ -2,6 +2,9 @@
 #
 #   docker build --build-arg VERSION=v1.0.0 -t leaf .
 #
+# Without VERSION, the binary reports 'git describe --tags --always --dirty'
+# of the build context, or "dev" when the context has no git history.
+#
 # As it is, the image refuses to start (exit 2): it listens on every
 # interface, and its defaults keep IDs in this container alone (segments in an
 # embedded SQLite file, snowflake as local worker 0), so that two containers
@@ -27,7 +30,7 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-ARG VERSION=dev
+ARG VERSION=
 # The same script as the tests' TestStaticBinary: CGO_ENABLED=0, -trimpath.
 RUN scripts/build-static.sh /out/leaf "$VERSION" && mkdir -p /out/data
 

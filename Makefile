@@ -11,8 +11,13 @@ STATICCHECK ?= $(shell command -v staticcheck || { test -x $(HOME)/go/bin/static
 
 all: build
 
+# The version 'leaf version' reports, stamped in as scripts/build-static.sh
+# does: the go command's own VCS stamp is absent with -buildvcs=false.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+BIN ?= bin/leaf
+
 build:
-	$(GO) build -o bin/leaf ./cmd/leaf
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/leaf
 
 serve:
 	$(GO) run ./cmd/leaf serve

@@ -5,8 +5,12 @@
 # tests check is built exactly as the image's.
 #
 #   scripts/build-static.sh OUT [VERSION]
+#
+# OUT is relative to the repository root.
 set -euo pipefail
 out=${1:?usage: scripts/build-static.sh OUT [VERSION]}
-version=${2:-$(git describe --tags --always --dirty 2>/dev/null || echo dev)}
 cd "$(dirname "$0")/.."
+# Described here, in the repository, whatever directory the script ran from;
+# an empty VERSION (the Dockerfile's default) counts as none.
+version=${2:-$(git describe --tags --always --dirty 2>/dev/null || echo dev)}
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${version}" -o "$out" ./cmd/leaf

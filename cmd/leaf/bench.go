@@ -12,6 +12,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,6 +32,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
@@ -116,7 +118,8 @@ type benchOptions struct {
 	quiet       bool
 	json        bool
 	checkUnique bool
-	uniqueCap   int64 // the most IDs --check-unique keeps: benchMaxUnique
+	uniqueCap   int64       // the most IDs --check-unique keeps: benchMaxUnique
+	tls         *tls.Config // --cacert: the CAs to trust; nil: the system's (HTTPS), plaintext (gRPC)
 }
 
 func (a *app) bench(ctx context.Context, args []string) error {
@@ -170,7 +173,8 @@ func (a *app) bench(ctx context.Context, args []string) error {
 func (a *app) benchFlags(args []string) (*benchOptions, error) {
 	fs := newFlagSet("bench")
 	server := fs.String("server", "", "base `URL` of the HTTP server (default $"+envServer+", else "+defaultServer+")")
-	grpcAddr := fs.String("grpc", "", "`ADDR` (host:port) of the gRPC server, instead of --server (plaintext)")
+	grpcAddr := fs.String("grpc", "", "`ADDR` (host:port) of the gRPC server, instead of --server (plaintext, TLS with --cacert)")
+	cacert := fs.String("cacert", "", cacertUsage+"; with --grpc, connect over TLS")
 	mode := fs.String("mode", "segment", "which IDs to ask for: `segment` or snowflake")
 	tag := fs.String("tag", config.SeedTag, "segment `TAG` (in snowflake mode the key, which the server ignores)")
 	count := fs.Int("count", 1, "IDs per request, 1..10000; 1 asks for single IDs, more for batches")
@@ -204,6 +208,14 @@ func (a *app) benchFlags(args []string) (*benchOptions, error) {
 			return nil, err
 		}
 		o.url, o.target = u, u.Redacted()
+		if *cacert != "" && u.Scheme != "https" {
+			return nil, usageErrorf("--cacert is for an https:// server or --grpc; %s is plain HTTP", o.target)
+		}
+	}
+	if *cacert != "" {
+		if o.tls, err = clientTLS(*cacert); err != nil {
+			return nil, err
+		}
 	}
 	if o.mode != "segment" && o.mode != "snowflake" {
 		return nil, usageErrorf("--mode %q is not segment or snowflake", o.mode)
@@ -256,10 +268,11 @@ func benchCallers(o *benchOptions) (newCaller func() benchCaller, closeAll func(
 func httpBenchCallers(o *benchOptions) (func() benchCaller, func(), error) {
 	isTLS := o.url.Scheme == "https"
 	hc := &fasthttp.HostClient{
-		Addr:     fasthttp.AddMissingPort(o.url.Host, isTLS),
-		IsTLS:    isTLS,
-		Name:     "leaf-bench",
-		MaxConns: o.concurrency,
+		Addr:      fasthttp.AddMissingPort(o.url.Host, isTLS),
+		IsTLS:     isTLS,
+		TLSConfig: o.tls,
+		Name:      "leaf-bench",
+		MaxConns:  o.concurrency,
 		// Never retry behind our back: a failed request is a result.
 		MaxIdemponentCallAttempts: 1,
 		ReadTimeout:               benchRequestTimeout,
@@ -362,10 +375,14 @@ func grpcBenchCallers(o *benchOptions) (func() benchCaller, func(), error) {
 			c.Close()
 		}
 	}
+	creds := insecure.NewCredentials()
+	if o.tls != nil {
+		creds = credentials.NewTLS(o.tls)
+	}
 	for range min(o.concurrency, benchGRPCConns) {
 		// NewClient only parses the target; connecting is lazy, so an
 		// unreachable server shows in the probe request.
-		cc, err := grpc.NewClient(o.target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		cc, err := grpc.NewClient(o.target, grpc.WithTransportCredentials(creds))
 		if err != nil {
 			closeAll()
 			return nil, nil, usageErrorf("--grpc %q: %v", o.target, err)

@@ -114,6 +114,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 	switch name {
 	case "-h", "-help", "--help":
 		name = "help"
+	case "-v", "-version", "--version":
+		name = "version"
 	}
 	for _, c := range commands() {
 		if c.name == name {
@@ -165,6 +167,7 @@ Usage:
   leaf tags set-step TAG N
   leaf tags delete TAG
   leaf version                            print version and build information
+                                          (also leaf --version, leaf -v)
   leaf help [COMMAND]                     show help for a command
 
 With no configuration, 'leaf serve' listens on 127.0.0.1:8080, keeps its
@@ -184,7 +187,9 @@ func (a *app) help(ctx context.Context, args []string) error {
 	if len(args) > 1 {
 		return usageErrorf("help takes at most one command, got %d arguments", len(args))
 	}
-	if len(args) == 0 || args[0] == "help" {
+	// "leaf help -h" is help about help: the main usage, which the usage
+	// errors of this command point to.
+	if len(args) == 0 || isHelpArg(args[0]) {
 		fmt.Fprint(a.stdout, mainUsage)
 		return errHelp
 	}
@@ -195,6 +200,14 @@ func (a *app) help(ctx context.Context, args []string) error {
 		}
 	}
 	return usageErrorf("unknown command %q", args[0])
+}
+
+func isHelpArg(s string) bool {
+	switch s {
+	case "help", "-h", "-help", "--help":
+		return true
+	}
+	return false
 }
 
 // newFlagSet makes a FlagSet that reports errors to us instead of printing
@@ -208,11 +221,20 @@ func newFlagSet(name string) *flag.FlagSet {
 // parseFlags parses args, allowing flags after positional arguments
 // ("leaf tags create T --step 10"), which the flag package alone does not. A
 // "--" ends the flags: what follows is positional even if it starts with '-'.
+// A negative number ("leaf tags set-step T -5") is positional too, unless it
+// is the value of the flag before it: no flag is named by digits, and the
+// flag package would report "-5" as an undefined flag, hiding what is wrong
+// with the value.
 // On -h it prints usage and the FlagSet's flags to stdout and returns errHelp.
 func (a *app) parseFlags(fs *flag.FlagSet, usage string, args []string) ([]string, error) {
 	var positional []string
 	for {
-		err := fs.Parse(args)
+		// Parse only up to the first negative number that is an argument.
+		head, neg := args, negativeArg(fs, args)
+		if neg >= 0 {
+			head = args[:neg]
+		}
+		err := fs.Parse(head)
 		if errors.Is(err, flag.ErrHelp) {
 			a.printUsage(a.stdout, fs, usage)
 			return nil, errHelp
@@ -221,17 +243,61 @@ func (a *app) parseFlags(fs *flag.FlagSet, usage string, args []string) ([]strin
 			return nil, usageErrorf("%v", err)
 		}
 		rest := fs.Args()
-		if len(rest) == 0 {
-			return positional, nil
-		}
 		// Parse stops at the first non-flag or just after "--"; in the
 		// second case everything left is positional.
-		if consumed := args[:len(args)-len(rest)]; len(consumed) > 0 && consumed[len(consumed)-1] == "--" {
-			return append(positional, rest...), nil
+		if consumed := head[:len(head)-len(rest)]; len(consumed) > 0 && consumed[len(consumed)-1] == "--" {
+			return append(append(positional, rest...), args[len(head):]...), nil
+		}
+		if len(rest) == 0 {
+			if neg < 0 {
+				return positional, nil
+			}
+			positional = append(positional, args[neg])
+			args = args[neg+1:]
+			continue
 		}
 		positional = append(positional, rest[0])
-		args = rest[1:]
+		args = args[len(head)-len(rest)+1:]
 	}
+}
+
+// negativeArg is the index of the first argument before any "--" that is a
+// negative number and not the value of a flag before it; -1 if none.
+func negativeArg(fs *flag.FlagSet, args []string) int {
+	for i, arg := range args {
+		if arg == "--" {
+			return -1
+		}
+		if !isNegativeNumber(arg) {
+			continue
+		}
+		if i > 0 && takesValue(fs, args[i-1]) {
+			continue
+		}
+		return i
+	}
+	return -1
+}
+
+// isNegativeNumber: a '-' and a digit. No flag name starts with a digit, so
+// such an argument is never a flag, whatever follows.
+func isNegativeNumber(s string) bool {
+	return len(s) >= 2 && s[0] == '-' && s[1] >= '0' && s[1] <= '9'
+}
+
+// takesValue reports whether arg is a flag of fs that takes the next
+// argument as its value: "--step", not "--step=5" nor a boolean flag.
+func takesValue(fs *flag.FlagSet, arg string) bool {
+	name, ok := strings.CutPrefix(arg, "-")
+	if !ok || strings.Contains(name, "=") {
+		return false
+	}
+	f := fs.Lookup(strings.TrimPrefix(name, "-"))
+	if f == nil {
+		return false
+	}
+	b, isBool := f.Value.(interface{ IsBoolFlag() bool })
+	return !isBool || !b.IsBoolFlag()
 }
 
 // printUsage writes the command's usage and its flags. It replaces

@@ -90,8 +90,8 @@ func TestUsageAndExitCodes(t *testing.T) {
 			stderr: "segment.dsn: required when segment.store is postgres"},
 		{name: "serve bad env duration", args: []string{"serve"}, env: []string{"LEAF_SHUTDOWN_TIMEOUT=10"}, code: 2,
 			stderr: `LEAF_SHUTDOWN_TIMEOUT: "10" is not a duration`},
-		{name: "serve missing config file", args: []string{"serve", "--config", "/nonexistent/leaf.yml"}, code: 1,
-			stderr: "config file: open /nonexistent/leaf.yml"},
+		{name: "serve missing config file", args: []string{"serve", "--config", "/nonexistent/leaf.yml"}, code: 2,
+			stderr: "config file /nonexistent/leaf.yml: file does not exist"},
 		{name: "serve bad mysql dsn", args: []string{"serve", "--segment-store", "mysql", "--segment-dsn", "no-database-named"}, code: 2,
 			stderr: "invalid argument"},
 		{name: "version", args: []string{"version"}, code: 0, stdout: "leaf dev\ngo: go", noStderr: true},
@@ -200,10 +200,19 @@ func TestParseFlagsInterspersed(t *testing.T) {
 		{[]string{"--", "-a", "--n", "5"}, []string{"-a", "--n", "5"}, 0},
 		{[]string{"x", "--", "--n"}, []string{"x", "--n"}, 0},
 		{nil, nil, 0},
+		// A negative number is an argument, unless a flag takes it.
+		{[]string{"a", "-5"}, []string{"a", "-5"}, 0},
+		{[]string{"-5", "a", "--n", "2"}, []string{"-5", "a"}, 2},
+		{[]string{"a", "--n", "-5"}, []string{"a"}, -5},
+		{[]string{"--n=-3", "-7"}, []string{"-7"}, -3},
+		{[]string{"--b", "-5", "--n", "1"}, []string{"-5"}, 1},
+		{[]string{"-1", "--", "-2", "--n"}, []string{"-1", "-2", "--n"}, 0},
+		{[]string{"--n", "4", "-0.5", "x"}, []string{"-0.5", "x"}, 4},
 	}
 	for _, tt := range tests {
 		fs := newFlagSet("t")
 		n := fs.Int("n", 0, "")
+		fs.Bool("b", false, "")
 		a := &app{stdout: io.Discard, stderr: io.Discard}
 		pos, err := a.parseFlags(fs, "", tt.args)
 		if err != nil {
@@ -219,7 +228,7 @@ func TestParseFlagsInterspersed(t *testing.T) {
 // TestTags runs the tags commands against one SQLite file, in order.
 func TestTags(t *testing.T) {
 	t.Parallel()
-	env := dataEnv(t)
+	env := storeEnv(t)
 	steps := []struct {
 		args   []string
 		code   int
@@ -309,7 +318,7 @@ func TestTagsTombstone(t *testing.T) {
 // another file than LEAF_DATA_DIR, and that --segment-dsn names a file.
 func TestTagsStoreFlagsWin(t *testing.T) {
 	t.Parallel()
-	env := dataEnv(t)
+	env := storeEnv(t)
 	other := t.TempDir()
 	file := filepath.Join(t.TempDir(), "custom.db")
 	if r := runCLI(t, env, "tags", "create", "x", "--data-dir", other); r.code != 0 {

@@ -3,10 +3,15 @@ package main
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -27,17 +32,20 @@ const getTimeout = 30 * time.Second
 // and a newline each, with room to spare.
 const maxGetBody = 1 << 20
 
-const getUsage = `Usage: leaf get TAG [--count N] [--server URL]
+const getUsage = `Usage: leaf get TAG [--count N] [--server URL] [--cacert FILE]
 
 Asks a running server for IDs of a segment tag (GET /api/segment/get/TAG)
 and prints them, one per line. A server error is printed on stderr with
-exit status 1.
+exit status 1. For an https:// server whose certificate the system does not
+trust (a private CA, a self-signed certificate), --cacert names the PEM
+file of the CA certificates to trust instead.
 `
 
 func (a *app) get(ctx context.Context, args []string) error {
 	fs := newFlagSet("get")
 	count := fs.Int("count", 1, "how many IDs, 1..10000")
 	server := fs.String("server", "", "base `URL` of the server (default $"+envServer+", else "+defaultServer+")")
+	cacert := fs.String("cacert", "", cacertUsage)
 	pos, err := a.parseFlags(fs, getUsage, args)
 	if err != nil {
 		return err
@@ -56,6 +64,20 @@ func (a *app) get(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	client := http.DefaultClient
+	if *cacert != "" {
+		if u.Scheme != "https" {
+			return usageErrorf("--cacert is for an https:// server; %s is plain HTTP", u.Redacted())
+		}
+		tlsCfg, err := clientTLS(*cacert)
+		if err != nil {
+			return err
+		}
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = tlsCfg
+		client = &http.Client{Transport: tr}
+		defer tr.CloseIdleConnections()
+	}
 	u = u.JoinPath("api", "segment", "get", tag)
 	if *count != 1 {
 		u.RawQuery = "count=" + strconv.Itoa(*count)
@@ -67,7 +89,7 @@ func (a *app) get(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("build request: %w", err)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return err // already says "Get URL: ..."
 	}
@@ -88,6 +110,26 @@ func (a *app) get(ctx context.Context, args []string) error {
 	}
 	_, err = fmt.Fprintln(a.stdout, text)
 	return err
+}
+
+const cacertUsage = "PEM `FILE` of the CA certificates to trust for an https:// server, instead of the system's"
+
+// clientTLS is the TLS configuration of a client that trusts the CA
+// certificates in the PEM file cacert (--cacert), and them only. A file that
+// does not exist or holds no certificate is a usage error.
+func clientTLS(cacert string) (*tls.Config, error) {
+	pemData, err := os.ReadFile(cacert)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, usageErrorf("--cacert %s: file does not exist", cacert)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--cacert: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pemData) {
+		return nil, usageErrorf("--cacert %s holds no PEM certificate", cacert)
+	}
+	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
 }
 
 // serverURL is the server the client commands talk to: --server (flag),

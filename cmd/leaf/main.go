@@ -6,7 +6,7 @@
 //	                             manage segment tags directly in the store
 //	leaf decode ID...            take snowflake IDs apart
 //	leaf bench                   load-test a running server (HTTP or gRPC)
-//	leaf version                 print version and build information
+//	leaf version                 print version and build information (also --version, -v)
 //
 // Configuration comes from, lowest precedence first: built-in defaults, a
 // YAML file (--config or LEAF_CONFIG; see etc/leaf.yml), LEAF_* environment

@@ -208,7 +208,7 @@ func TestServeLeafPropertiesZooKeeper(t *testing.T) {
 }
 
 // TestServeLeafPropertiesErrors: a bad value is a usage error (exit 2)
-// naming the file, line and key; a missing file exits 1.
+// naming the file, line and key; so is a missing file.
 func TestServeLeafPropertiesErrors(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct{ props, want string }{
@@ -222,9 +222,10 @@ func TestServeLeafPropertiesErrors(t *testing.T) {
 			t.Errorf("%q: exit %d, stderr %q; want 2 and %q", tt.props, r.code, r.stderr, path+tt.want)
 		}
 	}
-	r := runCLI(t, dataEnv(t), "serve", "--listen", "127.0.0.1:0", "--leaf-properties", filepath.Join(t.TempDir(), "none"))
-	if r.code != 1 || !strings.Contains(r.stderr, "leaf.properties file:") {
-		t.Errorf("missing file: exit %d, stderr %q; want 1", r.code, r.stderr)
+	missing := filepath.Join(t.TempDir(), "none")
+	r := runCLI(t, dataEnv(t), "serve", "--listen", "127.0.0.1:0", "--leaf-properties", missing)
+	if r.code != 2 || !strings.Contains(r.stderr, "leaf.properties file "+missing+": file does not exist") {
+		t.Errorf("missing file: exit %d, stderr %q; want 2 naming the file", r.code, r.stderr)
 	}
 }
 

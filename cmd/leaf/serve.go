@@ -68,10 +68,20 @@ func (a *app) serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	// Both checks run before anything is opened or bound, and both are
-	// reported, so that an operator fixes them in one go.
+	// These checks run before anything is opened or bound, and all are
+	// reported, so that an operator fixes them in one go. The layout's
+	// lifetime is the generator's own rule, checked here too so that a
+	// layout it would refuse is refused before a store is created.
+	var lifetimeErr error
+	if cfg.Snowflake.Enabled {
+		now := time.Now
+		if clockNow != nil {
+			now = clockNow // the generator's clock (chaos build)
+		}
+		lifetimeErr = cfg.CheckSnowflakeLifetime(now(), origins)
+	}
 	rctx, cancel := context.WithTimeout(ctx, listenLookupTimeout)
-	err = errors.Join(cfg.CheckAdminExposure(token), cfg.CheckSingleNode(rctx, origins, config.SystemResolver))
+	err = errors.Join(cfg.CheckAdminExposure(token), cfg.CheckSingleNode(rctx, origins, config.SystemResolver), lifetimeErr)
 	cancel()
 	if err != nil {
 		return err
@@ -200,8 +210,10 @@ func (a *app) runServer(ctx context.Context, cfg config.Config, adminToken strin
 		return errors.Join(err, release(sctx))
 	}
 
-	// Read before anything is opened: a bad certificate is a start-up
-	// error, not something to find at the first client's handshake.
+	// Everything that can fail on a setting is checked before anything is
+	// created, so that a refused start leaves no trace: no new SQLite file,
+	// no seeded tag, no worker ID taken. Certificates are read here, not at
+	// the first client's handshake.
 	tlsCfg, err := loadTLS(cfg.TLS)
 	if err != nil {
 		return err
@@ -213,10 +225,28 @@ func (a *app) runServer(ctx context.Context, cfg config.Config, adminToken strin
 	if limiter != nil {
 		defer limiter.Close()
 	}
+	// A port in use is the commonest failure of all. Listening also gives
+	// snowflake its endpoint's port; connections wait in the backlog until
+	// Serve.
+	var lc net.ListenConfig
+	if ln, err = lc.Listen(ctx, "tcp", cfg.Listen); err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	if cfg.GRPCListen != "" {
+		if gln, err = lc.Listen(ctx, "tcp", cfg.GRPCListen); err != nil {
+			return abort(fmt.Errorf("listen for gRPC: %w", err))
+		}
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	if cfg.Snowflake.Enabled {
+		if _, err := snowflakeEndpoint(cfg.Snowflake.Endpoint, port); err != nil {
+			return abort(err)
+		}
+	}
 
 	if cfg.Segment.Enabled {
-		if store, storeDesc, err = openStore(ctx, cfg); err != nil {
-			return err
+		if store, storeDesc, err = openStore(ctx, cfg, mayCreate); err != nil {
+			return abort(err)
 		}
 		if err := seedStore(ctx, store, cfg.Segment, log); err != nil {
 			return abort(err)
@@ -236,20 +266,9 @@ func (a *app) runServer(ctx context.Context, cfg config.Config, adminToken strin
 		segGen = gen
 	}
 
-	// Listen before starting snowflake: its endpoint names the port actually
-	// bound. Connections wait in the backlog until Serve.
-	var lc net.ListenConfig
-	if ln, err = lc.Listen(ctx, "tcp", cfg.Listen); err != nil {
-		return abort(fmt.Errorf("listen: %w", err))
-	}
-	if cfg.GRPCListen != "" {
-		if gln, err = lc.Listen(ctx, "tcp", cfg.GRPCListen); err != nil {
-			return abort(fmt.Errorf("listen for gRPC: %w", err))
-		}
-	}
 	workerDesc := "none (snowflake mode disabled)"
 	if cfg.Snowflake.Enabled {
-		if worker, err = startSnowflake(ctx, cfg, ln.Addr().(*net.TCPAddr).Port, log); err != nil {
+		if worker, err = startSnowflake(ctx, cfg, port, log); err != nil {
 			return abort(err)
 		}
 		snowGen, workerDesc = worker.gen, worker.desc

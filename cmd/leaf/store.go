@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/leafgo/leaf"
@@ -26,10 +28,24 @@ type segmentStore interface {
 // of hanging it.
 const storeOpenTimeout = 30 * time.Second
 
+// storeCreate says whether openStore may create an embedded SQLite store
+// that does not exist yet.
+type storeCreate bool
+
+const (
+	// mayCreate: serve, and 'leaf tags create', whose purpose is to set up.
+	mayCreate storeCreate = true
+	// mustExist: commands that read or change what is there. A missing file
+	// is a mistyped --data-dir or the wrong working directory; creating it
+	// would only hide that behind an empty answer.
+	mustExist storeCreate = false
+)
+
 // openStore opens the segment store named by the configuration. It also
 // returns a description fit for logs and messages: the DSN with any password
-// hidden.
-func openStore(ctx context.Context, cfg config.Config) (segmentStore, string, error) {
+// hidden. Server stores (MySQL, PostgreSQL) get their tables created either
+// way: the database is the operator's, and reaching it proves the address.
+func openStore(ctx context.Context, cfg config.Config, create storeCreate) (segmentStore, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, storeOpenTimeout)
 	defer cancel()
 	var (
@@ -41,6 +57,9 @@ func openStore(ctx context.Context, cfg config.Config) (segmentStore, string, er
 	case config.StoreSQLite:
 		path := cfg.SQLitePath()
 		desc = "sqlite " + path
+		if create == mustExist && !fileExists(path) {
+			return nil, desc, fmt.Errorf("no segment store at %s: check --data-dir (data_dir) or --segment-dsn; 'leaf serve' or 'leaf tags create' makes one", path)
+		}
 		s, err = openSQLite(ctx, path)
 	case config.StoreMySQL:
 		desc = "mysql " + config.RedactDSN(cfg.Segment.DSN)
@@ -56,6 +75,13 @@ func openStore(ctx context.Context, cfg config.Config) (segmentStore, string, er
 		return nil, desc, fmt.Errorf("open segment store (%s): %w", desc, err)
 	}
 	return s, desc, nil
+}
+
+// fileExists reports whether path names something; an error other than "does
+// not exist" counts as existing, for the open that follows to report.
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return !errors.Is(err, fs.ErrNotExist)
 }
 
 // The open functions return the interface only when the store is non-nil:

@@ -28,6 +28,10 @@ A tag name is 1-128 bytes of A-Z a-z 0-9 . _ : -
 
 A deleted tag leaves a tombstone: created again without --start it
 continues above every ID it issued before; a --start below that is refused.
+
+list, set-step and delete never create the store: with the embedded SQLite
+store, a file that is not there (a mistyped --data-dir) is an error naming
+it. create makes a new store when there is none, and says so on stderr.
 `
 
 // storeKeys are the configuration keys that name the store.
@@ -55,15 +59,20 @@ func (a *app) tags(ctx context.Context, args []string) error {
 }
 
 // withStore loads the configuration, opens the store, runs f and closes the
-// store again.
-func (a *app) withStore(ctx context.Context, flags *config.Flags, f func(segmentStore) error) error {
+// store again. Only create may make a new embedded store, and says so on
+// stderr: a tag created in a mistyped --data-dir is one no server sees.
+func (a *app) withStore(ctx context.Context, flags *config.Flags, create storeCreate, f func(segmentStore) error) error {
 	cfg, err := config.Load(flags.Sources(a.env))
 	if err != nil {
 		return err
 	}
-	s, _, err := openStore(ctx, cfg)
+	isNew := cfg.Segment.Store == config.StoreSQLite && !fileExists(cfg.SQLitePath())
+	s, _, err := openStore(ctx, cfg, create)
 	if err != nil {
 		return err
+	}
+	if isNew {
+		fmt.Fprintf(a.stderr, "leaf tags create: created a new SQLite store at %s\n", cfg.SQLitePath())
 	}
 	ferr := f(s)
 	if cerr := s.Close(); cerr != nil && ferr == nil {
@@ -99,7 +108,7 @@ func (a *app) tagsList(ctx context.Context, args []string) error {
 	if err := wantArgs(pos); err != nil {
 		return err
 	}
-	return a.withStore(ctx, flags, func(s segmentStore) error {
+	return a.withStore(ctx, flags, mustExist, func(s segmentStore) error {
 		allocs, err := s.Allocs(ctx)
 		if err != nil {
 			return fmt.Errorf("list tags: %w", err)
@@ -152,13 +161,19 @@ func (a *app) tagsCreate(ctx context.Context, args []string) error {
 	alloc := leaf.Alloc{Tag: pos[0], MaxID: *start, Step: *step, Description: *desc}
 	// Check before touching the store: bad input is a usage error (exit 2)
 	// even when the store is unreachable.
+	if err := leaf.ValidateTag(alloc.Tag); err != nil {
+		return err
+	}
+	if err := checkStep(alloc.Step); err != nil {
+		return err
+	}
 	if err := leaf.ValidateAlloc(alloc); err != nil {
 		return err
 	}
 	if isSet(fs, "start") && *start == 0 {
 		return fmt.Errorf("%w: start 0, want >= 1, or no --start to continue above any IDs of a deleted tag of the same name", leaf.ErrInvalidArgument)
 	}
-	return a.withStore(ctx, flags, func(s segmentStore) error {
+	return a.withStore(ctx, flags, mayCreate, func(s segmentStore) error {
 		if err := s.CreateTag(ctx, alloc); err != nil {
 			return fmt.Errorf("create tag %s: %w", alloc.Tag, err)
 		}
@@ -195,10 +210,10 @@ func (a *app) tagsSetStep(ctx context.Context, args []string) error {
 	if err != nil {
 		return usageErrorf("step %q is not a whole number", pos[1])
 	}
-	if err := leaf.ValidateStep(step); err != nil {
+	if err := checkStep(step); err != nil {
 		return err
 	}
-	return a.withStore(ctx, flags, func(s segmentStore) error {
+	return a.withStore(ctx, flags, mustExist, func(s segmentStore) error {
 		if err := s.SetStep(ctx, tag, step); err != nil {
 			return fmt.Errorf("set step of %s: %w", tag, err)
 		}
@@ -220,13 +235,22 @@ func (a *app) tagsDelete(ctx context.Context, args []string) error {
 	if err := leaf.ValidateTag(tag); err != nil {
 		return err
 	}
-	return a.withStore(ctx, flags, func(s segmentStore) error {
+	return a.withStore(ctx, flags, mustExist, func(s segmentStore) error {
 		if err := s.DeleteTag(ctx, tag); err != nil {
 			return fmt.Errorf("delete tag %s: %w", tag, err)
 		}
 		fmt.Fprintf(a.stdout, "deleted tag %s\n", tag)
 		return nil
 	})
+}
+
+// checkStep is leaf.ValidateStep, saying in words what is wrong with a step
+// below 1.
+func checkStep(step int) error {
+	if step < 1 {
+		return fmt.Errorf("%w: step %d: the step must be positive, 1..%d", leaf.ErrInvalidArgument, step, leaf.MaxStep)
+	}
+	return leaf.ValidateStep(step)
 }
 
 // isSet reports whether the command line set the flag name.

@@ -7,21 +7,36 @@ import (
 	"runtime/debug"
 )
 
-// version is the release, set at build time:
+// version is the release, set at build time; the Makefile, the Dockerfile
+// and scripts/build-static.sh stamp 'git describe --tags --always --dirty':
 //
 //	go build -ldflags "-X main.version=v1.2.3" ./cmd/leaf
 var version = "dev"
 
-// buildVersion is version, or the module version when the binary was built
-// by 'go install module@version' without -ldflags.
+// buildVersion is the version this binary reports.
 func buildVersion() string {
-	if version != "dev" {
-		return version
+	module := ""
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		module = bi.Main.Version
 	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
+	return pickVersion(version, module)
+}
+
+// pickVersion chooses between the stamped version (-X main.version) and the
+// main module's version from the build info. A stamp wins: someone chose it
+// (a release, the image's VERSION), while the module version of a build in
+// a checkout is only what the go command derived from the VCS, a
+// pseudo-version. Without a stamp the module version serves when it is one
+// ('go install module@v1.2.3'); "(devel)", which every build with
+// -buildvcs=false reports, and "" are not.
+func pickVersion(stamped, module string) string {
+	if stamped != "" && stamped != "dev" {
+		return stamped
 	}
-	return version
+	if module != "" && module != "(devel)" {
+		return module
+	}
+	return "dev"
 }
 
 func (a *app) versionCmd(_ context.Context, args []string) error {

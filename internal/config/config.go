@@ -368,7 +368,7 @@ func (c Config) AdminToken() (string, error) {
 	}
 	b, err := os.ReadFile(c.Admin.TokenFile)
 	if err != nil {
-		return "", fmt.Errorf("read admin.token_file: %w", err)
+		return "", fileError("admin.token_file", c.Admin.TokenFile, err)
 	}
 	line, _, _ := strings.Cut(string(b), "\n")
 	line = strings.TrimSuffix(line, "\r")

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // writeFile writes a YAML configuration file and returns its path.
@@ -362,10 +362,33 @@ func TestYAMLValues(t *testing.T) {
 	}
 }
 
-func TestMissingFile(t *testing.T) {
-	_, err := Load(Sources{File: filepath.Join(t.TempDir(), "none.yml")})
-	if err == nil || errors.Is(err, ErrInvalid) || !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("missing file: %v, want a not-exist error that is not ErrInvalid", err)
+// TestMissingFiles: a file named in the configuration that does not exist
+// is ErrInvalid (a usage error) naming it; one that exists but cannot be
+// read is not.
+func TestMissingFiles(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing")
+	tests := []struct {
+		name    string
+		src     Sources
+		want    string
+		invalid bool
+	}{
+		{"--config", Sources{File: missing}, "config file " + missing + ": file does not exist", true},
+		{"LEAF_CONFIG", Sources{Env: []string{"LEAF_CONFIG=" + missing}}, "config file (from LEAF_CONFIG) " + missing + ": file does not exist", true},
+		{"leaf.properties", Sources{LeafProperties: missing}, "leaf.properties file " + missing + ": file does not exist", true},
+		{"config is a directory", Sources{File: dir}, "config file: read " + dir, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Load(tt.src)
+			if err == nil || !strings.Contains(err.Error(), tt.want) || errors.Is(err, ErrInvalid) != tt.invalid {
+				t.Fatalf("Load = %v; want an error containing %q, ErrInvalid %v", err, tt.want, tt.invalid)
+			}
+			if tt.invalid && !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("Load = %v; want it to wrap os.ErrNotExist", err)
+			}
+		})
 	}
 }
 

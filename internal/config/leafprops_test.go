@@ -210,9 +210,10 @@ func TestLeafPropertiesErrors(t *testing.T) {
 			loadFails(t, Sources{LeafProperties: path}, tt.want, path)
 		})
 	}
+	// A file that is not there was named wrongly: a usage error.
 	if _, err := Load(Sources{LeafProperties: filepath.Join(t.TempDir(), "none.properties")}); err == nil ||
-		errors.Is(err, ErrInvalid) || !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("missing file: %v, want a not-exist error that is not ErrInvalid", err)
+		!errors.Is(err, ErrInvalid) || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing file: %v, want a not-exist error that is ErrInvalid", err)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"reflect"
 	"slices"
@@ -14,7 +15,7 @@ import (
 	"sync"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // EnvPrefix starts every environment variable leaf reads.
@@ -44,7 +45,8 @@ type Sources struct {
 
 // Load builds the configuration: Default, then Java Leaf's leaf.properties,
 // then the YAML file, then LEAF_* variables, then flags; then Validate.
-// Errors about values wrap ErrInvalid; an unreadable file does not.
+// Errors about values wrap ErrInvalid, and so does a file that does not
+// exist; a file that exists but cannot be read does not.
 func Load(src Sources) (Config, error) {
 	cfg, _, err := LoadWithWarnings(src)
 	return cfg, err
@@ -77,21 +79,21 @@ func LoadWithOrigins(src Sources) (Config, Origins, []Warning, error) {
 	if src.LeafProperties != "" {
 		data, err := os.ReadFile(src.LeafProperties)
 		if err != nil {
-			return Config{}, nil, nil, fmt.Errorf("leaf.properties file: %w", err)
+			return Config{}, nil, nil, fileError("leaf.properties file", src.LeafProperties, err)
 		}
 		if warnings, err = cfg.applyLeafProperties(src.LeafProperties, data, origin); err != nil {
 			return Config{}, nil, nil, err
 		}
 	}
 
-	file := src.File
+	file, what := src.File, "config file"
 	if file == "" {
-		file = env[EnvConfigFile]
+		file, what = env[EnvConfigFile], "config file (from "+EnvConfigFile+")"
 	}
 	if file != "" {
 		data, err := os.ReadFile(file)
 		if err != nil {
-			return Config{}, nil, nil, fmt.Errorf("config file: %w", err)
+			return Config{}, nil, nil, fileError(what, file, err)
 		}
 		if err := cfg.applyYAML(file, data, origin); err != nil {
 			return Config{}, nil, nil, err
@@ -135,6 +137,16 @@ func LoadWithOrigins(src Sources) (Config, Origins, []Warning, error) {
 		return Config{}, nil, nil, err
 	}
 	return cfg, origin, warnings, nil
+}
+
+// fileError describes a file that could not be read. A file that does not
+// exist was named wrongly, so that error wraps ErrInvalid (a usage error);
+// one that cannot be read (permissions, a directory) does not.
+func fileError(what, path string, err error) error {
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%w: %s %s: %w", ErrInvalid, what, path, fs.ErrNotExist)
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }
 
 // LoadFile reads only a YAML file over the defaults, without validation

@@ -70,7 +70,7 @@ func TestAdminToken(t *testing.T) {
 		{"file no newline", Admin{TokenFile: write("c", "file-token-0123456")}, "file-token-0123456", ""},
 		{"file short", Admin{TokenFile: write("d", "short\n")}, "", "token too short (5 bytes)"},
 		{"file empty", Admin{TokenFile: write("e", "")}, "", "token too short (0 bytes)"},
-		{"file missing", Admin{TokenFile: filepath.Join(dir, "nope")}, "", "read admin.token_file"},
+		{"file missing", Admin{TokenFile: filepath.Join(dir, "nope")}, "", "admin.token_file " + filepath.Join(dir, "nope") + ": file does not exist"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
