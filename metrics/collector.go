@@ -3,6 +3,8 @@ package metrics
 import (
 	"math"
 	"runtime"
+	"slices"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -15,18 +17,34 @@ const (
 )
 
 // collector turns the generators' Status() into const metrics at scrape
-// time. It holds no counters of its own: every value comes from the
-// generators, so a scrape is the only time it does any work.
+// time. The only state it keeps is the ledger that makes the totals over all
+// tags monotonic; every value comes from the generators, so a scrape is the
+// only time it does any work.
 type collector struct {
-	cfg Config
+	cfg      Config
+	explicit map[string]struct{} // cfg.Tags
+
+	mu     sync.Mutex // serialises overlapping scrapes from Status() to the end of the ledger's pass
+	ledger ledger
 
 	buildInfo *prometheus.Desc
 	degraded  *prometheus.Desc
 	issued    *prometheus.Desc
 
+	// Over all tags.
+	segAllLoads      *prometheus.Desc
+	segAllLoadErrors *prometheus.Desc
+	segAllWaits      *prometheus.Desc
+	segAllGivenBack  *prometheus.Desc
+	segLoadTime      *prometheus.Desc
+	segTags          *prometheus.Desc
+	segMinUntilDry   *prometheus.Desc
+
+	// Per tag, for the bounded set.
+	segIssued     *prometheus.Desc
 	segLoads      *prometheus.Desc
 	segLoadErrors *prometheus.Desc
-	segLoadTime   *prometheus.Desc
+	segLoadSecs   *prometheus.Desc
 	segStep       *prometheus.Desc
 	segMinStep    *prometheus.Desc
 	segRemaining  *prometheus.Desc
@@ -48,19 +66,41 @@ type collector struct {
 	sfPeerSkew     *prometheus.Desc
 }
 
+// Tag states of leaf_segment_tags, one per tag, checked in this order.
+const (
+	stateLoadError = iota // the last reserve attempt failed
+	stateLowBuffer        // issuing, and the buffers last less than LowBuffer
+	stateUnloaded         // never loaded since start: nobody asked for it
+	stateIdle             // loaded, nothing issued over the last 10 seconds
+	stateActive           // issuing, buffers above LowBuffer
+	numStates
+)
+
+var stateNames = [numStates]string{"load_error", "low_buffer", "unloaded", "idle", "active"}
+
 func newCollector(cfg Config) *collector {
 	tag := []string{"tag"}
 	d := prometheus.NewDesc
-	return &collector{
-		cfg: cfg,
+	c := &collector{
+		cfg:    cfg,
+		ledger: ledger{tags: map[string]*ledgerEntry{}},
 
 		buildInfo: d("leaf_build_info", "Always 1; the labels carry the leaf version and the Go version it was built with.", []string{"version", "goversion"}, nil),
 		degraded:  d("leaf_degraded", "1 when the mode reports a reason it is not fully healthy (see /v2/status), else 0. Only enabled modes are exported.", []string{"mode"}, nil),
-		issued:    d("leaf_ids_issued_total", "IDs issued since the server started, by mode and segment tag (empty tag for snowflake).", []string{"mode", "tag"}, nil),
+		issued:    d("leaf_ids_issued_total", "IDs issued since the server started, by mode; for segment, over all tags (per tag: leaf_segment_ids_issued_total).", []string{"mode"}, nil),
 
-		segLoads:      d("leaf_segment_loads_total", "Ranges reserved from the segment store since start.", tag, nil),
-		segLoadErrors: d("leaf_segment_load_errors_total", "Failed attempts to reserve a range from the segment store since start.", tag, nil),
-		segLoadTime:   d("leaf_segment_load_duration_seconds", "Time taken by successful reserve calls to the segment store.", tag, nil),
+		segAllLoads:      d("leaf_segment_all_loads_total", "Ranges reserved from the segment store since start, over all tags.", nil, nil),
+		segAllLoadErrors: d("leaf_segment_all_load_errors_total", "Failed attempts to reserve a range from the segment store since start, over all tags.", nil, nil),
+		segAllWaits:      d("leaf_segment_all_waits_total", "Requests that found both buffers of their tag empty and waited for a load, over all tags.", nil, nil),
+		segAllGivenBack:  d("leaf_segment_all_given_back_ids_total", "Unused IDs returned to the store by a graceful shutdown, over all tags.", nil, nil),
+		segLoadTime:      d("leaf_segment_load_duration_seconds", "Time taken by successful reserve calls to the segment store, over all tags.", nil, nil),
+		segTags:          d("leaf_segment_tags", "Tags the server knows, by state: load_error (the last load failed), low_buffer (buffers last less than segment.low_buffer), unloaded (not requested since start), idle (nothing issued over 10s), active.", []string{"state"}, nil),
+		segMinUntilDry:   d("leaf_segment_min_seconds_until_dry", "The lowest leaf_segment_seconds_until_dry over all tags; +Inf when every tag is idle. That tag always has per-tag series.", nil, nil),
+
+		segIssued:     d("leaf_segment_ids_issued_total", "IDs issued for the tag since start. Per-tag series exist for the busiest tags, the degraded ones and metrics.tags only.", tag, nil),
+		segLoads:      d("leaf_segment_loads_total", "Ranges reserved from the segment store for the tag since start.", tag, nil),
+		segLoadErrors: d("leaf_segment_load_errors_total", "Failed attempts to reserve a range for the tag since start.", tag, nil),
+		segLoadSecs:   d("leaf_segment_load_seconds_total", "Time spent in the tag's successful reserve calls since start; divided by leaf_segment_loads_total, the tag's mean load time.", tag, nil),
 		segStep:       d("leaf_segment_step", "The step the tag's next load will reserve (adaptive).", tag, nil),
 		segMinStep:    d("leaf_segment_min_step", "The tag's stored step in leaf_alloc: the floor of the adaptive step.", tag, nil),
 		segRemaining:  d("leaf_segment_remaining_ids", "IDs left in the tag's two buffers.", tag, nil),
@@ -81,6 +121,13 @@ func newCollector(cfg Config) *collector {
 		sfPeers:        d("leaf_snowflake_peers", "Other live snowflake servers seen by the last peer clock check. Absent where the registry cannot list peers.", nil, nil),
 		sfPeerSkew:     d("leaf_snowflake_peer_skew_seconds", "This server's clock minus the average of the live peers' clocks at the last peer clock check (0 with no peers). Absent where the registry cannot list peers.", nil, nil),
 	}
+	if len(cfg.Tags) > 0 {
+		c.explicit = make(map[string]struct{}, len(cfg.Tags))
+		for _, t := range cfg.Tags {
+			c.explicit[t] = struct{}{}
+		}
+	}
+	return c
 }
 
 // Describe sends every descriptor, including those of disabled modes: a
@@ -89,7 +136,8 @@ func newCollector(cfg Config) *collector {
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.buildInfo, c.degraded, c.issued,
-		c.segLoads, c.segLoadErrors, c.segLoadTime, c.segStep, c.segMinStep, c.segRemaining,
+		c.segAllLoads, c.segAllLoadErrors, c.segAllWaits, c.segAllGivenBack, c.segLoadTime, c.segTags, c.segMinUntilDry,
+		c.segIssued, c.segLoads, c.segLoadErrors, c.segLoadSecs, c.segStep, c.segMinStep, c.segRemaining,
 		c.segRate, c.segUntilDry, c.segNextReady, c.segWaits, c.segGivenBack,
 		c.sfWorkerID, c.sfLead, c.sfRollbacks, c.sfRollbackSecs, c.sfRollbackMax,
 		c.sfHBFailures, c.sfFromCache, c.sfLeaseLeft, c.sfPeers, c.sfPeerSkew,
@@ -108,35 +156,314 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// segmentScan is what one pass over Status() finds: the totals, the tags by
+// state, and the tags that get per-tag series.
+type segmentScan struct {
+	total       tagCounters // over all tags, the ledger's retired counters included
+	states      [numStates]int
+	minUntilDry float64
+	selected    []int // indexes into the statuses, ascending, no duplicates
+}
+
 func (c *collector) collectSegment(ch chan<- prometheus.Metric) {
 	src := c.cfg.Segment
 	ch <- prometheus.MustNewConstMetric(c.degraded, prometheus.GaugeValue, boolValue(len(src.Degraded()) > 0), modeSegment)
-	for _, st := range src.Status() {
-		t := st.Tag
-		counter := func(d *prometheus.Desc, v float64) {
-			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, t)
-		}
-		gauge := func(d *prometheus.Desc, v float64) {
-			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, t)
-		}
-		ch <- prometheus.MustNewConstMetric(c.issued, prometheus.CounterValue, float64(st.Issued), modeSegment, t)
-		counter(c.segLoads, float64(st.Loads))
-		counter(c.segLoadErrors, float64(st.LoadErrors))
-		counter(c.segWaits, float64(st.Waits))
-		counter(c.segGivenBack, float64(st.GivenBack))
-		ch <- prometheus.MustNewConstHistogram(c.segLoadTime, st.Loads, st.LoadSeconds, loadBuckets(st.LoadLatency), t)
-		gauge(c.segStep, float64(st.Step))
-		gauge(c.segMinStep, float64(st.MinStep))
-		gauge(c.segRemaining, float64(st.Remaining))
-		gauge(c.segRate, st.Rate)
-		gauge(c.segUntilDry, untilDry(st.SecondsLeft))
-		gauge(c.segNextReady, boolValue(st.NextReady))
+	// Status is read under the lock too: overlapping scrapes must feed the
+	// ledger their snapshots in the order they were taken, or an older one
+	// would look like every tag restarting and be counted twice.
+	c.mu.Lock()
+	statuses := src.Status()
+	sc := c.scan(statuses)
+	c.mu.Unlock()
+
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	t := &sc.total
+	counter(c.issued, float64(t.issued), modeSegment)
+	counter(c.segAllLoads, float64(t.loads))
+	counter(c.segAllLoadErrors, float64(t.loadErrors))
+	counter(c.segAllWaits, float64(t.waits))
+	counter(c.segAllGivenBack, float64(t.givenBack))
+	ch <- prometheus.MustNewConstHistogram(c.segLoadTime, t.loads, t.loadSeconds, loadBuckets(t.latency[:]))
+	for s, n := range sc.states {
+		gauge(c.segTags, float64(n), stateNames[s])
+	}
+	gauge(c.segMinUntilDry, sc.minUntilDry)
+
+	for _, i := range sc.selected {
+		st := &statuses[i]
+		tag := st.Tag
+		counter(c.segIssued, float64(st.Issued), tag)
+		counter(c.segLoads, float64(st.Loads), tag)
+		counter(c.segLoadErrors, float64(st.LoadErrors), tag)
+		counter(c.segLoadSecs, st.LoadSeconds, tag)
+		counter(c.segWaits, float64(st.Waits), tag)
+		counter(c.segGivenBack, float64(st.GivenBack), tag)
+		gauge(c.segStep, float64(st.Step), tag)
+		gauge(c.segMinStep, float64(st.MinStep), tag)
+		gauge(c.segRemaining, float64(st.Remaining), tag)
+		gauge(c.segRate, st.Rate, tag)
+		gauge(c.segUntilDry, untilDry(st.SecondsLeft), tag)
+		gauge(c.segNextReady, boolValue(st.NextReady), tag)
 	}
 }
 
-// loadBuckets maps SegmentStatus.LoadLatency onto leaf.SegmentLoadBuckets.
-// A nil or short slice (no load yet, or a source that does not time loads)
-// reads as zeros rather than failing the scrape.
+// scan makes the one pass over statuses a scrape needs: it sums the
+// counters, counts the states, finds the tag soonest dry, and keeps the
+// busiest and the most urgent degraded tags in heaps bounded by TopTags and
+// DegradedTags. It allocates nothing per tag, except a ledger entry the
+// first time a tag's counters move. c.mu must be held.
+func (c *collector) scan(statuses []leaf.SegmentStatus) segmentScan {
+	sc := segmentScan{minUntilDry: math.Inf(1)}
+	low := c.cfg.LowBuffer.Seconds()
+	top := boundedHeap{k: c.cfg.TopTags, below: func(a, b int) bool { return busier(&statuses[b], &statuses[a]) }}
+	bad := boundedHeap{k: c.cfg.DegradedTags, below: func(a, b int) bool { return moreUrgent(&statuses[b], &statuses[a]) }}
+	var explicit []int
+	soonestDry := -1
+
+	c.ledger.begin()
+	for i := range statuses {
+		st := &statuses[i]
+		sc.total.add(st)
+		c.ledger.see(st)
+
+		s := state(st, low)
+		sc.states[s]++
+		if st.SecondsLeft >= 0 && st.SecondsLeft < sc.minUntilDry {
+			sc.minUntilDry, soonestDry = st.SecondsLeft, i
+		}
+		top.offer(i)
+		if s == stateLoadError || s == stateLowBuffer {
+			bad.offer(i)
+		}
+		if c.explicit != nil {
+			if _, ok := c.explicit[st.Tag]; ok {
+				explicit = append(explicit, i)
+			}
+		}
+	}
+	c.ledger.end()
+	sc.total.addCounters(&c.ledger.retired)
+
+	sc.selected = make([]int, 0, len(top.idx)+len(bad.idx)+len(explicit)+1)
+	sc.selected = append(append(append(sc.selected, top.idx...), bad.idx...), explicit...)
+	if soonestDry >= 0 {
+		// The tag behind leaf_segment_min_seconds_until_dry, so that an
+		// alert on it can name the tag without a label on the minimum.
+		sc.selected = append(sc.selected, soonestDry)
+	}
+	slices.Sort(sc.selected)
+	sc.selected = slices.Compact(sc.selected)
+	return sc
+}
+
+// state classifies a tag for leaf_segment_tags; low is LowBuffer in
+// seconds, 0 for off.
+func state(st *leaf.SegmentStatus, low float64) int {
+	switch {
+	case st.LoadError != "":
+		return stateLoadError
+	case low > 0 && st.SecondsLeft >= 0 && st.SecondsLeft < low:
+		return stateLowBuffer
+	case !st.InitOK:
+		return stateUnloaded
+	case st.SecondsLeft < 0:
+		return stateIdle
+	}
+	return stateActive
+}
+
+// busier orders the top tags: by rate, then by IDs issued (so that idle
+// slots go to the tags that mattered, and stay put), then by name, so the
+// set is the same on every scrape with the same traffic.
+func busier(a, b *leaf.SegmentStatus) bool {
+	if a.Rate != b.Rate {
+		return a.Rate > b.Rate
+	}
+	if a.Issued != b.Issued {
+		return a.Issued > b.Issued
+	}
+	return a.Tag < b.Tag
+}
+
+// moreUrgent orders degraded tags: a failing store before a low buffer, then
+// the sooner dry, then the busier.
+func moreUrgent(a, b *leaf.SegmentStatus) bool {
+	if ae, be := a.LoadError != "", b.LoadError != ""; ae != be {
+		return ae
+	}
+	if ad, bd := untilDry(a.SecondsLeft), untilDry(b.SecondsLeft); ad != bd {
+		return ad < bd
+	}
+	return busier(a, b)
+}
+
+// boundedHeap keeps the k best of the indexes offered to it. It is a heap
+// with the worst kept index at the root, so an offer costs O(log k) and the
+// heap never holds more than k.
+type boundedHeap struct {
+	k     int
+	idx   []int
+	below func(a, b int) bool // a ranks below b
+}
+
+func (h *boundedHeap) offer(i int) {
+	switch {
+	case h.k <= 0:
+	case len(h.idx) < h.k:
+		if h.idx == nil {
+			h.idx = make([]int, 0, h.k)
+		}
+		h.idx = append(h.idx, i)
+		for j := len(h.idx) - 1; j > 0; {
+			p := (j - 1) / 2
+			if !h.below(h.idx[j], h.idx[p]) {
+				break
+			}
+			h.idx[j], h.idx[p] = h.idx[p], h.idx[j]
+			j = p
+		}
+	case h.below(h.idx[0], i):
+		h.idx[0] = i
+		for j := 0; ; {
+			m, l, r := j, 2*j+1, 2*j+2
+			if l < len(h.idx) && h.below(h.idx[l], h.idx[m]) {
+				m = l
+			}
+			if r < len(h.idx) && h.below(h.idx[r], h.idx[m]) {
+				m = r
+			}
+			if m == j {
+				break
+			}
+			h.idx[j], h.idx[m] = h.idx[m], h.idx[j]
+			j = m
+		}
+	}
+}
+
+// tagCounters are the counters of a SegmentStatus that are summed over
+// tags.
+type tagCounters struct {
+	issued, loads, loadErrors, waits, givenBack uint64
+	loadSeconds                                 float64
+	latency                                     [numLoadBuckets]uint64 // cumulative, as SegmentStatus.LoadLatency
+}
+
+// numLoadBuckets is len(leaf.SegmentLoadBuckets), a constant so that the
+// counters hold an array; TestLoadBucketsCount keeps the two equal.
+const numLoadBuckets = 13
+
+func (t *tagCounters) add(st *leaf.SegmentStatus) {
+	t.issued += st.Issued
+	t.loads += st.Loads
+	t.loadErrors += st.LoadErrors
+	t.waits += st.Waits
+	t.givenBack += st.GivenBack
+	t.loadSeconds += st.LoadSeconds
+	for i := range min(len(st.LoadLatency), numLoadBuckets) {
+		t.latency[i] += st.LoadLatency[i]
+	}
+}
+
+func (t *tagCounters) addCounters(o *tagCounters) {
+	t.issued += o.issued
+	t.loads += o.loads
+	t.loadErrors += o.loadErrors
+	t.waits += o.waits
+	t.givenBack += o.givenBack
+	t.loadSeconds += o.loadSeconds
+	for i := range t.latency {
+		t.latency[i] += o.latency[i]
+	}
+}
+
+func (t *tagCounters) zero() bool {
+	return t.issued == 0 && t.loads == 0 && t.loadErrors == 0 && t.waits == 0 && t.givenBack == 0 && t.loadSeconds == 0
+}
+
+// below reports whether any of t's counters is below o's: the tag's
+// counters restarted.
+func (t *tagCounters) below(o *tagCounters) bool {
+	if t.issued < o.issued || t.loads < o.loads || t.loadErrors < o.loadErrors ||
+		t.waits < o.waits || t.givenBack < o.givenBack || t.loadSeconds < o.loadSeconds {
+		return true
+	}
+	for i := range t.latency {
+		if t.latency[i] < o.latency[i] {
+			return true
+		}
+	}
+	return false
+}
+
+// ledger keeps the totals over all tags monotonic, as counters must be. A
+// tag the generator forgets (deleted, or dropped when unused) takes its
+// counters out of the sum, and one it forgets and knows again starts from
+// zero; Prometheus would read either as a counter reset and rate() as a
+// burst of the whole total. The ledger remembers each tag's counters at the
+// last scrape and, when the tag is gone or its counters went down, moves
+// them to retired, which the totals include. It holds only tags whose
+// counters ever moved, so its size follows use, not the table.
+type ledger struct {
+	scrape  uint64
+	tags    map[string]*ledgerEntry
+	seen    int // entries seen by this scrape
+	retired tagCounters
+}
+
+type ledgerEntry struct {
+	tagCounters
+	scrape uint64 // the last scrape that saw the tag
+}
+
+func (l *ledger) begin() {
+	l.scrape++
+	l.seen = 0
+}
+
+// see records st's counters. A tag whose counters are all zero is skipped
+// without a lookup: if the ledger remembers it, end retires it.
+func (l *ledger) see(st *leaf.SegmentStatus) {
+	var now tagCounters
+	now.add(st)
+	if now.zero() {
+		return
+	}
+	e := l.tags[st.Tag]
+	switch {
+	case e == nil:
+		e = &ledgerEntry{}
+		l.tags[st.Tag] = e
+	case e.scrape == l.scrape:
+		return // the tag twice in one Status: count it once
+	case now.below(&e.tagCounters):
+		l.retired.addCounters(&e.tagCounters)
+	}
+	e.tagCounters, e.scrape = now, l.scrape
+	l.seen++
+}
+
+// end retires the tags this scrape did not see.
+func (l *ledger) end() {
+	if l.seen == len(l.tags) {
+		return
+	}
+	for tag, e := range l.tags {
+		if e.scrape != l.scrape {
+			l.retired.addCounters(&e.tagCounters)
+			delete(l.tags, tag)
+		}
+	}
+}
+
+// loadBuckets maps cumulative counts onto leaf.SegmentLoadBuckets. A short
+// slice (a source that does not time loads) reads as zeros rather than
+// failing the scrape.
 func loadBuckets(cumulative []uint64) map[float64]uint64 {
 	b := make(map[float64]uint64, len(leaf.SegmentLoadBuckets))
 	for i, le := range leaf.SegmentLoadBuckets {
@@ -169,7 +496,7 @@ func (c *collector) collectSnowflake(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, v float64) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v)
 	}
-	ch <- prometheus.MustNewConstMetric(c.issued, prometheus.CounterValue, float64(st.Issued), modeSnowflake, "")
+	ch <- prometheus.MustNewConstMetric(c.issued, prometheus.CounterValue, float64(st.Issued), modeSnowflake)
 	gauge(c.sfWorkerID, float64(st.WorkerID))
 	// A zero mark means none has been persisted yet; its "lead" would be
 	// minus the Unix epoch, a value that only trips alerts.

@@ -15,8 +15,12 @@
 // allocation. The other, leaf_http_bad_requests_total, counts the requests
 // the HTTP transport refuses before any route sees them (ObserveBadRequest).
 //
-// Labels are bounded: tags come from the operator-controlled leaf_alloc
-// table, and routes are the HTTP layer's route patterns, never raw paths.
+// Labels are bounded. The segment series are totals over all tags, plus
+// per-tag series for a bounded set only: the busiest Config.TopTags, up to
+// Config.DegradedTags degraded ones, the operator's Config.Tags and the tag
+// soonest dry, chosen afresh at every scrape, so a table of 100,000 tags
+// costs what one of 100 does. Routes are the HTTP layer's route patterns,
+// never raw paths.
 package metrics
 
 import (
@@ -70,6 +74,27 @@ type Config struct {
 	// Now is the clock for the snowflake high-water lead and lease
 	// remaining. Default: time.Now.
 	Now func() time.Time
+
+	// The segment series over all tags are always exported; per-tag series
+	// only for the union of three bounded sets and the tag soonest dry, so
+	// that a table of 100,000 tags costs no more series than one of 100. A
+	// tag that leaves the set simply stops being exported at the next
+	// scrape.
+	//
+	// TopTags is how many of the busiest tags (by IDs per second, then IDs
+	// issued, then name) get per-tag series. 0: none.
+	TopTags int
+	// DegradedTags caps how many degraded tags (the last load failed, or
+	// the buffered IDs last less than LowBuffer) get per-tag series, the
+	// most urgent first, so that a store outage across every tag does not
+	// explode the scrape. 0: none.
+	DegradedTags int
+	// Tags always get per-tag series while the generator knows them.
+	Tags []string
+	// LowBuffer is segment.Settings.LowBuffer: a tag whose buffered IDs
+	// last less than this at its current rate counts as degraded. 0 turns
+	// the check off.
+	LowBuffer time.Duration
 }
 
 // requestBuckets are the upper bounds, in seconds, of

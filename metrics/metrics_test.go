@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -46,6 +48,13 @@ func (f *fakeWorker) Degraded() []string        { return f.degraded }
 // text exposition.
 func scrape(t *testing.T, m *metrics.Metrics) map[string]*dto.MetricFamily {
 	t.Helper()
+	return parse(t, scrapeText(t, m))
+}
+
+// scrapeText fetches m's /metrics over a real loopback server, in the text
+// exposition format.
+func scrapeText(t *testing.T, m *metrics.Metrics) string {
+	t.Helper()
 	srv := httptest.NewServer(m.Handler())
 	t.Cleanup(srv.Close)
 	resp, err := http.Get(srv.URL + "/metrics")
@@ -53,12 +62,20 @@ func scrape(t *testing.T, m *metrics.Metrics) map[string]*dto.MetricFamily {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
 		t.Fatalf("GET /metrics: %s\n%s", resp.Status, b)
 	}
+	return string(b)
+}
+
+func parse(t *testing.T, text string) map[string]*dto.MetricFamily {
+	t.Helper()
 	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(resp.Body)
+	fams, err := p.TextToMetricFamilies(strings.NewReader(text))
 	if err != nil {
 		t.Fatalf("parse exposition: %v", err)
 	}
@@ -123,14 +140,19 @@ func TestScrapeFakeSources(t *testing.T) {
 	seg := &fakeSegment{
 		status: []leaf.SegmentStatus{
 			{
-				Tag: "orders", Issued: 1234, Loads: 4, LoadErrors: 1, Waits: 2, GivenBack: 10,
+				Tag: "orders", InitOK: true, Issued: 1234, Loads: 4, LoadErrors: 1, Waits: 2, GivenBack: 10,
 				Step: 2000, MinStep: 1000, Remaining: 1766, Rate: 100, SecondsLeft: 17.66, NextReady: true,
 				LoadSeconds: 0.125, LoadLatency: latency,
 			},
 			// Idle, and a source that did not time its one load.
-			{Tag: "idle", Issued: 0, Loads: 1, Step: 500, MinStep: 500, Remaining: 500, SecondsLeft: -1},
+			{Tag: "idle", InitOK: true, Issued: 0, Loads: 1, Step: 500, MinStep: 500, Remaining: 500, SecondsLeft: -1},
 			// A short latency slice: the missing buckets read as zeros.
-			{Tag: "short", Loads: 2, LoadSeconds: 0.5, LoadLatency: []uint64{1}, SecondsLeft: 3},
+			// Its buffers last 3s, under LowBuffer.
+			{Tag: "short", InitOK: true, Loads: 2, LoadSeconds: 0.5, LoadLatency: []uint64{1}, Rate: 1, SecondsLeft: 3},
+			// Known, never requested.
+			{Tag: "fresh", Step: 1000, MinStep: 1000, SecondsLeft: -1},
+			// Its first load failed.
+			{Tag: "broken", LoadErrors: 3, LoadError: "store down", SecondsLeft: -1},
 		},
 		degraded: []string{"tag orders: buffered IDs last 3.0s"},
 	}
@@ -139,7 +161,8 @@ func TestScrapeFakeSources(t *testing.T) {
 		Rollbacks: 2, RollbackMs: 1500, MaxRollbackMs: 1000, HeartbeatFailures: 4,
 		FromCache: true, LeaseExpires: now.Add(30 * time.Second),
 	}}
-	m := metrics.New(metrics.Config{Segment: seg, Snowflake: sf, Version: "v1.2.3", Now: func() time.Time { return now }})
+	m := metrics.New(metrics.Config{Segment: seg, Snowflake: sf, Version: "v1.2.3", Now: func() time.Time { return now },
+		TopTags: 20, DegradedTags: 100, LowBuffer: 5 * time.Second})
 	fams := scrape(t, m)
 
 	for _, c := range []struct {
@@ -147,11 +170,24 @@ func TestScrapeFakeSources(t *testing.T) {
 		labels map[string]string
 		want   float64
 	}{
-		{"leaf_ids_issued_total", map[string]string{"mode": "segment", "tag": "orders"}, 1234},
-		{"leaf_ids_issued_total", map[string]string{"mode": "segment", "tag": "idle"}, 0},
-		{"leaf_ids_issued_total", map[string]string{"mode": "snowflake", "tag": ""}, 99},
+		{"leaf_ids_issued_total", map[string]string{"mode": "segment"}, 1234},
+		{"leaf_ids_issued_total", map[string]string{"mode": "snowflake"}, 99},
+		{"leaf_segment_all_loads_total", nil, 4 + 1 + 2},
+		{"leaf_segment_all_load_errors_total", nil, 1 + 3},
+		{"leaf_segment_all_waits_total", nil, 2},
+		{"leaf_segment_all_given_back_ids_total", nil, 10},
+		{"leaf_segment_min_seconds_until_dry", nil, 3},
+		{"leaf_segment_tags", map[string]string{"state": "load_error"}, 1},
+		{"leaf_segment_tags", map[string]string{"state": "low_buffer"}, 1},
+		{"leaf_segment_tags", map[string]string{"state": "unloaded"}, 1},
+		{"leaf_segment_tags", map[string]string{"state": "idle"}, 1},
+		{"leaf_segment_tags", map[string]string{"state": "active"}, 1},
+		{"leaf_segment_ids_issued_total", tagLabel("orders"), 1234},
+		{"leaf_segment_ids_issued_total", tagLabel("idle"), 0},
 		{"leaf_segment_loads_total", tagLabel("orders"), 4},
 		{"leaf_segment_load_errors_total", tagLabel("orders"), 1},
+		{"leaf_segment_load_errors_total", tagLabel("broken"), 3},
+		{"leaf_segment_load_seconds_total", tagLabel("orders"), 0.125},
 		{"leaf_segment_waits_total", tagLabel("orders"), 2},
 		{"leaf_segment_given_back_ids_total", tagLabel("orders"), 10},
 		{"leaf_segment_step", tagLabel("orders"), 2000},
@@ -160,9 +196,11 @@ func TestScrapeFakeSources(t *testing.T) {
 		{"leaf_segment_ids_per_second", tagLabel("orders"), 100},
 		{"leaf_segment_seconds_until_dry", tagLabel("orders"), 17.66},
 		{"leaf_segment_seconds_until_dry", tagLabel("idle"), math.Inf(1)},
+		{"leaf_segment_seconds_until_dry", tagLabel("short"), 3},
 		{"leaf_segment_next_ready", tagLabel("orders"), 1},
 		{"leaf_segment_next_ready", tagLabel("idle"), 0},
 		{"leaf_segment_step", tagLabel("idle"), 500},
+		{"leaf_segment_step", tagLabel("fresh"), 1000},
 		{"leaf_snowflake_worker_id", nil, 7},
 		{"leaf_snowflake_high_water_lead_seconds", nil, 2.5},
 		{"leaf_snowflake_clock_rollbacks_total", nil, 2},
@@ -182,45 +220,47 @@ func TestScrapeFakeSources(t *testing.T) {
 		})
 	}
 
-	for _, c := range []struct {
-		tag     string
-		count   uint64
-		sum     float64
-		buckets []uint64 // cumulative, one per leaf.SegmentLoadBuckets
-	}{
-		{"orders", 4, 0.125, latency},
-		{"idle", 1, 0, make([]uint64, len(leaf.SegmentLoadBuckets))},
-		{"short", 2, 0.5, append([]uint64{1}, make([]uint64, len(leaf.SegmentLoadBuckets)-1)...)},
-	} {
-		t.Run("leaf_segment_load_duration_seconds/"+c.tag, func(t *testing.T) {
-			s, ok := find(fams, "leaf_segment_load_duration_seconds", tagLabel(c.tag))
-			if !ok || s.Histogram == nil {
-				t.Fatalf("no histogram for tag %s", c.tag)
-			}
-			h := s.GetHistogram()
-			if h.GetSampleCount() != c.count || h.GetSampleSum() != c.sum {
-				t.Errorf("count %d sum %v, want %d %v", h.GetSampleCount(), h.GetSampleSum(), c.count, c.sum)
-			}
-			var got []uint64
-			for i, b := range h.GetBucket() {
-				if math.IsInf(b.GetUpperBound(), 1) {
-					continue // the parser may add the implied +Inf bucket
-				}
-				if i >= len(leaf.SegmentLoadBuckets) || b.GetUpperBound() != leaf.SegmentLoadBuckets[i] {
-					t.Fatalf("bucket %d has le=%v, want le=%v", i, b.GetUpperBound(), leaf.SegmentLoadBuckets)
-				}
-				got = append(got, b.GetCumulativeCount())
-			}
-			if fmt.Sprint(got) != fmt.Sprint(c.buckets) {
-				t.Errorf("buckets %v, want %v", got, c.buckets)
-			}
-		})
+	// One load-time histogram over all tags: orders' buckets, plus short's
+	// one load in the first bucket, plus nothing from idle's untimed load
+	// (which still counts).
+	want := slices.Clone(latency)
+	want[0]++
+	checkHistogram(t, fams, "leaf_segment_load_duration_seconds", nil, 4+1+2, 0.625, want)
+	if _, ok := find(fams, "leaf_segment_load_duration_seconds", tagLabel("orders")); ok {
+		t.Error("per-tag load-time histogram exported")
 	}
 
 	for _, name := range []string{"go_goroutines", "process_start_time_seconds"} {
 		if _, ok := fams[name]; !ok {
 			t.Errorf("runtime/process metric %s missing", name)
 		}
+	}
+}
+
+// checkHistogram checks a histogram series' count, sum and cumulative
+// buckets, one per leaf.SegmentLoadBuckets.
+func checkHistogram(t *testing.T, fams map[string]*dto.MetricFamily, name string, labels map[string]string, count uint64, sum float64, buckets []uint64) {
+	t.Helper()
+	s, ok := find(fams, name, labels)
+	if !ok || s.Histogram == nil {
+		t.Fatalf("no histogram %s%v", name, labels)
+	}
+	h := s.GetHistogram()
+	if h.GetSampleCount() != count || math.Abs(h.GetSampleSum()-sum) > 1e-9 {
+		t.Errorf("%s%v: count %d sum %v, want %d %v", name, labels, h.GetSampleCount(), h.GetSampleSum(), count, sum)
+	}
+	var got []uint64
+	for i, b := range h.GetBucket() {
+		if math.IsInf(b.GetUpperBound(), 1) {
+			continue // the parser may add the implied +Inf bucket
+		}
+		if i >= len(leaf.SegmentLoadBuckets) || b.GetUpperBound() != leaf.SegmentLoadBuckets[i] {
+			t.Fatalf("%s: bucket %d has le=%v, want le=%v", name, i, b.GetUpperBound(), leaf.SegmentLoadBuckets)
+		}
+		got = append(got, b.GetCumulativeCount())
+	}
+	if !slices.Equal(got, buckets) {
+		t.Errorf("%s%v: buckets %v, want %v", name, labels, got, buckets)
 	}
 }
 
@@ -419,13 +459,15 @@ func TestRealSegmentGenerator(t *testing.T) {
 	}
 	want := status()
 
-	fams := scrape(t, metrics.New(metrics.Config{Segment: g}))
+	fams := scrape(t, metrics.New(metrics.Config{Segment: g, TopTags: 20}))
 	for _, c := range []struct {
 		name   string
 		labels map[string]string
 		want   float64
 	}{
-		{"leaf_ids_issued_total", map[string]string{"mode": "segment", "tag": "orders"}, issued},
+		{"leaf_ids_issued_total", map[string]string{"mode": "segment"}, issued},
+		{"leaf_segment_ids_issued_total", tagLabel("orders"), issued},
+		{"leaf_segment_all_loads_total", nil, float64(want.Loads)},
 		{"leaf_segment_min_step", tagLabel("orders"), 1000},
 		// The first two loads use the stored step; the third, started by
 		// the prefetch once the second range was 10% used, may already
@@ -442,9 +484,13 @@ func TestRealSegmentGenerator(t *testing.T) {
 	if want.Remaining <= 0 {
 		t.Errorf("Status reports %d IDs remaining after a settled prefetch, want > 0", want.Remaining)
 	}
-	h, ok := find(fams, "leaf_segment_load_duration_seconds", tagLabel("orders"))
-	if !ok || h.GetHistogram().GetSampleCount() != want.Loads {
-		t.Errorf("load histogram count = %d, want %d", h.GetHistogram().GetSampleCount(), want.Loads)
+	checkHistogram(t, fams, "leaf_segment_load_duration_seconds", nil, want.Loads, want.LoadSeconds, want.LoadLatency)
+	var tags float64
+	for _, s := range fams["leaf_segment_tags"].GetMetric() {
+		tags += s.GetGauge().GetValue()
+	}
+	if tags != 1 {
+		t.Errorf("leaf_segment_tags sums to %v over the states, want 1", tags)
 	}
 	t.Logf("orders: step %d, min step %d, loads %d, remaining %d", want.Step, want.MinStep, want.Loads, want.Remaining)
 }

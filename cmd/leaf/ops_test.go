@@ -75,15 +75,20 @@ func TestOperability(t *testing.T) {
 
 	m := scrape(t, s)
 	st := segmentStatus(t, s, tag)
-	labels := `{mode="segment",tag="` + tag + `"}`
-	checkMetric(t, m, "leaf_ids_issued_total"+labels, 300)
+	// The only tag is among the busiest (metrics.top_tags 20), so it has
+	// per-tag series beside the totals over all tags.
+	checkMetric(t, m, `leaf_ids_issued_total{mode="segment"}`, 300)
+	checkMetric(t, m, `leaf_segment_ids_issued_total{tag="`+tag+`"}`, 300)
 	checkMetric(t, m, `leaf_segment_step{tag="`+tag+`"}`, 2000)
 	checkMetric(t, m, `leaf_segment_loads_total{tag="`+tag+`"}`, 2)
 	checkMetric(t, m, `leaf_segment_remaining_ids{tag="`+tag+`"}`, float64(st.Remaining))
 	if st.Remaining != 2*2000-300 {
 		t.Errorf("remaining %d, want %d", st.Remaining, 2*2000-300)
 	}
-	checkMetric(t, m, `leaf_segment_load_duration_seconds_count{tag="`+tag+`"}`, 2)
+	checkMetric(t, m, `leaf_segment_all_loads_total`, 2)
+	checkMetric(t, m, `leaf_segment_load_duration_seconds_count`, 2)
+	checkMetric(t, m, `leaf_segment_tags{state="unloaded"}`, 0)
+	checkMetric(t, m, `leaf_segment_tags{state="load_error"}`, 0)
 	checkMetric(t, m, `leaf_degraded{mode="segment"}`, 0)
 	// The 300 requests above were observed, each under its route's pattern.
 	checkMetric(t, m, `leaf_http_request_duration_seconds_count{code="200",route="/api/segment/get/{key}"}`, 300)
@@ -112,7 +117,8 @@ func TestOperability(t *testing.T) {
 	})
 	issue(3000) // past both buffers: new ranges load again
 	m = scrape(t, s)
-	checkMetric(t, m, "leaf_ids_issued_total"+labels, 4300)
+	checkMetric(t, m, `leaf_ids_issued_total{mode="segment"}`, 4300)
+	checkMetric(t, m, `leaf_segment_ids_issued_total{tag="`+tag+`"}`, 4300)
 	checkMetric(t, m, `leaf_degraded{mode="segment"}`, 0)
 	if code := s.stop(t); code != 0 {
 		t.Fatalf("serve exited %d: %s", code, s.log.String())

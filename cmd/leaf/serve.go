@@ -284,7 +284,8 @@ func (a *app) runServer(ctx context.Context, cfg config.Config, adminToken strin
 	if worker != nil {
 		snowSrc = worker.gen
 	}
-	m := metrics.New(metrics.Config{Segment: segSrc, Snowflake: snowSrc, Version: buildVersion()})
+	m := metrics.New(metrics.Config{Segment: segSrc, Snowflake: snowSrc, Version: buildVersion(),
+		TopTags: cfg.Metrics.TopTags, DegradedTags: cfg.Metrics.DegradedTags, Tags: cfg.Metrics.TagList(), LowBuffer: cfg.Segment.LowBuffer})
 	hcfg := httpapi.Config{Segment: segGen, Snowflake: snowGen, Logger: log, Version: buildVersion(),
 		Metrics: m.Handler(), Observer: m, AdminToken: adminToken}
 	if limiter != nil {

@@ -75,6 +75,7 @@ type Config struct {
 	Log             Log           `yaml:"log"`
 	Segment         Segment       `yaml:"segment"`
 	Snowflake       Snowflake     `yaml:"snowflake"`
+	Metrics         Metrics       `yaml:"metrics"`
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" help:"how long a graceful shutdown (drain HTTP, give back IDs, close the store) may take"`
 }
 
@@ -127,6 +128,17 @@ type Segment struct {
 	// Seed is a pointer because "not set" has its own meaning: see SeedMode.
 	Seed *bool `yaml:"seed" help:"insert the tag leaf-segment-test (step 2000, first ID 1); unset: only into an empty embedded SQLite store; true: into any store that lacks the tag; false: never"`
 }
+
+// Metrics bounds /metrics: the segment series over all tags are always
+// exported, per-tag series only for the union of these three sets.
+type Metrics struct {
+	TopTags      int    `yaml:"top_tags" help:"how many of the busiest tags (by IDs per second) get per-tag series on /metrics; 0: none"`
+	DegradedTags int    `yaml:"degraded_tags" help:"at most this many degraded tags (last load failed, or buffers below segment.low_buffer) get per-tag series on /metrics, the most urgent first; 0: none"`
+	Tags         string `yaml:"tags" arg:"tag,..." help:"comma-separated tags that always get per-tag series on /metrics"`
+}
+
+// TagList splits metrics.tags, dropping blanks.
+func (m Metrics) TagList() []string { return Servers(m.Tags) }
 
 // Registry names accepted by snowflake.registry.
 const (
@@ -223,6 +235,7 @@ func Default() Config {
 			Window:       3 * time.Second,
 			MaxPeerSkew:  5 * time.Second,
 		},
+		Metrics:         Metrics{TopTags: 20, DegradedTags: 100},
 		ShutdownTimeout: 10 * time.Second,
 	}
 }
@@ -321,6 +334,17 @@ func (c Config) validate(origin map[string]string) error {
 	}
 	if c.ShutdownTimeout <= 0 {
 		bad("shutdown_timeout", "%v must be positive", c.ShutdownTimeout)
+	}
+	if c.Metrics.TopTags < 0 {
+		bad("metrics.top_tags", "%d is negative; 0 exports none", c.Metrics.TopTags)
+	}
+	if c.Metrics.DegradedTags < 0 {
+		bad("metrics.degraded_tags", "%d is negative; 0 exports none", c.Metrics.DegradedTags)
+	}
+	for _, t := range c.Metrics.TagList() {
+		if err := leaf.ValidateTag(t); err != nil {
+			bad("metrics.tags", "%v", err)
+		}
 	}
 	c.validateSnowflake(bad)
 	c.validateSecurity(bad)

@@ -279,6 +279,9 @@ func TestValidation(t *testing.T) {
 		{"grpc listen no port", Sources{Flags: map[string]string{"grpc_listen": "localhost"}},
 			`grpc_listen (from --grpc-listen): "localhost" is not host:port`},
 		{"empty data dir flag", Sources{Flags: map[string]string{"data_dir": ""}}, "data_dir (from --data-dir): must not be empty"},
+		{"negative top tags", Sources{Env: []string{"LEAF_METRICS_TOP_TAGS=-1"}}, "metrics.top_tags (from LEAF_METRICS_TOP_TAGS): -1 is negative"},
+		{"negative degraded tags", Sources{Env: []string{"LEAF_METRICS_DEGRADED_TAGS=-1"}}, "metrics.degraded_tags (from LEAF_METRICS_DEGRADED_TAGS): -1 is negative"},
+		{"bad metrics tag", Sources{Env: []string{"LEAF_METRICS_TAGS=orders, bad tag"}}, "metrics.tags (from LEAF_METRICS_TAGS)"},
 		{"unknown flag key", Sources{Flags: map[string]string{"nope": "1"}}, `flag for unknown key "nope"`},
 	}
 	for _, tt := range tests {
@@ -299,7 +302,7 @@ func TestYAMLErrors(t *testing.T) {
 	tests := []struct {
 		name, yaml, want string
 	}{
-		{"unknown top key", "listen: :1\nlisen: :2\n", `:2: unknown key "lisen"; known keys in the top level: listen, data_dir, grpc_listen, single_node, admin, tls, rate_limit, log, segment, snowflake, shutdown_timeout`},
+		{"unknown top key", "listen: :1\nlisen: :2\n", `:2: unknown key "lisen"; known keys in the top level: listen, data_dir, grpc_listen, single_node, admin, tls, rate_limit, log, segment, snowflake, metrics, shutdown_timeout`},
 		{"unknown nested key", "segment:\n  stor: mysql\n", `:2: unknown key "segment.stor"; known keys in segment: enabled, store, dsn`},
 		{"bad duration", "segment:\n  refresh_interval: 60\n", `:2: segment.refresh_interval: "60" is not a duration: add a unit`},
 		{"bad enum", "log:\n  level: loud\n", `:2: log.level: "loud" is not one of`},
@@ -427,7 +430,7 @@ func TestKeys(t *testing.T) {
 		"snowflake.enabled", "snowflake.registry", "snowflake.name", "snowflake.endpoint", "snowflake.worker_id", "snowflake.worker_ids",
 		"snowflake.zk", "snowflake.etcd", "snowflake.dsn", "snowflake.lease_ttl", "snowflake.epoch", "snowflake.time_bits",
 		"snowflake.worker_bits", "snowflake.sequence_bits", "snowflake.max_backwards", "snowflake.random_start", "snowflake.window", "snowflake.max_peer_skew",
-		"shutdown_timeout"}
+		"metrics.top_tags", "metrics.degraded_tags", "metrics.tags", "shutdown_timeout"}
 	if got := KeyPaths(); !slices.Equal(got, want) {
 		t.Errorf("KeyPaths = %v\nwant %v", got, want)
 	}
