@@ -386,24 +386,9 @@ func TestPeerClocks(t *testing.T) {
 			t.Fatalf("registry %d: Heartbeat: %v", i, err)
 		}
 	}
-	const tolerance = interval + 200*time.Millisecond
+	readers := make([]leaftest.PeerClockReader, len(regs))
 	for i, r := range regs {
-		peers, err := r.PeerClocks(ctx)
-		if err != nil {
-			t.Fatalf("registry %d: PeerClocks: %v", i, err)
-		}
-		if len(peers) != len(regs)-1 {
-			t.Fatalf("registry %d sees %d peers, want %d: %+v", i, len(peers), len(regs)-1, peers)
-		}
-		for _, p := range peers {
-			j, ok := ids[p.WorkerID]
-			if !ok || j == i || p.Endpoint != leaftest.TestEndpoint(j).String() {
-				t.Fatalf("registry %d: peer %+v is none of the others", i, p)
-			}
-			want := offsets[j] - offsets[i]
-			if d := p.Offset - want; d > tolerance || d < -tolerance {
-				t.Errorf("registry %d: peer %d's offset %v, want %v ± %v", i, j, p.Offset, want, tolerance)
-			}
-		}
+		readers[i] = r
 	}
+	leaftest.CheckPeerClocks(t, ctx, readers, ids, offsets, interval+200*time.Millisecond)
 }

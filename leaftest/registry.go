@@ -264,3 +264,36 @@ func (s registrySuite) invalidInput(t *testing.T, newNamespace func(t *testing.T
 		}
 	}
 }
+
+// PeerClockReader is a registry that measures its live peers' clocks
+// (snowflake.PeerClockReader).
+type PeerClockReader interface {
+	PeerClocks(ctx context.Context) ([]leaf.PeerClock, error)
+}
+
+// CheckPeerClocks checks what each of regs, registered at TestEndpoint(i)
+// with its clock offsets[i] from the real one, sees of the others: every
+// other registry exactly once (ids maps a worker ID to its index), each at
+// offsets[j]-offsets[i] within tolerance.
+func CheckPeerClocks(t *testing.T, ctx context.Context, regs []PeerClockReader, ids map[int64]int, offsets []time.Duration, tolerance time.Duration) {
+	t.Helper()
+	for i, r := range regs {
+		peers, err := r.PeerClocks(ctx)
+		if err != nil {
+			t.Fatalf("registry %d: PeerClocks: %v", i, err)
+		}
+		if len(peers) != len(regs)-1 {
+			t.Fatalf("registry %d sees %d peers, want %d: %+v", i, len(peers), len(regs)-1, peers)
+		}
+		for _, p := range peers {
+			j, ok := ids[p.WorkerID]
+			if !ok || j == i || p.Endpoint != TestEndpoint(j).String() {
+				t.Fatalf("registry %d: peer %+v is none of the others", i, p)
+			}
+			want := offsets[j] - offsets[i]
+			if d := p.Offset - want; d > tolerance || d < -tolerance {
+				t.Errorf("registry %d: peer %d's offset %v, want %v ± %v", i, j, p.Offset, want, tolerance)
+			}
+		}
+	}
+}

@@ -625,26 +625,11 @@ func TestWorkerPeerClocks(t *testing.T) {
 		}
 		ids[c.WorkerID] = i
 	}
-	const tolerance = 200 * time.Millisecond
+	readers := make([]leaftest.PeerClockReader, len(regs))
 	for i, r := range regs {
-		peers, err := r.PeerClocks(ctxFor(t, 5*time.Second))
-		if err != nil {
-			t.Fatalf("registry %d: PeerClocks: %v", i, err)
-		}
-		if len(peers) != len(regs)-1 {
-			t.Fatalf("registry %d sees %d peers, want %d: %+v", i, len(peers), len(regs)-1, peers)
-		}
-		for _, p := range peers {
-			j, ok := ids[p.WorkerID]
-			if !ok || j == i || p.Endpoint != leaftest.TestEndpoint(j).String() {
-				t.Fatalf("registry %d: peer %+v is none of the others", i, p)
-			}
-			want := offsets[j] - offsets[i]
-			if d := p.Offset - want; d > tolerance || d < -tolerance {
-				t.Errorf("registry %d: peer %d's offset %v, want %v ± %v", i, j, p.Offset, want, tolerance)
-			}
-		}
+		readers[i] = r
 	}
+	leaftest.CheckPeerClocks(t, ctxFor(t, 5*time.Second), readers, ids, offsets, 200*time.Millisecond)
 	if err := regs[2].Release(ctxFor(t, 5*time.Second), time.Now().UnixMilli()); err != nil {
 		t.Fatal(err)
 	}
