@@ -81,6 +81,20 @@ type SegmentAdmin interface {
 	DeleteTag(ctx context.Context, tag string) error
 }
 
+// SegmentVersioner is implemented by stores that keep a change counter of
+// their tags beside leaf_alloc (leaf_alloc_version, one row): a number that
+// every CreateTag and DeleteTag of the store moves in the transaction that
+// makes its change. A generator reads it at each refresh, one primary-key
+// read, and lists the tags only when it moved. Rows inserted or deleted by
+// other tools, by Java Leaf or by an older server do not move it, so the
+// generator still lists every tag now and then. Found by type assertion.
+type SegmentVersioner interface {
+	// TagsVersion reads the counter. It never returns to a value it had;
+	// equal answers mean no tag was created or deleted through
+	// SegmentAdmin in between.
+	TagsVersion(ctx context.Context) (int64, error)
+}
+
 // TombstoneError is CreateTag's answer to a start below a deleted tag's
 // tombstone. It matches ErrTagTombstoned with errors.Is.
 type TombstoneError struct {

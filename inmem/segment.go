@@ -24,14 +24,16 @@ type SegmentStore struct {
 	mu       sync.Mutex
 	rows     map[string]leaf.Alloc
 	tombs    map[string]int64 // leaf_alloc_tombstone: tag -> highest deleted max_id
+	version  int64            // leaf_alloc_version: moved by CreateTag and DeleteTag
 	down     error
 	delay    time.Duration
 	reserves int
 }
 
 var (
-	_ leaf.SegmentStore = (*SegmentStore)(nil)
-	_ leaf.SegmentAdmin = (*SegmentStore)(nil)
+	_ leaf.SegmentStore     = (*SegmentStore)(nil)
+	_ leaf.SegmentAdmin     = (*SegmentStore)(nil)
+	_ leaf.SegmentVersioner = (*SegmentStore)(nil)
 )
 
 // NewSegmentStore returns an empty store.
@@ -74,6 +76,25 @@ func (s *SegmentStore) begin(ctx context.Context, op string) error {
 		return fmt.Errorf("inmem: %s: store down: %w", op, err)
 	}
 	return nil
+}
+
+// InsertForeign adds a row as Java Leaf's scripts or a hand-written INSERT
+// would: no tombstone check and no change to TagsVersion. It replaces a row
+// the tag already has.
+func (s *SegmentStore) InsertForeign(a leaf.Alloc) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a.UpdateTime = time.Now()
+	s.rows[a.Tag] = a
+}
+
+// TagsVersion reads the change counter that CreateTag and DeleteTag move.
+func (s *SegmentStore) TagsVersion(ctx context.Context) (int64, error) {
+	if err := s.begin(ctx, "read tags version"); err != nil {
+		return 0, err
+	}
+	defer s.mu.Unlock()
+	return s.version, nil
 }
 
 // Tags lists every tag, in byte order.
@@ -223,6 +244,7 @@ func (s *SegmentStore) CreateTag(ctx context.Context, a leaf.Alloc) error {
 	}
 	a.UpdateTime = time.Now()
 	s.rows[a.Tag] = a
+	s.version++
 	return nil
 }
 
@@ -266,5 +288,6 @@ func (s *SegmentStore) DeleteTag(ctx context.Context, tag string) error {
 	}
 	delete(s.rows, tag)
 	s.tombs[tag] = max(s.tombs[tag], a.MaxID)
+	s.version++
 	return nil
 }

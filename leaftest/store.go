@@ -61,6 +61,8 @@ func TestSegmentStore(t *testing.T, newDB func(t *testing.T) func() (leaf.Segmen
 		{"TombstoneConcurrent", s.tombstoneConcurrent},
 		{"ConcurrentReserves", s.concurrentReserves},
 		{"SchemaIdempotent", s.schemaIdempotent},
+		{"TagsVersion", s.tagsVersion},
+		{"TagsVersionConcurrent", s.tagsVersionConcurrent},
 		{"Close", s.close},
 	}
 	for _, c := range cases {
@@ -982,5 +984,139 @@ func TombstoneKeepsHighest(t *testing.T, open Opener, setMaxID func(t *testing.T
 	s.create(t, adm, "high", 0, 10)
 	if a := s.alloc(t, st, "high"); a.MaxID != 510 {
 		t.Errorf("re-created without a start at %d, want 510", a.MaxID)
+	}
+}
+
+// versioner returns st's change counter reader, or skips the test for a
+// store that keeps none (generators then list every tag at each refresh).
+func (storeSuite) versioner(t *testing.T, st leaf.SegmentStore) func() int64 {
+	t.Helper()
+	vs, ok := st.(leaf.SegmentVersioner)
+	if !ok {
+		t.Skipf("%T keeps no change counter", st)
+	}
+	return func() int64 {
+		t.Helper()
+		v, err := vs.TagsVersion(t.Context())
+		if err != nil {
+			t.Fatalf("TagsVersion: %v", err)
+		}
+		return v
+	}
+}
+
+// tagsVersion: the change counter moves with every CreateTag and DeleteTag
+// that commits, and with nothing else, so that a refresh which finds it
+// unchanged may skip the listing. It never comes back to a value it had,
+// and it outlives the store instance.
+func (s storeSuite) tagsVersion(t *testing.T, open Opener) {
+	ctx := t.Context()
+	st, adm := s.open(t, open)
+	read := s.versioner(t, st)
+	v0 := read()
+	if v := read(); v != v0 {
+		t.Fatalf("TagsVersion moved by itself: %d, then %d", v0, v)
+	}
+	seen := map[int64]bool{v0: true}
+	moved := func(what string) {
+		t.Helper()
+		v := read()
+		if seen[v] {
+			t.Errorf("%s: TagsVersion %d, a value it had before; want a new one", what, v)
+		}
+		seen[v] = true
+	}
+	v := v0
+	unmoved := func(what string) {
+		t.Helper()
+		if got := read(); got != v {
+			t.Errorf("%s moved TagsVersion from %d to %d; only creates and deletes may", what, v, got)
+		}
+	}
+
+	s.create(t, adm, "a", 1, 10)
+	moved("CreateTag")
+	v = read()
+	s.wantErr(t, "duplicate CreateTag", adm.CreateTag(ctx, leaf.Alloc{Tag: "a", MaxID: 1, Step: 10}), leaf.ErrTagExists)
+	unmoved("a CreateTag that failed")
+	s.reserve(t, st, "a", 0)
+	unmoved("Reserve")
+	if err := adm.SetStep(ctx, "a", 20); err != nil {
+		t.Fatalf("SetStep: %v", err)
+	}
+	unmoved("SetStep")
+	if _, err := st.GiveBack(ctx, "a", 5, 11); err != nil {
+		t.Fatalf("GiveBack: %v", err)
+	}
+	unmoved("GiveBack")
+	if _, err := st.Allocs(ctx); err != nil {
+		t.Fatalf("Allocs: %v", err)
+	}
+	s.tags(t, st)
+	unmoved("reads")
+	s.wantErr(t, "DeleteTag of a missing tag", adm.DeleteTag(ctx, "missing"), leaf.ErrTagNotFound)
+	unmoved("a DeleteTag that failed")
+
+	if err := adm.DeleteTag(ctx, "a"); err != nil {
+		t.Fatalf("DeleteTag: %v", err)
+	}
+	moved("DeleteTag")
+	v = read()
+	var te *leaf.TombstoneError
+	if err := adm.CreateTag(ctx, leaf.Alloc{Tag: "a", MaxID: 1, Step: 10}); !errors.As(err, &te) {
+		t.Fatalf("CreateTag below the tombstone: %v, want a TombstoneError", err)
+	}
+	unmoved("a CreateTag refused by the tombstone")
+	s.create(t, adm, "a", 0, 10)
+	moved("CreateTag after a delete")
+	v = read()
+
+	// Another instance, and one opened after this one closed, read the
+	// same counter: it lives in the database.
+	st2, _ := s.open(t, open)
+	if got := s.versioner(t, st2)(); got != v {
+		t.Errorf("TagsVersion from a second instance %d, want %d", got, v)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	st3, _ := s.open(t, open)
+	if got := s.versioner(t, st3)(); got != v {
+		t.Errorf("TagsVersion after reopening %d, want %d", got, v)
+	}
+}
+
+// tagsVersionConcurrent: creates and deletes from two instances at once
+// all commit (the counter's one row serialises them without deadlocks the
+// store does not retry), and each moves the counter.
+func (s storeSuite) tagsVersionConcurrent(t *testing.T, open Opener) {
+	ctx := t.Context()
+	a, admA := s.open(t, open)
+	_, admB := s.open(t, open)
+	read := s.versioner(t, a)
+	before := read()
+	const perInstance = 8
+	var wg sync.WaitGroup
+	for i, adm := range []leaf.SegmentAdmin{admA, admB} {
+		for k := range perInstance {
+			wg.Go(func() {
+				tag := fmt.Sprintf("v%d-%d", i, k)
+				if err := adm.CreateTag(ctx, leaf.Alloc{Tag: tag, MaxID: 1, Step: 10}); err != nil {
+					t.Errorf("CreateTag(%s): %v", tag, err)
+					return
+				}
+				if err := adm.DeleteTag(ctx, tag); err != nil {
+					t.Errorf("DeleteTag(%s): %v", tag, err)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	after := read()
+	if after == before {
+		t.Errorf("TagsVersion %d unchanged after %d creates and deletes", after, 4*perInstance)
+	}
+	if tags := s.tags(t, a); len(tags) != 0 {
+		t.Errorf("tags left: %q", tags)
 	}
 }

@@ -2,6 +2,8 @@ package mysql_test
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"testing"
 
 	gomysql "github.com/go-sql-driver/mysql"
@@ -44,4 +46,24 @@ func TestGeneratorOutage(t *testing.T) {
 
 func TestGeneratorTombstone(t *testing.T) {
 	leaftest.TombstoneSegment(t, dbOpener(testdb.MySQL(t)))
+}
+
+func TestGeneratorIdleHammer(t *testing.T) {
+	leaftest.HammerIdle(t, dbOpener(testdb.MySQL(t)), leaftest.IdleHammer{})
+}
+
+// TestScaleRefresh measures the refresh at LEAF_SCALE_ROWS rows; it skips
+// unless that is set (scripts/scale.sh sets it).
+func TestScaleRefresh(t *testing.T) {
+	if os.Getenv(leaftest.EnvScaleRows) == "" {
+		t.Skipf("set %s to measure", leaftest.EnvScaleRows)
+	}
+	dsn := testdb.MySQL(t)
+	leaftest.RefreshCost(t, dbOpener(dsn), func(t *testing.T, n int) {
+		// MariaDB's Sequence engine: seq_1_to_N is a table in every database.
+		q := fmt.Sprintf("INSERT INTO leaf_alloc (biz_tag, max_id, step) SELECT CONCAT('scale-', LPAD(seq, 7, '0')), 1, 1000 FROM seq_1_to_%d", n)
+		if _, err := rawDB(t, dsn).ExecContext(t.Context(), q); err != nil {
+			t.Fatal(err)
+		}
+	})
 }

@@ -41,6 +41,22 @@ const TombstoneSchema = "CREATE TABLE IF NOT EXISTS `leaf_alloc_tombstone` (\n" 
 	"  PRIMARY KEY (`biz_tag`)\n" +
 	") ENGINE=InnoDB"
 
+// VersionSchema creates the change counter beside leaf_alloc (see
+// leaf.SegmentVersioner): one row that every CreateTag and DeleteTag moves,
+// read by each refresh. Java Leaf never reads or moves it. VersionSeed adds
+// the row if it is missing.
+const (
+	VersionSchema = "CREATE TABLE IF NOT EXISTS `leaf_alloc_version` (\n" +
+		"  `id` int(11) NOT NULL,\n" +
+		"  `version` bigint(20) NOT NULL,\n" +
+		"  PRIMARY KEY (`id`)\n" +
+		") ENGINE=InnoDB"
+	VersionSeed = "INSERT IGNORE INTO `leaf_alloc_version` (`id`, `version`) VALUES (1, 0)"
+)
+
+// schema is what Open runs, in order.
+var schema = []string{Schema, TombstoneSchema, VersionSchema, VersionSeed}
+
 // MySQL and MariaDB error numbers the store reacts to.
 const (
 	erDupEntry        = 1062 // ER_DUP_ENTRY: the tag exists
@@ -55,8 +71,9 @@ type Store struct {
 }
 
 var (
-	_ leaf.SegmentStore = (*Store)(nil)
-	_ leaf.SegmentAdmin = (*Store)(nil)
+	_ leaf.SegmentStore     = (*Store)(nil)
+	_ leaf.SegmentAdmin     = (*Store)(nil)
+	_ leaf.SegmentVersioner = (*Store)(nil)
 )
 
 var dialect = sqlstore.Dialect{
@@ -105,7 +122,7 @@ func config(dsn, op string) (*mysql.Config, error) {
 
 // Open connects to the database named in dsn (go-sql-driver syntax, e.g.
 // "user:pass@tcp(127.0.0.1:3306)/leaf") and creates leaf_alloc if it is
-// missing, and leaf_alloc_tombstone beside it.
+// missing, and leaf_alloc_tombstone and leaf_alloc_version beside it.
 //
 // Some DSN settings are forced because the store depends on them:
 // interpolateParams (one round trip per statement, no server-side prepared
@@ -128,7 +145,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	db.SetMaxIdleConns(4)
 	db.SetConnMaxLifetime(30 * time.Minute)
 	db.SetConnMaxIdleTime(5 * time.Minute)
-	for _, q := range []string{Schema, TombstoneSchema} {
+	for _, q := range schema {
 		if _, err := db.ExecContext(ctx, q); err != nil {
 			_ = db.Close()
 			return nil, fmt.Errorf("mysql: open %s: create schema: %w", cfg.DBName, err)

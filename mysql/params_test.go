@@ -107,7 +107,7 @@ func TestTagsNeverReachSQLText(t *testing.T) {
 	rec := &recorder{Connector: conn}
 	db := sql.OpenDB(rec)
 	t.Cleanup(func() { db.Close() })
-	for _, q := range []string{Schema, TombstoneSchema} {
+	for _, q := range schema {
 		if _, err := db.ExecContext(ctx, q); err != nil {
 			t.Fatal(err)
 		}

@@ -3,7 +3,10 @@ package postgres_test
 import (
 	"context"
 	"net/url"
+	"os"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/internal/testdb"
@@ -46,4 +49,33 @@ func TestGeneratorOutage(t *testing.T) {
 
 func TestGeneratorTombstone(t *testing.T) {
 	leaftest.TombstoneSegment(t, dbOpener(testdb.Postgres(t)))
+}
+
+func TestGeneratorIdleHammer(t *testing.T) {
+	leaftest.HammerIdle(t, dbOpener(testdb.Postgres(t)), leaftest.IdleHammer{})
+}
+
+// TestScaleRefresh measures the refresh at LEAF_SCALE_ROWS rows; it skips
+// unless that is set (scripts/scale.sh sets it).
+func TestScaleRefresh(t *testing.T) {
+	if os.Getenv(leaftest.EnvScaleRows) == "" {
+		t.Skipf("set %s to measure", leaftest.EnvScaleRows)
+	}
+	dsn := testdb.Postgres(t)
+	leaftest.RefreshCost(t, dbOpener(dsn), func(t *testing.T, n int) {
+		conn, err := pgx.Connect(t.Context(), dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(context.Background())
+		q := "INSERT INTO leaf_alloc (biz_tag, max_id, step) SELECT 'scale-' || lpad(i::text, 7, '0'), 1, 1000 FROM generate_series(1, $1::int) AS i"
+		if _, err := conn.Exec(t.Context(), q, n); err != nil {
+			t.Fatal(err)
+		}
+		// As autovacuum would after a bulk load: the measurement should
+		// not depend on whether it has run yet.
+		if _, err := conn.Exec(t.Context(), "VACUUM ANALYZE leaf_alloc"); err != nil {
+			t.Fatal(err)
+		}
+	})
 }

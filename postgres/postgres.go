@@ -43,6 +43,18 @@ const TombstoneSchema = `CREATE TABLE IF NOT EXISTS leaf_alloc_tombstone (
   PRIMARY KEY (biz_tag)
 )`
 
+// VersionSchema creates the change counter beside leaf_alloc (see
+// leaf.SegmentVersioner): one row that every CreateTag and DeleteTag moves,
+// read by each refresh. VersionSeed adds the row if it is missing.
+const (
+	VersionSchema = `CREATE TABLE IF NOT EXISTS leaf_alloc_version (
+  id      INT    NOT NULL,
+  version BIGINT NOT NULL,
+  PRIMARY KEY (id)
+)`
+	VersionSeed = `INSERT INTO leaf_alloc_version (id, version) VALUES (1, 0) ON CONFLICT (id) DO NOTHING`
+)
+
 // SQLSTATE codes the store reacts to.
 const (
 	uniqueViolation      = "23505"
@@ -60,8 +72,9 @@ type Store struct {
 }
 
 var (
-	_ leaf.SegmentStore = (*Store)(nil)
-	_ leaf.SegmentAdmin = (*Store)(nil)
+	_ leaf.SegmentStore     = (*Store)(nil)
+	_ leaf.SegmentAdmin     = (*Store)(nil)
+	_ leaf.SegmentVersioner = (*Store)(nil)
 )
 
 func sqlState(err error) string {
@@ -91,7 +104,7 @@ var dialect = sqlstore.Dialect{
 
 // Open connects to the database named in dsn (a postgres:// URL or
 // key=value string, as pgx and libpq accept) and creates leaf_alloc if it is
-// missing, and leaf_alloc_tombstone beside it. Unless the DSN sets timezone, the session runs in UTC, so
+// missing, and leaf_alloc_tombstone and leaf_alloc_version beside it. Unless the DSN sets timezone, the session runs in UTC, so
 // update_time (a TIMESTAMP without zone) is written and read in UTC.
 func Open(ctx context.Context, dsn string) (*Store, error) {
 	cfg, err := pgx.ParseConfig(dsn)
@@ -128,12 +141,12 @@ func hasParam(params map[string]string, name string) bool {
 	return false
 }
 
-// createSchema runs Schema and TombstoneSchema, tolerating a concurrent creator: CREATE TABLE IF
+// createSchema runs Schema, TombstoneSchema, VersionSchema and VersionSeed, tolerating a concurrent creator: CREATE TABLE IF
 // NOT EXISTS is not atomic in PostgreSQL, and the loser of a race fails with
 // a unique violation on pg_type (or duplicate_table) although the table is
 // now there. Running it again then finds the table.
 func createSchema(ctx context.Context, db *sql.DB) error {
-	for _, q := range []string{Schema, TombstoneSchema} {
+	for _, q := range []string{Schema, TombstoneSchema, VersionSchema, VersionSeed} {
 		var err error
 		for range 3 {
 			_, err = db.ExecContext(ctx, q)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -82,9 +83,19 @@ type buffer struct {
 	loads    uint64
 	waits    uint64
 	retired  uint64    // IDs issued from segments no longer held
-	frozen   *segment  // the current range when Close froze the buffer
+	frozen   *segment  // the current range when Close or the idle sweep froze the buffer
 	frozenAt int64     // its first unissued ID
 	created  time.Time // wall clock; the refresh loop keeps buffers newer than its query
+	// lookup says the first load must first ask the store whether the
+	// name, which was not in the name set, has a row.
+	lookup bool
+	// dropped says the idle sweep froze the buffer and took it out of the
+	// maps: requests that still hold it go back for a new one.
+	dropped bool
+	// seen is the activity count (issued + waits + loads) the idle sweep
+	// saw last, at activeAt (wall clock).
+	seen     uint64
+	activeAt time.Time
 
 	// For status and metrics only.
 	loadErrors  uint64
@@ -94,9 +105,16 @@ type buffer struct {
 	rate        ratemeter.Meter // samples of issuedLocked
 }
 
-func newBuffer(g *Generator, tag string) *buffer {
-	return &buffer{g: g, tag: tag, notify: make(chan struct{}), created: time.Now()}
+func newBuffer(g *Generator, tag string, lookup bool) *buffer {
+	now := time.Now()
+	return &buffer{g: g, tag: tag, notify: make(chan struct{}), created: now, activeAt: now, lookup: lookup}
 }
+
+// errRetired tells Generator.take that the buffer was dropped as idle after
+// the request found it.
+var errRetired = errors.New("segment buffer retired")
+
+func isNotFound(err error) bool { return errors.Is(err, leaf.ErrTagNotFound) }
 
 // prefetch starts loading the next range once per segment, when the segment
 // is 10% used.
@@ -112,7 +130,7 @@ func (b *buffer) prefetch(s *segment) {
 // startLoadLocked starts the load goroutine unless one is running or there is
 // nothing to load (both slots full). b.mu must be held.
 func (b *buffer) startLoadLocked() {
-	if b.loading || b.gone || b.g.closed.Load() {
+	if b.loading || b.gone || b.dropped || b.g.closed.Load() {
 		return
 	}
 	if b.slots[b.pos] != nil && b.slots[1-b.pos] != nil {
@@ -133,12 +151,32 @@ func (b *buffer) load() {
 	// when the store comes back.
 	pause := backoff.Backoff{Base: g.s.RetryBackoff, Max: g.s.MaxRetryBackoff}
 	for {
-		began := time.Now()
 		g.mu.Lock()
 		creates := g.creates
 		g.mu.Unlock()
-		r, err := b.reserve(g.ctx)
-		took := time.Since(began)
+		b.mu.Lock()
+		lookup := b.lookup
+		b.mu.Unlock()
+		var err error
+		if lookup {
+			// A name not in the name set: one read first, so that a name
+			// nobody created costs no write transaction.
+			if err = g.lookup(g.ctx, b.tag); err == nil {
+				b.mu.Lock()
+				b.lookup = false
+				b.mu.Unlock()
+				g.learn(b.tag)
+			}
+		}
+		var (
+			r    leaf.Reservation
+			took time.Duration
+		)
+		if err == nil {
+			began := time.Now()
+			r, err = b.reserve(g.ctx)
+			took = time.Since(began)
+		}
 		b.mu.Lock()
 		if err == nil {
 			b.recordLoadLocked(took)
@@ -151,7 +189,7 @@ func (b *buffer) load() {
 			g.promote(b)
 			return
 		}
-		if errors.Is(err, leaf.ErrTagNotFound) {
+		if isNotFound(err) {
 			// Forgotten first, answered second: a waiter told "not found"
 			// may create the tag at once, and its next request must find
 			// neither this buffer nor a negative entry. Loading stays set
@@ -289,7 +327,13 @@ func (b *buffer) recordLoadLocked(d time.Duration) {
 func (b *buffer) issuedLocked() uint64 {
 	n := b.retired
 	for _, s := range b.slots {
-		if s != nil {
+		switch {
+		case s == nil:
+		case s == b.frozen:
+			// The freeze's swap moved value to max; what was issued
+			// ends at frozenAt.
+			n += uint64(b.frozenAt - s.start)
+		default:
 			n += s.issued()
 		}
 	}
@@ -337,6 +381,11 @@ func (b *buffer) take(ctx context.Context, n int64, waitUntil *time.Time) (int64
 		case b.gone:
 			b.mu.Unlock()
 			return 0, 0, fmt.Errorf("tag %q: %w", b.tag, leaf.ErrTagNotFound)
+		case b.dropped:
+			// Checked before any switch to the next range: a dropped
+			// buffer's ranges are frozen or given back.
+			b.mu.Unlock()
+			return 0, 0, errRetired
 		}
 		cur, next := b.slots[b.pos], b.slots[1-b.pos]
 		if cur != b.cur.Load() || (cur != nil && cur.value.Load() < cur.max) {
@@ -393,10 +442,44 @@ func (b *buffer) take(ctx context.Context, n int64, waitUntil *time.Time) (int64
 func (b *buffer) freeze() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if cur := b.slots[b.pos]; cur != nil {
+	b.freezeLocked()
+}
+
+func (b *buffer) freezeLocked() {
+	if cur := b.slots[b.pos]; cur != nil && b.frozen != cur {
 		// Every add after the swap lands past max.
 		b.frozen, b.frozenAt = cur, min(cur.value.Swap(cur.max), cur.max)
 	}
+}
+
+// activityLocked counts what a request changes: IDs issued, waits, loads.
+// b.mu must be held.
+func (b *buffer) activityLocked() uint64 {
+	return b.issuedLocked() + b.waits + b.loads
+}
+
+// idleLocked reports whether the buffer has seen no request for timeout,
+// judged by the idle sweep's own samples of its activity: never while a
+// load runs. b.mu must be held.
+func (b *buffer) idleLocked(now time.Time, timeout time.Duration) bool {
+	if b.dropped || b.gone {
+		return false
+	}
+	if act := b.activityLocked(); act != b.seen || b.loading {
+		b.seen, b.activeAt = act, now
+		return false
+	}
+	return now.Sub(b.activeAt) >= timeout
+}
+
+// retireLocked freezes the buffer for the idle sweep, as Close does: the
+// swap in freezeLocked is the last ID issued from the current range, the
+// next range was never published, and no load starts again (dropped), so
+// tail then names IDs nobody was given. b.mu must be held.
+func (b *buffer) retireLocked() {
+	b.dropped = true
+	b.freezeLocked()
+	b.wakeLocked()
 }
 
 // tail reports the unused end of the latest reservation, [from, expect), for
@@ -472,4 +555,38 @@ func (b *buffer) status(now time.Time) leaf.SegmentStatus {
 		st.SecondsLeft = float64(st.Remaining) / st.Rate
 	}
 	return st
+}
+
+// counters are a buffer's cumulative counters, kept by the generator for
+// buffers it no longer holds.
+type counters struct {
+	issued, loads, loadErrors, waits, givenBack uint64
+	loadSeconds                                 float64
+	loadLatency                                 []uint64 // per bucket, not cumulative
+}
+
+// add adds b's counters. It takes b.mu.
+func (c *counters) add(b *buffer) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	c.issued += b.issuedLocked()
+	c.loads += b.loads
+	c.loadErrors += b.loadErrors
+	c.waits += b.waits
+	c.givenBack += b.givenBack
+	c.loadSeconds += b.loadSeconds
+	if c.loadLatency == nil {
+		c.loadLatency = make([]uint64, len(leaf.SegmentLoadBuckets))
+	}
+	for i, n := range b.loadLatency {
+		c.loadLatency[i] += n
+	}
+}
+
+func (c counters) clone() counters {
+	c.loadLatency = slices.Clone(c.loadLatency)
+	if c.loadLatency == nil {
+		c.loadLatency = make([]uint64, len(leaf.SegmentLoadBuckets))
+	}
+	return c
 }

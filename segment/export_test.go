@@ -1,7 +1,28 @@
 package segment
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Sample takes the rate sample the background loop takes every second, so
 // that tests on a fake clock control when samples happen.
 func (g *Generator) Sample() { _ = g.sample(context.Background()) }
+
+// ErrRetired is what a request gets from a buffer the idle sweep dropped
+// after the request found it; Generator.take then looks again.
+var ErrRetired = errRetired
+
+// Held finds tag's buffer as a request does, and returns a take from that
+// very buffer, as the request would run it later: the race with the idle
+// sweep, made deterministic.
+func (g *Generator) Held(tag string) (func(n int64) (int64, int64, error), error) {
+	b, err := g.buffer(tag)
+	if err != nil {
+		return nil, err
+	}
+	return func(n int64) (int64, int64, error) {
+		var waitUntil time.Time
+		return b.take(context.Background(), n, &waitUntil)
+	}, nil
+}

@@ -6,9 +6,18 @@
 // per ID (no lock, no allocation); once 10% of it is used, one background load
 // reserves the next range, so a slow or unreachable store does not stop
 // issuing. Requests that find both buffers empty queue behind the in-flight
-// load until their deadline or WaitTimeout, whichever comes first. The step adapts to traffic (SPEC §2), tags are
-// discovered by a periodic refresh and on first request, and a graceful Close
-// returns the unused tail of the latest range to the store.
+// load until their deadline or WaitTimeout, whichever comes first. The step
+// adapts to traffic (SPEC §2), and a graceful Close returns the unused tail
+// of the latest range to the store.
+//
+// Cost follows use, not the size of leaf_alloc. A tag nobody asked for costs
+// its name in a sorted set of the store's tag names; its buffers, counters
+// and rate meter are made at its first request and dropped again after
+// IdleTimeout without one. A name not in the set is looked up in the store
+// at most LookupRate times a second across all names, the rest answered
+// "not found" at once, so made-up names cannot drive the store. The set is
+// kept current by a refresh that, on stores with a change counter, reads
+// one row unless tags were created or deleted.
 package segment
 
 import (
@@ -16,7 +25,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,6 +71,25 @@ type Settings struct {
 	// NoGiveBack makes Close skip returning unused IDs to the store, as a
 	// crash would.
 	NoGiveBack bool
+	// FullRefreshInterval is how often the whole tag list is read even
+	// when the store's change counter (leaf.SegmentVersioner) says no tag
+	// was created or deleted: rows that other tools, Java Leaf or older
+	// servers insert or delete do not move it. Stores without the counter
+	// are listed at every refresh. Default: 10 x RefreshInterval.
+	FullRefreshInterval time.Duration
+	// IdleTimeout drops a tag's buffers, counters and rate meter after this
+	// long without a request; the next request starts afresh with a new
+	// range. Default: 1h.
+	IdleTimeout time.Duration
+	// LookupRate is how many names not in the tag list may be looked up in
+	// the store per second, shared by all names; requests for others are
+	// answered ErrTagNotFound at once (ErrNotReady before the tag list was
+	// first read). A tag created elsewhere serves here at the next refresh
+	// at the latest. Default: 20.
+	LookupRate float64
+	// LookupBurst is how many lookups may run at once above LookupRate.
+	// Default: 10.
+	LookupBurst int
 	// LowBuffer makes Degraded report a tag whose buffered IDs last less
 	// than this at the current rate (Status's SecondsLeft): the store must
 	// answer within that time or requests for the tag start to wait. 0 turns
@@ -93,10 +123,24 @@ func (s *Settings) applyDefaults() error {
 		{&s.RetryBackoff, 50 * time.Millisecond, "RetryBackoff"},
 		{&s.MaxRetryBackoff, 2 * time.Second, "MaxRetryBackoff"},
 		{&s.LowBuffer, 0, "LowBuffer"},
+		{&s.FullRefreshInterval, 0, "FullRefreshInterval"}, // see below
+		{&s.IdleTimeout, time.Hour, "IdleTimeout"},
 	} {
 		if err := def(f.d, f.v, f.name); err != nil {
 			return err
 		}
+	}
+	if s.FullRefreshInterval == 0 {
+		s.FullRefreshInterval = 10 * s.RefreshInterval
+	}
+	if s.LookupRate < 0 || s.LookupBurst < 0 {
+		return fmt.Errorf("segment: %w: LookupRate %v and LookupBurst %d must not be negative", leaf.ErrInvalidArgument, s.LookupRate, s.LookupBurst)
+	}
+	if s.LookupRate == 0 {
+		s.LookupRate = 20
+	}
+	if s.LookupBurst == 0 {
+		s.LookupBurst = 10
 	}
 	if s.MaxStep < 0 || s.MaxStep > leaf.MaxStep {
 		return fmt.Errorf("segment: %w: MaxStep %d, want 1..%d", leaf.ErrInvalidArgument, s.MaxStep, leaf.MaxStep)
@@ -116,21 +160,39 @@ func (s *Settings) applyDefaults() error {
 // Generator issues segment IDs. It is safe for concurrent use.
 type Generator struct {
 	s     Settings
-	admin leaf.SegmentAdmin // nil if the store has no admin
+	admin leaf.SegmentAdmin     // nil if the store has no admin
+	vers  leaf.SegmentVersioner // nil if the store keeps no change counter
 
-	// tags maps each known tag to its buffer. It is replaced, never mutated,
-	// so the hot path reads it without a lock.
-	tags atomic.Pointer[map[string]*buffer]
+	// hot maps tags in use to their buffers. It is replaced, never mutated,
+	// so the hot path reads it without a lock. A tag's first request puts
+	// its buffer in fresh, merged into hot in batches (and every second),
+	// so that the first requests of many tags do not each copy the map.
+	hot atomic.Pointer[map[string]*buffer]
 
-	mu       sync.Mutex // guards changes to tags, pending, negative and creates
-	pending  map[string]*buffer
+	// mu guards the fields below. Lock order: g.mu before a buffer's mu.
+	mu       sync.Mutex
+	fresh    map[string]*buffer // in use, not yet in hot
+	pending  map[string]*buffer // first load is a lookup of a name not in names
 	negative map[string]time.Time
-	// creates counts CreateTag calls. A lookup that found no row records
-	// the absence only if no tag was created since it began: else it could
-	// record it after the CreateTag that should have cleared it (a client
-	// told "not found" creates the tag at once), and the new tag would be
-	// refused for NegativeTTL.
+	names    nameSet // the store's tag names
+	// lookupBudget paces the lookups of names not in names.
+	lookupBudget tokenBucket
+	// creates counts CreateTag calls: see rememberMissingLocked.
 	creates uint64
+	// retired holds the counters of buffers no longer held (dropped as
+	// idle, or their tag deleted), so that Totals never goes down.
+	retired counters
+
+	// refreshMu serialises refreshes and guards the fields below.
+	refreshMu   sync.Mutex
+	lastListing time.Time // when the latest listing's query began
+	version     int64     // the change counter as of that listing
+	versionOK   bool
+
+	tagCount atomic.Int64 // names.n, for TagCount without the lock
+	listed   atomic.Bool  // a listing has succeeded: names is complete
+
+	lookupCount, refused, dropped, listings, versionReads atomic.Uint64
 
 	storeErr atomic.Pointer[storeFailure]
 
@@ -150,40 +212,48 @@ type storeFailure struct {
 // without limit.
 const maxNegative = 10000
 
-// New validates the settings, reads the tag list (a failure is logged and
+// New validates the settings, lists the tags (a failure is logged and
 // reported as degraded, not fatal: the store may come back), and starts the
-// refresh and health loops.
+// refresh, health, rate-sampling and idle-sweep loops.
 func New(ctx context.Context, s Settings) (*Generator, error) {
 	if err := s.applyDefaults(); err != nil {
 		return nil, err
 	}
 	g := &Generator{
-		s:        s,
-		pending:  map[string]*buffer{},
-		negative: map[string]time.Time{},
-		done:     make(chan struct{}),
+		s:            s,
+		fresh:        map[string]*buffer{},
+		pending:      map[string]*buffer{},
+		negative:     map[string]time.Time{},
+		lookupBudget: newTokenBucket(s.LookupRate, s.LookupBurst),
+		done:         make(chan struct{}),
 	}
 	g.admin, _ = s.Store.(leaf.SegmentAdmin)
+	g.vers, _ = s.Store.(leaf.SegmentVersioner)
 	empty := map[string]*buffer{}
-	g.tags.Store(&empty)
+	g.hot.Store(&empty)
 	g.ctx, g.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	if err := g.refresh(ctx); err != nil {
-		s.Logger.Warn("segment: initial tag refresh failed; tags will be looked up on demand", "err", err)
+		s.Logger.Warn("segment: initial tag listing failed; retrying at each health check, looking tags up on demand meanwhile", "err", err)
 	}
-	g.wg.Add(3)
+	g.wg.Add(4)
 	go g.loop(s.RefreshInterval, g.refresh)
 	go g.loop(s.HealthInterval, g.ping)
 	go g.loop(sampleInterval, g.sample)
+	go g.loop(min(s.IdleTimeout/2, time.Minute), g.sweep)
 	return g, nil
 }
 
 // sampleInterval paces the samples behind each tag's IDs/s.
 const sampleInterval = time.Second
 
-// sample records every tag's issued count for its rate.
+// sample records every tag's issued count for its rate, and moves the
+// buffers made since the last sample into hot.
 func (g *Generator) sample(context.Context) error {
+	g.mu.Lock()
+	g.mergeLocked()
+	g.mu.Unlock()
 	now := g.s.Now()
-	for _, b := range *g.tags.Load() {
+	for _, b := range *g.hot.Load() {
 		b.sample(now)
 	}
 	return nil
@@ -205,7 +275,7 @@ func (g *Generator) loop(every time.Duration, f func(context.Context) error) {
 
 // NextID returns the next ID for tag.
 func (g *Generator) NextID(ctx context.Context, tag string) (int64, error) {
-	if b := (*g.tags.Load())[tag]; b != nil {
+	if b := (*g.hot.Load())[tag]; b != nil {
 		if s := b.cur.Load(); s != nil {
 			v := s.value.Add(1) - 1
 			if v < s.max {
@@ -255,17 +325,26 @@ func (g *Generator) NextRange(ctx context.Context, tag string, n int) (int64, in
 // take claims up to n IDs of tag; waitUntil is the request's wait budget
 // (see buffer.take).
 func (g *Generator) take(ctx context.Context, tag string, n int64, waitUntil *time.Time) (int64, int64, error) {
-	b, err := g.buffer(tag)
-	if err != nil {
-		return 0, 0, err
+	for {
+		b, err := g.buffer(tag)
+		if err != nil {
+			return 0, 0, err
+		}
+		start, end, err := b.take(ctx, n, waitUntil)
+		if err == errRetired {
+			// The idle sweep dropped the buffer after this request found
+			// it; the next lookup finds none and makes a new one.
+			continue
+		}
+		return start, end, err
 	}
-	return b.take(ctx, n, waitUntil)
 }
 
-// buffer finds the tag's buffer, or makes a pending one whose first load is
-// the store lookup for a tag this server has not seen.
+// buffer finds the tag's buffer or makes one: at once for a name in the
+// name set (its first load reserves a range), after the lookup budget's
+// consent for any other (its first load looks the name up first).
 func (g *Generator) buffer(tag string) (*buffer, error) {
-	if b := (*g.tags.Load())[tag]; b != nil {
+	if b := (*g.hot.Load())[tag]; b != nil {
 		return b, nil
 	}
 	if err := leaf.ValidateTag(tag); err != nil {
@@ -276,24 +355,105 @@ func (g *Generator) buffer(tag string) (*buffer, error) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if b := (*g.tags.Load())[tag]; b != nil {
+	if b := (*g.hot.Load())[tag]; b != nil {
+		return b, nil
+	}
+	if b := g.fresh[tag]; b != nil {
 		return b, nil
 	}
 	if b := g.pending[tag]; b != nil {
 		return b, nil
 	}
-	if until, ok := g.negative[tag]; ok {
-		if time.Now().Before(until) {
-			return nil, fmt.Errorf("tag %q: %w", tag, leaf.ErrTagNotFound)
-		}
-		delete(g.negative, tag)
+	if g.names.has(tag) {
+		b := newBuffer(g, tag, false)
+		g.addLocked(b)
+		return b, nil
 	}
-	b := newBuffer(g, tag)
+	if err := g.admitLookupLocked(tag); err != nil {
+		return nil, err
+	}
+	b := newBuffer(g, tag, true)
 	g.pending[tag] = b
 	return b, nil
 }
 
-// promote moves a pending buffer whose first load succeeded into tags.
+// addLocked makes b findable. A small hot map is copied at once; a large
+// one when fresh has grown to an eighth of it (or at the next sample), so
+// that the copies cost a constant per tag. g.mu must be held.
+func (g *Generator) addLocked(b *buffer) {
+	g.fresh[b.tag] = b
+	if len(g.fresh) > len(*g.hot.Load())/8 {
+		g.mergeLocked()
+	}
+}
+
+// mergeLocked moves fresh into hot. g.mu must be held.
+func (g *Generator) mergeLocked() {
+	if len(g.fresh) == 0 {
+		return
+	}
+	old := *g.hot.Load()
+	m := make(map[string]*buffer, len(old)+len(g.fresh))
+	maps.Copy(m, old)
+	maps.Copy(m, g.fresh)
+	clear(g.fresh)
+	g.hot.Store(&m)
+}
+
+// removeLocked takes buffers out of every map, with one copy of hot, and
+// keeps their counters in g.retired. g.mu must be held; it takes each
+// buffer's mu.
+func (g *Generator) removeLocked(bufs ...*buffer) {
+	old := *g.hot.Load()
+	var fromHot []*buffer
+	for _, b := range bufs {
+		switch {
+		case g.pending[b.tag] == b:
+			delete(g.pending, b.tag)
+		case g.fresh[b.tag] == b:
+			delete(g.fresh, b.tag)
+		case old[b.tag] == b:
+			fromHot = append(fromHot, b)
+		default:
+			continue // already gone: its counters are kept
+		}
+		g.retired.add(b)
+	}
+	if len(fromHot) == 0 {
+		return
+	}
+	m := make(map[string]*buffer, len(old)+len(g.fresh))
+	maps.Copy(m, old)
+	maps.Copy(m, g.fresh)
+	clear(g.fresh)
+	for _, b := range fromHot {
+		delete(m, b.tag)
+	}
+	g.hot.Store(&m)
+}
+
+// eachActiveLocked calls f for every buffer in use (hot and fresh). g.mu
+// must be held.
+func (g *Generator) eachActiveLocked(f func(*buffer)) {
+	for _, b := range *g.hot.Load() {
+		f(b)
+	}
+	for _, b := range g.fresh {
+		f(b)
+	}
+}
+
+// active lists the buffers in use.
+func (g *Generator) active() []*buffer {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]*buffer, 0, len(*g.hot.Load())+len(g.fresh))
+	g.eachActiveLocked(func(b *buffer) { out = append(out, b) })
+	return out
+}
+
+// promote makes a buffer whose lookup and first load succeeded findable by
+// every request.
 func (g *Generator) promote(b *buffer) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -301,120 +461,38 @@ func (g *Generator) promote(b *buffer) {
 		return
 	}
 	delete(g.pending, b.tag)
-	g.updateTags(func(m map[string]*buffer) { m[b.tag] = b })
+	g.addLocked(b)
 }
 
 // forget drops a buffer whose tag was deleted.
 func (g *Generator) forget(b *buffer) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.dropLocked(b)
+	g.removeLocked(b)
 }
 
-// forgetMissing drops a buffer whose lookup found no row and caches the
-// absence, unless a tag was created since the lookup began (g.creates was
-// createsAtStart then). g.mu must not be held.
+// forgetMissing drops a buffer whose lookup or load found no row and caches
+// the absence (see rememberMissingLocked). g.mu must not be held.
 func (g *Generator) forgetMissing(b *buffer, createsAtStart uint64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.dropLocked(b)
-	if g.creates != createsAtStart {
-		return
-	}
-	if len(g.negative) >= maxNegative {
-		now := time.Now()
-		for t, until := range g.negative {
-			if now.After(until) {
-				delete(g.negative, t)
-			}
-		}
-		if len(g.negative) >= maxNegative {
-			clear(g.negative)
-		}
-	}
-	g.negative[b.tag] = time.Now().Add(g.s.NegativeTTL)
-}
-
-// dropLocked removes b from the pending and served tags. g.mu must be held.
-func (g *Generator) dropLocked(b *buffer) {
-	if g.pending[b.tag] == b {
-		delete(g.pending, b.tag)
-	}
-	if (*g.tags.Load())[b.tag] == b {
-		g.updateTags(func(m map[string]*buffer) { delete(m, b.tag) })
-	}
-}
-
-// updateTags replaces the tag map with an edited copy. g.mu must be held.
-func (g *Generator) updateTags(edit func(map[string]*buffer)) {
-	m := make(map[string]*buffer, len(*g.tags.Load())+1)
-	for k, v := range *g.tags.Load() {
-		m[k] = v
-	}
-	edit(m)
-	g.tags.Store(&m)
-}
-
-// refresh re-reads the tag list: new tags get an empty buffer (loaded on first
-// request, as Leaf does) and tags no longer in the store are dropped.
-func (g *Generator) refresh(ctx context.Context) error {
-	started := time.Now()
-	ctx, cancel := context.WithTimeout(ctx, g.s.StoreTimeout)
-	defer cancel()
-	list, err := g.s.Store.Tags(ctx)
-	if err != nil {
-		g.storeFailed(err)
-		return fmt.Errorf("refresh tags: %w", err)
-	}
-	g.storeOK()
-	inStore := make(map[string]bool, len(list))
-	for _, t := range list {
-		if leaf.ValidateTag(t) == nil {
-			inStore[t] = true
-		}
-	}
-	var dropped []*buffer
-	g.mu.Lock()
-	g.updateTags(func(m map[string]*buffer) {
-		for t, b := range m {
-			// A buffer made after the query began may be for a tag created
-			// since; the next refresh decides.
-			if !inStore[t] && b.created.Before(started) {
-				delete(m, t)
-				dropped = append(dropped, b)
-			}
-		}
-		for t := range inStore {
-			if m[t] == nil {
-				if b := g.pending[t]; b != nil {
-					delete(g.pending, t)
-					m[t] = b
-				} else {
-					m[t] = newBuffer(g, t)
-				}
-				delete(g.negative, t)
-			}
-		}
-	})
-	g.mu.Unlock()
-	for _, b := range dropped {
-		b.mu.Lock()
-		b.gone = true
-		b.wakeLocked()
-		b.mu.Unlock()
-		g.s.Logger.Info("segment tag removed from store; dropped", "tag", b.tag)
-	}
-	return nil
+	g.removeLocked(b)
+	g.rememberMissingLocked(b.tag, createsAtStart)
 }
 
 func (g *Generator) ping(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, g.s.StoreTimeout)
+	pctx, cancel := context.WithTimeout(ctx, g.s.StoreTimeout)
 	defer cancel()
-	if err := g.s.Store.Ping(ctx); err != nil {
+	if err := g.s.Store.Ping(pctx); err != nil {
 		g.storeFailed(err)
 		return err
 	}
 	g.storeOK()
+	if !g.listed.Load() {
+		// The listing at start failed: until one succeeds, names the
+		// store has may be refused, so do not wait for the refresh.
+		return g.refresh(ctx)
+	}
 	return nil
 }
 
@@ -461,24 +539,67 @@ func (g *Generator) Degraded() []string {
 	return reasons
 }
 
-// Status reports every known tag's buffers, sorted by tag.
+// Status reports the tags in use (those with state: requested since
+// they were last dropped as idle), sorted by tag. TagCount counts the names
+// known.
 func (g *Generator) Status() []leaf.SegmentStatus {
-	m := *g.tags.Load()
-	out := make([]leaf.SegmentStatus, 0, len(m))
+	bufs := g.active()
+	out := make([]leaf.SegmentStatus, 0, len(bufs))
 	now := g.s.Now()
-	for _, b := range m {
+	for _, b := range bufs {
 		out = append(out, b.status(now))
 	}
-	slices.SortFunc(out, func(a, b leaf.SegmentStatus) int {
-		switch {
-		case a.Tag < b.Tag:
-			return -1
-		case a.Tag > b.Tag:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b leaf.SegmentStatus) int { return strings.Compare(a.Tag, b.Tag) })
 	return out
+}
+
+// TagCount is how many tag names the generator knows the store to hold:
+// the last listing and the changes seen since. It takes no lock.
+func (g *Generator) TagCount() int { return int(g.tagCount.Load()) }
+
+// Totals are the generator's counters over every tag since it started,
+// including tags whose state was dropped since (idle, or deleted): unlike a
+// sum over Status they never go down, so they suit Prometheus counters.
+type Totals struct {
+	Known  int // tag names known (TagCount)
+	Active int // tags with state (Status)
+
+	Issued, Loads, LoadErrors, Waits, GivenBack uint64
+	// LoadSeconds is the time spent in successful reserve calls;
+	// LoadLatency[i] counts those that took at most
+	// leaf.SegmentLoadBuckets[i] seconds (cumulative).
+	LoadSeconds float64
+	LoadLatency []uint64
+
+	Dropped      uint64 // tag states dropped after IdleTimeout without a request
+	Lookups      uint64 // store reads of names not in the tag list
+	Refused      uint64 // names answered at once because the lookup budget was spent
+	Listings     uint64 // reads of the whole tag list
+	VersionReads uint64 // refreshes settled by the change counter alone
+}
+
+// Totals sums the counters; see Totals.
+func (g *Generator) Totals() Totals {
+	bufs := g.active()
+	g.mu.Lock()
+	c := g.retired.clone()
+	g.mu.Unlock()
+	for _, b := range bufs {
+		c.add(b)
+	}
+	t := Totals{
+		Known: g.TagCount(), Active: len(bufs),
+		Issued: c.issued, Loads: c.loads, LoadErrors: c.loadErrors, Waits: c.waits, GivenBack: c.givenBack,
+		LoadSeconds: c.loadSeconds, LoadLatency: make([]uint64, len(c.loadLatency)),
+		Dropped: g.dropped.Load(), Lookups: g.lookupCount.Load(), Refused: g.refused.Load(),
+		Listings: g.listings.Load(), VersionReads: g.versionReads.Load(),
+	}
+	var sum uint64
+	for i, n := range c.loadLatency {
+		sum += n
+		t.LoadLatency[i] = sum
+	}
+	return t
 }
 
 // Allocs lists the store's rows.
@@ -496,8 +617,9 @@ func (g *Generator) Alloc(ctx context.Context, tag string) (leaf.Alloc, error) {
 
 var errNoAdmin = errors.New("segment store does not support tag administration")
 
-// CreateTag adds a tag to the store; it is served at once (the negative cache
-// entry, if any, is dropped). a.MaxID 0 lets the store choose the start:
+// CreateTag adds a tag to the store; this server serves it at once (it
+// joins the name set; a negative cache entry, if any, is dropped), others
+// at their next refresh or lookup. a.MaxID 0 lets the store choose the start:
 // above every ID issued under a deleted tag of the same name, else 1.
 func (g *Generator) CreateTag(ctx context.Context, a leaf.Alloc) error {
 	if g.admin == nil {
@@ -509,6 +631,7 @@ func (g *Generator) CreateTag(ctx context.Context, a leaf.Alloc) error {
 	g.mu.Lock()
 	g.creates++
 	delete(g.negative, a.Tag)
+	g.setNameLocked(a.Tag, true)
 	g.mu.Unlock()
 	if a.MaxID == 0 {
 		g.s.Logger.Info("segment tag created", "tag", a.Tag, "start", "default", "step", a.Step)
@@ -554,13 +677,20 @@ func (g *Generator) DeleteTag(ctx context.Context, tag string) error {
 	return nil
 }
 
-// drop ends this server's buffers for tag: waiters get ErrTagNotFound and
-// the next request looks the tag up in the store again.
+// drop ends this server's buffers for tag and takes it out of the name
+// set: waiters get ErrTagNotFound and the next request looks the tag up in
+// the store again.
 func (g *Generator) drop(tag string) {
 	g.mu.Lock()
-	b := (*g.tags.Load())[tag]
+	b := (*g.hot.Load())[tag]
+	if b == nil {
+		b = g.fresh[tag]
+	}
 	if b == nil {
 		b = g.pending[tag]
+	}
+	if g.names.has(tag) {
+		g.setNameLocked(tag, false)
 	}
 	g.mu.Unlock()
 	if b != nil {
@@ -580,11 +710,11 @@ func (g *Generator) Close(ctx context.Context) error {
 		return nil
 	}
 	close(g.done)
+	// The idle sweep checks closed under g.mu: a buffer it has not taken
+	// out by now is frozen and given back here.
 	g.mu.Lock()
-	bufs := make([]*buffer, 0, len(*g.tags.Load())+len(g.pending))
-	for _, b := range *g.tags.Load() {
-		bufs = append(bufs, b)
-	}
+	bufs := make([]*buffer, 0, len(*g.hot.Load())+len(g.fresh)+len(g.pending))
+	g.eachActiveLocked(func(b *buffer) { bufs = append(bufs, b) })
 	for _, b := range g.pending {
 		bufs = append(bufs, b)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -148,29 +149,86 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-// countingStore counts Reserve calls, successful or not.
+// countingStore counts the store calls of each kind, successful or not:
+// each is one statement (or one transaction) on a SQL store.
 type countingStore struct {
 	*inmem.SegmentStore
-	calls atomic.Int64
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func newCountingStore(st *inmem.SegmentStore) *countingStore {
+	return &countingStore{SegmentStore: st, calls: map[string]int{}}
+}
+
+func (c *countingStore) count(op string) {
+	c.mu.Lock()
+	c.calls[op]++
+	c.mu.Unlock()
+}
+
+// Calls reports the calls of the kinds named, or of every kind.
+func (c *countingStore) Calls(ops ...string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for op, k := range c.calls {
+		if len(ops) == 0 || slices.Contains(ops, op) {
+			n += k
+		}
+	}
+	return n
 }
 
 func (c *countingStore) Reserve(ctx context.Context, tag string, step int) (leaf.Reservation, error) {
-	c.calls.Add(1)
+	c.count("Reserve")
 	return c.SegmentStore.Reserve(ctx, tag, step)
 }
 
+func (c *countingStore) Alloc(ctx context.Context, tag string) (leaf.Alloc, error) {
+	c.count("Alloc")
+	return c.SegmentStore.Alloc(ctx, tag)
+}
+
+func (c *countingStore) Allocs(ctx context.Context) ([]leaf.Alloc, error) {
+	c.count("Allocs")
+	return c.SegmentStore.Allocs(ctx)
+}
+
+func (c *countingStore) Tags(ctx context.Context) ([]string, error) {
+	c.count("Tags")
+	return c.SegmentStore.Tags(ctx)
+}
+
+func (c *countingStore) TagsVersion(ctx context.Context) (int64, error) {
+	c.count("TagsVersion")
+	return c.SegmentStore.TagsVersion(ctx)
+}
+
+func (c *countingStore) GiveBack(ctx context.Context, tag string, from, expect int64) (bool, error) {
+	c.count("GiveBack")
+	return c.SegmentStore.GiveBack(ctx, tag, from, expect)
+}
+
+func (c *countingStore) Ping(ctx context.Context) error {
+	c.count("Ping")
+	return c.SegmentStore.Ping(ctx)
+}
+
 func TestUnknownTag(t *testing.T) {
-	st := &countingStore{SegmentStore: newStore(t)}
+	st := newCountingStore(newStore(t))
 	g := newGen(t, segment.Settings{Store: st, NegativeTTL: time.Hour})
 	for range 3 {
 		_, err := g.NextID(bg, "nope")
 		leaftest.ErrIs(t, err, leaf.ErrTagNotFound)
 	}
-	if _, err := st.Alloc(bg, "nope"); !errors.Is(err, leaf.ErrTagNotFound) {
+	if _, err := st.SegmentStore.Alloc(bg, "nope"); !errors.Is(err, leaf.ErrTagNotFound) {
 		t.Fatalf("an unknown tag created a row: %v", err)
 	}
-	if n := st.calls.Load(); n != 1 {
-		t.Fatalf("%d store lookups for the unknown tag, want 1 (then the negative cache)", n)
+	// The lookup is one read, never a reserve: a made-up name takes no
+	// write lock.
+	if n, r := st.Calls("Alloc"), st.Calls("Reserve"); n != 1 || r != 0 {
+		t.Fatalf("%d store lookups and %d reserves for the unknown tag, want 1 lookup (then the negative cache) and no reserve", n, r)
 	}
 	// Created through the generator: served at once despite the negative entry.
 	if err := g.CreateTag(bg, leaf.Alloc{Tag: "nope", MaxID: 7, Step: 10}); err != nil {
@@ -184,18 +242,22 @@ func TestUnknownTag(t *testing.T) {
 func TestTagRefresh(t *testing.T) {
 	st := newStore(t, leaf.Alloc{Tag: "a", MaxID: 1, Step: 5})
 	g := newGen(t, segment.Settings{Store: st, RefreshInterval: 5 * time.Millisecond})
-	if len(g.Status()) != 1 {
-		t.Fatalf("status %v, want tag a from the initial refresh", g.Status())
+	// Known from the initial listing, but no state until first use.
+	if n, s := g.TagCount(), g.Status(); n != 1 || len(s) != 0 {
+		t.Fatalf("TagCount %d, status %v; want tag a known from the initial listing and no state", n, s)
 	}
 	if err := st.CreateTag(bg, leaf.Alloc{Tag: "b", MaxID: 1, Step: 5}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "tag b picked up", func() bool { return status(g, "b").Tag == "b" })
+	waitFor(t, "tag b picked up", func() bool { return g.TagCount() == 2 })
 	next(t, g, "a")
+	if s := g.Status(); len(s) != 1 || s[0].Tag != "a" {
+		t.Fatalf("status %v after using a, want a alone", s)
+	}
 	if err := st.DeleteTag(bg, "a"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "tag a dropped", func() bool { return status(g, "a").Tag == "" })
+	waitFor(t, "tag a dropped", func() bool { return status(g, "a").Tag == "" && g.TagCount() == 1 })
 	if _, err := g.NextID(bg, "a"); !errors.Is(err, leaf.ErrTagNotFound) {
 		t.Fatalf("deleted tag: %v, want ErrTagNotFound", err)
 	}
@@ -702,18 +764,26 @@ func TestStatusCounters(t *testing.T) {
 	clk := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	g := newGen(t, segment.Settings{Store: st, Now: clk.Now, LowBuffer: 10 * time.Second,
 		RetryBackoff: time.Millisecond, MaxRetryBackoff: time.Millisecond})
-	g.Sample() // issued 0 at t0: the oldest sample, whatever the loop adds later
-	if s := status(g, "t"); s.SecondsLeft != -1 || s.Rate != 0 {
-		t.Fatalf("idle tag: seconds_left %v, rate %v; want -1, 0", s.SecondsLeft, s.Rate)
+	if s := g.Status(); len(s) != 0 {
+		t.Fatalf("status before any request: %+v; want no state", s)
 	}
+	// State begins at the first request: 400 IDs, then the sample the
+	// rate starts from (the loop's samples, on the wall clock, come later).
 	if _, err := g.NextIDs(bg, "t", 400, nil); err != nil {
 		t.Fatal(err)
 	}
+	g.Sample()
+	if s := status(g, "t"); s.SecondsLeft != -1 || s.Rate != 0 {
+		t.Fatalf("tag with no rate yet: seconds_left %v, rate %v; want -1, 0", s.SecondsLeft, s.Rate)
+	}
 	waitFor(t, "next range", func() bool { return status(g, "t").NextReady })
 	clk.Advance(2 * time.Second)
+	if _, err := g.NextIDs(bg, "t", 400, nil); err != nil {
+		t.Fatal(err)
+	}
 
 	s := status(g, "t")
-	want := leaf.SegmentStatus{Issued: 400, Loads: 2, Remaining: 600 + 1000, Rate: 200, SecondsLeft: 8}
+	want := leaf.SegmentStatus{Issued: 800, Loads: 2, Remaining: 200 + 1000, Rate: 200, SecondsLeft: 6}
 	if s.Issued != want.Issued || s.Loads != want.Loads || s.Remaining != want.Remaining || s.Rate != want.Rate || s.SecondsLeft != want.SecondsLeft {
 		t.Fatalf("status issued %d loads %d remaining %d rate %v seconds_left %v; want %d %d %d %v %v",
 			s.Issued, s.Loads, s.Remaining, s.Rate, s.SecondsLeft, want.Issued, want.Loads, want.Remaining, want.Rate, want.SecondsLeft)
@@ -721,9 +791,9 @@ func TestStatusCounters(t *testing.T) {
 	if n := len(s.LoadLatency); n != len(leaf.SegmentLoadBuckets) || s.LoadLatency[n-1] != 2 || s.LoadSeconds <= 0 {
 		t.Fatalf("load latency %v (sum %v), want cumulative buckets ending at 2 loads", s.LoadLatency, s.LoadSeconds)
 	}
-	// 8s left is under the 10s threshold: degraded, with the numbers.
+	// 6s left is under the 10s threshold: degraded, with the numbers.
 	reasons := g.Degraded()
-	if len(reasons) != 1 || reasons[0] != "tag t: buffered IDs last 8.0s at 200 IDs/s (1600 left; the next range is loaded)" {
+	if len(reasons) != 1 || reasons[0] != "tag t: buffered IDs last 6.0s at 200 IDs/s (1200 left; the next range is loaded)" {
 		t.Fatalf("Degraded = %q", reasons)
 	}
 
@@ -736,13 +806,17 @@ func TestStatusCounters(t *testing.T) {
 	st.SetDown(nil)
 	waitFor(t, "third range", func() bool { return status(g, "t").Loads == 3 })
 
-	// Close gives back the unused tail: 1101 issued of [1, 4001), the third
+	// Close gives back the unused tail: 1501 issued of [1, 4001), the third
 	// range having the doubled step.
 	if err := g.Close(bg); err != nil {
 		t.Fatal(err)
 	}
-	if s := status(g, "t"); s.GivenBack != 2899 {
-		t.Fatalf("given back %d, want 2899", s.GivenBack)
+	if s := status(g, "t"); s.GivenBack != 2499 || s.Issued != 1501 {
+		t.Fatalf("given back %d, issued %d; want 2499, 1501", s.GivenBack, s.Issued)
+	}
+	if tot := g.Totals(); tot.Issued != 1501 || tot.Loads != 3 || tot.GivenBack != 2499 || tot.Active != 1 || tot.Known != 1 ||
+		tot.LoadErrors < 2 || tot.LoadLatency[len(tot.LoadLatency)-1] != 3 {
+		t.Fatalf("Totals = %+v", tot)
 	}
 }
 
@@ -778,8 +852,8 @@ func TestLogLines(t *testing.T) {
 	}
 }
 
-// staleStore answers its first Reserve of a tag only when released, and
-// then "not found": the read a lookup made before the tag was created.
+// staleStore answers its first lookup (Alloc) of a tag only when released,
+// and then "not found": the read a lookup made before the tag was created.
 type staleStore struct {
 	*inmem.SegmentStore
 	tag              string
@@ -787,17 +861,17 @@ type staleStore struct {
 	once             sync.Once
 }
 
-func (s *staleStore) Reserve(ctx context.Context, tag string, step int) (leaf.Reservation, error) {
+func (s *staleStore) Alloc(ctx context.Context, tag string) (leaf.Alloc, error) {
 	stale := false
 	if tag == s.tag {
 		s.once.Do(func() { stale = true })
 	}
 	if !stale {
-		return s.SegmentStore.Reserve(ctx, tag, step)
+		return s.SegmentStore.Alloc(ctx, tag)
 	}
 	close(s.entered)
 	<-s.release
-	return leaf.Reservation{}, fmt.Errorf("tag %q: %w", tag, leaf.ErrTagNotFound)
+	return leaf.Alloc{}, fmt.Errorf("tag %q: %w", tag, leaf.ErrTagNotFound)
 }
 
 // A tag created while a lookup of it is in flight, or right after a client
@@ -868,5 +942,17 @@ func TestDeleteTagAlreadyDeleted(t *testing.T) {
 	}
 	if id := next(t, g1, "a"); id < 201 {
 		t.Fatalf("first ID after the re-creation %d, want >= 201", id)
+	}
+}
+
+// The idle hammer on the in-memory store, with and without give-backs: the
+// SQL stores run it too.
+func TestHammerIdle(t *testing.T) {
+	for _, noGiveBack := range []bool{false, true} {
+		t.Run(fmt.Sprintf("NoGiveBack=%v", noGiveBack), func(t *testing.T) {
+			st := inmem.NewSegmentStore()
+			leaftest.HammerIdle(t, func() (leaf.SegmentStore, error) { return st, nil },
+				leaftest.IdleHammer{NoGiveBack: noGiveBack})
+		})
 	}
 }

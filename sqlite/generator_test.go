@@ -26,3 +26,7 @@ func TestGeneratorRestart(t *testing.T) {
 func TestGeneratorTombstone(t *testing.T) {
 	leaftest.TombstoneSegment(t, opener(testdb.SQLitePath(t)))
 }
+
+func TestGeneratorIdleHammer(t *testing.T) {
+	leaftest.HammerIdle(t, opener(testdb.SQLitePath(t)), leaftest.IdleHammer{})
+}

@@ -52,6 +52,18 @@ const TombstoneSchema = `CREATE TABLE IF NOT EXISTS leaf_alloc_tombstone (
   PRIMARY KEY (biz_tag)
 )`
 
+// VersionSchema creates the change counter beside leaf_alloc (see
+// leaf.SegmentVersioner): one row that every CreateTag and DeleteTag moves,
+// read by each refresh. VersionSeed adds the row if it is missing.
+const (
+	VersionSchema = `CREATE TABLE IF NOT EXISTS leaf_alloc_version (
+  id      INT    NOT NULL,
+  version BIGINT NOT NULL,
+  PRIMARY KEY (id)
+)`
+	VersionSeed = `INSERT INTO leaf_alloc_version (id, version) VALUES (1, 0) ON CONFLICT (id) DO NOTHING`
+)
+
 // Store is a leaf.SegmentStore and leaf.SegmentAdmin on a SQLite file. Its
 // methods come from the embedded shared SQL store.
 type Store struct {
@@ -59,8 +71,9 @@ type Store struct {
 }
 
 var (
-	_ leaf.SegmentStore = (*Store)(nil)
-	_ leaf.SegmentAdmin = (*Store)(nil)
+	_ leaf.SegmentStore     = (*Store)(nil)
+	_ leaf.SegmentAdmin     = (*Store)(nil)
+	_ leaf.SegmentVersioner = (*Store)(nil)
 )
 
 var dialect = sqlstore.Dialect{
@@ -87,7 +100,8 @@ func code(err error) (int, bool) {
 }
 
 // Open opens (creating it and its directory if needed) the SQLite database at
-// path and makes sure leaf_alloc and leaf_alloc_tombstone exist.
+// path and makes sure leaf_alloc, leaf_alloc_tombstone and
+// leaf_alloc_version exist.
 func Open(ctx context.Context, path string) (*Store, error) {
 	if path == "" {
 		return nil, fmt.Errorf("sqlite: open: %w: empty path", leaf.ErrInvalidArgument)
@@ -157,7 +171,7 @@ func setupOnce(ctx context.Context, db *sql.DB) error {
 	if !strings.EqualFold(mode, "wal") {
 		return fmt.Errorf("enable WAL: journal mode is still %q; is the file on a network file system?", mode)
 	}
-	for _, q := range []string{Schema, TombstoneSchema} {
+	for _, q := range []string{Schema, TombstoneSchema, VersionSchema, VersionSeed} {
 		if _, err := db.ExecContext(ctx, q); err != nil {
 			return fmt.Errorf("create schema: %w", err)
 		}

@@ -259,6 +259,8 @@ func (a *app) runServer(ctx context.Context, cfg config.Config, adminToken strin
 			WaitTimeout:     cfg.Segment.WaitTimeout,
 			NoGiveBack:      !cfg.Segment.GiveBack,
 			LowBuffer:       cfg.Segment.LowBuffer,
+			IdleTimeout:     cfg.Segment.IdleTimeout,
+			LookupRate:      float64(cfg.Segment.LookupRate),
 		})
 		if err != nil {
 			return abort(fmt.Errorf("start segment generator: %w", err))

@@ -125,6 +125,8 @@ type Segment struct {
 	WaitTimeout     time.Duration `yaml:"wait_timeout" help:"the longest a request waits for a segment load when both buffers are empty, whatever its own deadline"`
 	GiveBack        bool          `yaml:"give_back" help:"on graceful shutdown, return the unused tail of each tag's latest range to the store"`
 	LowBuffer       time.Duration `yaml:"low_buffer" help:"/readyz reports a tag whose buffered IDs last less than this at its current rate; 0 turns the check off"`
+	IdleTimeout     time.Duration `yaml:"idle_timeout" help:"a tag without a request for this long loses its buffers and counters (the unused range is given back); its next request reserves afresh"`
+	LookupRate      int           `yaml:"lookup_rate" help:"store lookups per second, shared by all names, for tag names this server does not know; requests for others are answered 404 at once (tags created elsewhere serve after the next refresh)"`
 	// Seed is a pointer because "not set" has its own meaning: see SeedMode.
 	Seed *bool `yaml:"seed" help:"insert the tag leaf-segment-test (step 2000, first ID 1); unset: only into an empty embedded SQLite store; true: into any store that lacks the tag; false: never"`
 }
@@ -220,6 +222,8 @@ func Default() Config {
 			WaitTimeout:     time.Second,
 			GiveBack:        true,
 			LowBuffer:       2 * time.Second,
+			IdleTimeout:     time.Hour,
+			LookupRate:      20,
 		},
 		Snowflake: Snowflake{
 			Enabled:      true,
@@ -331,6 +335,12 @@ func (c Config) validate(origin map[string]string) error {
 	}
 	if c.Segment.WaitTimeout <= 0 {
 		bad("segment.wait_timeout", "%v must be positive", c.Segment.WaitTimeout)
+	}
+	if c.Segment.IdleTimeout < time.Second {
+		bad("segment.idle_timeout", "%v is too short, want at least 1s", c.Segment.IdleTimeout)
+	}
+	if c.Segment.LookupRate < 1 {
+		bad("segment.lookup_rate", "%d must be at least 1", c.Segment.LookupRate)
 	}
 	if c.ShutdownTimeout <= 0 {
 		bad("shutdown_timeout", "%v must be positive", c.ShutdownTimeout)

@@ -1,11 +1,14 @@
 // Package sqlstore is the SQL shared by the sqlite, mysql and postgres
 // segment stores: the one reserve-a-range transaction, the conditional give
 // back, the listings and the tag admin statements, all on Leaf's leaf_alloc
-// table, plus the tombstones of deleted tags in leaf_alloc_tombstone beside
-// it (leaf_alloc itself stays exactly Leaf's table, which Java Leaf nodes may
-// share). The databases differ only in a small Dialect: placeholder style,
-// whether UPDATE ... RETURNING exists, the upsert syntax, row locks, and how
-// their drivers report a duplicate key or a transient conflict.
+// table, plus two tables beside it: the tombstones of deleted tags in
+// leaf_alloc_tombstone, and in leaf_alloc_version a change counter that every
+// CreateTag and DeleteTag moves in its own transaction, so that a refresh
+// with nothing to do is one primary-key read (leaf_alloc itself stays exactly
+// Leaf's table, which Java Leaf nodes may share). The databases differ only
+// in a small Dialect: placeholder style, whether UPDATE ... RETURNING
+// exists, the upsert syntax, row locks, and how their drivers report a
+// duplicate key or a transient conflict.
 //
 // Every statement is parameterised, and every method validates its tag with
 // leaf.ValidateTag before any SQL runs.
@@ -74,9 +77,15 @@ type Store struct {
 }
 
 var (
-	_ leaf.SegmentStore = (*Store)(nil)
-	_ leaf.SegmentAdmin = (*Store)(nil)
+	_ leaf.SegmentStore     = (*Store)(nil)
+	_ leaf.SegmentAdmin     = (*Store)(nil)
+	_ leaf.SegmentVersioner = (*Store)(nil)
 )
+
+// VersionTable is the change counter's table: one row, id 1. Each store
+// package creates it with VersionSchema's columns in its own dialect and
+// seeds the row; see leaf.SegmentVersioner.
+const VersionTable = "leaf_alloc_version"
 
 type queries struct {
 	reserveStored, reserveStep, readBack string
@@ -87,6 +96,8 @@ type queries struct {
 	// a row returning its max_id, record a tombstone, move a new row's start.
 	tombstone, lockRow, removeReturning string
 	bury, setStart                      string
+	// The change counter: read it, and move it inside a create or delete.
+	version, bump string
 }
 
 // New wraps db. The Store owns db from now on: Close closes it.
@@ -134,6 +145,9 @@ func New(db *sql.DB, d Dialect, set Settings) *Store {
 		lockRow:         "SELECT max_id FROM leaf_alloc WHERE biz_tag = ?" + forUpdate,
 		removeReturning: "DELETE FROM leaf_alloc WHERE biz_tag = ? RETURNING max_id",
 		setStart:        "UPDATE leaf_alloc SET max_id = ? WHERE biz_tag = ?",
+
+		version: "SELECT version FROM " + VersionTable + " WHERE id = 1",
+		bump:    "UPDATE " + VersionTable + " SET version = version + 1 WHERE id = 1",
 	}
 	// A re-delete keeps the highest max_id ever seen: a row created below its
 	// tombstone (never by CreateTag) must not lower it.
@@ -492,6 +506,9 @@ func (s *Store) createOnce(ctx context.Context, a leaf.Alloc) (err error) {
 			return fmt.Errorf("start above tombstone: %w", err)
 		}
 	}
+	if err = s.bumpVersion(ctx, tx); err != nil {
+		return err
+	}
 	if err = tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
@@ -560,10 +577,46 @@ func (s *Store) deleteOnce(ctx context.Context, tag string) (err error) {
 	if _, err = tx.ExecContext(ctx, s.q.bury, args...); err != nil {
 		return fmt.Errorf("record tombstone: %w", err)
 	}
+	if err = s.bumpVersion(ctx, tx); err != nil {
+		return err
+	}
 	if err = tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
+}
+
+// bumpVersion moves the change counter inside a create or delete, so that
+// it commits with the change: a refresh that reads the moved counter lists
+// after the change is visible, and no crash can separate the two. It is the
+// transaction's last lock, taken after the tag's rows in every create and
+// delete, so the one row serialises them without a lock cycle. A missing
+// row (deleted by hand) is not an error: TagsVersion then fails, and
+// generators list every tag at each refresh, as on a store without the
+// counter.
+func (s *Store) bumpVersion(ctx context.Context, tx *sql.Tx) error {
+	if _, err := tx.ExecContext(ctx, s.q.bump); err != nil {
+		return fmt.Errorf("move change counter: %w", err)
+	}
+	return nil
+}
+
+// TagsVersion reads the change counter that CreateTag and DeleteTag move
+// (see leaf.SegmentVersioner): one primary-key read.
+func (s *Store) TagsVersion(ctx context.Context) (int64, error) {
+	const op = "read tags version"
+	if err := s.checkOpen(op); err != nil {
+		return 0, err
+	}
+	var v int64
+	err := s.db.QueryRowContext(ctx, s.q.version).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, s.wrap(op, fmt.Errorf("%s has no row; reopening the store seeds it", VersionTable))
+	}
+	if err != nil {
+		return 0, s.wrap(op, err)
+	}
+	return v, nil
 }
 
 // execOne runs a statement that must touch exactly the tag's row. MySQL
