@@ -346,7 +346,9 @@ func TestStatusSummary(t *testing.T) {
 	for i := range 50 {
 		g.reasons = append(g.reasons, fmt.Sprintf("tag u%03d: buffered IDs last 0.5s", i))
 	}
-	base, _ := testServerConfig(t, Config{Segment: g, Snowflake: newFakeSnowflake()})
+	snow := newFakeSnowflake()
+	snow.setDegraded("snowflake heartbeat failing: zk: refused")
+	base, _ := testServerConfig(t, Config{Segment: g, Snowflake: snow})
 
 	type tag struct {
 		Tag     string  `json:"tag"`
@@ -358,19 +360,19 @@ func TestStatusSummary(t *testing.T) {
 		Reason string `json:"reason"`
 	}
 	var sum struct {
-		Version string `json:"version"`
-		Detail  bool   `json:"detail"`
-		Segment struct {
-			Enabled           bool     `json:"enabled"`
-			StoreOK           *bool    `json:"store_ok"`
-			Degraded          []string `json:"degraded"`
-			DegradedCount     int      `json:"degraded_count"`
-			TagsKnown         *int     `json:"tags_known"`
-			TagsInUse         int      `json:"tags_in_use"`
-			IDsPerSec         float64  `json:"ids_per_sec"`
-			Top               []tag    `json:"top"`
-			DegradedTags      []tag    `json:"degraded_tags"`
-			DegradedTagsCount int      `json:"degraded_tags_count"`
+		Version       string   `json:"version"`
+		Detail        bool     `json:"detail"`
+		Degraded      []string `json:"degraded"`
+		DegradedCount int      `json:"degraded_count"`
+		Segment       struct {
+			Enabled           bool    `json:"enabled"`
+			StoreOK           *bool   `json:"store_ok"`
+			TagsKnown         *int    `json:"tags_known"`
+			TagsInUse         int     `json:"tags_in_use"`
+			IDsPerSec         float64 `json:"ids_per_sec"`
+			Top               []tag   `json:"top"`
+			DegradedTags      []tag   `json:"degraded_tags"`
+			DegradedTagsCount int     `json:"degraded_tags_count"`
 		} `json:"segment"`
 		Snowflake *struct {
 			WorkerID int64 `json:"worker_id"`
@@ -393,8 +395,8 @@ func TestStatusSummary(t *testing.T) {
 		s.TagsInUse != 200 || s.IDsPerSec != ids || sum.Snowflake == nil {
 		t.Errorf("summary: %+v", sum)
 	}
-	if len(s.Degraded) != maxReasons || s.DegradedCount != len(g.reasons) || s.Degraded[0] != g.reasons[0] {
-		t.Errorf("reasons: %d of %d, first %q", len(s.Degraded), s.DegradedCount, s.Degraded[0])
+	if len(sum.Degraded) != maxReasons || sum.DegradedCount != len(g.reasons)+1 || sum.Degraded[0] != g.reasons[0] {
+		t.Errorf("reasons: %d of %d, first %q", len(sum.Degraded), sum.DegradedCount, sum.Degraded[0])
 	}
 	// The busiest: 49 IDs/s (t199, then t049 which issued fewer), 48, ...
 	if len(s.Top) != defaultTopTags {
@@ -445,7 +447,7 @@ func TestStatusSummary(t *testing.T) {
 	base, _ = testServerConfig(t, Config{Segment: g, Snowflake: newFakeSnowflake(), AdminToken: testToken})
 	get("/v2/status/summary", nil)
 	if sum.Detail || sum.Segment.TagsKnown != nil || sum.Segment.Top != nil || sum.Snowflake != nil ||
-		sum.Segment.Degraded[0] != "segment store unreachable since 2024-05-01T12:00:00Z" || *sum.Segment.StoreOK {
+		sum.Degraded[0] != "segment store unreachable since 2024-05-01T12:00:00Z" || *sum.Segment.StoreOK {
 		t.Errorf("summary without the token: %+v", sum)
 	}
 	if r := doHeader(t, "GET", base, "/v2/status/summary", "", http.Header{"Authorization": {"Bearer wrong-token-0123456789"}}); r.status != 401 {
@@ -459,7 +461,8 @@ func TestStatusSummary(t *testing.T) {
 	// A healthy generator with no tags.
 	base, _ = testServer(t, newFakeGen())
 	get("/v2/status/summary", nil)
-	if !*sum.Segment.StoreOK || *sum.Segment.TagsKnown != 0 || sum.Segment.Top == nil || sum.Segment.DegradedTags == nil || sum.Segment.Degraded == nil {
+	if !*sum.Segment.StoreOK || *sum.Segment.TagsKnown != 0 || sum.Segment.Top == nil || sum.Segment.DegradedTags == nil ||
+		sum.Degraded == nil || len(sum.Degraded) != 0 {
 		t.Errorf("empty summary: %+v", sum)
 	}
 	// Segment mode off.

@@ -22,24 +22,25 @@ const (
 	maxReasons = 100
 )
 
-// summaryResponse is the body of /v2/status/summary: /v2/status's header,
-// then, with detail, aggregates over every tag held, the busiest tags and
-// the degraded ones, and the worker.
+// summaryResponse is the body of /v2/status/summary: the version, the
+// degraded reasons, then, with detail, aggregates over every tag held, the
+// busiest tags and the degraded ones, and the worker.
 type summaryResponse struct {
-	Version   string             `json:"version"`
-	Detail    bool               `json:"detail"`
-	Segment   segmentSummary     `json:"segment"`
-	Snowflake *leaf.WorkerStatus `json:"snowflake,omitempty"`
+	Version string `json:"version"`
+	Detail  bool   `json:"detail"`
+	// Degraded is every enabled generator's reasons, segment first, as
+	// /readyz lists them (with their causes given the detail): at most
+	// maxReasons of them; DegradedCount counts them all.
+	Degraded      []string           `json:"degraded"`
+	DegradedCount int                `json:"degraded_count"`
+	Segment       segmentSummary     `json:"segment"`
+	Snowflake     *leaf.WorkerStatus `json:"snowflake,omitempty"`
 }
 
 type segmentSummary struct {
 	Enabled bool `json:"enabled"`
 	// StoreOK is false while the generator reports the store unreachable.
 	StoreOK bool `json:"store_ok"`
-	// Degraded holds at most maxReasons reasons, the generator's own
-	// first; DegradedCount counts them all.
-	Degraded      []string `json:"degraded"`
-	DegradedCount int      `json:"degraded_count"`
 	// The rest is shown with detail only.
 	*tagSummary
 }
@@ -120,20 +121,20 @@ func (s *Server) v2StatusSummary(w http.ResponseWriter, r *http.Request) error {
 		}
 		top = n
 	}
-	resp := summaryResponse{
-		Version: s.version,
-		Detail:  detail,
-		Segment: segmentSummary{Degraded: []string{}},
-	}
+	resp := summaryResponse{Version: s.version, Detail: detail}
+	var segReasons, snowReasons []string
 	if s.seg != nil {
-		all := s.seg.Degraded()
+		segReasons = s.seg.Degraded()
 		resp.Segment.Enabled = true
-		resp.Segment.StoreOK = !slices.ContainsFunc(all, isStoreReason)
-		resp.Segment.Degraded, resp.Segment.DegradedCount = reasons(all, detail)
+		resp.Segment.StoreOK = !slices.ContainsFunc(segReasons, isStoreReason)
 		if detail {
-			resp.Segment.tagSummary = summarize(s.seg.Status(), all, top)
+			resp.Segment.tagSummary = summarize(s.seg.Status(), segReasons, top)
 		}
 	}
+	if s.snow != nil {
+		snowReasons = s.snow.Degraded()
+	}
+	resp.Degraded, resp.DegradedCount = reasons(slices.Concat(segReasons, snowReasons), detail)
 	if s.snow != nil && detail {
 		st := s.snow.Status()
 		resp.Snowflake = &st
