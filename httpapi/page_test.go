@@ -278,8 +278,8 @@ func TestListingPages(t *testing.T) {
 // TestListingPagesBounded: with 100,000 tags, every listing's default page,
 // and the summary the monitor page polls, stays under a megabyte.
 func TestListingPagesBounded(t *testing.T) {
-	if testing.Short() {
-		t.Skip("100,000 tags")
+	if testing.Short() || raceEnabled {
+		t.Skip("100,000 tags: a size check the race detector only slows")
 	}
 	st := inmem.NewSegmentStore()
 	for i := range 100_000 {
