@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/tagpage"
 )
 
 // fakeGen is an in-memory SegmentGenerator: per tag, a counter that starts at
@@ -162,6 +163,21 @@ func (g *fakeGen) Allocs(ctx context.Context) ([]leaf.Alloc, error) {
 	}
 	slices.SortFunc(out, func(a, b leaf.Alloc) int { return strings.Compare(a.Tag, b.Tag) })
 	return out, nil
+}
+
+func (g *fakeGen) AllocsPage(ctx context.Context, prefix, after string, limit int) ([]leaf.Alloc, error) {
+	if err := tagpage.Check(prefix, after, limit); err != nil {
+		g.mu.Lock()
+		g.badCalls++
+		g.mu.Unlock()
+		return nil, err
+	}
+	all, err := g.Allocs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	all = slices.DeleteFunc(all, func(a leaf.Alloc) bool { return !tagpage.Match(a.Tag, prefix, after) })
+	return all[:min(len(all), limit)], nil
 }
 
 func (g *fakeGen) Alloc(ctx context.Context, tag string) (leaf.Alloc, error) {

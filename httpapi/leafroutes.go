@@ -284,27 +284,57 @@ func (s *Server) decode(name, v string, given bool) (leaf.SnowflakeParts, error)
 	return decodeID(s.snow, id)
 }
 
-// cachePage serves /cache: every tag's two buffers, with Leaf's columns.
+// cachePage serves /cache: a page (see parsePage) of the tags' buffers,
+// with Leaf's columns, and a link to the next page.
 func (s *Server) cachePage(w http.ResponseWriter, r *http.Request) {
 	if s.seg == nil {
 		s.writeError(w, r, textStyle, errSegmentDisabled)
 		return
 	}
-	s.writePage(w, r, cacheTemplate, s.seg.Status())
+	q, err := parsePage(r)
+	if err != nil {
+		s.writeError(w, r, textStyle, err)
+		return
+	}
+	page, next := statusPage(s.seg.Status(), q)
+	s.writePage(w, r, cacheTemplate, htmlPage{page, q.prefix, nextLink(q, next)})
 }
 
-// dbPage serves /db: the rows of leaf_alloc, with Leaf's columns.
+// dbPage serves /db: a page (see parsePage) of the rows of leaf_alloc, with
+// Leaf's columns, and a link to the next page.
 func (s *Server) dbPage(w http.ResponseWriter, r *http.Request) {
 	if s.seg == nil {
 		s.writeError(w, r, textStyle, errSegmentDisabled)
 		return
 	}
-	allocs, err := s.seg.Allocs(r.Context())
+	q, err := parsePage(r)
 	if err != nil {
 		s.writeError(w, r, textStyle, err)
 		return
 	}
-	s.writePage(w, r, dbTemplate, allocs)
+	page, next, err := s.allocsPage(r, q)
+	if err != nil {
+		s.writeError(w, r, textStyle, err)
+		return
+	}
+	s.writePage(w, r, dbTemplate, htmlPage{page, q.prefix, nextLink(q, next)})
+}
+
+// htmlPage is what the /cache and /db templates render: the rows, the
+// prefix they were filtered by, and the next page's link, "" on the last.
+type htmlPage struct {
+	Rows   any
+	Prefix string
+	Next   string
+}
+
+// nextLink is the relative URL of the page after the one whose last tag is
+// next, or "" when there is none.
+func nextLink(q pageQuery, next string) string {
+	if next == "" {
+		return ""
+	}
+	return q.nextURL(next)
 }
 
 // writePage renders a page in full before writing, so that a template error
@@ -333,12 +363,18 @@ nav a{margin-right:1em}
 <nav><a href="/cache">cache</a><a href="/db">db</a><a href="/v2/status">status</a></nav>
 `
 
+// pageTail ends a listing: the link to its next page, if there is one.
+const pageTail = `{{with .Next}}<p><a href="{{.}}" rel="next">next page</a></p>{{end}}
+</body></html>
+`
+
 var cacheTemplate = template.Must(template.New("cache").Parse(pageHead +
 	`{{define "title"}}segment cache{{end}}<h1>Segment cache</h1>
+{{with .Prefix}}<p>Tags beginning with <code>{{.}}</code></p>{{end}}
 <table>
 <thead><tr><th class="l">name</th><th>init</th><th>next</th><th>pos</th><th>value0</th><th>max0</th><th>step0</th><th>value1</th><th>max1</th><th>step1</th></tr></thead>
 <tbody>
-{{- range .}}
+{{- range .Rows}}
 <tr><td class="l">{{.Tag}}</td><td>{{.InitOK}}</td><td>{{.NextReady}}</td><td>{{.Pos}}</td>
 {{- with index .Buffers 0}}<td>{{.Value}}</td><td>{{.Max}}</td><td>{{.Step}}</td>{{end}}
 {{- with index .Buffers 1}}<td>{{.Value}}</td><td>{{.Max}}</td><td>{{.Step}}</td>{{end}}</tr>
@@ -346,8 +382,7 @@ var cacheTemplate = template.Must(template.New("cache").Parse(pageHead +
 <tr><td class="l" colspan="10">no tags</td></tr>
 {{- end}}
 </tbody></table>
-</body></html>
-`))
+` + pageTail))
 
 var dbTemplate = template.Must(template.New("db").Funcs(template.FuncMap{
 	"datetime": func(t time.Time) string {
@@ -358,14 +393,14 @@ var dbTemplate = template.Must(template.New("db").Funcs(template.FuncMap{
 	},
 }).Parse(pageHead +
 	`{{define "title"}}leaf_alloc{{end}}<h1>leaf_alloc</h1>
+{{with .Prefix}}<p>Tags beginning with <code>{{.}}</code></p>{{end}}
 <table>
 <thead><tr><th class="l">tag</th><th>max</th><th>step</th><th class="l">update</th></tr></thead>
 <tbody>
-{{- range .}}
+{{- range .Rows}}
 <tr><td class="l">{{.Tag}}</td><td>{{.MaxID}}</td><td>{{.Step}}</td><td class="l">{{datetime .UpdateTime}}</td></tr>
 {{- else}}
 <tr><td class="l" colspan="4">no rows</td></tr>
 {{- end}}
 </tbody></table>
-</body></html>
-`))
+` + pageTail))

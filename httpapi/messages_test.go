@@ -75,7 +75,10 @@ func (g leakySeg) Degraded() []string {
 		"tag orders: no IDs buffered: mysql: reserve \"orders\": " + errSQLite.Error(),
 	}
 }
-func (g leakySeg) Allocs(context.Context) ([]leaf.Alloc, error)      { return nil, g.err }
+func (g leakySeg) Allocs(context.Context) ([]leaf.Alloc, error) { return nil, g.err }
+func (g leakySeg) AllocsPage(context.Context, string, string, int) ([]leaf.Alloc, error) {
+	return nil, g.err
+}
 func (g leakySeg) Alloc(context.Context, string) (leaf.Alloc, error) { return leaf.Alloc{}, g.err }
 func (g leakySeg) CreateTag(context.Context, leaf.Alloc) error       { return g.err }
 func (g leakySeg) SetStep(context.Context, string, int) error        { return g.err }

@@ -15,8 +15,8 @@
 //	  /api/segment/get/{key}?count=N      N IDs (1..10000), one per line, no trailing newline
 //	  /api/snowflake/get/{key}            one snowflake ID, as above; key is checked, then ignored
 //	  /api/snowflake/get/{key}?count=N    N snowflake IDs, as above
-//	  /cache                              HTML: every tag's two buffers   (admin)
-//	  /db                                 HTML: the rows of leaf_alloc    (admin)
+//	  /cache                              HTML: a page of the tags' two buffers  (admin, paged)
+//	  /db                                 HTML: a page of the rows of leaf_alloc (admin, paged)
 //	Leaf-compatible, application/json, GET, POST and HEAD:
 //	  /decodeSnowflakeId?snowflakeId=N    {"workerId":"5","sequenceId":"42","timestamp":"1590000000000(2020-05-21 02:40:00.000)"}
 //	Native JSON (/v2), application/json:
@@ -26,19 +26,30 @@
 //	  GET|POST /v2/snowflake                   {"id","id_str"}
 //	  GET|POST /v2/snowflake/batch?count=N     {"ids","ids_str"}
 //	  GET    /v2/snowflake/decode/{id}         {"id","id_str","timestamp_ms","time","worker_id","sequence"}
-//	  GET    /v2/tags                          {"tags":[...]}          (admin)
+//	  GET    /v2/tags                          {"tags":[...],"next":"t"} (admin, paged)
 //	  POST   /v2/tags                          create, 201             (admin)
 //	  GET    /v2/tags/{tag}                    one row                 (admin)
 //	  PATCH  /v2/tags/{tag}                    {"step":N}              (admin)
 //	  DELETE /v2/tags/{tag}                    204                     (admin)
-//	  GET    /v2/status[?detail=0]             version, degraded reasons; causes, buffers and worker (admin)
+//	  GET    /v2/status[?detail=0]             version, degraded reasons; causes, buffers and worker (admin, paged)
+//	  GET    /v2/status/summary[?top=N]        bounded: aggregates, the N busiest and the degraded tags (admin)
 //	Operations, text/plain:
 //	  GET /healthz                        "ok": the process is alive
 //	  GET /readyz[?strict=1]              "ok", or "degraded" and one reason per line, without its cause
 //	  GET /metrics                        Prometheus exposition (when Config.Metrics is set)
 //	Monitor page, text/html:
-//	  GET /monitor/                       live view of buffers, rows and the worker (reads /v2/status)
+//	  GET /monitor/                       live view of the busiest and degraded tags, a search, the rows and the worker
 //	  GET /                               redirects to /monitor/
+//
+// Routes marked paged answer a page of at most ?limit=N tags (1..1000,
+// default 500), those beginning with ?prefix=P and sorting after the cursor
+// ?after=T, the last tag of the previous page: tags created or deleted
+// between two requests move no other tag across pages. The answer names
+// the next page's cursor ("next" in JSON, a "next page" link in HTML),
+// and leaves it out on the last page. /v2/tags and /db list the store's
+// rows in its order of biz_tag; /cache and /v2/status the tags the
+// generator holds, in byte order. /v2/status/summary, which the monitor
+// page polls, is bounded whatever the number of tags.
 //
 // Routes marked admin require Config.AdminToken as a bearer token when one is
 // set (401 otherwise; /v2/status then answers without the detail). The ID
@@ -124,6 +135,11 @@ type SegmentGenerator interface {
 	Degraded() []string
 	// Allocs lists the rows of leaf_alloc, ordered by tag.
 	Allocs(ctx context.Context) ([]leaf.Alloc, error)
+	// AllocsPage lists at most limit rows of leaf_alloc whose tag begins
+	// with prefix and sorts after the tag after, in the store's order of
+	// biz_tag: a keyset page, whose last tag, as after, reads the next.
+	// Invalid arguments wrap leaf.ErrInvalidArgument.
+	AllocsPage(ctx context.Context, prefix, after string, limit int) ([]leaf.Alloc, error)
 	// Alloc reads one row.
 	Alloc(ctx context.Context, tag string) (leaf.Alloc, error)
 	// CreateTag inserts a row; a.MaxID is the first ID to issue.
@@ -182,7 +198,7 @@ type Config struct {
 	// the fast transport refuses before any route sees them.
 	Observer RequestObserver
 	// AdminToken, when set, is the bearer token that tag administration,
-	// /cache, /db and the detail of /v2/status require. Without it
+	// /cache, /db and the detail of /v2/status and its summary require. Without it
 	// /v2/status answers its summary only (version, modes, degraded
 	// reasons); with a wrong one, 401.
 	AdminToken string
@@ -401,6 +417,7 @@ func (s *Server) routes(metrics http.Handler) {
 	// Decoding issues nothing, so it is a GET only.
 	s.handle("/v2/snowflake/decode/{id}", jsonStyle, methods{"GET": s.v2(s.v2SnowflakeDecode)})
 	s.handle("/v2/status", jsonStyle, methods{"GET": s.v2(s.v2Status)})
+	s.handle("/v2/status/summary", jsonStyle, methods{"GET": s.v2(s.v2StatusSummary)})
 
 	// Tag administration: every handler passes through s.admin.
 	admin := func(h v2Handler) http.HandlerFunc { return s.admin(jsonStyle, s.v2(h)) }

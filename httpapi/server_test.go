@@ -538,6 +538,10 @@ func (escapingGen) Allocs(context.Context) ([]leaf.Alloc, error) {
 	return []leaf.Alloc{{Tag: `<img src=x onerror=alert(1)>`}}, nil
 }
 
+func (g escapingGen) AllocsPage(ctx context.Context, _, _ string, _ int) ([]leaf.Alloc, error) {
+	return g.Allocs(ctx)
+}
+
 func TestPagesEscape(t *testing.T) {
 	base, _ := testServer(t, escapingGen{newFakeGen()})
 	for _, target := range []string{"/cache", "/db"} {

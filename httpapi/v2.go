@@ -286,9 +286,15 @@ type statusResponse struct {
 }
 
 type segmentStatus struct {
-	Enabled  bool        `json:"enabled"`
-	Degraded []string    `json:"degraded"`
-	Tags     []tagStatus `json:"tags"`
+	Enabled bool `json:"enabled"`
+	// Degraded holds at most maxReasons reasons, the generator's own
+	// first; when there are more, DegradedCount counts them all.
+	Degraded      []string    `json:"degraded"`
+	DegradedCount int         `json:"degraded_count,omitempty"`
+	Tags          []tagStatus `json:"tags"`
+	// Next is the cursor of the next page of tags: ?after=NEXT, with the
+	// same prefix and limit. Absent on the last page.
+	Next string `json:"next,omitempty"`
 }
 
 // tagStatus is a tag's status as /v2/status shows it: last_load is left
@@ -298,25 +304,16 @@ type tagStatus struct {
 	LastLoad time.Time `json:"last_load,omitzero"` // shadows the embedded field
 }
 
-// v2Status serves /v2/status.
+// v2Status serves /v2/status. With detail, the tags are a page (see
+// parsePage) of those the generator holds, sorted by tag.
 func (s *Server) v2Status(w http.ResponseWriter, r *http.Request) error {
-	// No token: the summary. A wrong token is refused rather than
-	// silently given less, so that a misconfigured client finds out.
-	detail := true
-	if s.hasToken {
-		if r.Header.Get("Authorization") == "" {
-			detail = false
-		} else if err := s.checkAdmin(r); err != nil {
-			return err
-		}
+	detail, err := s.statusDetail(r)
+	if err != nil {
+		return err
 	}
-	// ?detail=0 asks for the summary; ?detail=1 cannot widen it.
-	if v, ok := queryValue(r.URL.RawQuery, "detail"); ok {
-		d, err := strconv.ParseBool(v)
-		if err != nil {
-			return asClient(fmt.Errorf("%w: detail %q, want 0 or 1", leaf.ErrInvalidArgument, truncate(v, 20)))
-		}
-		detail = detail && d
+	q, err := parsePage(r)
+	if err != nil {
+		return err
 	}
 	resp := statusResponse{
 		Version: s.version,
@@ -325,19 +322,14 @@ func (s *Server) v2Status(w http.ResponseWriter, r *http.Request) error {
 	}
 	if s.seg != nil {
 		resp.Segment.Enabled = true
-		d := s.seg.Degraded()
-		if !detail {
-			d = clientReasons(d)
-		}
-		if d != nil {
-			resp.Segment.Degraded = d
+		var n int
+		resp.Segment.Degraded, n = reasons(s.seg.Degraded(), detail)
+		if n > len(resp.Segment.Degraded) {
+			resp.Segment.DegradedCount = n
 		}
 		if detail {
-			st := s.seg.Status()
-			resp.Segment.Tags = make([]tagStatus, len(st))
-			for i, t := range st {
-				resp.Segment.Tags[i] = tagStatus{t, t.LastLoad}
-			}
+			page, next := statusPage(s.seg.Status(), q)
+			resp.Segment.Tags, resp.Segment.Next = tagStatuses(page), next
 		}
 	}
 	if s.snow != nil && detail {
@@ -347,21 +339,43 @@ func (s *Server) v2Status(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, r, http.StatusOK, resp)
 }
 
-// v2ListTags serves GET /v2/tags: {"tags":[row...]}.
+// tagsPage is the body of GET /v2/tags.
+type tagsPage struct {
+	Tags []leaf.Alloc `json:"tags"`
+	// Next is the cursor of the next page: ?after=NEXT, with the same
+	// prefix and limit. Absent on the last page.
+	Next string `json:"next,omitempty"`
+}
+
+// v2ListTags serves GET /v2/tags: a page (see parsePage) of the rows, in
+// the store's order of biz_tag.
 func (s *Server) v2ListTags(w http.ResponseWriter, r *http.Request) error {
 	if s.seg == nil {
 		return errSegmentDisabled
 	}
-	allocs, err := s.seg.Allocs(r.Context())
+	q, err := parsePage(r)
 	if err != nil {
 		return err
 	}
-	if allocs == nil {
-		allocs = []leaf.Alloc{}
+	page, next, err := s.allocsPage(r, q)
+	if err != nil {
+		return err
 	}
-	return writeJSON(w, r, http.StatusOK, struct {
-		Tags []leaf.Alloc `json:"tags"`
-	}{allocs})
+	return writeJSON(w, r, http.StatusOK, tagsPage{page, next})
+}
+
+// allocsPage reads the page q of the store's rows, one more than the page
+// to learn whether another follows.
+func (s *Server) allocsPage(r *http.Request, q pageQuery) ([]leaf.Alloc, string, error) {
+	rows, err := s.seg.AllocsPage(r.Context(), q.prefix, q.after, q.limit+1)
+	if err != nil {
+		return nil, "", err
+	}
+	if rows == nil {
+		rows = []leaf.Alloc{}
+	}
+	page, next := cutPage(rows, q.limit, func(a leaf.Alloc) string { return a.Tag })
+	return page, next, nil
 }
 
 // v2GetTag serves GET /v2/tags/{tag}: one row.

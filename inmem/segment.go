@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/tagpage"
 )
 
 // SegmentStore is an in-memory leaf_alloc: a leaf.SegmentStore and
@@ -290,4 +291,30 @@ func (s *SegmentStore) DeleteTag(ctx context.Context, tag string) error {
 	s.tombs[tag] = max(s.tombs[tag], a.MaxID)
 	s.version++
 	return nil
+}
+
+// AllocsPage lists at most limit rows whose tag begins with prefix and
+// sorts after the tag after, in byte order, as the SQL stores do (see
+// sqlstore.Store.AllocsPage). It scans every row: this is a test store.
+func (s *SegmentStore) AllocsPage(ctx context.Context, prefix, after string, limit int) ([]leaf.Alloc, error) {
+	if err := tagpage.Check(prefix, after, limit); err != nil {
+		return nil, err
+	}
+	if err := s.begin(ctx, "list allocs page"); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	var tags []string
+	for t := range s.rows {
+		if tagpage.Match(t, prefix, after) {
+			tags = append(tags, t)
+		}
+	}
+	slices.Sort(tags)
+	tags = tags[:min(len(tags), limit)]
+	page := make([]leaf.Alloc, len(tags))
+	for i, t := range tags {
+		page[i] = s.rows[t]
+	}
+	return page, nil
 }

@@ -42,6 +42,8 @@ func TestSegmentStore(t *testing.T, newDB func(t *testing.T) func() (leaf.Segmen
 	}{
 		{"Empty", s.empty},
 		{"CreateListAlloc", s.createListAlloc},
+		{"AllocsPage", s.allocsPage},
+		{"AllocsPageChurn", s.allocsPageChurn},
 		{"CreateInvalid", s.createInvalid},
 		{"CreateDuplicate", s.createDuplicate},
 		{"CreateConcurrent", s.createConcurrent},

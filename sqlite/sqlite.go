@@ -77,8 +77,9 @@ var (
 )
 
 var dialect = sqlstore.Dialect{
-	Name:      "sqlite",
-	Returning: true, // SQLite >= 3.35; the driver embeds a newer one
+	Name:       "sqlite",
+	Returning:  true, // SQLite >= 3.35; the driver embeds a newer one
+	PrefixGlob: true,
 	IsUniqueViolation: func(err error) bool {
 		c, ok := code(err)
 		return ok && (c == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY || c == sqlite3.SQLITE_CONSTRAINT_UNIQUE)

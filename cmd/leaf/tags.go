@@ -1,21 +1,24 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
+	"slices"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/internal/config"
+	"github.com/leafgo/leaf/internal/tagpage"
 )
 
 const tagsUsage = `Usage:
-  leaf tags list [--json]
+  leaf tags list [--json] [--prefix P]
   leaf tags create TAG [--step N] [--start N] [--description S]
   leaf tags set-step TAG N
   leaf tags delete TAG
@@ -98,40 +101,158 @@ func wantArgs(got []string, names ...string) error {
 	return nil
 }
 
+// listPage is how many rows tags list reads at a time.
+const listPage = 1000
+
+// allocPager is the paged listing every store offers (see
+// sqlstore.Store.AllocsPage).
+type allocPager interface {
+	AllocsPage(ctx context.Context, prefix, after string, limit int) ([]leaf.Alloc, error)
+}
+
 func (a *app) tagsList(ctx context.Context, args []string) error {
 	fs, flags := tagFlagSet("list")
 	asJSON := fs.Bool("json", false, "print a JSON array instead of a table")
-	pos, err := a.parseFlags(fs, "Usage: leaf tags list [--json] [flags]\n\nLists every tag in the store.\n", args)
+	prefix := fs.String("prefix", "", "list only the tags that begin with this")
+	pos, err := a.parseFlags(fs, "Usage: leaf tags list [--json] [--prefix P] [flags]\n\n"+
+		"Lists the tags in the store, in its order of biz_tag, reading "+strconv.Itoa(listPage)+" rows at a time.\n", args)
 	if err != nil {
 		return err
 	}
 	if err := wantArgs(pos); err != nil {
 		return err
 	}
+	if err := tagpage.CheckPrefix(*prefix); err != nil {
+		return err
+	}
 	return a.withStore(ctx, flags, mustExist, func(s segmentStore) error {
-		allocs, err := s.Allocs(ctx)
+		var out rowWriter = &tableWriter{w: a.stdout}
+		if *asJSON {
+			out = &jsonArrayWriter{w: a.stdout}
+		}
+		err := eachPage(ctx, s, *prefix, func(page []leaf.Alloc) error { return out.rows(page) })
 		if err != nil {
 			return fmt.Errorf("list tags: %w", err)
 		}
-		if *asJSON {
-			if allocs == nil {
-				allocs = []leaf.Alloc{} // "[]", not "null", for scripts
-			}
-			enc := json.NewEncoder(a.stdout)
-			enc.SetIndent("", "  ")
-			return enc.Encode(allocs)
-		}
-		tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "TAG\tMAX_ID\tSTEP\tUPDATE_TIME\tDESCRIPTION")
-		for _, al := range allocs {
-			updated := "-"
-			if !al.UpdateTime.IsZero() {
-				updated = al.UpdateTime.Format(time.RFC3339)
-			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", al.Tag, al.MaxID, al.Step, updated, printable(al.Description))
-		}
-		return tw.Flush()
+		return out.end()
 	})
+}
+
+// eachPage calls f with the store's rows that begin with prefix, a page at
+// a time, so that a table of a million tags is never held in memory whole.
+func eachPage(ctx context.Context, s segmentStore, prefix string, f func([]leaf.Alloc) error) error {
+	p, ok := s.(allocPager)
+	if !ok {
+		all, err := s.Allocs(ctx)
+		if err != nil {
+			return err
+		}
+		all = slices.DeleteFunc(all, func(a leaf.Alloc) bool { return !strings.HasPrefix(a.Tag, prefix) })
+		return f(all)
+	}
+	after := ""
+	for {
+		page, err := p.AllocsPage(ctx, prefix, after, listPage)
+		if err != nil {
+			return err
+		}
+		if err := f(page); err != nil {
+			return err
+		}
+		if len(page) < listPage {
+			return nil
+		}
+		after = page[len(page)-1].Tag
+	}
+}
+
+// rowWriter prints rows as they come, then ends the listing.
+type rowWriter interface {
+	rows([]leaf.Alloc) error
+	end() error
+}
+
+// jsonArrayWriter prints one JSON array, element by element, as
+// json.Encoder with a two-space indent prints the whole array.
+type jsonArrayWriter struct {
+	w io.Writer
+	n int
+}
+
+func (j *jsonArrayWriter) rows(page []leaf.Alloc) error {
+	var b bytes.Buffer
+	for _, al := range page {
+		el, err := json.MarshalIndent(al, "  ", "  ")
+		if err != nil {
+			return err
+		}
+		if j.n == 0 {
+			b.WriteString("[\n  ")
+		} else {
+			b.WriteString(",\n  ")
+		}
+		b.Write(el)
+		j.n++
+	}
+	_, err := j.w.Write(b.Bytes())
+	return err
+}
+
+func (j *jsonArrayWriter) end() error {
+	end := "\n]\n"
+	if j.n == 0 {
+		end = "[]\n" // "[]", not "null", for scripts
+	}
+	_, err := io.WriteString(j.w, end)
+	return err
+}
+
+// tableWriter prints the rows as a table with a header, in columns two
+// spaces apart. Columns are as wide as their widest cell so far: a page
+// cannot widen the rows already printed, so a later, wider page shifts the
+// columns from there on.
+type tableWriter struct {
+	w      io.Writer
+	widths []int
+	header bool
+}
+
+var tableHeader = []string{"TAG", "MAX_ID", "STEP", "UPDATE_TIME", "DESCRIPTION"}
+
+func (t *tableWriter) rows(page []leaf.Alloc) error {
+	cells := make([][]string, 0, len(page)+1)
+	if !t.header {
+		t.header = true
+		cells = append(cells, tableHeader)
+		t.widths = make([]int, len(tableHeader)-1) // the last cell is not padded
+	}
+	for _, al := range page {
+		updated := "-"
+		if !al.UpdateTime.IsZero() {
+			updated = al.UpdateTime.Format(time.RFC3339)
+		}
+		cells = append(cells, []string{al.Tag, strconv.FormatInt(al.MaxID, 10), strconv.Itoa(al.Step), updated, printable(al.Description)})
+	}
+	for _, row := range cells {
+		for i := range t.widths {
+			t.widths[i] = max(t.widths[i], len(row[i]))
+		}
+	}
+	var b bytes.Buffer
+	for _, row := range cells {
+		for i, c := range row[:len(t.widths)] {
+			b.WriteString(c)
+			b.WriteString(strings.Repeat(" ", t.widths[i]-len(c)+2))
+		}
+		b.WriteString(row[len(t.widths)])
+		b.WriteByte('\n')
+	}
+	_, err := t.w.Write(b.Bytes())
+	return err
+}
+
+func (t *tableWriter) end() error {
+	return t.rows(nil) // the header of an empty table
 }
 
 // printable keeps a description from breaking the table: control characters

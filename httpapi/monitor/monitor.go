@@ -1,6 +1,8 @@
 // Package monitor is leaf's live monitor page: static assets embedded in the
-// binary (no CDN), which read /v2/status and render every tag's buffers, the
-// store's rows and the snowflake worker.
+// binary (no CDN), which poll the bounded /v2/status/summary (the busiest
+// and the degraded tags' buffers, totals, the snowflake worker), find tags
+// by name through the paged /v2/status and /v2/tags, and page through the
+// store's rows, so that the page works the same with 100,000 tags.
 package monitor
 
 import (

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -123,16 +124,44 @@ func number(t *testing.T, s string) int64 {
 	return n
 }
 
+// monitorTags is how many tags the monitor test's store holds beside
+// orders and broken: enough that a page rendering every tag would show it.
+const monitorTags = 10_000
+
+// bulkTag is the name of the i-th bulk tag; they sort after orders, so
+// that orders is on the first page of rows.
+func bulkTag(i int) string { return fmt.Sprintf("tenant-%05d", i) }
+
+// failingStore fails every reserve of one tag, as a store would whose row
+// for it is broken: the tag's loads fail, and the generator reports it
+// degraded.
+type failingStore struct {
+	*sqlite.Store
+	tag string
+}
+
+func (s failingStore) Reserve(ctx context.Context, tag string, step int) (leaf.Reservation, error) {
+	if tag == s.tag {
+		return leaf.Reservation{}, fmt.Errorf("reserve %s: %w", tag, errBrokenRow)
+	}
+	return s.Store.Reserve(ctx, tag, step)
+}
+
+var errBrokenRow = errors.New("the test breaks this row")
+
 // TestMonitorPage drives the monitor page in a headless Chromium against a
-// real server (segment on SQLite, snowflake on a local worker ID): the page
-// follows IDs issued through the API, shows the store's rows and the worker,
-// and decodes IDs, errors included.
+// real server (segment on SQLite with 10,000 tags, snowflake on a local
+// worker ID): the page follows IDs issued through the API, shows the
+// busiest tags in order and a degraded one, finds tags and the store's
+// rows by name and pages through them, shows the worker, and decodes IDs,
+// errors included.
 func TestMonitorPage(t *testing.T) {
 	browserPath := chromium(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	t.Cleanup(cancel)
 
-	// The server, wired as cmd/leaf does.
+	// The server, wired as cmd/leaf does, on a store filled in bulk before
+	// it starts.
 	logger := slog.New(slog.DiscardHandler)
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "leaf.db"))
 	if err != nil {
@@ -142,10 +171,15 @@ func TestMonitorPage(t *testing.T) {
 	if err := st.CreateTag(ctx, leaf.Alloc{Tag: "orders", MaxID: 1, Step: 1000, Description: "monitor test"}); err != nil {
 		t.Fatal(err)
 	}
-	seg, err := segment.New(ctx, segment.Settings{Store: st, Logger: logger})
+	if err := st.CreateTag(ctx, leaf.Alloc{Tag: "broken", MaxID: 1, Step: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	bulkInsert(t, st, monitorTags)
+	seg, err := segment.New(ctx, segment.Settings{Store: failingStore{st, "broken"}, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
+	started := time.Now()
 	t.Cleanup(func() { _ = seg.Close(context.Background()) })
 	reg, err := local.New(local.Config{WorkerID: 7, Dir: t.TempDir()})
 	if err != nil {
@@ -221,39 +255,49 @@ func TestMonitorPage(t *testing.T) {
 		}
 	}()
 
-	// The page shows the orders tag, the version and the state.
-	const row = `#tags-body tr[data-tag="orders"] `
+	// The page shows the version and the state, and no busy tag yet.
 	p.do("open the monitor page",
 		chromedp.Navigate(srv.URL+"/monitor/"),
-		chromedp.WaitVisible(chromedp.CSS(row)),
+		chromedp.WaitVisible(chromedp.ID("totals")),
 	)
 	if v := p.text("#version"); v != "v0.0.0-monitor-test" {
 		t.Errorf("version: %q", v)
 	}
 	p.waitText("#state", func(s string) bool { return s == "ok" })
+	p.waitText(`#totals [data-field="tags_known"]`, func(s string) bool { return s != "" && number(t, s) >= monitorTags+2 })
+	if got := p.text(`#totals [data-field="tags_in_use"]`); got != "0" {
+		t.Errorf("tags in use before any ID: %q", got)
+	}
+	p.do("no busy tag yet", chromedp.WaitVisible(chromedp.ID("tags-empty")))
+	if n := p.query("#tags-body", "children.length"); n != "0" {
+		t.Errorf("%s busy tags before any ID", n)
+	}
 
-	// Issue 500 IDs through the API: the page's issued count grows by
-	// exactly 500, and the buffers follow.
-	var before int64
-	p.waitText(row+`[data-field="issued"]`, func(s string) bool {
-		before = int64(issued(seg.Status(), "orders"))
-		return s != "" && number(t, s) == before
-	})
-	remaining := p.text(row + `[data-field="remaining"]`)
+	// Traffic through the API, all at once once the generator has sampled
+	// its tags' counts: the rates then share one window, and the tags rank
+	// as their counts do. orders issues exactly 500 IDs and shows among
+	// the busiest, its buffers following.
+	time.Sleep(time.Until(started.Add(1500 * time.Millisecond)))
+	const row = `#tags-body tr[data-tag="orders"] `
 	code, body := get(t, srv.URL+"/api/segment/get/orders?count=500")
 	if code != http.StatusOK || strings.Count(body, "\n") != 499 {
 		t.Fatalf("500 IDs: %d %.100q", code, body)
 	}
-	p.waitText(row+`[data-field="issued"]`, func(s string) bool {
-		n := number(t, s)
-		if n > before+500 {
-			t.Fatalf("issued went from %d to %d, want +500", before, n)
+	for tag, n := range map[string]int{bulkTag(4242): 3000, bulkTag(7): 200, bulkTag(9999): 50} {
+		for n > 0 {
+			c := min(n, 1000)
+			if code, body := get(t, fmt.Sprintf("%s/api/segment/get/%s?count=%d", srv.URL, tag, c)); code != http.StatusOK {
+				t.Fatalf("%d IDs of %s: %d %.100q", c, tag, code, body)
+			}
+			n -= c
 		}
-		return n == before+500
-	})
-	if now := p.text(row + `[data-field="remaining"]`); now == remaining {
-		t.Errorf("remaining still %q after 500 IDs", now)
 	}
+	p.waitText(row+`[data-field="issued"]`, func(s string) bool {
+		if s != "" && number(t, s) > 500 {
+			t.Fatalf("issued %s, want 500", s)
+		}
+		return s == "500"
+	})
 	// The first range is [1, 1001), half of it left, the next ID 501.
 	const cur = row + `.buf[data-current="true"] `
 	if got := p.text(cur + `[data-field="range"]`); got != "[1, 1001)" {
@@ -276,6 +320,70 @@ func TestMonitorPage(t *testing.T) {
 	if got := p.text(dbRow + `[data-field="description"]`); got != "monitor test" {
 		t.Errorf("description: %q", got)
 	}
+
+	// The busiest tags, by IDs/s.
+	busiest := strings.Join([]string{bulkTag(4242), "orders", bulkTag(7), bulkTag(9999)}, " ")
+	p.waitTags("#tags-body tr", func(s string) bool { return s == busiest })
+	if got := p.text(`#totals [data-field="tags_in_use"]`); got != "4" {
+		t.Errorf("tags in use: %q, want 4", got)
+	}
+
+	// A tag whose loads fail: the page shows it degraded, with its error,
+	// and the state degraded.
+	if code, body := get(t, srv.URL+"/api/segment/get/broken"); code != http.StatusServiceUnavailable {
+		t.Errorf("ID of the broken tag: %d %q, want 503", code, body)
+	}
+	const broken = `#degraded-body tr[data-tag="broken"] `
+	p.do("show the degraded tag", chromedp.WaitVisible(chromedp.CSS(broken)))
+	if got := p.text(broken + `[data-field="load_error"]`); !strings.Contains(got, errBrokenRow.Error()) {
+		t.Errorf("the degraded tag's error: %q, want %q", got, errBrokenRow)
+	}
+	if got := p.text(broken + `[data-field="remaining"]`); got != "0" {
+		t.Errorf("the degraded tag's remaining IDs: %q", got)
+	}
+	p.waitText("#state", func(s string) bool { return s == "degraded" })
+	if got := p.text("#reasons"); !strings.Contains(got, "tag broken: no IDs buffered") {
+		t.Errorf("reasons: %q, want the broken tag's", got)
+	}
+
+	// Search by name prefix: the tags held and the store's rows.
+	p.do("search tenant-0424",
+		chromedp.SendKeys(chromedp.ID("search-input"), "tenant-0424"),
+		chromedp.Click(chromedp.ID("search-submit")),
+		chromedp.WaitVisible(chromedp.CSS(`#search-body tr[data-tag="tenant-04242"]`)),
+	)
+	if got := p.text(`#search-body tr[data-tag="tenant-04242"] [data-field="issued"]`); got != "3,000" {
+		t.Errorf("search result tenant-04242: issued %q, want 3,000", got)
+	}
+	var want []string
+	for i := range 10 {
+		want = append(want, bulkTag(4240+i))
+	}
+	p.waitTags("#db-body tr", func(s string) bool { return s == strings.Join(want, " ") })
+	if !p.hidden("db-pager") {
+		t.Errorf("a pager under 10 rows")
+	}
+	shot("monitor-search.png")
+
+	// Page through the rows of a wider prefix: 50 a page, the next page
+	// starts after the last.
+	p.do("search tenant-0",
+		clearInput("search-input"),
+		chromedp.SendKeys(chromedp.ID("search-input"), "tenant-0"),
+		chromedp.Click(chromedp.ID("search-submit")),
+		chromedp.WaitVisible(chromedp.ID("db-next")),
+	)
+	p.waitText(`#db-body tr:first-child [data-field="tag"]`, func(s string) bool { return s == bulkTag(0) })
+	if n := p.query("#db-body", "children.length"); n != "50" {
+		t.Errorf("rows on a page: %s, want 50", n)
+	}
+	p.do("next page of rows", chromedp.Click(chromedp.ID("db-next")))
+	p.waitText(`#db-body tr:first-child [data-field="tag"]`, func(s string) bool { return s == bulkTag(50) })
+	if got := p.text(`#db-body tr:last-child [data-field="tag"]`); got != bulkTag(99) {
+		t.Errorf("last row of page 2: %q, want %s", got, bulkTag(99))
+	}
+	p.do("first page of rows", chromedp.Click(chromedp.ID("db-first")))
+	p.waitText(`#db-body tr:first-child [data-field="tag"]`, func(s string) bool { return s == bulkTag(0) })
 
 	// The snowflake worker.
 	worker := strconv.FormatInt(snow.Status().WorkerID, 10)
@@ -397,14 +505,56 @@ func TestMonitorPage(t *testing.T) {
 	}
 }
 
-// issued is a tag's issued count in st.
-func issued(st []leaf.SegmentStatus, tag string) uint64 {
-	for _, s := range st {
-		if s.Tag == tag {
-			return s.Issued
+// waitTags waits, at most 10 s, until ok accepts the data-tag attributes
+// of the elements matching sel, joined by spaces.
+func (p *page) waitTags(sel string, ok func(string) bool) {
+	p.t.Helper()
+	q, _ := json.Marshal(sel)
+	expr := fmt.Sprintf(`Array.from(document.querySelectorAll(%s), (e) => e.dataset.tag).join(" ")`, q)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s, err := chromedp.Run(p.ctx, chromedp.Evaluate[string](expr))
+		if err != nil {
+			p.t.Fatalf("%s: %v", expr, err)
+		}
+		if ok(s) {
+			return
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("%s: still %q after 10s", sel, s)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// hidden reports whether the element with the given id is hidden.
+func (p *page) hidden(id string) bool {
+	p.t.Helper()
+	q, _ := json.Marshal(id)
+	return p.query("html", fmt.Sprintf(`ownerDocument.getElementById(%s).hidden`, q)) == "true"
+}
+
+// bulkInsert adds n tags (bulkTag(0) ...) to st in one transaction, far
+// faster than n CreateTag calls.
+func bulkInsert(t *testing.T, st *sqlite.Store, n int) {
+	t.Helper()
+	tx, err := st.DB().BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	ins, err := tx.PrepareContext(t.Context(), "INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES (?, 1, 1000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if _, err := ins.ExecContext(t.Context(), bulkTag(i)); err != nil {
+			t.Fatal(err)
 		}
 	}
-	return 0
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // getJSON GETs url, checks the status and decodes the JSON body into v.

@@ -48,6 +48,9 @@ type Dialect struct {
 	// for SQLite, whose transactions take the database's write lock when
 	// they begin.
 	LockingReads bool
+	// PrefixGlob matches a name prefix with GLOB rather than LIKE (SQLite,
+	// whose LIKE ignores ASCII case and so cannot use the biz_tag index).
+	PrefixGlob bool
 	// IsUniqueViolation reports a duplicate primary key: the tag exists.
 	IsUniqueViolation func(error) bool
 	// IsRetryable reports a transient conflict (deadlock, serialization

@@ -1,12 +1,19 @@
-// leaf monitor: reads ../v2/status (and ../readyz) every second, the store's
-// rows from ../v2/tags when they may have changed, and renders them. Data only
-// ever enters the page through textContent, never as markup. URLs are
-// relative to the page (…/monitor/), so it also works behind a path prefix.
+// leaf monitor: reads ../v2/status/summary every second (a bounded view:
+// the busiest tags, the degraded ones, totals and the worker, whatever the
+// number of tags), a page of the tags found by name when a search is on,
+// and a page of the store's rows from ../v2/tags when they may have
+// changed, and renders them. Data only ever enters the page through
+// textContent, never as markup. URLs are relative to the page
+// (…/monitor/), so it also works behind a path prefix.
 'use strict';
 
 const REFRESH_MS = 1000;
 const ROWS_EVERY = 10; // refreshes between reads of the store's rows, at most
 const TIMEOUT_MS = 5000;
+const TOP = 20; // busiest tags shown
+const SEARCH_LIMIT = 20; // tags per page of search results
+const ROWS_LIMIT = 50; // store rows per page
+const REASONS_SHOWN = 10; // degraded reasons listed in the header
 
 const $ = (sel, root = document) => root.querySelector(sel);
 
@@ -54,15 +61,6 @@ async function getJSON(path) {
   return body;
 }
 
-// getReasons reads /readyz: [] when ready, else the degraded reasons.
-async function getReasons() {
-  const resp = await fetch('../readyz', {cache: 'no-store', signal: AbortSignal.timeout(TIMEOUT_MS)});
-  const lines = (await resp.text()).split('\n').filter((l) => l !== '');
-  if (lines[0] === 'ok') return [];
-  if (lines[0] === 'degraded') return lines.slice(1);
-  throw new Error(`/readyz: ${resp.status}`);
-}
-
 // ---- formatting
 
 const grouped = new Intl.NumberFormat('en-US');
@@ -89,52 +87,93 @@ function when(iso) {
 
 // ---- header
 
-function renderState(state, text, reasons) {
+// renderState shows the state badge and the first reasons; total is how
+// many reasons there are.
+function renderState(state, text, reasons, total = reasons.length) {
   const badge = $('#state');
   badge.dataset.state = state;
   badge.textContent = text;
   const list = $('#reasons');
-  list.replaceChildren(...reasons.map((r) => {
+  const items = reasons.slice(0, REASONS_SHOWN).map((r) => {
     const li = document.createElement('li');
     li.textContent = r;
     return li;
-  }));
+  });
+  if (total > items.length) {
+    const li = document.createElement('li');
+    li.className = 'muted';
+    li.textContent = `… and ${count(total - items.length)} more`;
+    items.push(li);
+  }
+  list.replaceChildren(...items);
   list.hidden = reasons.length === 0;
 }
 
 // ---- segment buffers
 
-const tagRows = new Map(); // tag -> <tr>, kept across refreshes
+// TagTable keeps a table body's rows (one per tag, reused across refreshes
+// so that the page does not flicker) in the order of the tags given.
+class TagTable {
+  constructor(body) {
+    this.body = body;
+    this.rows = new Map(); // tag -> <tr>
+  }
 
-function renderSegment(seg) {
-  $('#segment-off').hidden = seg.enabled;
-  $('#tags').hidden = !seg.enabled;
-  $('#tags-empty').hidden = !seg.enabled || seg.tags.length > 0;
-  const body = $('#tags-body');
-  const seen = new Set();
-  seg.tags.forEach((t, i) => {
-    seen.add(t.tag);
-    let row = tagRows.get(t.tag);
-    if (!row) {
-      row = $('#tag-row').content.firstElementChild.cloneNode(true);
-      row.dataset.tag = t.tag;
-      tagRows.set(t.tag, row);
-    }
-    if (body.children[i] !== row) body.insertBefore(row, body.children[i] || null);
-    renderTag(row, t);
-  });
-  for (const [tag, row] of tagRows) {
-    if (!seen.has(tag)) {
-      row.remove();
-      tagRows.delete(tag);
+  render(tags) {
+    const seen = new Set();
+    tags.forEach((t, i) => {
+      seen.add(t.tag);
+      let row = this.rows.get(t.tag);
+      if (!row) {
+        row = $('#tag-row').content.firstElementChild.cloneNode(true);
+        row.dataset.tag = t.tag;
+        this.rows.set(t.tag, row);
+      }
+      if (this.body.children[i] !== row) this.body.insertBefore(row, this.body.children[i] || null);
+      renderTag(row, t);
+    });
+    for (const [tag, row] of this.rows) {
+      if (!seen.has(tag)) {
+        row.remove();
+        this.rows.delete(tag);
+      }
     }
   }
+}
+
+const topTable = new TagTable($('#tags-body'));
+const degradedTable = new TagTable($('#degraded-body'));
+const searchTable = new TagTable($('#search-body'));
+
+function renderSegment(seg, hidden) {
+  $('#segment-off').hidden = seg.enabled;
+  const detail = seg.enabled && !hidden;
+  $('#tags').hidden = !detail;
+  $('#top-title').hidden = !detail;
+  $('#totals').hidden = !detail;
+  const top = detail ? seg.top : [];
+  const degraded = detail ? seg.degraded_tags : [];
+  $('#tags-empty').hidden = !seg.enabled || top.length > 0;
+  topTable.render(top);
+  degradedTable.render(degraded);
+  $('#degraded-box').hidden = degraded.length === 0;
+  $('#degraded-count').textContent =
+    seg.degraded_tags_count > degraded.length ? `${degraded.length} of ${count(seg.degraded_tags_count)}` : '';
+  if (!detail) return;
+  const totals = $('#totals');
+  set(totals, 'tags_known', count(seg.tags_known));
+  set(totals, 'tags_in_use', count(seg.tags_in_use));
+  set(totals, 'ids_per_sec', rate(seg.ids_per_sec));
+  set(totals, 'issued', count(seg.issued));
+  set(totals, 'store', seg.store_ok ? 'ok' : 'unreachable').dataset.level = seg.store_ok ? '' : 'bad';
 }
 
 function renderTag(row, t) {
   set(row, 'tag', t.tag);
   set(row, 'state', !t.init_ok ? 'not loaded' : t.loading ? 'loading' : '');
-  set(row, 'load_error', t.load_error || '');
+  // A degraded tag's reason, without the "tag NAME: " it leads with.
+  const reason = t.reason ? t.reason.replace(/^tag \S+: /, '') : '';
+  set(row, 'load_error', t.load_error || reason);
   row.classList.toggle('failing', Boolean(t.load_error));
   t.buffers.forEach((b, i) => {
     const state = i === t.pos ? (t.init_ok ? 'current' : 'empty') : t.next_ready ? 'next' : t.loading ? 'loading' : 'empty';
@@ -175,15 +214,63 @@ function renderBuffer(el, b, state, alone) {
   set(el, 'value', loaded ? String(b.value) : '–');
 }
 
-// ---- database rows
+// ---- search and paging
 
-let rowsKey = null; // what the rows were last read for, see refresh
+// A paged listing: the name prefix searched, the cursor of the page shown
+// ('' for the first) and of the next (null on the last page).
+// seq numbers the reads, so that only the latest one's answer is shown
+// when a click and the refresh loop overlap.
+const search = {prefix: '', after: '', next: null, on: false, seq: 0};
+const rowsPage = {after: '', next: null, seq: 0};
 
-// refreshRows reads the rows, or shows why it cannot in their section.
+// pageQuery builds a listing's query string.
+function pageQuery(prefix, after, limit) {
+  const q = new URLSearchParams({limit: String(limit)});
+  if (prefix) q.set('prefix', prefix);
+  if (after) q.set('after', after);
+  return q.toString();
+}
+
+// refreshSearch reads the page of tags found, or shows why it cannot.
+async function refreshSearch() {
+  if (!search.on) return;
+  const seq = ++search.seq;
+  const box = $('#search');
+  try {
+    const s = await getJSON('v2/status?detail=1&' + pageQuery(search.prefix, search.after, SEARCH_LIMIT));
+    if (seq !== search.seq) return;
+    const tags = s.segment.tags;
+    if (s.detail === false) throw new Error('shown with the admin token');
+    searchTable.render(tags);
+    search.next = s.segment.next || null;
+    $('#search-table').hidden = tags.length === 0;
+    $('#search-note').textContent = tags.length === 0
+      ? `No tag held by this server begins with “${search.prefix}”.`
+      : `Tags held by this server beginning with “${search.prefix}”${search.after ? `, after ${search.after}` : ''}:`;
+    $('#search-error').hidden = true;
+    box.dataset.state = 'ok';
+  } catch (e) {
+    if (seq !== search.seq) return;
+    search.next = null;
+    searchTable.render([]);
+    $('#search-table').hidden = true;
+    $('#search-error').textContent = `Cannot search: ${e.message}`;
+    $('#search-error').hidden = false;
+    box.dataset.state = 'error';
+  }
+  $('#search-next').hidden = !search.next;
+  $('#search-first').hidden = !search.after;
+  $('#search-pager').hidden = !search.next && !search.after;
+}
+
+// refreshRows reads a page of the store's rows, or shows why it cannot in
+// their section.
 async function refreshRows() {
+  const seq = ++rowsPage.seq;
   const section = $('#db');
   try {
-    const {tags} = await getJSON('v2/tags');
+    const {tags, next} = await getJSON('v2/tags?' + pageQuery(search.prefix, rowsPage.after, ROWS_LIMIT));
+    if (seq !== rowsPage.seq) return;
     const rows = tags.map((a) => {
       const row = $('#db-row').content.firstElementChild.cloneNode(true);
       row.dataset.tag = a.tag;
@@ -195,15 +282,54 @@ async function refreshRows() {
       return row;
     });
     $('#db-body').replaceChildren(...rows);
+    rowsPage.next = next || null;
+    const what = search.prefix ? `Rows whose tag begins with “${search.prefix}”` : 'Rows';
+    $('#db-note').textContent = tags.length === 0
+      ? `${what}: none${rowsPage.after ? ' after ' + rowsPage.after : ''}.`
+      : `${what}${rowsPage.after ? ' after ' + rowsPage.after : ''}, ${ROWS_LIMIT} a page:`;
     section.dataset.state = 'ok';
     $('#db-error').hidden = true;
     $('#db-table').hidden = false;
   } catch (e) {
+    if (seq !== rowsPage.seq) return;
+    rowsPage.next = null;
     section.dataset.state = 'error';
     $('#db-error').textContent = `Cannot read the rows: ${e.message}`;
     $('#db-error').hidden = false;
     $('#db-table').hidden = true;
+    $('#db-note').textContent = '';
   }
+  $('#db-next').hidden = !rowsPage.next;
+  $('#db-first').hidden = !rowsPage.after;
+  $('#db-pager').hidden = !rowsPage.next && !rowsPage.after;
+}
+
+// Each handler below starts its reads at once rather than at the next tick.
+
+function doSearch(ev) {
+  ev.preventDefault();
+  search.prefix = $('#search-input').value.trim();
+  search.on = search.prefix !== '';
+  search.after = rowsPage.after = '';
+  if (!search.on) {
+    searchTable.render([]);
+    $('#search-table').hidden = true;
+    $('#search-pager').hidden = true;
+    $('#search-error').hidden = true;
+    $('#search-note').textContent = 'Tags this server holds, and the store\'s rows below, by name prefix.';
+  }
+  refreshSearch();
+  refreshRows();
+}
+
+function searchPage(after) {
+  search.after = after;
+  refreshSearch();
+}
+
+function rowsPageAt(after) {
+  rowsPage.after = after;
+  refreshRows();
 }
 
 // ---- snowflake worker
@@ -268,6 +394,7 @@ async function decode(ev) {
 // ---- refresh loop
 
 let ticks = 0;
+let rowsKey = null; // what the rows were last read for, see refresh
 
 // askToken shows the token form, with why the last token failed if it did.
 function askToken(why) {
@@ -285,7 +412,7 @@ function useToken(ev) {
 }
 
 async function refresh() {
-  const [status, reasons] = await Promise.allSettled([getJSON('v2/status'), getReasons()]);
+  const [status] = await Promise.allSettled([getJSON(`v2/status/summary?top=${TOP}`), refreshSearch()]);
   if (status.status === 'rejected' && status.reason.status === 401) {
     // A wrong token: forget it, so the summary shows again, and ask anew.
     sessionStorage.removeItem(TOKEN_KEY);
@@ -305,17 +432,19 @@ async function refresh() {
   } else {
     $('#token-form').hidden = true;
   }
-  $('#tags-empty').textContent = hidden ? 'Shown with the admin token.' : 'No tags yet.';
+  $('#tags-empty').textContent = hidden ? 'Shown with the admin token.' : 'No IDs issued yet.';
   $('#snowflake-off').textContent = hidden ? 'Shown with the admin token.' : 'Snowflake mode is disabled.';
   $('#version').textContent = s.version || '–';
   $('#updated').textContent = `updated ${new Date().toLocaleTimeString()}`;
-  const why = reasons.status === 'fulfilled' ? reasons.value : s.segment.degraded;
-  renderState(why.length ? 'degraded' : 'ok', why.length ? 'degraded' : 'ok', why);
-  renderSegment(s.segment);
+  const why = s.degraded;
+  renderState(why.length ? 'degraded' : 'ok', why.length ? 'degraded' : 'ok', why, s.degraded_count);
+  renderSegment(s.segment, hidden);
   renderSnowflake(s.snowflake);
   // The rows change when a range is reserved (or a tag is added or
-  // removed): read them then, and every ROWS_EVERY refreshes for the rest.
-  const key = s.segment.tags.map((t) => `${t.tag}:${t.loads}`).join(' ');
+  // removed): read them when a tag shown loads a range, and every
+  // ROWS_EVERY refreshes for the rest.
+  const shown = hidden || !s.segment.enabled ? [] : [...s.segment.top, ...s.segment.degraded_tags];
+  const key = shown.map((t) => `${t.tag}:${t.loads}`).join(' ');
   if (key !== rowsKey || ticks % ROWS_EVERY === 0) {
     rowsKey = key;
     await refreshRows(); // a failure is shown in the section
@@ -333,4 +462,9 @@ async function loop() {
 
 $('#decode-form').addEventListener('submit', decode);
 $('#token-form').addEventListener('submit', useToken);
+$('#search-form').addEventListener('submit', doSearch);
+$('#search-next').addEventListener('click', () => searchPage(search.next));
+$('#search-first').addEventListener('click', () => searchPage(''));
+$('#db-next').addEventListener('click', () => rowsPageAt(rowsPage.next));
+$('#db-first').addEventListener('click', () => rowsPageAt(''));
 loop();

@@ -1,0 +1,228 @@
+package httpapi
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/leafgo/leaf"
+)
+
+// Bounds of /v2/status/summary, which the monitor page polls every second:
+// its size depends on none of the table's, the tags held or the reasons.
+const (
+	defaultTopTags = 20
+	maxTopTags     = 50
+	// maxDegradedTags caps the degraded tags shown with their buffers.
+	maxDegradedTags = 50
+	// maxReasons caps the degraded reasons of /v2/status and its summary;
+	// degraded_count says how many there are.
+	maxReasons = 100
+)
+
+// summaryResponse is the body of /v2/status/summary: the version, the
+// degraded reasons, then, with detail, aggregates over every tag held, the
+// busiest tags and the degraded ones, and the worker.
+type summaryResponse struct {
+	Version string `json:"version"`
+	Detail  bool   `json:"detail"`
+	// Degraded is every enabled generator's reasons, segment first, as
+	// /readyz lists them (with their causes given the detail): at most
+	// maxReasons of them; DegradedCount counts them all.
+	Degraded      []string           `json:"degraded"`
+	DegradedCount int                `json:"degraded_count"`
+	Segment       segmentSummary     `json:"segment"`
+	Snowflake     *leaf.WorkerStatus `json:"snowflake,omitempty"`
+}
+
+type segmentSummary struct {
+	Enabled bool `json:"enabled"`
+	// StoreOK is false while the generator reports the store unreachable.
+	StoreOK bool `json:"store_ok"`
+	// The rest is shown with detail only.
+	*tagSummary
+}
+
+type tagSummary struct {
+	// TagsKnown is the tags this server holds; TagsInUse those asked for
+	// an ID since it started (a range loaded, loading or failed).
+	TagsKnown int     `json:"tags_known"`
+	TagsInUse int     `json:"tags_in_use"`
+	IDsPerSec float64 `json:"ids_per_sec"`
+	Issued    uint64  `json:"issued"`
+	// Top is the busiest tags in use, by IDs/s, then IDs issued, then name.
+	Top []tagStatus `json:"top"`
+	// DegradedTags is at most maxDegradedTags of the tags the degraded
+	// reasons name, in their order, with their buffers; DegradedTagsCount
+	// counts them all.
+	DegradedTags      []degradedTag `json:"degraded_tags"`
+	DegradedTagsCount int           `json:"degraded_tags_count"`
+}
+
+type degradedTag struct {
+	tagStatus
+	Reason string `json:"reason"`
+}
+
+// statusDetail says whether a /v2/status request gets the detail: with an
+// admin token configured, only with the token (a wrong one is refused,
+// rather than silently given less, so that a misconfigured client finds
+// out); and never when it asks for ?detail=0.
+func (s *Server) statusDetail(r *http.Request) (bool, error) {
+	detail := true
+	if s.hasToken {
+		if r.Header.Get("Authorization") == "" {
+			detail = false
+		} else if err := s.checkAdmin(r); err != nil {
+			return false, err
+		}
+	}
+	// ?detail=1 cannot widen it.
+	if v, ok := queryValue(r.URL.RawQuery, "detail"); ok {
+		d, err := strconv.ParseBool(v)
+		if err != nil {
+			return false, asClient(fmt.Errorf("%w: detail %q, want 0 or 1", leaf.ErrInvalidArgument, truncate(v, 20)))
+		}
+		detail = detail && d
+	}
+	return detail, nil
+}
+
+// reasons is the generator's degraded reasons as /v2/status shows them: in
+// the clients' words without detail, at most maxReasons, and how many
+// there are.
+func reasons(all []string, detail bool) ([]string, int) {
+	n := len(all)
+	shown := all[:min(n, maxReasons)]
+	if !detail {
+		shown = clientReasons(shown)
+	}
+	if shown == nil {
+		shown = []string{}
+	}
+	return shown, n
+}
+
+// v2StatusSummary serves /v2/status/summary: a bounded view of the
+// server, for the monitor page to poll. Who gets the detail is decided as
+// for /v2/status.
+func (s *Server) v2StatusSummary(w http.ResponseWriter, r *http.Request) error {
+	detail, err := s.statusDetail(r)
+	if err != nil {
+		return err
+	}
+	top := defaultTopTags
+	if v, ok := queryValue(r.URL.RawQuery, "top"); ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > maxTopTags {
+			return asClient(fmt.Errorf("%w: top %q, want 0..%d", leaf.ErrInvalidArgument, truncate(v, 20), maxTopTags))
+		}
+		top = n
+	}
+	resp := summaryResponse{Version: s.version, Detail: detail}
+	var segReasons, snowReasons []string
+	if s.seg != nil {
+		segReasons = s.seg.Degraded()
+		resp.Segment.Enabled = true
+		resp.Segment.StoreOK = !slices.ContainsFunc(segReasons, isStoreReason)
+		if detail {
+			resp.Segment.tagSummary = summarize(s.seg.Status(), segReasons, top)
+		}
+	}
+	if s.snow != nil {
+		snowReasons = s.snow.Degraded()
+	}
+	resp.Degraded, resp.DegradedCount = reasons(slices.Concat(segReasons, snowReasons), detail)
+	if s.snow != nil && detail {
+		st := s.snow.Status()
+		resp.Snowflake = &st
+	}
+	return writeJSON(w, r, http.StatusOK, resp)
+}
+
+// isStoreReason tells a degraded reason about the store, which the segment
+// generator words "segment store unreachable since ...".
+func isStoreReason(reason string) bool {
+	return strings.HasPrefix(reason, "segment store ")
+}
+
+// summarize aggregates st, sorted by tag, and picks the top tags by rate
+// and the tags the reasons name.
+func summarize(st []leaf.SegmentStatus, reasons []string, top int) *tagSummary {
+	sum := &tagSummary{TagsKnown: len(st), Top: []tagStatus{}, DegradedTags: []degradedTag{}}
+	busiest := make([]leaf.SegmentStatus, 0, top+1)
+	for _, t := range st {
+		sum.IDsPerSec += t.Rate
+		sum.Issued += t.Issued
+		if !inUse(t) {
+			continue
+		}
+		sum.TagsInUse++
+		// Insertion into the few kept: O(len(st) * top) at worst, and most
+		// tags fall below the last kept at the first comparison.
+		if top == 0 || len(busiest) == top && !busier(t, busiest[top-1]) {
+			continue
+		}
+		i, _ := slices.BinarySearchFunc(busiest, t, func(kept, t leaf.SegmentStatus) int {
+			if busier(kept, t) {
+				return -1
+			}
+			return 1
+		})
+		busiest = slices.Insert(busiest, i, t)
+		if len(busiest) > top {
+			busiest = busiest[:top]
+		}
+	}
+	sum.Top = tagStatuses(busiest)
+	for _, reason := range reasons {
+		tag, ok := reasonTag(reason)
+		if !ok {
+			continue
+		}
+		sum.DegradedTagsCount++
+		if len(sum.DegradedTags) == maxDegradedTags {
+			continue
+		}
+		i, found := slices.BinarySearchFunc(st, tag, func(s leaf.SegmentStatus, tag string) int {
+			return strings.Compare(s.Tag, tag)
+		})
+		d := degradedTag{Reason: reason}
+		if found {
+			d.tagStatus = tagStatus{st[i], st[i].LastLoad}
+		} else {
+			d.Tag = tag // dropped since the reason was written
+		}
+		sum.DegradedTags = append(sum.DegradedTags, d)
+	}
+	return sum
+}
+
+// inUse says a tag was asked for an ID since the server started.
+func inUse(t leaf.SegmentStatus) bool {
+	return t.InitOK || t.Loading || t.Issued > 0 || t.LoadErrors > 0
+}
+
+// busier orders the top tags: by IDs/s, then IDs issued, then name.
+func busier(a, b leaf.SegmentStatus) bool {
+	if a.Rate != b.Rate {
+		return a.Rate > b.Rate
+	}
+	if a.Issued != b.Issued {
+		return a.Issued > b.Issued
+	}
+	return a.Tag < b.Tag
+}
+
+// reasonTag is the tag a degraded reason is about: the generator words a
+// tag's reasons "tag NAME: ...", and a name has no spaces.
+func reasonTag(reason string) (string, bool) {
+	rest, ok := strings.CutPrefix(reason, "tag ")
+	if !ok {
+		return "", false
+	}
+	tag, _, ok := strings.Cut(rest, ": ")
+	return tag, ok && leaf.ValidateTag(tag) == nil
+}
