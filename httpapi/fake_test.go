@@ -145,6 +145,26 @@ func (g *fakeGen) Status() []leaf.SegmentStatus {
 	return out
 }
 
+func (g *fakeGen) TagCount() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.rows)
+}
+
+// Known answers from the rows, as the real generator answers from its name
+// set: a fake has no store behind it to budget.
+func (g *fakeGen) Known(_ context.Context, tag string) error {
+	if err := leaf.ValidateTag(tag); err != nil {
+		return err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.rows[tag] == nil {
+		return fmt.Errorf("fake: %q: %w", tag, leaf.ErrTagNotFound)
+	}
+	return nil
+}
+
 func (g *fakeGen) Degraded() []string {
 	g.mu.Lock()
 	defer g.mu.Unlock()

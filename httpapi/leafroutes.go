@@ -8,7 +8,6 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -118,19 +117,12 @@ func (s *Server) headKnown(ctx context.Context, disabled error, key string) erro
 const headLookupTimeout = 2 * time.Second
 
 // segmentTagKnown tells, without issuing, whether the segment generator
-// would serve tag: nil for a tag it holds in memory or the store has a row
-// for; the store's ErrTagNotFound otherwise. A store that cannot answer is
+// would serve tag (SegmentGenerator.Known). A store that cannot answer is
 // not ready (503), as it is for a GET of a tag not yet loaded.
 func (s *Server) segmentTagKnown(ctx context.Context, tag string) error {
-	// Status is sorted by tag.
-	if _, ok := slices.BinarySearchFunc(s.seg.Status(), tag, func(st leaf.SegmentStatus, t string) int {
-		return strings.Compare(st.Tag, t)
-	}); ok {
-		return nil
-	}
 	ctx, cancel := context.WithTimeout(ctx, headLookupTimeout)
 	defer cancel()
-	_, err := s.seg.Alloc(ctx, tag)
+	err := s.seg.Known(ctx, tag)
 	if err != nil && classify(err) == internalError {
 		return fmt.Errorf("%w: look up tag %s: %w", leaf.ErrNotReady, tag, err)
 	}

@@ -66,6 +66,8 @@ func (g leakySeg) NextIDs(_ context.Context, _ string, _ int, dst []int64) ([]in
 	return dst, g.err
 }
 func (g leakySeg) NextRange(context.Context, string, int) (int64, int64, error) { return 0, 0, g.err }
+func (g leakySeg) Known(context.Context, string) error                          { return g.err }
+func (g leakySeg) TagCount() int                                                { return 0 }
 func (g leakySeg) Status() []leaf.SegmentStatus {
 	return []leaf.SegmentStatus{{Tag: "orders", LoadError: "mysql: reserve: " + errDial.Error()}}
 }

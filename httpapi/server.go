@@ -126,8 +126,14 @@ type SegmentGenerator interface {
 	// NextRange leases the contiguous IDs [start, end), 1 <= end-start <= n;
 	// the range may be shorter than n (it never spans two segments).
 	NextRange(ctx context.Context, tag string, n int) (start, end int64, err error)
-	// Status describes every tag's buffers, sorted by tag.
+	// Status describes the buffers of every tag in use, sorted by tag.
 	Status() []leaf.SegmentStatus
+	// TagCount is the number of tag names the server knows (in use or not).
+	TagCount() int
+	// Known tells, without issuing, whether tag would be served: nil, or
+	// ErrTagNotFound (at once for a name beyond the store-lookup budget),
+	// or ErrNotReady. Unknown names never reach the store one for one.
+	Known(ctx context.Context, tag string) error
 	// Degraded lists human-readable reasons the generator is degraded (store
 	// unreachable, ...); empty when healthy. A reason is a summary a client
 	// may see, then its cause after ": ", "; " or " (" (see clientReasons);

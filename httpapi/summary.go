@@ -129,6 +129,7 @@ func (s *Server) v2StatusSummary(w http.ResponseWriter, r *http.Request) error {
 		resp.Segment.StoreOK = !slices.ContainsFunc(segReasons, isStoreReason)
 		if detail {
 			resp.Segment.tagSummary = summarize(s.seg.Status(), segReasons, top)
+			resp.Segment.TagsKnown = s.seg.TagCount()
 		}
 	}
 	if s.snow != nil {
@@ -151,7 +152,7 @@ func isStoreReason(reason string) bool {
 // summarize aggregates st, sorted by tag, and picks the top tags by rate
 // and the tags the reasons name.
 func summarize(st []leaf.SegmentStatus, reasons []string, top int) *tagSummary {
-	sum := &tagSummary{TagsKnown: len(st), Top: []tagStatus{}, DegradedTags: []degradedTag{}}
+	sum := &tagSummary{Top: []tagStatus{}, DegradedTags: []degradedTag{}}
 	busiest := make([]leaf.SegmentStatus, 0, top+1)
 	for _, t := range st {
 		sum.IDsPerSec += t.Rate

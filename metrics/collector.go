@@ -175,6 +175,11 @@ func (c *collector) collectSegment(ch chan<- prometheus.Metric) {
 	statuses := src.Status()
 	sc := c.scan(statuses)
 	c.mu.Unlock()
+	// A generator that keeps state only for the tags in use knows more
+	// names than it reports: those are unloaded too.
+	if tc, ok := src.(tagCounter); ok {
+		sc.states[stateUnloaded] += max(0, tc.TagCount()-len(statuses))
+	}
 
 	counter := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)

@@ -48,6 +48,12 @@ type SegmentSource interface {
 	Degraded() []string
 }
 
+// tagCounter is a SegmentSource that keeps state only for the tags in use
+// (*segment.Generator): TagCount is every name it knows.
+type tagCounter interface {
+	TagCount() int
+}
+
 // WorkerSource is what the collector reads from the snowflake generator
 // (*snowflake.Generator satisfies it).
 type WorkerSource interface {
