@@ -19,7 +19,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -27,6 +26,7 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/backoff"
 )
 
 // Dialect is what differs between the SQL databases.
@@ -60,11 +60,14 @@ type Dialect struct {
 
 // Settings tunes a Store; the zero value is the default.
 type Settings struct {
-	// MaxAttempts bounds how often a reserve or give-back runs when the
-	// dialect calls its error retryable. Default 5.
+	// MaxAttempts bounds how often a transaction runs when the dialect calls
+	// its error retryable (a deadlock, a busy database). Default 8: InnoDB
+	// picks deadlock victims among a tag's reserve, delete and create when
+	// they race, and each retry may meet the next racer.
 	MaxAttempts int
-	// RetryBackoff is the first pause between attempts; it doubles each
-	// time, with jitter. Default 10ms.
+	// RetryBackoff bounds the first pause between attempts; the bound
+	// doubles each time up to maxRetryPause, and each pause is drawn below
+	// it (full jitter). Default 10ms.
 	RetryBackoff time.Duration
 }
 
@@ -112,7 +115,7 @@ func New(db *sql.DB, d Dialect, set Settings) *Store {
 		d.IsRetryable = func(error) bool { return false }
 	}
 	if set.MaxAttempts < 1 {
-		set.MaxAttempts = 5
+		set.MaxAttempts = 8
 	}
 	if set.RetryBackoff <= 0 {
 		set.RetryBackoff = 10 * time.Millisecond
@@ -319,17 +322,18 @@ func (s *Store) GiveBack(ctx context.Context, tag string, from, expect int64) (b
 	return n == 1, nil
 }
 
+// maxRetryPause caps the bound of a retry's pause.
+const maxRetryPause = 250 * time.Millisecond
+
 func (s *Store) retry(ctx context.Context, f func() error) error {
-	pause := s.backoff
+	// Jitter, so that instances that collided do not collide again.
+	pause := backoff.Backoff{Base: s.backoff, Max: maxRetryPause}
 	for attempt := 1; ; attempt++ {
 		err := f()
 		if err == nil || attempt >= s.attempts || !s.d.IsRetryable(err) {
 			return err
 		}
-		// Full jitter so that instances that collided do not collide again.
-		d := pause/2 + rand.N(pause/2+1)
-		pause *= 2
-		t := time.NewTimer(d)
+		t := time.NewTimer(pause.Next())
 		select {
 		case <-ctx.Done():
 			t.Stop()
