@@ -319,6 +319,7 @@ type summaryGen struct {
 
 func (g summaryGen) Status() []leaf.SegmentStatus { return g.st }
 func (g summaryGen) Degraded() []string           { return g.reasons }
+func (g summaryGen) TagCount() int                { return len(g.st) }
 
 // TestStatusSummary checks /v2/status/summary: aggregates over every tag,
 // the busiest tags in order, the degraded ones with their buffers, all
