@@ -134,19 +134,7 @@ func HammerSegment(t *testing.T, open func() (leaf.SegmentStore, error), h Hamme
 	if len(all) < h.Total {
 		t.Fatalf("drew %d IDs, want at least %d", len(all), h.Total)
 	}
-	slices.Sort(all)
-	dups := 0
-	for i := 1; i < len(all); i++ {
-		if all[i] == all[i-1] {
-			if dups < 10 {
-				t.Errorf("duplicate ID %d", all[i])
-			}
-			dups++
-		}
-	}
-	if dups > 0 {
-		t.Fatalf("%d duplicate IDs among %d", dups, len(all))
-	}
+	CheckUnique(t, all)
 	var loads uint64
 	for _, g := range gens {
 		for _, st := range g.Status() {
@@ -164,5 +152,24 @@ func ErrIs(t *testing.T, err, want error) {
 	t.Helper()
 	if !errors.Is(err, want) {
 		t.Fatalf("error %v, want %v", err, want)
+	}
+}
+
+// CheckUnique sorts ids and fails the test if any ID is in it twice, naming
+// the first few.
+func CheckUnique(t *testing.T, ids []int64) {
+	t.Helper()
+	slices.Sort(ids)
+	dups := 0
+	for i := 1; i < len(ids); i++ {
+		if ids[i] == ids[i-1] {
+			if dups < 10 {
+				t.Errorf("duplicate ID %d", ids[i])
+			}
+			dups++
+		}
+	}
+	if dups > 0 {
+		t.Fatalf("%d duplicate IDs among %d", dups, len(ids))
 	}
 }

@@ -158,19 +158,7 @@ func tombstoneHammer(t *testing.T, open Opener) {
 	stop.Store(true)
 	wg.Wait()
 
-	slices.Sort(all)
-	dups := 0
-	for i := 1; i < len(all); i++ {
-		if all[i] == all[i-1] {
-			if dups < 10 {
-				t.Errorf("duplicate ID %d", all[i])
-			}
-			dups++
-		}
-	}
-	if dups > 0 {
-		t.Fatalf("%d duplicate IDs among %d", dups, len(all))
-	}
+	CheckUnique(t, all)
 	if len(all) == 0 {
 		t.Fatal("no IDs issued")
 	}
