@@ -34,26 +34,6 @@ const Schema = `CREATE TABLE IF NOT EXISTS leaf_alloc (
   PRIMARY KEY (biz_tag)
 )`
 
-// TombstoneSchema creates the table of deleted tags beside leaf_alloc (see
-// leaf.SegmentAdmin): per tag, the highest max_id its deleted rows had.
-const TombstoneSchema = `CREATE TABLE IF NOT EXISTS leaf_alloc_tombstone (
-  biz_tag    VARCHAR(128) NOT NULL,
-  max_id     BIGINT       NOT NULL,
-  deleted_at TIMESTAMP    NOT NULL DEFAULT CURRENT_TIMESTAMP,
-  PRIMARY KEY (biz_tag)
-)`
-
-// VersionSchema creates the change counter beside leaf_alloc (see
-// leaf.SegmentVersioner): one row that every CreateTag and DeleteTag moves,
-// read by each refresh. VersionSeed adds the row if it is missing.
-const (
-	VersionSchema = `CREATE TABLE IF NOT EXISTS leaf_alloc_version (
-  id      INT    NOT NULL,
-  version BIGINT NOT NULL,
-  PRIMARY KEY (id)
-)`
-	VersionSeed = `INSERT INTO leaf_alloc_version (id, version) VALUES (1, 0) ON CONFLICT (id) DO NOTHING`
-)
 
 // SQLSTATE codes the store reacts to.
 const (
@@ -141,12 +121,12 @@ func hasParam(params map[string]string, name string) bool {
 	return false
 }
 
-// createSchema runs Schema, TombstoneSchema, VersionSchema and VersionSeed, tolerating a concurrent creator: CREATE TABLE IF
+// createSchema runs Schema and sqlstore's TombstoneSchema, VersionSchema and VersionSeed, tolerating a concurrent creator: CREATE TABLE IF
 // NOT EXISTS is not atomic in PostgreSQL, and the loser of a race fails with
 // a unique violation on pg_type (or duplicate_table) although the table is
 // now there. Running it again then finds the table.
 func createSchema(ctx context.Context, db *sql.DB) error {
-	for _, q := range []string{Schema, TombstoneSchema, VersionSchema, VersionSeed} {
+	for _, q := range []string{Schema, sqlstore.TombstoneSchema, sqlstore.VersionSchema, sqlstore.VersionSeed} {
 		var err error
 		for range 3 {
 			_, err = db.ExecContext(ctx, q)

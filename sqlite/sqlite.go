@@ -43,26 +43,6 @@ const Schema = `CREATE TABLE IF NOT EXISTS leaf_alloc (
   PRIMARY KEY (biz_tag)
 )`
 
-// TombstoneSchema creates the table of deleted tags beside leaf_alloc (see
-// leaf.SegmentAdmin): per tag, the highest max_id its deleted rows had.
-const TombstoneSchema = `CREATE TABLE IF NOT EXISTS leaf_alloc_tombstone (
-  biz_tag    VARCHAR(128) NOT NULL,
-  max_id     BIGINT       NOT NULL,
-  deleted_at TIMESTAMP    NOT NULL DEFAULT CURRENT_TIMESTAMP,
-  PRIMARY KEY (biz_tag)
-)`
-
-// VersionSchema creates the change counter beside leaf_alloc (see
-// leaf.SegmentVersioner): one row that every CreateTag and DeleteTag moves,
-// read by each refresh. VersionSeed adds the row if it is missing.
-const (
-	VersionSchema = `CREATE TABLE IF NOT EXISTS leaf_alloc_version (
-  id      INT    NOT NULL,
-  version BIGINT NOT NULL,
-  PRIMARY KEY (id)
-)`
-	VersionSeed = `INSERT INTO leaf_alloc_version (id, version) VALUES (1, 0) ON CONFLICT (id) DO NOTHING`
-)
 
 // Store is a leaf.SegmentStore and leaf.SegmentAdmin on a SQLite file. Its
 // methods come from the embedded shared SQL store.
@@ -172,7 +152,7 @@ func setupOnce(ctx context.Context, db *sql.DB) error {
 	if !strings.EqualFold(mode, "wal") {
 		return fmt.Errorf("enable WAL: journal mode is still %q; is the file on a network file system?", mode)
 	}
-	for _, q := range []string{Schema, TombstoneSchema, VersionSchema, VersionSeed} {
+	for _, q := range []string{Schema, sqlstore.TombstoneSchema, sqlstore.VersionSchema, sqlstore.VersionSeed} {
 		if _, err := db.ExecContext(ctx, q); err != nil {
 			return fmt.Errorf("create schema: %w", err)
 		}

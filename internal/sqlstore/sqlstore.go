@@ -58,6 +58,28 @@ type Dialect struct {
 	IsRetryable func(error) bool
 }
 
+// The tables beside leaf_alloc in portable SQL, as SQLite and PostgreSQL
+// create them (MySQL writes its own, with its quoting and INSERT IGNORE).
+// TombstoneSchema holds the deleted tags (see leaf.SegmentAdmin): per tag,
+// the highest max_id its deleted rows had. VersionSchema is the change
+// counter (see leaf.SegmentVersioner): one row that every CreateTag and
+// DeleteTag moves, read by each refresh; VersionSeed adds the row if it is
+// missing.
+const (
+	TombstoneSchema = `CREATE TABLE IF NOT EXISTS leaf_alloc_tombstone (
+  biz_tag    VARCHAR(128) NOT NULL,
+  max_id     BIGINT       NOT NULL,
+  deleted_at TIMESTAMP    NOT NULL DEFAULT CURRENT_TIMESTAMP,
+  PRIMARY KEY (biz_tag)
+)`
+	VersionSchema = `CREATE TABLE IF NOT EXISTS leaf_alloc_version (
+  id      INT    NOT NULL,
+  version BIGINT NOT NULL,
+  PRIMARY KEY (id)
+)`
+	VersionSeed = `INSERT INTO leaf_alloc_version (id, version) VALUES (1, 0) ON CONFLICT (id) DO NOTHING`
+)
+
 // Settings tunes a Store; the zero value is the default.
 type Settings struct {
 	// MaxAttempts bounds how often a transaction runs when the dialect calls
