@@ -34,7 +34,6 @@ const Schema = `CREATE TABLE IF NOT EXISTS leaf_alloc (
   PRIMARY KEY (biz_tag)
 )`
 
-
 // SQLSTATE codes the store reacts to.
 const (
 	uniqueViolation      = "23505"

@@ -43,7 +43,6 @@ const Schema = `CREATE TABLE IF NOT EXISTS leaf_alloc (
   PRIMARY KEY (biz_tag)
 )`
 
-
 // Store is a leaf.SegmentStore and leaf.SegmentAdmin on a SQLite file. Its
 // methods come from the embedded shared SQL store.
 type Store struct {
