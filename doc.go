@@ -19,7 +19,10 @@
 // crashes or restarts; every ID is in [1, 2^63-1]; IDs issued by one server
 // for one tag strictly increase; failures are errors, never sentinel IDs.
 //
-// This package imports only the standard library. Data flows one way:
-// transport (httpapi) → generator (segment, snowflake) → store (sqlite, mysql,
-// postgres) or worker registry (local, zookeeper, etcd, mysql).
+// This package imports only the standard library, and its types are plain
+// values: how they look in JSON or in Prometheus is for the transports
+// (httpapi) and metrics to say. Data flows one way: transport (httpapi) →
+// generator (segment, snowflake) → store (sqlite, mysql, postgres) or worker
+// registry (local, zookeeper, etcd, mysql); only the reads of tag
+// administration go from the transport to the store directly.
 package leaf

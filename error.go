@@ -38,6 +38,13 @@ var (
 	// ErrClockSkew: the clock differs from the average of the live peers'
 	// clocks by more than the configured threshold.
 	ErrClockSkew = errors.New("clock skewed from the live peers")
+	// ErrFormattedRange: a range of a formatted tag was asked for; a
+	// client handing out its numbers would hand out IDs the tag's format
+	// does not write.
+	ErrFormattedRange = errors.New("a formatted tag's IDs cannot be leased as a range")
 	// ErrClosed: the generator or store has been closed.
 	ErrClosed = errors.New("closed")
+	// ErrOpaqueRange: a range of IDs asked of an opaque tag, whose IDs are
+	// encoded one by one as they are issued: a range would hand out raw IDs.
+	ErrOpaqueRange = errors.New("opaque tags issue no ranges")
 )

@@ -86,6 +86,29 @@ func CheckIDs(ids []int64, n int) error {
 	return nil
 }
 
+// MaxRange is the most IDs one range lease may ask for: a range is two
+// numbers whatever its length, so it is bounded by the largest step, not by
+// MaxBatch. A lease is never longer than what is left of the segment the
+// server hands it from.
+const MaxRange = MaxStep
+
+// ValidateRangeCount checks the length asked of a range lease: 1..MaxRange.
+func ValidateRangeCount(n int) error {
+	if n < 1 || n > MaxRange {
+		return fmt.Errorf("%w: %d, want 1..%d", ErrInvalidCount, n, MaxRange)
+	}
+	return nil
+}
+
+// ParseRangeCount parses a decimal range length and validates it.
+func ParseRangeCount(s string) (int, error) {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %q is not a whole number", ErrInvalidCount, truncate(s, 40))
+	}
+	return n, ValidateRangeCount(n)
+}
+
 // ParseCount parses a decimal batch size and validates it.
 func ParseCount(s string) (int, error) {
 	n, err := strconv.Atoi(s)

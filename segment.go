@@ -12,11 +12,11 @@ const MaxStep = 1_000_000
 // Alloc is one row of leaf_alloc: a tag and the exclusive upper bound of the IDs
 // already reserved for it.
 type Alloc struct {
-	Tag         string    `json:"tag"`
-	MaxID       int64     `json:"max_id"`
-	Step        int       `json:"step"`
-	Description string    `json:"description"`
-	UpdateTime  time.Time `json:"update_time"`
+	Tag         string
+	MaxID       int64
+	Step        int
+	Description string
+	UpdateTime  time.Time
 }
 
 // Reservation is the outcome of one reserve transaction: the IDs
@@ -140,48 +140,71 @@ func ValidateAlloc(a Alloc) error {
 
 // SegmentStatus describes one tag's buffers, for /cache, /v2/status and metrics.
 type SegmentStatus struct {
-	Tag       string        `json:"tag"`
-	InitOK    bool          `json:"init_ok"`    // the first range has been loaded
-	NextReady bool          `json:"next_ready"` // the second buffer holds a range
-	Pos       int           `json:"pos"`        // which of the two buffers is current (0 or 1), as Leaf shows it
-	Loading   bool          `json:"loading"`    // a load is in flight
-	Step      int           `json:"step"`       // the step the next load will use
-	MinStep   int           `json:"min_step"`   // the stored step: the adaptive floor
-	LastLoad  time.Time     `json:"last_load"`
-	LoadError string        `json:"load_error,omitempty"`
-	Buffers   [2]RangeState `json:"buffers"` // indexed by buffer position, as Leaf's value0/max0, value1/max1
-	Issued    uint64        `json:"issued"`  // IDs issued since start
-	Loads     uint64        `json:"loads"`   // ranges reserved since start
-	Waits     uint64        `json:"waits"`   // requests that found both buffers empty and waited
+	Tag string
+	// Period is the key of the period the buffers hold IDs of, for a
+	// periodic tag (the latest one this server issued from); "" for a plain
+	// tag. The counters are the tag's, over all its periods.
+	Period    string
+	InitOK    bool          // the first range has been loaded
+	NextReady bool          // the second buffer holds a range
+	Pos       int           // which of the two buffers is current (0 or 1), as Leaf shows it
+	Loading   bool          // a load is in flight
+	Step      int           // the step the next load will use
+	MinStep   int           // the stored step: the adaptive floor
+	LastLoad  time.Time     // when the latest range was reserved; zero before the first
+	LoadError string        // the last load's error; empty when it succeeded
+	Buffers   [2]RangeState // indexed by buffer position, as Leaf's value0/max0, value1/max1
+	Issued    uint64        // IDs issued since start
+	Loads     uint64        // ranges reserved since start
+	Waits     uint64        // requests that found both buffers empty and waited
 	// LoadErrors counts failed reserve attempts since start.
-	LoadErrors uint64 `json:"load_errors"`
-	// LoadSeconds is the total time spent in successful reserve calls;
-	// LoadLatency[i] counts those that took at most SegmentLoadBuckets[i]
-	// seconds (cumulative, as in a Prometheus histogram; the count of all is
-	// Loads).
-	LoadSeconds float64  `json:"load_seconds"`
-	LoadLatency []uint64 `json:"-"`
+	LoadErrors uint64
+	// LoadSeconds is the total time spent in successful reserve calls, and
+	// LoadLatency how long they took, by the generator's own bounds (the
+	// count of all is Loads). Zero before the first timed load.
+	LoadSeconds float64
+	LoadLatency Histogram
 	// GivenBack counts IDs returned to the store by a graceful Close.
-	GivenBack uint64 `json:"given_back"`
+	GivenBack uint64
 	// Remaining is the IDs left in both buffers.
-	Remaining int64 `json:"remaining"`
+	Remaining int64
 	// Rate is IDs issued per second over the last 10 seconds.
-	Rate float64 `json:"ids_per_sec"`
+	Rate float64
 	// SecondsLeft is Remaining/Rate: how long the buffers last at the current
 	// rate if no range arrives. -1 when nothing is being issued.
-	SecondsLeft float64 `json:"seconds_left"`
+	SecondsLeft float64
 }
 
-// SegmentLoadBuckets are the upper bounds, in seconds, of the load-latency
-// histogram in SegmentStatus.LoadLatency.
-var SegmentLoadBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+// Histogram counts durations by upper bound, as a Prometheus histogram
+// does: Counts[i] is how many took at most Bounds[i] (cumulative), Bounds
+// ascending. Durations above the last bound are in no bucket; the total
+// count is kept beside the histogram. The zero value has no buckets.
+// Bounds may be shared between values: read it, never write to it.
+type Histogram struct {
+	Bounds []time.Duration
+	Counts []uint64
+}
+
+// Busier orders tag statuses busiest first, as the status summary, the
+// metrics and the monitor page all rank them: by IDs/s, then by IDs issued
+// (so that idle slots go to the tags that mattered, and stay put), then by
+// name, so that the order is the same on every read of the same traffic.
+func Busier(a, b *SegmentStatus) bool {
+	if a.Rate != b.Rate {
+		return a.Rate > b.Rate
+	}
+	if a.Issued != b.Issued {
+		return a.Issued > b.Issued
+	}
+	return a.Tag < b.Tag
+}
 
 // RangeState is one buffer: the range [Start, Max) with Value the next ID to issue.
 type RangeState struct {
-	Start int64 `json:"start"`
-	Value int64 `json:"value"`
-	Max   int64 `json:"max"`
-	Step  int   `json:"step"`
+	Start int64
+	Value int64
+	Max   int64
+	Step  int
 }
 
 // Remaining is how many IDs of the range are left.

@@ -136,49 +136,51 @@ type PeerClock struct {
 
 // WorkerStatus is a snowflake worker's state, for /v2/status and metrics.
 type WorkerStatus struct {
-	Registry string `json:"registry"`
-	Endpoint string `json:"endpoint"`
+	Registry string
+	Endpoint string
+	// Layout names the ID layout: a preset ("leaf", "js-safe") or "custom".
+	Layout string
 	// WorkerID is -1 while no ID is held (lost and not yet re-registered).
-	WorkerID int64 `json:"worker_id"`
+	WorkerID int64
 	// FromCache: the registry was unreachable at start-up and the ID came
 	// from the local cache.
-	FromCache bool `json:"from_cache"`
+	FromCache bool
 	// HighWater is the persisted high-water mark, Unix ms: no ID is issued
 	// stamped at or after it until a heartbeat moves it.
-	HighWater int64 `json:"high_water_ms"`
+	HighWater int64
 	// LastIssued is the timestamp of the last ID issued, Unix ms (0: none yet).
-	LastIssued int64 `json:"last_issued_ms"`
+	LastIssued int64
 	// LeaseExpires is zero for registries without leases.
-	LeaseExpires  time.Time `json:"lease_expires,omitzero"`
-	LastHeartbeat time.Time `json:"last_heartbeat,omitzero"`
+	LeaseExpires  time.Time
+	LastHeartbeat time.Time
 	// HeartbeatError is the last heartbeat's error, empty when it succeeded.
-	HeartbeatError string `json:"heartbeat_error,omitempty"`
+	HeartbeatError string
 	// HeartbeatFailures counts failed heartbeats since start.
-	HeartbeatFailures int64 `json:"heartbeat_failures"`
+	HeartbeatFailures int64
 	// Rollbacks counts clock steps backwards seen while issuing; MaxRollbackMs
 	// is the largest, in milliseconds.
-	Rollbacks     int64 `json:"rollbacks"`
-	MaxRollbackMs int64 `json:"max_rollback_ms"`
+	Rollbacks     int64
+	MaxRollbackMs int64
 	// RollbackMs is the sum of all those steps, in milliseconds.
-	RollbackMs int64 `json:"rollback_ms"`
+	RollbackMs int64
 	// Peers is how many other live servers the last peer clock check saw;
 	// PeerSkewMs is this server's clock minus their average, in
 	// milliseconds (0 with no peers), and PeerCheck when it was measured
 	// (zero if the registry cannot list peers).
-	Peers      int       `json:"peers"`
-	PeerSkewMs int64     `json:"peer_skew_ms"`
-	PeerCheck  time.Time `json:"peer_check,omitzero"`
+	Peers      int
+	PeerSkewMs int64
+	PeerCheck  time.Time
 	// Issued counts IDs issued since start.
-	Issued uint64 `json:"issued"`
+	Issued uint64
 	// Rate is IDs issued per second over the last 10 seconds.
-	Rate float64 `json:"ids_per_sec"`
+	Rate float64
 }
 
 // SnowflakeParts is a snowflake ID taken apart by its layout.
 type SnowflakeParts struct {
-	ID int64 `json:"id"`
+	ID int64
 	// Timestamp is the ID's time, Unix milliseconds (the layout's epoch added).
-	Timestamp int64 `json:"timestamp_ms"`
-	WorkerID  int64 `json:"worker_id"`
-	Sequence  int64 `json:"sequence"`
+	Timestamp int64
+	WorkerID  int64
+	Sequence  int64
 }

@@ -4,20 +4,29 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/internal/backoff"
+	"github.com/leafgo/leaf/internal/doublebuf"
 )
 
-// Defaults of the buffer options.
+// Defaults and bounds of the buffer options.
 const (
-	// DefaultRangeSize is the size of each lease: the most the servers give
-	// in one range (leaf.MaxBatch).
+	// DefaultRangeSize is the size of the first lease, and the least a
+	// lease shrinks to.
 	DefaultRangeSize = leaf.MaxBatch
+	// DefaultMaxRangeSize caps the adaptive lease size: 10 of the longest
+	// range one request carries (leaf.MaxRange), a lease of a tenth of a
+	// second at 100M IDs/s, so that the next one arrives well before the
+	// current one is used up even where the loader waits for a busy CPU.
+	DefaultMaxRangeSize = 10 * leaf.MaxRange
+	// MaxRangeSize is the largest lease size the options accept.
+	MaxRangeSize = 100 * leaf.MaxRange
+	// DefaultLeaseLifetime is how long a lease should last at the rate
+	// observed: the lease size doubles while leases last less, and halves
+	// when they last over four times as long.
+	DefaultLeaseLifetime = time.Second
 	// DefaultPrefetch is how much of the current lease is used when the
 	// next one is requested.
 	DefaultPrefetch = 0.2
@@ -38,31 +47,59 @@ const (
 type BufferOption func(*bufferConfig) error
 
 type bufferConfig struct {
-	size     int           // the size of the first lease, and the floor of the adaptive size
-	lifetime time.Duration // > 0: the size adapts, see WithAdaptiveRange
+	size     int  // the size of the first lease, and the floor of the adaptive size
+	sizeSet  bool // WithRangeSize was given
+	maxSize  int  // the cap of the adaptive size
+	lifetime time.Duration
 	prefetch float64
 	wait     time.Duration
 }
 
-// WithRangeSize sets how many IDs each lease asks for, 1..leaf.MaxBatch; a
-// server may give fewer. Larger leases mean fewer requests, and more IDs
-// skipped when the process exits (the unused rest of two leases). Default:
-// DefaultRangeSize (10,000).
+// validSize checks a lease size option.
+func validSize(opt string, n int) error {
+	if n < 1 || n > MaxRangeSize {
+		return fmt.Errorf("%w: %s(%d), want 1..%d", leaf.ErrInvalidCount, opt, n, MaxRangeSize)
+	}
+	return nil
+}
+
+// WithRangeSize sets the size of the first lease, and the least the lease
+// size shrinks to, 1..MaxRangeSize. Default: DefaultRangeSize (10,000). A
+// server gives at most what is left of its current segment, and the lease
+// asks again for the rest; a server older than leaf.MaxRange ranges gives at
+// most leaf.MaxBatch a request. Larger leases mean fewer waits, and more IDs
+// skipped when the process exits (the unused rest of two leases). For a
+// fixed size, as before the size adapted, set WithMaxRangeSize to the same
+// value.
 func WithRangeSize(n int) BufferOption {
 	return func(c *bufferConfig) error {
-		if err := leaf.ValidateCount(n); err != nil {
-			return fmt.Errorf("WithRangeSize: %w", err)
+		if err := validSize("WithRangeSize", n); err != nil {
+			return err
 		}
-		c.size = n
+		c.size, c.sizeSet = n, true
 		return nil
 	}
 }
 
-// WithAdaptiveRange makes the lease size follow the traffic: it starts at
-// the range size (WithRangeSize), doubles (up to leaf.MaxBatch) each time a
-// lease is used up in less than lifetime, and halves (never below the range
-// size) each time one lasts more than four times lifetime. Off by default:
-// every lease asks for the range size.
+// WithMaxRangeSize caps the adaptive lease size, 1..MaxRangeSize. Default:
+// DefaultMaxRangeSize (1,000,000). Below the range size it lowers the range
+// size to it, unless WithRangeSize set one, which is then an error.
+func WithMaxRangeSize(n int) BufferOption {
+	return func(c *bufferConfig) error {
+		if err := validSize("WithMaxRangeSize", n); err != nil {
+			return err
+		}
+		c.maxSize = n
+		return nil
+	}
+}
+
+// WithAdaptiveRange sets how long a lease should last at the rate the
+// Buffered observes (IDs handed out per second since the previous lease
+// was asked for): each lease doubles the size (up to WithMaxRangeSize) while a
+// lease of the current size would last less, and halves it (never below
+// WithRangeSize) when one would last more than four times as long, as after
+// an idle spell. Default: DefaultLeaseLifetime (1s).
 func WithAdaptiveRange(lifetime time.Duration) BufferOption {
 	return func(c *bufferConfig) error {
 		if lifetime <= 0 {
@@ -100,28 +137,31 @@ func WithWaitTimeout(d time.Duration) BufferOption {
 }
 
 // Buffered hands out the segment IDs of one tag from ranges leased from the
-// servers (Client.Range), as Tinyid's client does: one request per lease
+// servers (Client.Range), as Tinyid's client does: one request per range
 // instead of one per ID. It is safe for concurrent use.
 //
 // It holds up to two leases: the current one, from which Next takes IDs
 // with one atomic add (no lock, no allocation), and the next one, leased in
 // the background once the current one is 20% used (WithPrefetch), through
 // the Client's failover. A call that finds both used up waits for the lease
-// in flight, until its context is done.
+// in flight, until its context is done. The lease size follows the rate
+// (WithAdaptiveRange): from 10,000 IDs (WithRangeSize) up to 1,000,000
+// (WithMaxRangeSize), so that the next lease arrives before the current one
+// is used up. A lease is one range request when the server's current
+// segment holds it, else several, one after the other, each handed out as
+// soon as it arrives.
 //
 // Guarantees: no ID is handed out twice, by this Buffered or by any other
-// client or server of the cluster, since each lease is a range the servers
+// client or server of the cluster, since each range is one the servers
 // never give out again; a retried lease request only skips IDs. Order: the
-// IDs of one lease are handed out in increasing order, so the IDs one
-// goroutine gets increase while they come from one lease, and from lease to
-// lease as long as the leases come from one server. Leases from different
-// servers interleave: across a lease switch the IDs may go back. The unused
-// IDs of the leases held are skipped for good when the Buffered is closed or
-// the process exits.
+// IDs of a range are handed out in increasing order, and the ranges in the
+// order they were leased, so the IDs one goroutine gets increase as long as
+// the ranges come from one server. Ranges from different servers
+// interleave: across a range switch the IDs may go back. The unused IDs of
+// the leases held are skipped for good when the Buffered is closed or the
+// process exits.
 type Buffered struct {
-	// cur is the current lease: the only field the hot path reads.
-	cur atomic.Pointer[lease]
-	_   [56]byte // keep cur off the cache line of the fields below
+	ids doublebuf.Buffer // first: Next reads nothing else
 
 	c    *Client
 	tag  string
@@ -129,70 +169,42 @@ type Buffered struct {
 	ctx  context.Context // cancelled by Close: stops the loader
 	stop context.CancelFunc
 	wg   sync.WaitGroup
+	now  func() time.Time
 
-	mu      sync.Mutex
-	ready   *lease        // the next lease, once leased
-	loading bool          // a loader goroutine is running; at most one
-	closed  bool          // Close was called
-	notify  chan struct{} // closed and replaced when a load ends (or Close)
-	loadErr error         // the latest load's error; nil after a success
-	size    int           // IDs the next lease asks for
-	since   time.Time     // when cur became current, for the adaptive size
-	stats   BufferedStats
+	mu     sync.Mutex
+	closed bool
+	size   int    // IDs the next lease asks for
+	sized  uint64 // leases loaded when size was last set: a retry keeps it
+	ranges uint64 // ranges leased
+	// rangeMax is the most one range request asks for: leaf.MaxRange,
+	// leaf.MaxBatch once a server has refused more.
+	rangeMax int
+	// lastAt is when size was last set, and lastIssued the IDs handed out
+	// by then: the rate is measured from there.
+	lastAt     time.Time
+	lastIssued uint64
 }
 
 // BufferedStats counts a Buffered's activity since it was made.
 type BufferedStats struct {
-	Leases     uint64 // ranges leased
+	Leases     uint64 // leases loaded, each one range or more
+	Ranges     uint64 // ranges leased (successful range requests)
 	LeasedIDs  uint64 // IDs in them
+	Issued     uint64 // IDs handed out
 	Waits      uint64 // times a call found no lease and waited for one
-	LoadErrors uint64 // lease requests that failed (after the client's own retries)
+	LoadErrors uint64 // leases that failed (every range request of the attempt, after the client's own retries)
 	RangeSize  int    // IDs the next lease asks for
 }
 
 // Stats reports the counters.
 func (b *Buffered) Stats() BufferedStats {
+	st := b.ids.Stats()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	st := b.stats
-	st.RangeSize = b.size
-	return st
-}
-
-// lease is one range [start, end) leased from a server. next is the next ID
-// to hand out: it only grows (one atomic add per ID) and may run past end,
-// which only means the lease is used up. Nothing else changes once the lease
-// is published, except prefetched.
-type lease struct {
-	next       atomic.Int64
-	start, end int64
-	trigger    int64 // once next passes it, the next lease is requested
-	prefetched atomic.Bool
-}
-
-func newLease(start, end int64, prefetch float64) *lease {
-	l := &lease{start: start, end: end}
-	l.next.Store(start)
-	l.trigger = start + int64(float64(end-start)*prefetch)
-	return l
-}
-
-// take claims up to n IDs with one atomic add and returns them as [s, e);
-// e <= s when the lease is used up. The check on start also catches an add
-// that overflowed past the largest int64.
-func (l *lease) take(n int64) (s, e int64) {
-	e = l.next.Add(n)
-	s = e - n
-	if s >= l.end || s < l.start {
-		return 0, 0
+	return BufferedStats{
+		Leases: st.Loads, Ranges: b.ranges, LeasedIDs: st.Leased, Issued: st.Issued,
+		Waits: st.Waits, LoadErrors: st.LoadErrors, RangeSize: b.size,
 	}
-	return s, min(e, l.end)
-}
-
-// usedUp reports whether no ID is left.
-func (l *lease) usedUp() bool {
-	n := l.next.Load()
-	return n >= l.end || n < l.start
 }
 
 // Buffered returns a buffered source of tag's segment IDs, and starts
@@ -201,7 +213,8 @@ func (c *Client) Buffered(tag string, opts ...BufferOption) (*Buffered, error) {
 	if err := leaf.ValidateTag(tag); err != nil {
 		return nil, fmt.Errorf("leaf client: %w", err)
 	}
-	cfg := bufferConfig{size: DefaultRangeSize, prefetch: DefaultPrefetch, wait: DefaultWaitTimeout}
+	cfg := bufferConfig{size: DefaultRangeSize, maxSize: DefaultMaxRangeSize, lifetime: DefaultLeaseLifetime,
+		prefetch: DefaultPrefetch, wait: DefaultWaitTimeout}
 	for _, o := range opts {
 		if o == nil {
 			continue
@@ -210,42 +223,59 @@ func (c *Client) Buffered(tag string, opts ...BufferOption) (*Buffered, error) {
 			return nil, fmt.Errorf("leaf client: %w", err)
 		}
 	}
-	b := &Buffered{c: c, tag: tag, cfg: cfg, size: cfg.size, notify: make(chan struct{})}
+	if cfg.size > cfg.maxSize {
+		if cfg.sizeSet {
+			return nil, fmt.Errorf("leaf client: %w: WithRangeSize(%d) is above WithMaxRangeSize(%d)", leaf.ErrInvalidArgument, cfg.size, cfg.maxSize)
+		}
+		cfg.size = cfg.maxSize
+	}
+	b := &Buffered{c: c, tag: tag, cfg: cfg, size: cfg.size, rangeMax: leaf.MaxRange, now: time.Now}
 	b.ctx, b.stop = context.WithCancel(context.Background())
-	b.mu.Lock()
-	b.startLoadLocked()
-	b.mu.Unlock()
+	b.ids.Init(doublebuf.Config{
+		Load:               b.load,
+		Context:            b.ctx,
+		Group:              &b.wg,
+		Prefetch:           cfg.prefetch,
+		RetryBackoff:       firstLoadBackoff,
+		MaxRetryBackoff:    maxLoadBackoff,
+		Permanent:          func(err error) bool { return refused(err) || errors.Is(err, ErrPeriodicTag) },
+		Retrying:           b.retrying,
+		WaitTimeout:        cfg.wait,
+		CallerDeadlineWins: true,
+		NotReady:           b.notReady,
+	})
+	b.ids.Fill()
 	return b, nil
 }
 
 // Next hands out one ID. While the current lease lasts it costs one atomic
 // add and never waits (the one call per lease that passes the prefetch mark
-// also starts the background lease and yields its processor once, see
-// prefetch); otherwise it switches to the next lease, or waits for one until
-// ctx is done (or WithWaitTimeout, if ctx has no deadline).
+// also starts the background lease and yields its processor once);
+// otherwise it switches to the next lease, or waits for one until ctx is
+// done (or WithWaitTimeout, if ctx has no deadline).
 func (b *Buffered) Next(ctx context.Context) (int64, error) {
-	if l := b.cur.Load(); l != nil {
-		if v := l.next.Add(1) - 1; v < l.end && v >= l.start {
-			if v >= l.trigger && !l.prefetched.Load() {
-				b.prefetch(l)
-			}
-			return v, nil
+	if id, got := b.ids.Next(); got != doublebuf.None {
+		if got == doublebuf.AtMark {
+			b.ids.Prefetch()
 		}
+		return id, nil
 	}
-	s, _, err := b.take(ctx, 1)
+	s, _, err := b.ids.Take(ctx, 1, nil)
 	return s, err
 }
 
 // NextIDs hands out n IDs, 1 <= n <= leaf.MaxBatch. They come in runs
-// taken from one lease each, so they increase within a run but, like the
-// IDs of successive Next calls, not always from one run to the next.
+// taken from one range each, so they increase within a run but, like the
+// IDs of successive Next calls, not always from one run to the next. The
+// wait for leases, if any, is bounded as one Next's is.
 func (b *Buffered) NextIDs(ctx context.Context, n int) ([]int64, error) {
 	if err := leaf.ValidateCount(n); err != nil {
 		return nil, fmt.Errorf("leaf client: %w", err)
 	}
 	ids := make([]int64, 0, n)
+	var until time.Time // one wait budget for the whole batch
 	for left := int64(n); left > 0; {
-		s, e, err := b.take(ctx, left)
+		s, e, err := b.ids.Take(ctx, left, &until)
 		if err != nil {
 			return nil, err
 		}
@@ -257,178 +287,123 @@ func (b *Buffered) NextIDs(ctx context.Context, n int) ([]int64, error) {
 	return ids, nil
 }
 
-// prefetch starts leasing the next range, once per lease.
-func (b *Buffered) prefetch(l *lease) {
-	if !l.prefetched.CompareAndSwap(false, true) {
-		return
-	}
-	b.mu.Lock()
-	started := b.cur.Load() == l && b.startLoadLocked()
-	b.mu.Unlock()
-	if started {
-		// Let the loader send its request now. When every P is busy
-		// handing out IDs, a new goroutine otherwise waits for this one to
-		// block, which it does only once the leases are used up.
-		runtime.Gosched()
-	}
+// ErrPeriodicTag is what a Buffered of a periodic tag answers: the tag's
+// IDs restart each period, so a buffer would hand out the IDs of a period
+// past once the period turned. Use Client.NextWithPeriod or
+// NextIDsWithPeriod, whose answers name the period.
+var ErrPeriodicTag = fmt.Errorf("%w: a periodic tag's IDs cannot be buffered; use NextWithPeriod", leaf.ErrInvalidArgument)
+
+// refused reports a lease error no retry can fix: a 4xx, such as an
+// unknown tag.
+func refused(err error) bool {
+	var se *Error
+	return errors.As(err, &se) && !se.retryable()
 }
 
-// take is the slow path: it claims a non-empty run [s, e) of at most n IDs,
-// switching to the next lease when the current one is used up, and
-// otherwise waiting for the lease in flight.
-func (b *Buffered) take(ctx context.Context, n int64) (s, e int64, err error) {
-	var timeout <-chan time.Time // WaitTimeout, for a ctx without a deadline
-	waited := false              // a load has ended since this call began waiting
-	for {
-		if l := b.cur.Load(); l != nil {
-			if s, e := l.take(n); e > s {
-				if e > l.trigger && !l.prefetched.Load() {
-					b.prefetch(l)
-				}
-				return s, e, nil
-			}
-		}
+// load is the double buffer's loader: it leases the next lease, sized by
+// leaseSize, in ranges of up to rangeMax, one request after the other so
+// that a lease from one server increases, each range handed out as it
+// arrives. A request that fails after the first cuts the lease short; the
+// next lease asks again.
+func (b *Buffered) load(ctx context.Context, deliver func(doublebuf.Range) error) error {
+	size := b.leaseSize()
+	ranges := 0
+	for left := size; left > 0; {
 		b.mu.Lock()
-		if b.closed {
-			b.mu.Unlock()
-			return 0, 0, fmt.Errorf("leaf client: buffered tag %q: %w", b.tag, leaf.ErrClosed)
-		}
-		if cur := b.cur.Load(); cur != nil && !cur.usedUp() {
-			b.mu.Unlock() // another caller switched leases meanwhile
-			continue
-		}
-		if b.ready != nil {
-			b.promoteLocked(b.ready)
-			b.ready = nil
-			b.mu.Unlock()
-			continue
-		}
-		// Both leases are used up. A load that failed for good (a 4xx, such
-		// as an unknown tag) while this call waited is its answer; otherwise
-		// queue behind the load in flight, starting one if there is none.
-		if waited && !b.loading && b.loadErr != nil {
-			err := b.loadErr
-			b.mu.Unlock()
-			return 0, 0, err
-		}
-		b.startLoadLocked()
-		b.stats.Waits++
-		wake := b.notify
+		most := b.rangeMax
 		b.mu.Unlock()
-		if _, ok := ctx.Deadline(); !ok && timeout == nil {
-			t := time.NewTimer(b.cfg.wait)
-			defer t.Stop()
-			timeout = t.C
+		s, e, period, err := b.c.RangeWithPeriod(ctx, b.tag, min(left, most))
+		if err != nil && most > leaf.MaxBatch && min(left, most) > leaf.MaxBatch && errors.Is(err, leaf.ErrInvalidCount) {
+			// A server from before ranges longer than a batch: ask as
+			// it allows from now on.
+			b.mu.Lock()
+			b.rangeMax = leaf.MaxBatch
+			b.mu.Unlock()
+			continue
 		}
-		select {
-		case <-wake:
-			waited = true
-		case <-ctx.Done():
-			return 0, 0, b.notReady(ctx.Err())
-		case <-timeout:
-			return 0, 0, b.notReady(context.DeadlineExceeded)
+		if err == nil && period != "" {
+			// The IDs repeat from one period to the next: a lease would
+			// hand out a past period's IDs after the period turned.
+			b.c.log.Warn("leaf client: a periodic tag cannot be buffered", "tag", b.tag)
+			b.ids.Stop(fmt.Errorf("leaf client: tag %s: %w", b.tag, ErrPeriodicTag))
+			return fmt.Errorf("leaf client: tag %s: %w", b.tag, ErrPeriodicTag)
 		}
+		if errors.Is(err, ErrFormattedTag) {
+			// The lease would hand out bare numbers, not the tag's IDs.
+			b.c.log.Warn("leaf client: a formatted tag cannot be buffered", "tag", b.tag)
+			err = fmt.Errorf("leaf client: tag %s: %w", b.tag, err)
+			b.ids.Stop(err)
+			return err
+		}
+		if err != nil {
+			if ranges == 0 {
+				if refused(err) {
+					b.c.log.Warn("leaf client: leasing IDs refused", "tag", b.tag, "err", err)
+				}
+				return err
+			}
+			b.c.log.Debug("leaf client: lease cut short", "tag", b.tag, "ranges", ranges, "err", err)
+			break
+		}
+		ranges++
+		if err := deliver(doublebuf.Range{Start: s, End: e}); err != nil {
+			break // closed
+		}
+		left -= int(e - s)
 	}
+	b.mu.Lock()
+	b.ranges += uint64(ranges)
+	b.mu.Unlock()
+	return nil
+}
+
+// leaseSize adapts the lease size to the rate, once per lease: the IDs
+// handed out since the previous lease was sized, over the time since, tell
+// how long a lease of the current size lasts. Retries of a failed lease
+// keep the size.
+func (b *Buffered) leaseSize() int {
+	st := b.ids.Stats()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.now()
+	if !b.lastAt.IsZero() && st.Loads == b.sized {
+		return b.size
+	}
+	first := b.lastAt.IsZero()
+	elapsed, n := now.Sub(b.lastAt), st.Issued-b.lastIssued
+	b.sized, b.lastAt, b.lastIssued = st.Loads, now, st.Issued
+	if first {
+		return b.size
+	}
+	var lasts time.Duration
+	switch {
+	case n > 0:
+		lasts = time.Duration(float64(elapsed) * float64(b.size) / float64(n))
+	case elapsed > 4*b.cfg.lifetime:
+		lasts = elapsed // nothing handed out for long: idle
+	default:
+		return b.size // too soon to tell
+	}
+	switch {
+	case lasts < b.cfg.lifetime:
+		b.size = min(2*b.size, b.cfg.maxSize)
+	case lasts > 4*b.cfg.lifetime:
+		b.size = max(b.size/2, b.cfg.size)
+	}
+	return b.size
+}
+
+// retrying reports a failed lease that the double buffer retries in d.
+func (b *Buffered) retrying(err error, d time.Duration) {
+	b.c.log.Warn("leaf client: leasing IDs failed; retrying", "tag", b.tag, "retry_in", d, "err", err)
 }
 
 // notReady is the error of a call that gave up waiting for a lease.
-func (b *Buffered) notReady(why error) error {
-	b.mu.Lock()
-	loadErr := b.loadErr
-	b.mu.Unlock()
+func (b *Buffered) notReady(loadErr, why error) error {
 	if loadErr != nil {
 		return fmt.Errorf("leaf client: buffered tag %q: no IDs left and leasing more fails (%v): %w (%w)", b.tag, loadErr, leaf.ErrNotReady, why)
 	}
 	return fmt.Errorf("leaf client: buffered tag %q: no IDs left and the next lease did not arrive in time: %w (%w)", b.tag, leaf.ErrNotReady, why)
-}
-
-// promoteLocked makes l the current lease and, with WithAdaptiveRange,
-// sizes the next lease by how long the previous one lasted. b.mu must be
-// held.
-func (b *Buffered) promoteLocked(l *lease) {
-	now := time.Now()
-	if b.cfg.lifetime > 0 && b.cur.Load() != nil {
-		switch lasted := now.Sub(b.since); {
-		case lasted < b.cfg.lifetime:
-			b.size = min(2*b.size, leaf.MaxBatch)
-		case lasted > 4*b.cfg.lifetime:
-			b.size = max(b.size/2, b.cfg.size)
-		}
-	}
-	b.since = now
-	b.cur.Store(l)
-}
-
-// startLoadLocked starts the loader unless it runs already or there is no
-// room for a lease, and reports whether it did. b.mu must be held.
-func (b *Buffered) startLoadLocked() bool {
-	if b.loading || b.closed || b.ready != nil {
-		return false
-	}
-	b.loading = true
-	b.wg.Add(1)
-	go b.load()
-	return true
-}
-
-// wakeLocked wakes the callers waiting for a lease. b.mu must be held.
-func (b *Buffered) wakeLocked() {
-	close(b.notify)
-	b.notify = make(chan struct{})
-}
-
-// load leases one range through the client's failover, and retries with a
-// jittered backoff while that fails, until it succeeds, a server refuses for good
-// (4xx), or Close. A lease is placed as current if the current one is used
-// up, else as next.
-func (b *Buffered) load() {
-	defer b.wg.Done()
-	pause := backoff.Backoff{Base: firstLoadBackoff, Max: maxLoadBackoff}
-	for {
-		b.mu.Lock()
-		size := b.size
-		b.mu.Unlock()
-		s, e, err := b.c.Range(b.ctx, b.tag, size)
-		b.mu.Lock()
-		if b.closed {
-			b.loading = false
-			b.mu.Unlock()
-			return
-		}
-		if err == nil {
-			l := newLease(s, e, b.cfg.prefetch)
-			b.stats.Leases++
-			b.stats.LeasedIDs += uint64(e - s)
-			if cur := b.cur.Load(); cur == nil || cur.usedUp() {
-				b.promoteLocked(l)
-			} else {
-				b.ready = l
-			}
-			b.loading, b.loadErr = false, nil
-			b.wakeLocked()
-			b.mu.Unlock()
-			return
-		}
-		b.loadErr = err
-		b.stats.LoadErrors++
-		var se *Error
-		if errors.As(err, &se) && !se.retryable() {
-			b.loading = false
-			b.wakeLocked()
-			b.mu.Unlock()
-			b.c.log.Warn("leaf client: leasing IDs refused", "tag", b.tag, "err", err)
-			return
-		}
-		b.mu.Unlock()
-		d := pause.Next()
-		b.c.log.Warn("leaf client: leasing IDs failed; retrying", "tag", b.tag, "retry_in", d, "err", err)
-		if sleep(b.ctx, d) != nil {
-			b.mu.Lock()
-			b.loading = false
-			b.mu.Unlock()
-			return
-		}
-	}
 }
 
 // Close stops handing out IDs and stops the background leasing; calls
@@ -437,21 +412,14 @@ func (b *Buffered) load() {
 // for the loader to stop and is safe to call more than once.
 func (b *Buffered) Close() error {
 	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
+	closed := b.closed
+	b.closed = true
+	b.mu.Unlock()
+	if closed {
 		return nil
 	}
-	b.closed = true
-	if l := b.cur.Load(); l != nil {
-		// Every add from now on lands at or past end: the hot path turns to
-		// the slow path, which sees closed. IDs below end not yet handed out
-		// are skipped.
-		l.next.Store(l.end)
-	}
-	b.ready = nil
-	b.wakeLocked()
+	b.ids.Stop(fmt.Errorf("leaf client: buffered tag %q: %w", b.tag, leaf.ErrClosed))
 	b.stop()
-	b.mu.Unlock()
 	b.wg.Wait()
 	return nil
 }

@@ -4,17 +4,23 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
+	"net/http"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/client"
 	"github.com/leafgo/leaf/httpapi"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/segment"
 )
@@ -37,7 +43,9 @@ func TestBufferedOptions(t *testing.T) {
 		want error
 	}{
 		"WithRangeSize(0)":        {client.WithRangeSize(0), leaf.ErrInvalidCount},
-		"WithRangeSize(10001)":    {client.WithRangeSize(leaf.MaxBatch + 1), leaf.ErrInvalidCount},
+		"WithRangeSize(too many)": {client.WithRangeSize(client.MaxRangeSize + 1), leaf.ErrInvalidCount},
+		"WithMaxRangeSize(0)":     {client.WithMaxRangeSize(0), leaf.ErrInvalidCount},
+		"WithMaxRangeSize(many)":  {client.WithMaxRangeSize(client.MaxRangeSize + 1), leaf.ErrInvalidCount},
 		"WithPrefetch(0)":         {client.WithPrefetch(0), leaf.ErrInvalidArgument},
 		"WithPrefetch(1.5)":       {client.WithPrefetch(1.5), leaf.ErrInvalidArgument},
 		"WithPrefetch(NaN)":       {client.WithPrefetch(math.NaN()), leaf.ErrInvalidArgument},
@@ -49,12 +57,21 @@ func TestBufferedOptions(t *testing.T) {
 			t.Errorf("Buffered with %s = %v, want %v", name, err, tc.want)
 		}
 	}
+	// A cap below the range size set is a contradiction; below the default
+	// range size it lowers the range size.
+	if _, err := c.Buffered("test", client.WithRangeSize(500), client.WithMaxRangeSize(100)); !errors.Is(err, leaf.ErrInvalidArgument) {
+		t.Errorf("Buffered with WithRangeSize(500) and WithMaxRangeSize(100) = %v, want ErrInvalidArgument", err)
+	}
+	b := newBuffered(t, c, "test", client.WithMaxRangeSize(100))
+	if st := b.Stats(); st.RangeSize != 100 {
+		t.Errorf("WithMaxRangeSize(100) alone: range size %d, want 100", st.RangeSize)
+	}
 }
 
 // draw takes n IDs from b one at a time.
 func draw(t testing.TB, b *client.Buffered, n int) []int64 {
 	t.Helper()
-	ctx := ctxFor(t)
+	ctx := testutil.Context(t, time.Minute)
 	ids := make([]int64, n)
 	for i := range ids {
 		id, err := b.Next(ctx)
@@ -78,9 +95,9 @@ func contiguous(ids []int64, first int64) bool {
 
 func TestBufferedSequential(t *testing.T) {
 	s := segmentServer(t, "test")
-	b := newBuffered(t, newClient(t, []string{s.URL}), "test", client.WithRangeSize(100))
+	b := newBuffered(t, newClient(t, []string{s.URL}), "test", client.WithRangeSize(100), client.WithMaxRangeSize(100))
 	// One client, one server: the leases follow each other, so one caller
-	// sees every ID in order.
+	// sees every ID in order. The lease size is fixed at 100.
 	if ids := draw(t, b, 1000); !contiguous(ids, 1) {
 		t.Fatalf("IDs %v... are not 1..1000", ids[:20])
 	}
@@ -88,41 +105,111 @@ func TestBufferedSequential(t *testing.T) {
 	if st.Leases < 10 || st.Leases > 12 || st.LeasedIDs != 100*st.Leases || st.RangeSize != 100 {
 		t.Errorf("Stats = %+v, want 10-12 leases of 100", st)
 	}
-	ids, err := b.NextIDs(ctxFor(t), 250)
+	ids, err := b.NextIDs(testutil.Context(t, time.Minute), 250)
 	if err != nil || len(ids) != 250 || !contiguous(ids, 1001) {
 		t.Fatalf("NextIDs(250) = %d IDs, %v; want 1001..1250", len(ids), err)
 	}
-	if _, err := b.NextIDs(ctxFor(t), 0); !errors.Is(err, leaf.ErrInvalidCount) {
+	if _, err := b.NextIDs(testutil.Context(t, time.Minute), 0); !errors.Is(err, leaf.ErrInvalidCount) {
 		t.Errorf("NextIDs(0) = %v, want ErrInvalidCount", err)
 	}
 }
 
 func TestBufferedShortRanges(t *testing.T) {
-	// Server segments of 150 IDs: leases of 100 are cut at each segment's
-	// end (100, 50, 100, 50, ... until the adaptive step grows).
+	// Server segments of 150 IDs: a range of 100 asked for is cut at each
+	// segment's end (100, 50, 100, 50, ... until the adaptive step grows),
+	// and the lease asks again for the rest.
 	st := newStore(t, 150, "test")
 	s := serve(t, httpapi.Config{Segment: startSegment(t, st, nil)})
-	b := newBuffered(t, newClient(t, []string{s.URL}), "test", client.WithRangeSize(100))
+	b := newBuffered(t, newClient(t, []string{s.URL}), "test", client.WithRangeSize(100), client.WithMaxRangeSize(100))
 	if ids := draw(t, b, 2000); !contiguous(ids, 1) {
 		t.Fatalf("IDs are not 1..2000")
 	}
-	if st := b.Stats(); st.LeasedIDs >= 100*st.Leases {
-		t.Errorf("Stats = %+v: no lease was short", st)
+	if st := b.Stats(); st.Ranges <= st.Leases || st.LeasedIDs != 100*st.Leases {
+		t.Errorf("Stats = %+v: want leases of 100 IDs, some in two ranges", st)
 	}
 }
 
+// TestBufferedAdaptive: the lease size doubles while leases would last
+// less than the lifetime, past leaf.MaxBatch (leases of several ranges) up
+// to the cap, and halves back to the range size when the rate drops.
 func TestBufferedAdaptive(t *testing.T) {
-	s := segmentServer(t, "test")
+	// Server segments of a million: the ranges come whole.
+	s := serve(t, httpapi.Config{Segment: startSegment(t, newStore(t, 1_000_000, "test"), nil)})
 	b := newBuffered(t, newClient(t, []string{s.URL}), "test",
-		client.WithRangeSize(10), client.WithAdaptiveRange(time.Hour))
-	// Every lease is used up within the hour: the size doubles from 10 to
-	// the cap.
-	if ids := draw(t, b, 60_000); !contiguous(ids, 1) {
-		t.Fatal("IDs are not contiguous")
+		client.WithRangeSize(5000), client.WithMaxRangeSize(40_000), client.WithAdaptiveRange(time.Hour))
+	var (
+		mu  sync.Mutex
+		now = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		// tick is how far the clock moves at each reading: 0 while the
+		// rate is high (every lease lasts no time at all), a thousand hours
+		// for an idle client.
+		tick time.Duration
+	)
+	client.SetClock(b, func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		now = now.Add(tick)
+		return now
+	})
+	// sizes draws until the Buffered has loaded leases more leases, and
+	// returns the lease sizes it saw asked for, in order, without repeats.
+	var all []int64
+	sizes := func(leases uint64) []int {
+		t.Helper()
+		var seen []int
+		until := b.Stats().Leases + leases
+		for b.Stats().Leases < until {
+			ids, err := b.NextIDs(testutil.Context(t, time.Minute), 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, ids...)
+			if n := b.Stats().RangeSize; len(seen) == 0 || seen[len(seen)-1] != n {
+				seen = append(seen, n)
+			}
+		}
+		return seen
 	}
-	st := b.Stats()
-	if st.RangeSize != leaf.MaxBatch || st.Leases > 20 {
-		t.Errorf("Stats = %+v, want the size grown to %d in few leases", st, leaf.MaxBatch)
+	if got := sizes(6); !slices.Equal(got, []int{5000, 10_000, 20_000, 40_000}) &&
+		!slices.Equal(got, []int{10_000, 20_000, 40_000}) {
+		t.Errorf("lease sizes while busy: %v, want doubling from 5000 to the cap 40000", got)
+	}
+	if st := b.Stats(); st.Ranges < st.Leases || st.LeasedIDs <= uint64(leaf.MaxBatch)*st.Leases/2 {
+		t.Errorf("Stats = %+v, want leases past a batch, a range or more each", st)
+	}
+	mu.Lock()
+	tick = 1000 * time.Hour
+	mu.Unlock()
+	if got := sizes(4); !slices.Equal(got, []int{40_000, 20_000, 10_000, 5000}) &&
+		!slices.Equal(got, []int{20_000, 10_000, 5000}) {
+		t.Errorf("lease sizes once idle: %v, want halving from 40000 to the range size 5000", got)
+	}
+	if got := sizes(2); !slices.Equal(got, []int{5000}) {
+		t.Errorf("lease sizes idle at the floor: %v, want 5000", got)
+	}
+	// One server, its ranges in order within each lease: every ID in turn.
+	if !contiguous(all, 1) {
+		t.Errorf("the %d IDs drawn are not 1..%d", len(all), len(all))
+	}
+}
+
+// TestBufferedNextDoesNotAllocate: Next takes an ID with one atomic add and
+// no allocation while the current lease lasts.
+func TestBufferedNextDoesNotAllocate(t *testing.T) {
+	s := serve(t, httpapi.Config{Segment: startSegment(t, newStore(t, 1_000_000, "test"), nil)})
+	b := newBuffered(t, newClient(t, []string{s.URL}), "test",
+		client.WithRangeSize(100_000), client.WithMaxRangeSize(100_000))
+	// Past the prefetch mark and with the next lease in: nothing loads
+	// while AllocsPerRun counts, which would count the loader's allocations.
+	for b.Stats().Leases < 2 {
+		draw(t, b, 1000)
+	}
+	before := b.Stats()
+	if n := testing.AllocsPerRun(10_000, func() { _, _ = b.Next(t.Context()) }); n != 0 {
+		t.Fatalf("Next allocates %.1f times per call while the lease lasts", n)
+	}
+	if st := b.Stats(); st.Leases != before.Leases || st.Waits != before.Waits || st.Issued != before.Issued+10_001 {
+		t.Fatalf("Stats = %+v, before %+v: a lease was loaded, or a call waited, while counting", st, before)
 	}
 }
 
@@ -135,7 +222,7 @@ func hammer(t *testing.T, b *client.Buffered, goroutines, per int) [][]int64 {
 	errs := make(chan error, goroutines)
 	for g := range goroutines {
 		wg.Go(func() {
-			ctx := ctxFor(t)
+			ctx := testutil.Context(t, time.Minute)
 			ids := make([]int64, 0, per)
 			for len(ids) < per {
 				var err error
@@ -236,16 +323,24 @@ func TestBufferedUnknownTag(t *testing.T) {
 	b := newBuffered(t, newClient(t, []string{s.URL}), "later")
 	// The refusal comes back at once, not after the wait timeout.
 	began := time.Now()
-	if _, err := b.Next(ctxFor(t)); !errors.Is(err, leaf.ErrTagNotFound) || time.Since(began) > time.Second {
+	if _, err := b.Next(testutil.Context(t, time.Minute)); !errors.Is(err, leaf.ErrTagNotFound) || time.Since(began) > time.Second {
 		t.Fatalf("Next = %v after %s, want ErrTagNotFound at once", err, time.Since(began))
 	}
 	// Once the tag exists, the next call leases.
 	if err := st.CreateTag(context.Background(), leaf.Alloc{Tag: "later", MaxID: 1, Step: 1000}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(5 * time.Millisecond) // past the server's negative cache
-	if id, err := b.Next(ctxFor(t)); err != nil || id != 1 {
-		t.Fatalf("Next = %d, %v; want 1", id, err)
+	// The server answers "not found" from its negative cache for 1ms more;
+	// the refusals meanwhile come back at once as well.
+	for {
+		id, err := b.Next(testutil.Context(t, time.Minute))
+		if errors.Is(err, leaf.ErrTagNotFound) {
+			continue
+		}
+		if err != nil || id != 1 {
+			t.Fatalf("Next = %d, %v; want 1", id, err)
+		}
+		break
 	}
 }
 
@@ -254,7 +349,7 @@ func TestBufferedNotReady(t *testing.T) {
 	// One attempt per lease request: the loader fails (and retries) fast.
 	b := newBuffered(t, newClient(t, []string{down.URL}, client.WithAttempts(1)), "test",
 		client.WithWaitTimeout(300*time.Millisecond))
-	ctx, cancel := context.WithTimeout(ctxFor(t), 200*time.Millisecond)
+	ctx, cancel := context.WithTimeout(testutil.Context(t, time.Minute), 200*time.Millisecond)
 	defer cancel()
 	began := time.Now()
 	_, err := b.Next(ctx)
@@ -331,16 +426,16 @@ func TestBufferedRetryJitter(t *testing.T) {
 func TestBufferedClose(t *testing.T) {
 	s := segmentServer(t, "test")
 	b := newBuffered(t, newClient(t, []string{s.URL}), "test")
-	if _, err := b.Next(ctxFor(t)); err != nil {
+	if _, err := b.Next(testutil.Context(t, time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Next(ctxFor(t)); !errors.Is(err, leaf.ErrClosed) {
+	if _, err := b.Next(testutil.Context(t, time.Minute)); !errors.Is(err, leaf.ErrClosed) {
 		t.Errorf("Next after Close = %v, want ErrClosed", err)
 	}
-	if _, err := b.NextIDs(ctxFor(t), 3); !errors.Is(err, leaf.ErrClosed) {
+	if _, err := b.NextIDs(testutil.Context(t, time.Minute), 3); !errors.Is(err, leaf.ErrClosed) {
 		t.Errorf("NextIDs after Close = %v, want ErrClosed", err)
 	}
 	if err := b.Close(); err != nil {
@@ -353,10 +448,14 @@ func TestBufferedClose(t *testing.T) {
 	b = newBuffered(t, newClient(t, []string{hang.URL}, client.WithTimeout(time.Minute)), "test")
 	got := make(chan error, 1)
 	go func() {
-		_, err := b.Next(ctxFor(t))
+		_, err := b.Next(testutil.Context(t, time.Minute))
 		got <- err
 	}()
-	time.Sleep(50 * time.Millisecond)
+	// A waiter is counted under the lock that also takes its wake-up
+	// channel: once counted, Close must wake it.
+	for b.Stats().Waits == 0 {
+		runtime.Gosched()
+	}
 	began := time.Now()
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
@@ -366,5 +465,36 @@ func TestBufferedClose(t *testing.T) {
 	}
 	if took := time.Since(began); took > time.Second {
 		t.Errorf("Close took %s", took)
+	}
+}
+
+// A lease asks for up to leaf.MaxRange IDs in one request, and gets one
+// range when the server's segment holds it. A server from before longer
+// ranges refuses a count above leaf.MaxBatch (as the shim in front of a real
+// one does here): the Buffered asks in ranges of leaf.MaxBatch from then on.
+func TestBufferedLongRanges(t *testing.T) {
+	for _, old := range []bool{false, true} {
+		store := newStore(t, 500_000, "test")
+		var refusedLong atomic.Int32
+		real := httpapi.New(httpapi.Config{Segment: startSegment(t, store, nil), Logger: testutil.Logger()})
+		s := serveHandler(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if n, _ := strconv.Atoi(r.URL.Query().Get("count")); old && n > leaf.MaxBatch {
+				refusedLong.Add(1)
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusBadRequest)
+				fmt.Fprintf(w, `{"error":"invalid count: %d, want 1..%d","code":"invalid_count"}`, n, leaf.MaxBatch)
+				return
+			}
+			real.ServeHTTP(w, r)
+		}))
+		b := newBuffered(t, newClient(t, []string{s.URL}), "test", client.WithRangeSize(200_000), client.WithMaxRangeSize(200_000))
+		leaftest.CheckUnique(t, draw(t, b, 300_000))
+		st := b.Stats()
+		switch {
+		case !old && st.Ranges > 3*st.Leases:
+			t.Errorf("Stats = %+v: want leases of one or two ranges (a segment's end cuts one)", st)
+		case old && (refusedLong.Load() != 1 || st.Ranges < 20*st.Leases):
+			t.Errorf("old server: %d long ranges refused, Stats = %+v; want 1 refusal, then ranges of %d", refusedLong.Load(), st, leaf.MaxBatch)
+		}
 	}
 }

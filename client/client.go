@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -126,34 +127,58 @@ type Client struct {
 	cooldown time.Duration
 	log      *slog.Logger
 	rr       atomic.Uint64 // round-robin position: each call starts one further; random at first
+
+	zone string // WithZone: the client's own zone; "" prefers none
+	// tiers are the indexes of eps in order of preference: the own zone's
+	// servers, then the others; one tier of all without a zone.
+	tiers [][]int
+	// away is set while calls are answered from other zones than the own:
+	// the warning is logged once per trip, not once per call.
+	away atomic.Bool
 }
 
 // endpoint is one server.
 type endpoint struct {
 	base      string       // scheme://host[:port][/prefix], no trailing slash
+	zone      string       // Endpoint.Zone; "" for none
 	downUntil atomic.Int64 // Unix ns until which it is tried last; 0: healthy
+	requests  atomic.Uint64
+	failures  atomic.Uint64
 }
 
 // New returns a client of the servers at endpoints, base URLs such as
 // "http://10.0.0.1:8080" (a path prefix is kept: "https://gw/leaf"). Every
 // endpoint must be an absolute http or https URL with a host and no query,
-// fragment or user info; duplicates are refused.
+// fragment or user info; duplicates are refused. NewZoned takes endpoints
+// with zones.
 func New(endpoints []string, opts ...Option) (*Client, error) {
+	eps := make([]Endpoint, len(endpoints))
+	for i, u := range endpoints {
+		eps[i].URL = u
+	}
+	return NewZoned(eps, opts...)
+}
+
+// newClient builds the Client of New and NewZoned.
+func newClient(endpoints []Endpoint, opts []Option) (*Client, error) {
 	if len(endpoints) == 0 {
 		return nil, fmt.Errorf("leaf client: %w: no endpoints", leaf.ErrInvalidArgument)
 	}
 	c := &Client{timeout: DefaultTimeout, cooldown: DefaultCooldown, log: slog.Default()}
 	seen := make(map[string]bool, len(endpoints))
 	for _, e := range endpoints {
-		base, err := parseEndpoint(e)
+		base, err := parseEndpoint(e.URL)
 		if err != nil {
 			return nil, err
 		}
 		if seen[base] {
-			return nil, fmt.Errorf("leaf client: %w: endpoint %q listed twice", leaf.ErrInvalidArgument, e)
+			return nil, fmt.Errorf("leaf client: %w: endpoint %q listed twice", leaf.ErrInvalidArgument, e.URL)
+		}
+		if e.Zone != "" && !validZone(e.Zone) {
+			return nil, fmt.Errorf("leaf client: %w: endpoint %q: zone %q %s", leaf.ErrInvalidArgument, e.URL, e.Zone, zoneSyntax)
 		}
 		seen[base] = true
-		c.eps = append(c.eps, &endpoint{base: base})
+		c.eps = append(c.eps, &endpoint{base: base, zone: e.Zone})
 	}
 	c.attempts = max(3, len(c.eps)+1)
 	// Start the rotation at a random server, so that many processes
@@ -166,6 +191,9 @@ func New(endpoints []string, opts ...Option) (*Client, error) {
 		if err := o(c); err != nil {
 			return nil, fmt.Errorf("leaf client: %w", err)
 		}
+	}
+	if err := c.buildTiers(); err != nil {
+		return nil, fmt.Errorf("leaf client: %w", err)
 	}
 	if c.hc == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
@@ -217,73 +245,178 @@ func validPort(p string) bool {
 // when one fails or does not answer in time. That is safe for uniqueness:
 // a server that issued an ID whose answer was lost never issues it again,
 // so a retry only skips IDs, never duplicates one.
+//
+// A periodic tag's IDs restart each period, so the number alone repeats
+// from one period to the next: NextWithPeriod also returns the period.
 func (c *Client) NextID(ctx context.Context, tag string) (int64, error) {
-	if err := leaf.ValidateTag(tag); err != nil {
-		return 0, fmt.Errorf("leaf client: %w", err)
+	id, _, err := c.NextWithPeriod(ctx, tag)
+	return id, err
+}
+
+// NextWithPeriod is NextID that also returns the period the ID belongs to,
+// for a periodic tag: its key, yyyymmdd, yyyymm or yyyy in the tag's time
+// zone; "" for a plain tag. The pair (period, ID) is unique.
+func (c *Client) NextWithPeriod(ctx context.Context, tag string) (int64, string, error) {
+	r, err := c.next(ctx, tag)
+	return r.ID, r.Period, err
+}
+
+// NextFormatted issues one ID of a tag with an ID format and returns it as
+// the format writes it, e.g. "ORD-20261124-000123" (the period is part of
+// it for a periodic tag). A tag without a format fails with
+// ErrNotFormatted (the ID the server issued is lost, never reissued); one
+// whose sequence outgrew the format's width with ErrFormatExhausted.
+func (c *Client) NextFormatted(ctx context.Context, tag string) (string, error) {
+	r, err := c.next(ctx, tag)
+	if err != nil {
+		return "", err
 	}
-	var r struct {
-		Tag string `json:"tag"`
-		ID  int64  `json:"id"`
+	if r.Formatted == nil {
+		return "", fmt.Errorf("leaf client: tag %s: %w", tag, ErrNotFormatted)
+	}
+	return *r.Formatted, nil
+}
+
+// idAnswer is the body of POST /v2/segment/{tag}.
+type idAnswer struct {
+	Tag       string  `json:"tag"`
+	ID        int64   `json:"id"`
+	Period    string  `json:"period"`
+	Formatted *string `json:"formatted"`
+}
+
+func (c *Client) next(ctx context.Context, tag string) (idAnswer, error) {
+	var r idAnswer
+	if err := leaf.ValidateTag(tag); err != nil {
+		return r, fmt.Errorf("leaf client: %w", err)
 	}
 	err := c.call(ctx, http.MethodPost, "/v2/segment/"+tag, func(body []byte) error {
+		r = idAnswer{}
 		if err := json.Unmarshal(body, &r); err != nil {
 			return err
 		}
 		if r.Tag != tag {
 			return fmt.Errorf("answer is for tag %q", r.Tag)
 		}
+		if err := checkPeriod(r.Period); err != nil {
+			return err
+		}
+		if r.Formatted != nil && *r.Formatted == "" {
+			return errors.New("empty formatted ID")
+		}
 		return leaf.CheckID(r.ID)
 	})
-	return r.ID, err
+	return r, err
+}
+
+// checkPeriod refuses a period that is not a period key.
+func checkPeriod(period string) error {
+	if period == "" {
+		return nil
+	}
+	return leaf.ValidatePeriodKey(period)
 }
 
 // NextIDs issues n segment IDs for tag, 1 <= n <= leaf.MaxBatch, in
 // increasing order (POST /v2/segment/{tag}/batch). They may span two of the
-// server's segments, so they are not always contiguous.
+// server's segments, so they are not always contiguous. For a periodic
+// tag, see NextIDsWithPeriod.
 func (c *Client) NextIDs(ctx context.Context, tag string, n int) ([]int64, error) {
+	ids, _, err := c.NextIDsWithPeriod(ctx, tag, n)
+	return ids, err
+}
+
+// NextIDsWithPeriod is NextIDs that also returns the period all the IDs
+// belong to, for a periodic tag (see NextWithPeriod); "" for a plain tag.
+func (c *Client) NextIDsWithPeriod(ctx context.Context, tag string, n int) ([]int64, string, error) {
+	r, err := c.nextIDs(ctx, tag, n)
+	if err != nil {
+		return nil, "", err
+	}
+	return r.IDs, r.Period, nil
+}
+
+// NextIDsFormatted is NextFormatted for n IDs, 1 <= n <= leaf.MaxBatch, in
+// the order the server issued them (see NextIDs). One ID past the
+// format's width fails the whole batch with ErrFormatExhausted.
+func (c *Client) NextIDsFormatted(ctx context.Context, tag string, n int) ([]string, error) {
+	r, err := c.nextIDs(ctx, tag, n)
+	if err != nil {
+		return nil, err
+	}
+	if r.Formatted == nil {
+		return nil, fmt.Errorf("leaf client: tag %s: %w", tag, ErrNotFormatted)
+	}
+	return r.Formatted, nil
+}
+
+// idsAnswer is the body of POST /v2/segment/{tag}/batch.
+type idsAnswer struct {
+	Tag       string   `json:"tag"`
+	IDs       []int64  `json:"ids"`
+	Period    string   `json:"period"`
+	Formatted []string `json:"formatted"`
+}
+
+func (c *Client) nextIDs(ctx context.Context, tag string, n int) (idsAnswer, error) {
+	var r idsAnswer
 	if err := leaf.ValidateTag(tag); err != nil {
-		return nil, fmt.Errorf("leaf client: %w", err)
+		return r, fmt.Errorf("leaf client: %w", err)
 	}
 	if err := leaf.ValidateCount(n); err != nil {
-		return nil, fmt.Errorf("leaf client: %w", err)
-	}
-	var r struct {
-		Tag string  `json:"tag"`
-		IDs []int64 `json:"ids"`
+		return r, fmt.Errorf("leaf client: %w", err)
 	}
 	err := c.call(ctx, http.MethodPost, "/v2/segment/"+tag+"/batch?count="+strconv.Itoa(n), func(body []byte) error {
-		r.IDs = nil
+		r = idsAnswer{}
 		if err := json.Unmarshal(body, &r); err != nil {
 			return err
 		}
 		if r.Tag != tag {
 			return fmt.Errorf("answer is for tag %q", r.Tag)
 		}
+		if err := checkPeriod(r.Period); err != nil {
+			return err
+		}
+		if r.Formatted != nil && (len(r.Formatted) != len(r.IDs) || slices.Contains(r.Formatted, "")) {
+			return fmt.Errorf("%d formatted IDs for %d IDs", len(r.Formatted), len(r.IDs))
+		}
 		return leaf.CheckIDs(r.IDs, n)
 	})
 	if err != nil {
-		return nil, err
+		return idsAnswer{}, err
 	}
-	return r.IDs, nil
+	return r, nil
 }
 
 // Range leases the contiguous segment IDs [start, end) of tag for the caller
-// to hand out itself (POST /v2/segment/{tag}/range), 1 <= n <= leaf.MaxBatch.
-// The range may be shorter than n: 1 <= end-start <= n. Buffered builds on it.
+// to hand out itself (POST /v2/segment/{tag}/range), 1 <= n <= leaf.MaxRange
+// (servers before 0.6 take at most leaf.MaxBatch and answer a longer one
+// with ErrInvalidCount). The range may be shorter than n: 1 <= end-start <=
+// n. Buffered builds on it. A periodic tag's range belongs to one period:
+// see RangeWithPeriod.
 func (c *Client) Range(ctx context.Context, tag string, n int) (start, end int64, err error) {
+	start, end, _, err = c.RangeWithPeriod(ctx, tag, n)
+	return start, end, err
+}
+
+// RangeWithPeriod is Range that also returns the period the whole range
+// belongs to, for a periodic tag (see NextWithPeriod); "" for a plain tag.
+func (c *Client) RangeWithPeriod(ctx context.Context, tag string, n int) (start, end int64, period string, err error) {
 	if err := leaf.ValidateTag(tag); err != nil {
-		return 0, 0, fmt.Errorf("leaf client: %w", err)
+		return 0, 0, "", fmt.Errorf("leaf client: %w", err)
 	}
-	if err := leaf.ValidateCount(n); err != nil {
-		return 0, 0, fmt.Errorf("leaf client: %w", err)
+	if err := leaf.ValidateRangeCount(n); err != nil {
+		return 0, 0, "", fmt.Errorf("leaf client: %w", err)
 	}
 	var r struct {
-		Tag   string `json:"tag"`
-		Start int64  `json:"start"`
-		End   int64  `json:"end"`
-		Count int64  `json:"count"`
+		Tag    string `json:"tag"`
+		Start  int64  `json:"start"`
+		End    int64  `json:"end"`
+		Count  int64  `json:"count"`
+		Period string `json:"period"`
 	}
 	err = c.call(ctx, http.MethodPost, "/v2/segment/"+tag+"/range?count="+strconv.Itoa(n), func(body []byte) error {
+		r.Period = ""
 		if err := json.Unmarshal(body, &r); err != nil {
 			return err
 		}
@@ -293,12 +426,12 @@ func (c *Client) Range(ctx context.Context, tag string, n int) (start, end int64
 		case r.Start < 1 || r.End <= r.Start || r.End-r.Start > int64(n) || r.Count != r.End-r.Start:
 			return fmt.Errorf("range [%d, %d) of count %d for %d IDs asked", r.Start, r.End, r.Count, n)
 		}
-		return nil
+		return checkPeriod(r.Period)
 	})
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, "", err
 	}
-	return r.Start, r.End, nil
+	return r.Start, r.End, r.Period, nil
 }
 
 // SnowflakeID issues one snowflake ID (POST /v2/snowflake).
@@ -341,21 +474,27 @@ func (c *Client) SnowflakeIDs(ctx context.Context, n int) ([]int64, error) {
 // (GET /v2/snowflake/decode/{id}). An ID the layout cannot have produced is
 // refused with an error matching leaf.ErrInvalidArgument.
 func (c *Client) Decode(ctx context.Context, id int64) (leaf.SnowflakeParts, error) {
-	var p leaf.SnowflakeParts
+	type answer struct {
+		ID          int64 `json:"id"`
+		TimestampMs int64 `json:"timestamp_ms"`
+		WorkerID    int64 `json:"worker_id"`
+		Sequence    int64 `json:"sequence"`
+	}
+	var r answer
 	err := c.call(ctx, http.MethodGet, "/v2/snowflake/decode/"+strconv.FormatInt(id, 10), func(body []byte) error {
-		p = leaf.SnowflakeParts{}
-		if err := json.Unmarshal(body, &p); err != nil {
+		r = answer{} // a retry decodes into a clean value
+		if err := json.Unmarshal(body, &r); err != nil {
 			return err
 		}
-		if p.ID != id {
-			return fmt.Errorf("answer is for ID %d", p.ID)
+		if r.ID != id {
+			return fmt.Errorf("answer is for ID %d", r.ID)
 		}
 		return nil
 	})
 	if err != nil {
 		return leaf.SnowflakeParts{}, err
 	}
-	return p, nil
+	return leaf.SnowflakeParts{ID: r.ID, Timestamp: r.TimestampMs, WorkerID: r.WorkerID, Sequence: r.Sequence}, nil
 }
 
 // badAnswerError is a 200 whose body makes no sense: truncated by a server
@@ -384,7 +523,7 @@ func (c *Client) call(ctx context.Context, method, path string, decode func([]by
 		return fmt.Errorf("leaf client: %s %s: %w", method, path, err)
 	}
 	n := len(c.eps)
-	first := int((c.rr.Add(1) - 1) % uint64(n))
+	rot := c.rr.Add(1) - 1
 	var triedBuf [8]bool
 	var tried []bool // the servers this round has tried
 	if n <= len(triedBuf) {
@@ -410,14 +549,18 @@ func (c *Client) call(ctx context.Context, method, path string, decode func([]by
 			clear(tried)
 			left, retryAfter = n, 0
 		}
-		i := c.pick(first, tried)
+		i := c.pick(rot, tried)
 		tried[i] = true
 		left--
 		ep := c.eps[i]
+		ep.requests.Add(1)
 		err := c.attempt(ctx, ep, method, path, decode)
 		if err == nil {
 			if ep.downUntil.Load() != 0 {
 				ep.downUntil.Store(0)
+			}
+			if c.zone != "" {
+				c.noteZone(ep)
 			}
 			return nil
 		}
@@ -433,6 +576,7 @@ func (c *Client) call(ctx context.Context, method, path string, decode func([]by
 			}
 			retryAfter = max(retryAfter, se.RetryAfter)
 		}
+		ep.failures.Add(1)
 		c.markDown(ep, err, se)
 	}
 	if c.attempts == 1 {
@@ -442,23 +586,27 @@ func (c *Client) call(ctx context.Context, method, path string, decode func([]by
 }
 
 // pick chooses the next server of a call: the first in round-robin order
-// from first that this call has not tried and that is not cooling down, else
-// the untried one whose cool-down ends soonest.
-func (c *Client) pick(first int, tried []bool) int {
+// from rot, in the most preferred tier (the own zone, then the others), that
+// this call has not tried and that is not cooling down; else the untried one
+// of the most preferred tier whose cool-down ends soonest.
+func (c *Client) pick(rot uint64, tried []bool) int {
 	now := time.Now().UnixNano()
-	n := len(c.eps)
-	best, bestUntil := -1, int64(0)
-	for k := range n {
-		i := (first + k) % n
-		if tried[i] {
-			continue
-		}
-		until := c.eps[i].downUntil.Load()
-		if until <= now {
-			return i
-		}
-		if best < 0 || until < bestUntil {
-			best, bestUntil = i, until
+	best, bestTier, bestUntil := -1, 0, int64(0)
+	for t, tier := range c.tiers {
+		m := len(tier)
+		first := int(rot % uint64(m))
+		for k := range m {
+			i := tier[(first+k)%m]
+			if tried[i] {
+				continue
+			}
+			until := c.eps[i].downUntil.Load()
+			if until <= now {
+				return i
+			}
+			if best < 0 || (t == bestTier && until < bestUntil) {
+				best, bestTier, bestUntil = i, t, until
+			}
 		}
 	}
 	return best
@@ -476,7 +624,11 @@ func (c *Client) markDown(ep *endpoint, err error, se *Error) {
 	}
 	now := time.Now()
 	if old := ep.downUntil.Swap(now.Add(d).UnixNano()); old <= now.UnixNano() {
-		c.log.Warn("leaf client: server failed; trying the others first", "endpoint", ep.base, "for", d, "err", err)
+		if ep.zone != "" {
+			c.log.Warn("leaf client: server failed; trying the others first", "endpoint", ep.base, "zone", ep.zone, "for", d, "err", err)
+		} else {
+			c.log.Warn("leaf client: server failed; trying the others first", "endpoint", ep.base, "for", d, "err", err)
+		}
 	}
 }
 

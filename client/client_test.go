@@ -15,6 +15,7 @@ import (
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/client"
 	"github.com/leafgo/leaf/httpapi"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/segment"
 )
 
@@ -73,7 +74,7 @@ func TestNewValidates(t *testing.T) {
 func TestSegmentCalls(t *testing.T) {
 	s := segmentServer(t, "test")
 	c := newClient(t, []string{s.URL})
-	ctx := ctxFor(t)
+	ctx := testutil.Context(t, time.Minute)
 
 	id, err := c.NextID(ctx, "test")
 	if err != nil || id != 1 {
@@ -107,7 +108,7 @@ func TestSnowflakeCalls(t *testing.T) {
 	g := startSnowflake(t)
 	s := serve(t, httpapi.Config{Snowflake: g})
 	c := newClient(t, []string{s.URL})
-	ctx := ctxFor(t)
+	ctx := testutil.Context(t, time.Minute)
 
 	id, err := c.SnowflakeID(ctx)
 	if err != nil || id < 1 {
@@ -145,7 +146,7 @@ func TestSnowflakeCalls(t *testing.T) {
 func TestRealServerErrors(t *testing.T) {
 	s := segmentServer(t, "test")
 	c := newClient(t, []string{s.URL})
-	ctx := ctxFor(t)
+	ctx := testutil.Context(t, time.Minute)
 
 	_, err := c.NextID(ctx, "nope")
 	var se *client.Error
@@ -234,7 +235,7 @@ func TestErrorMapping(t *testing.T) {
 			})
 			a, b := serveHandler(t, h), serveHandler(t, h)
 			c := newClient(t, []string{a.URL, b.URL}, client.WithAttempts(2))
-			_, err := c.NextID(ctxFor(t), "x")
+			_, err := c.NextID(testutil.Context(t, time.Minute), "x")
 			if err == nil {
 				t.Fatal("NextID succeeded")
 			}
@@ -275,7 +276,7 @@ func notReadyServer(t *testing.T) *server {
 
 func TestNotReadyFailsOver(t *testing.T) {
 	down, up := notReadyServer(t), segmentServer(t, "test")
-	ctx := ctxFor(t)
+	ctx := testutil.Context(t, time.Minute)
 
 	// Alone, the failing server's answer comes back as it is: its message,
 	// which names the condition, not the cause (the store's error stays in
@@ -340,7 +341,7 @@ func TestRetryPauseJitter(t *testing.T) {
 		http.Error(w, "boom", http.StatusInternalServerError) // no Retry-After
 	}))
 	c := newClient(t, []string{failing.URL}, client.WithAttempts(2))
-	ctx := ctxFor(t)
+	ctx := testutil.Context(t, time.Minute)
 	const calls = 20
 	took := make([]time.Duration, calls)
 	var wg sync.WaitGroup
@@ -376,7 +377,7 @@ func TestFailoverConnectionRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := ctxFor(t)
+	ctx := testutil.Context(t, time.Minute)
 	for i := range 10 {
 		id, err := c.NextID(ctx, "test")
 		if err != nil || id != int64(i+1) {
@@ -390,7 +391,7 @@ func TestFailoverConnectionRefused(t *testing.T) {
 
 func TestAttemptTimeout(t *testing.T) {
 	hang, up := hangingServer(t), segmentServer(t, "test")
-	ctx := ctxFor(t)
+	ctx := testutil.Context(t, time.Minute)
 	const timeout = 200 * time.Millisecond
 
 	// The first call's turn is the hanging server: it gives up on it after
@@ -457,11 +458,11 @@ func TestBadAnswerRetried(t *testing.T) {
 	}))
 	up := segmentServer(t, "test")
 	c := newClient(t, []string{garbage.URL, up.URL})
-	if id, err := c.NextID(ctxFor(t), "test"); err != nil || id != 1 {
+	if id, err := c.NextID(testutil.Context(t, time.Minute), "test"); err != nil || id != 1 {
 		t.Fatalf("NextID = %d, %v; want 1 from the sane server", id, err)
 	}
 	c = newClient(t, []string{garbage.URL}, client.WithAttempts(1))
-	if _, err := c.NextID(ctxFor(t), "test"); err == nil || !strings.Contains(err.Error(), "bad answer") {
+	if _, err := c.NextID(testutil.Context(t, time.Minute), "test"); err == nil || !strings.Contains(err.Error(), "bad answer") {
 		t.Errorf("NextID = %v, want a bad answer error", err)
 	}
 }
@@ -470,7 +471,7 @@ func TestRoundRobin(t *testing.T) {
 	servers := []*server{segmentServer(t, "test"), segmentServer(t, "test"), segmentServer(t, "test")}
 	c := newClient(t, []string{servers[0].URL, servers[1].URL, servers[2].URL})
 	for range 30 {
-		if _, err := c.NextID(ctxFor(t), "test"); err != nil {
+		if _, err := c.NextID(testutil.Context(t, time.Minute), "test"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -487,7 +488,7 @@ func TestLostAnswerSkipsIDs(t *testing.T) {
 	// lost to the client, which gets the next range from the second server.
 	// The retry skips IDs; it never gets the lost ones again.
 	g := startSegment(t, newStore(t, 1000, "test"), nil)
-	api := httpapi.New(httpapi.Config{Segment: g, Logger: quiet()})
+	api := httpapi.New(httpapi.Config{Segment: g, Logger: testutil.Logger()})
 	lost := make(chan string, 10)
 	dropping := serveHandler(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := httptest.NewRecorder()
@@ -502,7 +503,7 @@ func TestLostAnswerSkipsIDs(t *testing.T) {
 	}))
 	answering := serve(t, httpapi.Config{Segment: g})
 	c := newClient(t, []string{dropping.URL, answering.URL})
-	start, end, err := c.Range(ctxFor(t), "test", 100)
+	start, end, err := c.Range(testutil.Context(t, time.Minute), "test", 100)
 	if err != nil || start != 101 || end != 201 {
 		t.Fatalf("Range = [%d, %d), %v; want [101, 201) after the lost [1, 101)", start, end, err)
 	}

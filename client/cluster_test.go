@@ -17,6 +17,7 @@ import (
 	"github.com/leafgo/leaf/httpapi"
 	"github.com/leafgo/leaf/inmem"
 	"github.com/leafgo/leaf/internal/testdb"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/mysql"
 	"github.com/leafgo/leaf/segment"
 )
@@ -75,7 +76,7 @@ func clusterFailover(t *testing.T, open func() leaf.SegmentStore, total int) {
 			st = open()
 		}
 		gens[i] = startSegment(t, st, nil)
-		srvs[i] = serveFast(t, httpapi.Config{Segment: gens[i], Logger: quiet()})
+		srvs[i] = serveFast(t, httpapi.Config{Segment: gens[i], Logger: testutil.Logger()})
 		urls[i] = srvs[i].URL
 	}
 
@@ -89,7 +90,9 @@ func clusterFailover(t *testing.T, open func() leaf.SegmentStore, total int) {
 		opts := [][]client.BufferOption{
 			{},
 			{client.WithRangeSize(7919)},
-			{client.WithRangeSize(2500), client.WithPrefetch(0.5)},
+			// Fixed leases of 2500: this client leases again after the kill
+			// whatever the others hold, so a survivor is asked.
+			{client.WithRangeSize(2500), client.WithMaxRangeSize(2500), client.WithPrefetch(0.5)},
 			{client.WithRangeSize(300), client.WithAdaptiveRange(time.Second)},
 		}[i]
 		bufs[i] = newBuffered(t, c, clusterTag, opts...)
@@ -128,7 +131,7 @@ func clusterFailover(t *testing.T, open func() leaf.SegmentStore, total int) {
 	for ci, b := range bufs {
 		for g := range goroutines {
 			wg.Go(func() {
-				ctx := ctxFor(t)
+				ctx := testutil.Context(t, time.Minute)
 				ids := make([]int64, 0, per)
 				for len(ids) < per {
 					if len(ids) == 2*per/3 {
@@ -160,13 +163,20 @@ func clusterFailover(t *testing.T, open func() leaf.SegmentStore, total int) {
 		t.Fatalf("%d IDs, want %d", n, per*clients*goroutines)
 	}
 
+	// Which survivors lease after the kill depends on how much the clients
+	// hold by then (their leases grow with the rate); that one of them does
+	// is certain: the client of fixed 2500-ID leases needs more.
+	var afterKill int64
 	for i, s := range srvs {
 		if s.hits.Load() == 0 {
 			t.Errorf("server %d served nothing", i)
 		}
-		if i != victim && s.hits.Load() == hitsAt[i] {
-			t.Errorf("server %d served nothing after the kill", i)
+		if i != victim {
+			afterKill += s.hits.Load() - hitsAt[i]
 		}
+	}
+	if afterKill == 0 {
+		t.Errorf("no server served after the kill")
 	}
 	failovers := 0
 	for _, m := range logs.messages() {

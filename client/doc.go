@@ -17,7 +17,8 @@
 // # Failover
 //
 // Each call starts at the next server in round-robin order (each Client's
-// rotation starts at a random server). A transport error, an attempt that
+// rotation starts at a random server; with zones, the next of its own
+// zone's, see Zones). A transport error, an attempt that
 // outlasts WithTimeout (default 1s), a 5xx (503 not ready, clock moved
 // backwards, ...) or a garbled answer moves the call on to the next server,
 // up to WithAttempts requests in all (default: one per server plus one, at
@@ -38,6 +39,30 @@
 // retry gets new IDs from the same or another server; the lost ones are just
 // skipped. No retry can duplicate an ID. The same holds for leased ranges.
 //
+// # Zones
+//
+// A cluster spread over data centres (zones) is best called in the
+// caller's own, crossing over only when it fails. NewZoned takes each
+// server's zone, WithZone the client's:
+//
+//	c, err := client.NewZoned([]client.Endpoint{
+//		{URL: "http://10.1.0.1:8080", Zone: "dc1"}, {URL: "http://10.1.0.2:8080", Zone: "dc1"},
+//		{URL: "http://10.2.0.1:8080", Zone: "dc2"}, {URL: "http://10.2.0.2:8080", Zone: "dc2"},
+//	}, client.WithZone("dc1"))
+//
+// Calls go round robin to the own zone's servers, and fail over as above:
+// to the own zone's other servers first, then to the other zones' (a
+// server without a zone is in another zone). Once every server of the own
+// zone has failed and cools down, calls go straight to the other zones;
+// when a cool-down ends that server is tried first again, and the calls
+// come back as soon as it answers. One Warn line marks the move away, one
+// Info line the return. Stats counts the requests and failures of each
+// server (ByZone sums them per zone). A Buffered leases through its
+// Client, so it has the same preference. WithZone naming a zone that no
+// endpoint is in is an error, since a typo would send every call across
+// zones; a client in a zone without servers leaves WithZone out. Without
+// WithZone the zones only label Stats and logs.
+//
 // # Errors
 //
 // A server's error answer is an *Error carrying the status, the body's
@@ -54,14 +79,28 @@
 //
 // # Buffered
 //
-// Client.Buffered returns a Buffered for one tag. It leases ranges of up to
-// 10,000 IDs (WithRangeSize; optionally adaptive, WithAdaptiveRange) through
-// Client.Range and holds two: the current one, from which Next takes IDs
-// with one atomic add (no lock, no allocation; tens of millions of IDs per
-// second), and the next one, leased in the background once the current one
-// is 20% used (WithPrefetch). A call that finds both used up waits for the
-// lease in flight until its context is done. No ID is ever handed out twice;
-// IDs increase within a lease, and from lease to lease while the leases come
-// from one server, but may go back when a lease comes from another server.
-// The unused IDs of the leases held are skipped when the process exits.
+// Client.Buffered returns a Buffered for one tag. It leases ranges through
+// Client.Range and holds two leases: the current one, from which Next takes
+// IDs with one atomic add (no lock, no allocation; tens of millions of IDs
+// per second), and the next one, leased in the background once the current
+// one is 20% used (WithPrefetch). The lease size follows the rate: from
+// 10,000 IDs (WithRangeSize) it doubles while a lease would last under a
+// second (WithAdaptiveRange) up to 1,000,000 (WithMaxRangeSize), in one
+// range request when the server's current segment holds it (else several,
+// each handed out as it arrives), and halves back when the rate drops. A call that finds no
+// ID at hand waits for the lease in flight until its context is done. No ID
+// is ever handed out twice; IDs increase within a range, and from range to
+// range while the ranges come from one server, but may go back when a
+// range comes from another server. The unused IDs of the leases held are skipped when
+// the process exits.
+//
+// # Periodic tags
+//
+// A periodic tag (created with a period: day, month or year) restarts at
+// its start value each period, so its IDs are unique only together with
+// their period. NextWithPeriod, NextIDsWithPeriod and RangeWithPeriod return
+// the period (yyyymmdd, yyyymm or yyyy in the tag's time zone) with the IDs;
+// NextID, NextIDs and Range answer the numbers alone. A Buffered refuses a
+// periodic tag with ErrPeriodicTag: its leases would hand out a past
+// period's IDs once the period turned.
 package client

@@ -2,6 +2,7 @@ package client
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -71,9 +72,23 @@ func (e *Error) Unwrap() error {
 }
 
 // retryable reports whether another server (or the same one, later) may
-// answer differently: any 5xx. A 4xx is the request's fault and is never
-// retried.
-func (e *Error) retryable() bool { return e.StatusCode >= 500 }
+// answer differently: any 5xx but format_exhausted, which every server
+// answers alike. A 4xx is the request's fault and is never retried.
+func (e *Error) retryable() bool { return e.StatusCode >= 500 && e.Code != "format_exhausted" }
+
+// ErrFormatExhausted: the tag's sequence outgrew its ID format's width (a
+// 503 "format_exhausted"). No server can write its IDs any more, so the
+// call is not retried; a periodic tag's next period starts afresh.
+var ErrFormatExhausted = errors.New("the tag's sequence outgrew its ID format's width")
+
+// ErrFormattedTag: a tag with an ID format has no ranges (a 400
+// "formatted_tag"): a lease would hand out bare numbers, not the tag's
+// IDs. Buffered answers it; use NextFormatted.
+var ErrFormattedTag = fmt.Errorf("%w: a formatted tag's IDs cannot be leased or buffered; use NextFormatted", leaf.ErrInvalidArgument)
+
+// ErrNotFormatted is the answer of NextFormatted and NextIDsFormatted for
+// a tag without an ID format.
+var ErrNotFormatted = fmt.Errorf("%w: the tag has no ID format; use NextID", leaf.ErrInvalidArgument)
 
 // codeSentinels maps the "code" of a /v2 error body (httpapi's error table)
 // back to the sentinel the server started from. The server's "timeout" and
@@ -85,6 +100,8 @@ var codeSentinels = map[string]error{
 	"invalid_argument":     leaf.ErrInvalidArgument,
 	"tag_not_found":        leaf.ErrTagNotFound,
 	"tag_exists":           leaf.ErrTagExists,
+	"tag_tombstoned":       leaf.ErrTagTombstoned,
+	"opaque_range":         leaf.ErrOpaqueRange,
 	"not_ready":            leaf.ErrNotReady,
 	"clock_backwards":      leaf.ErrClockBackwards,
 	"worker_ids_exhausted": leaf.ErrWorkerIDsExhausted,
@@ -92,6 +109,8 @@ var codeSentinels = map[string]error{
 	"closed":               leaf.ErrClosed,
 	"timeout":              leaf.ErrNotReady,
 	"canceled":             leaf.ErrNotReady,
+	"format_exhausted":     ErrFormatExhausted,
+	"formatted_tag":        ErrFormattedTag,
 	"segment_disabled":     ErrModeDisabled,
 	"snowflake_disabled":   ErrModeDisabled,
 }

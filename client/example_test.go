@@ -54,7 +54,9 @@ func Example() {
 func ExampleClient_Buffered() {
 	store := inmem.NewSegmentStore()
 	_ = store.CreateTag(context.Background(), leaf.Alloc{Tag: "order", MaxID: 1, Step: 1000})
-	gen, err := segment.New(context.Background(), segment.Settings{Store: store, Logger: slog.New(slog.DiscardHandler)})
+	settings := segment.DefaultSettings()
+	settings.Store, settings.Logger = store, slog.New(slog.DiscardHandler)
+	gen, err := segment.New(context.Background(), settings)
 	if err != nil {
 		log.Fatal(err)
 	}

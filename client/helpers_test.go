@@ -15,6 +15,7 @@ import (
 	"github.com/leafgo/leaf/client"
 	"github.com/leafgo/leaf/httpapi"
 	"github.com/leafgo/leaf/inmem"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/segment"
 	"github.com/leafgo/leaf/snowflake"
@@ -23,37 +24,22 @@ import (
 // Tests run real servers over loopback: httpapi in front of real generators
 // on real stores (inmem here, MariaDB for the cluster test).
 
-func quiet() *slog.Logger {
-	if testing.Verbose() {
-		return slog.Default()
-	}
-	return slog.New(slog.DiscardHandler)
-}
-
-// ctxFor is a context bounded well above anything a test waits for.
-func ctxFor(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // newStore returns an in-memory store holding tags, each starting at 1 with
 // the given step.
 func newStore(t testing.TB, step int, tags ...string) *inmem.SegmentStore {
 	t.Helper()
-	st := inmem.NewSegmentStore()
-	for _, tag := range tags {
-		if err := st.CreateTag(context.Background(), leaf.Alloc{Tag: tag, MaxID: 1, Step: step}); err != nil {
-			t.Fatalf("create tag %q: %v", tag, err)
-		}
+	rows := make([]leaf.Alloc, len(tags))
+	for i, tag := range tags {
+		rows[i] = leaf.Alloc{Tag: tag, MaxID: 1, Step: step}
 	}
-	return st
+	return testutil.Store(t, rows...)
 }
 
 // startSegment starts a segment generator on st, closed at cleanup.
 func startSegment(t testing.TB, st leaf.SegmentStore, tweak func(*segment.Settings)) *segment.Generator {
 	t.Helper()
-	s := segment.Settings{Store: st, Logger: quiet()}
+	s := segment.DefaultSettings()
+	s.Store, s.Logger = st, testutil.Logger()
 	if tweak != nil {
 		tweak(&s)
 	}
@@ -83,7 +69,7 @@ type server struct {
 func serve(t testing.TB, cfg httpapi.Config) *server {
 	t.Helper()
 	if cfg.Logger == nil {
-		cfg.Logger = quiet()
+		cfg.Logger = testutil.Logger()
 	}
 	return serveHandler(t, httpapi.New(cfg))
 }
@@ -138,7 +124,7 @@ func hangingServer(t testing.TB) *server {
 // the first endpoint, failing the test on error.
 func newClient(t testing.TB, endpoints []string, opts ...client.Option) *client.Client {
 	t.Helper()
-	c, err := client.New(endpoints, append([]client.Option{client.WithLogger(quiet())}, opts...)...)
+	c, err := client.New(endpoints, append([]client.Option{client.WithLogger(testutil.Logger())}, opts...)...)
 	if err != nil {
 		t.Fatalf("client.New(%q): %v", endpoints, err)
 	}

@@ -287,13 +287,7 @@ func (r *Registry) Register(ctx context.Context, ep leaf.Endpoint, maxID int64) 
 	defer r.unlock()
 	ctx, cancel := r.bound(ctx)
 	defer cancel()
-
-	if old := r.claim; old != nil {
-		// The caller has given up the old claim (it re-registers); its last
-		// mark protects the ID.
-		r.claim = nil
-		r.revoke(ctx, old.lease)
-	}
+	r.giveUp(ctx)
 
 	// Taken before the grant: the lease lasts at least TTL from here.
 	t0 := time.Now()
@@ -310,6 +304,15 @@ func (r *Registry) Register(ctx context.Context, ep leaf.Endpoint, maxID int64) 
 	r.claim = c
 	r.log.Debug("worker ID claimed", "worker_id", c.id, "high_water", hw, "lease", int64(g.ID), "ttl", c.ttl)
 	return leaf.WorkerClaim{WorkerID: c.id, HighWater: hw, Expires: t0.Add(c.ttl)}, nil
+}
+
+// giveUp drops the claim this registry holds, if any: the caller has given
+// it up (it registers again), and its last mark protects the ID.
+func (r *Registry) giveUp(ctx context.Context) {
+	if old := r.claim; old != nil {
+		r.claim = nil
+		r.revoke(ctx, old.lease)
+	}
 }
 
 // claimID takes the lowest free ID whose mark has passed, attaching its

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -15,18 +14,12 @@ import (
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/etcd"
 	"github.com/leafgo/leaf/internal/testdb"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/leaftest"
 )
 
 // testPrefix keeps the tests' keys apart from a real deployment's.
 const testPrefix = "/leaftest/snowflake/"
-
-func quiet() *slog.Logger {
-	if testing.Verbose() {
-		return slog.Default()
-	}
-	return slog.New(slog.DiscardHandler)
-}
 
 // admin returns a plain client on the test server, closed at cleanup, to
 // inspect and clean up keys behind the registry's back.
@@ -44,7 +37,7 @@ func admin(t *testing.T, addr string) *clientv3.Client {
 // deleted when the test ends.
 func namespace(t *testing.T, addr string) etcd.Config {
 	t.Helper()
-	cfg := etcd.Config{Endpoints: []string{addr}, Prefix: testPrefix, Name: testdb.UniqueName(), Logger: quiet()}
+	cfg := etcd.Config{Endpoints: []string{addr}, Prefix: testPrefix, Name: testdb.UniqueName(), Logger: testutil.Logger()}
 	cli := admin(t, addr)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -66,12 +59,6 @@ func open(t *testing.T, cfg etcd.Config) *etcd.Registry {
 	}
 	t.Cleanup(func() { _ = r.Close() })
 	return r
-}
-
-func ctxFor(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), d)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 func TestWorkerRegistry(t *testing.T) {
@@ -98,7 +85,7 @@ func TestLeaseExpiry(t *testing.T) {
 	b := open(t, cfg)
 
 	// maxID 0: a pool of one ID.
-	ca, err := a.Register(ctxFor(t, 10*time.Second), leaftest.TestEndpoint(0), 0)
+	ca, err := a.Register(testutil.Context(t, 10*time.Second), leaftest.TestEndpoint(0), 0)
 	if err != nil {
 		t.Fatalf("A: Register: %v", err)
 	}
@@ -106,7 +93,7 @@ func TestLeaseExpiry(t *testing.T) {
 		t.Fatalf("A: claim %+v, want worker 0 without history", ca)
 	}
 	mark := time.Now().UnixMilli() + 1500
-	expires, err := a.Heartbeat(ctxFor(t, 10*time.Second), mark)
+	expires, err := a.Heartbeat(testutil.Context(t, 10*time.Second), mark)
 	if err != nil {
 		t.Fatalf("A: Heartbeat: %v", err)
 	}
@@ -123,7 +110,7 @@ func TestLeaseExpiry(t *testing.T) {
 		if time.Since(start) > 15*time.Second {
 			t.Fatalf("B: no worker ID %v after A's lease expired (%d attempts)", time.Since(expires), failures)
 		}
-		cb, err = b.Register(ctxFor(t, 5*time.Second), leaftest.TestEndpoint(1), 0)
+		cb, err = b.Register(testutil.Context(t, 5*time.Second), leaftest.TestEndpoint(1), 0)
 		done := time.Now()
 		if err == nil {
 			if done.Before(expires) {
@@ -146,12 +133,12 @@ func TestLeaseExpiry(t *testing.T) {
 	}
 
 	proxy.Up()
-	_, err = a.Heartbeat(ctxFor(t, 10*time.Second), time.Now().UnixMilli()+1500)
+	_, err = a.Heartbeat(testutil.Context(t, 10*time.Second), time.Now().UnixMilli()+1500)
 	if !errors.Is(err, leaf.ErrWorkerLost) {
 		t.Fatalf("A: Heartbeat after its lease expired: %v, want ErrWorkerLost", err)
 	}
 	// The lost holder must not have touched the mark B wrote.
-	if _, err := b.Heartbeat(ctxFor(t, 10*time.Second), time.Now().UnixMilli()); err != nil {
+	if _, err := b.Heartbeat(testutil.Context(t, 10*time.Second), time.Now().UnixMilli()); err != nil {
 		t.Fatalf("B: Heartbeat: %v", err)
 	}
 	if el := time.Since(start); el > 20*time.Second {
@@ -166,7 +153,7 @@ func TestLayout(t *testing.T) {
 	cfg := namespace(t, addr)
 	cli := admin(t, addr)
 	r := open(t, cfg)
-	ctx := ctxFor(t, 20*time.Second)
+	ctx := testutil.Context(t, 20*time.Second)
 	base := cfg.Prefix + cfg.Name + "/"
 
 	c, err := r.Register(ctx, leaf.Endpoint{IP: "10.1.2.3", Port: 8080}, 1023)
@@ -273,7 +260,7 @@ func TestUnreadableMark(t *testing.T) {
 	addr := testdb.Etcd(t)
 	cfg := namespace(t, addr)
 	cli := admin(t, addr)
-	ctx := ctxFor(t, 20*time.Second)
+	ctx := testutil.Context(t, 20*time.Second)
 	if _, err := cli.Put(ctx, cfg.Prefix+cfg.Name+"/mark/0", "not json"); err != nil {
 		t.Fatal(err)
 	}
@@ -340,11 +327,11 @@ func TestSameEndpoint(t *testing.T) {
 	cfg := namespace(t, testdb.Etcd(t))
 	ep := leaf.Endpoint{IP: "10.1.2.3", Port: 8080}
 	a, b := open(t, cfg), open(t, cfg)
-	ca, err := a.Register(ctxFor(t, 10*time.Second), ep, 1023)
+	ca, err := a.Register(testutil.Context(t, 10*time.Second), ep, 1023)
 	if err != nil {
 		t.Fatalf("A: Register: %v", err)
 	}
-	cb, err := b.Register(ctxFor(t, 10*time.Second), ep, 1023)
+	cb, err := b.Register(testutil.Context(t, 10*time.Second), ep, 1023)
 	if err != nil {
 		t.Fatalf("B: Register: %v", err)
 	}
@@ -359,7 +346,7 @@ func TestSameEndpoint(t *testing.T) {
 func TestPeerClocks(t *testing.T) {
 	addr := testdb.Etcd(t)
 	cfg := namespace(t, addr)
-	ctx := ctxFor(t, 20*time.Second)
+	ctx := testutil.Context(t, 20*time.Second)
 	// An older version's worker key: no clock reading.
 	if _, err := admin(t, addr).Put(ctx, cfg.Prefix+cfg.Name+"/worker/99", `{"ip":"10.9.9.9","port":"8080","timestamp":1}`); err != nil {
 		t.Fatal(err)

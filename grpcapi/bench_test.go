@@ -7,7 +7,7 @@ import (
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/grpcapi"
 	"github.com/leafgo/leaf/grpcapi/leafv1"
-	"github.com/leafgo/leaf/segment"
+	"github.com/leafgo/leaf/internal/testutil"
 )
 
 // The benchmarks call a real segment generator through a real server over
@@ -17,8 +17,8 @@ import (
 // Client and server share the machine's cores.
 
 func benchClient(b *testing.B) leafv1.LeafClient {
-	st := newStore(b, leaf.Alloc{Tag: "bench", MaxID: 1, Step: leaf.MaxStep})
-	return client(b, grpcapi.Config{Segment: newSegment(b, st, segment.Settings{})})
+	st := testutil.Store(b, leaf.Alloc{Tag: "bench", MaxID: 1, Step: leaf.MaxStep})
+	return client(b, grpcapi.Config{Segment: newSegment(b, st, nil)})
 }
 
 // reportIDs reports the IDs issued per second of the benchmark's time.

@@ -12,6 +12,11 @@
 //	SnowflakeNextIDs(key, count) count (1..10000) strictly increasing snowflake IDs
 //	Decode(id)                   id, timestamp_ms, worker_id, sequence of a snowflake ID
 //
+// The segment answers carry period, set for a periodic tag: the period
+// (yyyymmdd, yyyymm or yyyy in the tag's time zone) every ID of the answer
+// belongs to. A periodic tag restarts at its start value each period, so
+// its IDs are unique only together with their period.
+//
 // Like httpapi, the package validates requests (leaf.ValidateTag,
 // leaf.ValidateCount) before a generator sees them, calls a generator, and
 // maps the generator's errors to status codes through one table (errors.go).
@@ -26,6 +31,7 @@
 //	leaf.ErrInvalidCount            InvalidArgument   count outside 1..10000
 //	leaf.ErrInvalidArgument         InvalidArgument   an ID the snowflake layout cannot hold (Decode)
 //	leaf.ErrTagNotFound             NotFound          no such tag in the store
+//	leaf.ErrOpaqueRange             FailedPrecondition Range of an opaque tag
 //	segment mode off                NotFound          "segment mode is disabled"
 //	snowflake mode off              NotFound          "snowflake mode is disabled"
 //	leaf.ErrNotReady                Unavailable+      buffers empty, store unreachable or slow

@@ -3,11 +3,13 @@ package grpcapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"time"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/idformat"
 	"github.com/leafgo/leaf/internal/reqlog"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	spb "google.golang.org/genproto/googleapis/rpc/status"
@@ -53,8 +55,15 @@ var errorTable = [...]errorKind{
 	{leaf.ErrInvalidCount, codes.InvalidArgument, "invalid count"},
 	{leaf.ErrInvalidArgument, codes.InvalidArgument, "invalid argument"},
 	{leaf.ErrTagNotFound, codes.NotFound, "tag not found"},
+	{leaf.ErrOpaqueRange, codes.FailedPrecondition, "the tag is opaque: its IDs are issued one by one, never as a range"},
+	{leaf.ErrFormattedRange, codes.InvalidArgument, "a formatted tag's IDs cannot be leased as a range"},
 	{errSegmentDisabled, codes.NotFound, "segment mode is disabled"},
 	{errSnowflakeDisabled, codes.NotFound, "snowflake mode is disabled"},
+	// FailedPrecondition, not Unavailable: retrying, here or on another
+	// server, cannot help (but for a periodic tag in its next period); the
+	// tag's format must change, which means a new tag. Before ErrNotReady:
+	// a generator may refuse a sequence past the width with both.
+	{idformat.ErrWidthExceeded, codes.FailedPrecondition, "the tag's sequence outgrew its ID format's width"},
 	{leaf.ErrNotReady, codes.Unavailable, "not ready: no IDs can be issued right now; retry shortly"},
 	{leaf.ErrClockBackwards, codes.Unavailable, "the server's clock moved backwards; retry shortly"},
 	{leaf.ErrWorkerIDsExhausted, codes.Unavailable, "no snowflake worker ID is available to this server"},
@@ -98,6 +107,9 @@ func clientMessage(err error, k errorKind) string {
 	if errors.As(err, &ce) {
 		return ce.msg
 	}
+	if k.err == idformat.ErrWidthExceeded || k.err == leaf.ErrFormattedRange {
+		return err.Error() // the generator's: the tag, its format, the bound
+	}
 	return k.msg
 }
 
@@ -130,6 +142,17 @@ func tagged(tag string, err error) error {
 		return &clientError{err, "tag " + strconv.Quote(tag) + ": tag not found"}
 	}
 	return err
+}
+
+// formatError is the answer to an ID the tag's format cannot write: its
+// sequence outgrew the width (FailedPrecondition), with a message naming
+// the tag, the format and the largest sequence it holds. Any other
+// formatting error is a bug: the generator's ID or period is invalid.
+func formatError(tag string, err error) error {
+	if errors.Is(err, idformat.ErrWidthExceeded) {
+		return &clientError{err, "tag " + tag + ": " + err.Error()}
+	}
+	return fmt.Errorf("grpcapi: format an ID of tag %s: %w", tag, err)
 }
 
 // retryDelay is the retry_delay of the google.rpc.RetryInfo detail on every

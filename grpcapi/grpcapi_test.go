@@ -16,6 +16,7 @@ import (
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/grpcapi"
 	"github.com/leafgo/leaf/grpcapi/leafv1"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/segment"
 	"github.com/leafgo/leaf/sqlite"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -36,7 +37,7 @@ func TestSegment(t *testing.T) {
 		name  string
 		store func(t *testing.T) leaf.SegmentStore
 	}{
-		{"inmem", func(t *testing.T) leaf.SegmentStore { return newStore(t, orders) }},
+		{"inmem", func(t *testing.T) leaf.SegmentStore { return testutil.Store(t, orders) }},
 		{"sqlite", func(t *testing.T) leaf.SegmentStore {
 			st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "leaf.db"))
 			if err != nil {
@@ -50,7 +51,7 @@ func TestSegment(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			g := newSegment(t, tc.store(t), segment.Settings{})
+			g := newSegment(t, tc.store(t), nil)
 			c := client(t, grpcapi.Config{Segment: g})
 			ctx := ctxFor(t)
 
@@ -157,6 +158,25 @@ func (f fakeGen) NextRange(context.Context, string, int) (int64, int64, error) {
 	return f.id, f.id + 1, f.err
 }
 
+func (f fakeGen) NextIDPeriod(ctx context.Context, tag string) (int64, string, error) {
+	id, err := f.NextID(ctx, tag)
+	return id, "", err
+}
+
+func (f fakeGen) NextIDsPeriod(ctx context.Context, tag string, n int, dst []int64) ([]int64, string, error) {
+	dst, err := f.NextIDs(ctx, tag, n, dst)
+	return dst, "", err
+}
+
+func (f fakeGen) NextRangePeriod(ctx context.Context, tag string, n int) (int64, int64, string, error) {
+	s, e, err := f.NextRange(ctx, tag, n)
+	return s, e, "", err
+}
+
+func (f fakeGen) TagShape(context.Context, string) (leaf.TagShape, error) {
+	return leaf.TagShape{}, f.err
+}
+
 func (f fakeGen) Decode(id int64) (leaf.SnowflakeParts, error) {
 	return leaf.SnowflakeParts{ID: id}, f.err
 }
@@ -261,15 +281,17 @@ func checkStatus(t *testing.T, got bool, err error, code codes.Code, msg string)
 // unreachable store, each answered with its code over a real connection.
 func TestStatusCodes(t *testing.T) {
 	full := client(t, grpcapi.Config{
-		Segment:   newSegment(t, newStore(t, leaf.Alloc{Tag: "orders", MaxID: 1, Step: 1000}), segment.Settings{}),
+		Segment:   newSegment(t, testutil.Store(t, leaf.Alloc{Tag: "orders", MaxID: 1, Step: 1000}), nil),
 		Snowflake: newSnowflake(t),
 	})
 	none := client(t, grpcapi.Config{})
 
 	// A store that goes down once the generator holds a range: its buffers
 	// drain, then requests wait WaitTimeout for a range that never comes.
-	downStore := newStore(t, leaf.Alloc{Tag: "orders", MaxID: 1, Step: 10})
-	downGen := newSegment(t, downStore, segment.Settings{WaitTimeout: 10 * time.Millisecond, RetryBackoff: time.Millisecond, MaxRetryBackoff: 5 * time.Millisecond})
+	downStore := testutil.Store(t, leaf.Alloc{Tag: "orders", MaxID: 1, Step: 10})
+	downGen := newSegment(t, downStore, func(s *segment.Settings) {
+		s.WaitTimeout, s.RetryBackoff, s.MaxRetryBackoff = 10*time.Millisecond, time.Millisecond, 5*time.Millisecond
+	})
 	if _, err := downGen.NextID(context.Background(), "orders"); err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +316,7 @@ func TestStatusCodes(t *testing.T) {
 		{full, nextIDs("orders", math.MaxInt32), codes.InvalidArgument, "invalid count"},
 		{full, rangeOf("a/b", 1), codes.InvalidArgument, "invalid tag"},
 		{full, rangeOf("orders", 0), codes.InvalidArgument, "invalid count: 0"},
-		{full, rangeOf("orders", leaf.MaxBatch+1), codes.InvalidArgument, "invalid count: 10001"},
+		{full, rangeOf("orders", leaf.MaxRange+1), codes.InvalidArgument, "invalid count: 1000001"},
 		{full, snowflakeID("bad key"), codes.InvalidArgument, "invalid tag"},
 		{full, snowflakeIDs("", 0), codes.InvalidArgument, "invalid count: 0"},
 		{full, snowflakeIDs("any", leaf.MaxBatch+1), codes.InvalidArgument, "invalid count: 10001"},
@@ -402,15 +424,15 @@ func TestBuggyGenerator(t *testing.T) {
 // shortGen returns fewer IDs than asked, or a range longer than asked.
 type shortGen struct{ fakeGen }
 
-func (shortGen) NextIDs(_ context.Context, _ string, n int, dst []int64) ([]int64, error) {
+func (shortGen) NextIDsPeriod(_ context.Context, _ string, n int, dst []int64) ([]int64, string, error) {
 	for i := range n - 1 {
 		dst = append(dst, int64(i+1))
 	}
-	return dst, nil
+	return dst, "", nil
 }
 
-func (shortGen) NextRange(_ context.Context, _ string, n int) (int64, int64, error) {
-	return 1, int64(n) + 2, nil
+func (shortGen) NextRangePeriod(_ context.Context, _ string, n int) (int64, int64, string, error) {
+	return 1, int64(n) + 2, "", nil
 }
 
 func TestShortGenerator(t *testing.T) {
@@ -429,7 +451,7 @@ func TestHealth(t *testing.T) {
 		cfg  grpcapi.Config
 	}{
 		{"both modes", grpcapi.Config{
-			Segment:   newSegment(t, newStore(t), segment.Settings{}),
+			Segment:   newSegment(t, testutil.Store(t), nil),
 			Snowflake: newSnowflake(t),
 		}},
 		{"no mode", grpcapi.Config{}},

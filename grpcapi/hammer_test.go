@@ -10,7 +10,7 @@ import (
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/grpcapi"
 	"github.com/leafgo/leaf/grpcapi/leafv1"
-	"github.com/leafgo/leaf/segment"
+	"github.com/leafgo/leaf/internal/testutil"
 )
 
 // hammerGoroutines share one connection, as the clients of a service do.
@@ -94,7 +94,7 @@ func batchSize(r *rand.Rand) int32 {
 // TestHammerSegment mixes NextID, NextIDs and Range on one tag whose step
 // is small, so that ranges are loaded (and switched) all the time.
 func TestHammerSegment(t *testing.T) {
-	g := newSegment(t, newStore(t, leaf.Alloc{Tag: "hammer", MaxID: 1, Step: 1000}), segment.Settings{})
+	g := newSegment(t, testutil.Store(t, leaf.Alloc{Tag: "hammer", MaxID: 1, Step: 1000}), nil)
 	c := client(t, grpcapi.Config{Segment: g})
 	hammer(t, c, hammerTotal(),
 		func(ctx context.Context, c leafv1.LeafClient, _ *rand.Rand, ids []int64) ([]int64, error) {

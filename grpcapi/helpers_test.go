@@ -2,7 +2,6 @@ package grpcapi_test
 
 import (
 	"context"
-	"log/slog"
 	"net"
 	"testing"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"github.com/leafgo/leaf/grpcapi"
 	"github.com/leafgo/leaf/grpcapi/leafv1"
 	"github.com/leafgo/leaf/inmem"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/segment"
 	"github.com/leafgo/leaf/snowflake"
@@ -24,14 +24,12 @@ var (
 	_ grpcapi.SnowflakeGenerator = (*snowflake.Generator)(nil)
 )
 
-func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
-
 // serve runs a server for cfg on a loopback port and returns a client
 // connection to it. Both are closed at cleanup, the connection first.
 func serve(t testing.TB, cfg grpcapi.Config) *grpc.ClientConn {
 	t.Helper()
 	if cfg.Logger == nil {
-		cfg.Logger = quietLogger()
+		cfg.Logger = testutil.Logger()
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -71,24 +69,13 @@ func ctxFor(t testing.TB) context.Context {
 	return ctx
 }
 
-// newStore returns an in-memory leaf_alloc holding the given rows.
-func newStore(t testing.TB, rows ...leaf.Alloc) *inmem.SegmentStore {
-	t.Helper()
-	st := inmem.NewSegmentStore()
-	for _, a := range rows {
-		if err := st.CreateTag(context.Background(), a); err != nil {
-			t.Fatalf("CreateTag(%s): %v", a.Tag, err)
-		}
-	}
-	return st
-}
-
 // newSegment starts a segment generator on st, closed at cleanup.
-func newSegment(t testing.TB, st leaf.SegmentStore, s segment.Settings) *segment.Generator {
+func newSegment(t testing.TB, st leaf.SegmentStore, tweak func(*segment.Settings)) *segment.Generator {
 	t.Helper()
-	s.Store = st
-	if s.Logger == nil {
-		s.Logger = quietLogger()
+	s := segment.DefaultSettings()
+	s.Store, s.Logger = st, testutil.Logger()
+	if tweak != nil {
+		tweak(&s)
 	}
 	g, err := segment.New(context.Background(), s)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/grpcapi/leafv1"
+	"github.com/leafgo/leaf/internal/idformat"
 	"github.com/leafgo/leaf/internal/reqlog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -23,13 +24,21 @@ import (
 // generator; *segment.Generator satisfies it. Errors wrap the sentinels of
 // package leaf.
 type SegmentGenerator interface {
-	// NextID issues one ID for tag.
-	NextID(ctx context.Context, tag string) (int64, error)
-	// NextIDs appends n strictly increasing IDs for tag to dst.
-	NextIDs(ctx context.Context, tag string, n int, dst []int64) ([]int64, error)
-	// NextRange leases the contiguous IDs [start, end), 1 <= end-start <= n;
-	// the range may be shorter than n (it never spans two segments).
-	NextRange(ctx context.Context, tag string, n int) (start, end int64, err error)
+	// NextIDPeriod issues one ID for tag, and names its period: a
+	// periodic tag's key (yyyymmdd, yyyymm or yyyy), "" for a plain tag.
+	NextIDPeriod(ctx context.Context, tag string) (id int64, period string, err error)
+	// NextIDsPeriod appends n strictly increasing IDs for tag to dst, all
+	// of one period, which it names.
+	NextIDsPeriod(ctx context.Context, tag string, n int, dst []int64) ([]int64, string, error)
+	// NextRangePeriod leases the contiguous IDs [start, end), 1 <=
+	// end-start <= n, of one period, which it names; the range may be
+	// shorter than n (it never spans two segments).
+	NextRangePeriod(ctx context.Context, tag string, n int) (start, end int64, period string, err error)
+	// TagShape is the tag's shape (the zero shape for a plain tag), which
+	// the answers format IDs with: called for every segment call, it must
+	// answer from memory once the tag was served, and must not let made-up
+	// names reach the store one for one.
+	TagShape(ctx context.Context, tag string) (leaf.TagShape, error)
 }
 
 // SnowflakeGenerator is what the snowflake methods need from the snowflake
@@ -136,14 +145,26 @@ func (s *service) NextID(ctx context.Context, req *leafv1.NextIDRequest) (*leafv
 	if err := s.admit(ctx, s.segmentTag(tag)); err != nil {
 		return nil, s.statusError(ctx, err)
 	}
-	id, err := s.seg.NextID(ctx, tag)
+	id, period, err := s.seg.NextIDPeriod(ctx, tag)
 	if err == nil {
 		err = checkID(id)
 	}
 	if err != nil {
 		return nil, s.statusError(ctx, tagged(tag, err))
 	}
-	return &leafv1.NextIDResponse{Id: id}, nil
+	// After the ID: the generator read the shape at the tag's first load,
+	// so this is from memory.
+	shape, err := s.seg.TagShape(ctx, tag)
+	if err != nil {
+		return nil, s.statusError(ctx, tagged(tag, err))
+	}
+	resp := &leafv1.NextIDResponse{Id: id, Period: period}
+	if !shape.Format.IsPlain() {
+		if resp.Formatted, err = idformat.Format(shape.Format, period, id); err != nil {
+			return nil, s.statusError(ctx, formatError(tag, err))
+		}
+	}
+	return resp, nil
 }
 
 // NextIDs issues a batch of segment IDs.
@@ -155,31 +176,49 @@ func (s *service) NextIDs(ctx context.Context, req *leafv1.NextIDsRequest) (*lea
 	}
 	// The slice becomes the response's; gRPC marshals it after this method
 	// returns, so it cannot come from a pool.
-	ids, err := s.seg.NextIDs(ctx, tag, n, make([]int64, 0, n))
+	ids, period, err := s.seg.NextIDsPeriod(ctx, tag, n, make([]int64, 0, n))
 	if err == nil {
 		err = checkIDs(ids, n)
 	}
 	if err != nil {
 		return nil, s.statusError(ctx, tagged(tag, err))
 	}
-	return &leafv1.NextIDsResponse{Ids: ids}, nil
+	shape, err := s.seg.TagShape(ctx, tag) // from memory: see NextID
+	if err != nil {
+		return nil, s.statusError(ctx, tagged(tag, err))
+	}
+	resp := &leafv1.NextIDsResponse{Ids: ids, Period: period}
+	if !shape.Format.IsPlain() {
+		// One ID the format cannot write fails the whole answer.
+		resp.Formatted = make([]string, len(ids))
+		for i, id := range ids {
+			if resp.Formatted[i], err = idformat.Format(shape.Format, period, id); err != nil {
+				return nil, s.statusError(ctx, formatError(tag, err))
+			}
+		}
+	}
+	return resp, nil
 }
 
 // Range leases a contiguous range of segment IDs.
 func (s *service) Range(ctx context.Context, req *leafv1.RangeRequest) (*leafv1.RangeResponse, error) {
 	tag := req.GetTag()
-	n, err := s.admitBatch(ctx, s.segmentTag(tag), req.GetCount())
-	if err != nil {
+	n := int(req.GetCount())
+	check := s.segmentTag(tag)
+	if check == nil {
+		check = asClient(leaf.ValidateRangeCount(n))
+	}
+	if err := s.admit(ctx, check); err != nil {
 		return nil, s.statusError(ctx, err)
 	}
-	start, end, err := s.seg.NextRange(ctx, tag, n)
+	start, end, period, err := s.seg.NextRangePeriod(ctx, tag, n)
 	if err == nil {
 		err = checkRange(start, end, n)
 	}
 	if err != nil {
 		return nil, s.statusError(ctx, tagged(tag, err))
 	}
-	return &leafv1.RangeResponse{Start: start, End: end}, nil
+	return &leafv1.RangeResponse{Start: start, End: end, Period: period}, nil
 }
 
 // SnowflakeNextID issues one snowflake ID.

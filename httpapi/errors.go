@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/idformat"
 	"github.com/leafgo/leaf/internal/reqlog"
 )
 
@@ -22,6 +23,7 @@ var (
 	errMethodNotAllowed  = errors.New("method not allowed")
 	errSegmentDisabled   = errors.New("segment mode is disabled")
 	errSnowflakeDisabled = errors.New("snowflake mode is disabled")
+	errTagsDisabled      = errors.New("tag administration is disabled")
 	errBodyTooLarge      = errors.New("request body too large")
 )
 
@@ -50,9 +52,14 @@ var errorTable = [...]errorKind{
 	{leaf.ErrInvalidTag, http.StatusBadRequest, "invalid_tag", "invalid tag"},
 	{leaf.ErrInvalidCount, http.StatusBadRequest, "invalid_count", "invalid count"},
 	{leaf.ErrInvalidArgument, http.StatusBadRequest, "invalid_argument", "invalid argument"},
+	{leaf.ErrFormattedRange, http.StatusBadRequest, "formatted_tag", "a formatted tag's IDs cannot be leased as a range"},
 	{leaf.ErrTagNotFound, http.StatusNotFound, "tag_not_found", "tag not found"},
+	{leaf.ErrOpaqueRange, http.StatusConflict, "opaque_range", "the tag is opaque: its IDs are issued one by one, never as a range"},
 	{leaf.ErrTagExists, http.StatusConflict, "tag_exists", "tag already exists"},
 	{leaf.ErrTagTombstoned, http.StatusConflict, "tag_tombstoned", "tag was deleted and its IDs may not be issued again; create it without a start"},
+	// Before ErrNotReady: a generator may refuse a sequence past the width
+	// with both.
+	{idformat.ErrWidthExceeded, http.StatusServiceUnavailable, "format_exhausted", "the tag's sequence outgrew its ID format's width"},
 	{leaf.ErrNotReady, http.StatusServiceUnavailable, "not_ready", "not ready: no IDs can be issued right now; retry shortly"},
 	{leaf.ErrClockBackwards, http.StatusServiceUnavailable, "clock_backwards", "the server's clock moved backwards; retry shortly"},
 	{leaf.ErrWorkerIDsExhausted, http.StatusServiceUnavailable, "worker_ids_exhausted", "no snowflake worker ID is available to this server"},
@@ -65,6 +72,7 @@ var errorTable = [...]errorKind{
 	{context.Canceled, http.StatusServiceUnavailable, "canceled", "request canceled"},
 	{errSegmentDisabled, http.StatusNotFound, "segment_disabled", "segment mode is disabled"},
 	{errSnowflakeDisabled, http.StatusNotFound, "snowflake_disabled", "snowflake mode is disabled"},
+	{errTagsDisabled, http.StatusNotFound, "tags_disabled", "tag administration is disabled"},
 	{errNoRoute, http.StatusNotFound, "not_found", "not found"},
 	{errMethodNotAllowed, http.StatusMethodNotAllowed, "method_not_allowed", "method not allowed"},
 	{errBodyTooLarge, http.StatusRequestEntityTooLarge, "request_too_large", "request body too large"},
@@ -179,7 +187,9 @@ func errLogBudget() *reqlog.Budget { return &reqlog.Budget{Lines: 10, Window: 10
 // err (wtf's Error{Code, Message}, with the cause kept apart): the message
 // of a *clientError (input the transport refused, in words about that
 // input), the text of a *leaf.TombstoneError (it names the client's tag and
-// the lowest start allowed), the request's own tag for a tag not found,
+// the lowest start allowed) or of a *leaf.ShapeError (the tag and the shape
+// it must be created with), the generator's text of a used-up format width
+// (the tag, its format and the bound), the request's own tag for a tag not found,
 // else the row's own message. The error's text is never shown otherwise: it
 // may carry a driver's message, a host and port, or a Go type.
 func clientMessage(err error, k errorKind, tag string) string {
@@ -193,6 +203,13 @@ func clientMessage(err error, k errorKind, tag string) string {
 	var te *leaf.TombstoneError
 	if errors.As(err, &te) {
 		return oneLine(te.Error())
+	}
+	var se *leaf.ShapeError
+	if errors.As(err, &se) {
+		return oneLine(se.Error())
+	}
+	if k.err == idformat.ErrWidthExceeded || k.err == leaf.ErrFormattedRange {
+		return oneLine(err.Error()) // the generator's: the tag, its format (and the bound)
 	}
 	if k.err == leaf.ErrTagNotFound && leaf.ValidateTag(tag) == nil {
 		return "tag " + strconv.Quote(tag) + ": tag not found" // as the generator words it

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -18,6 +19,7 @@ import (
 type fakeGen struct {
 	mu       sync.Mutex
 	rows     map[string]*leaf.Alloc
+	shapes   map[string]leaf.TagShape
 	next     map[string]int64
 	fail     map[string]error // ID calls for this tag fail with the error
 	degraded []string
@@ -32,9 +34,10 @@ var fakeTime = time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
 
 func newFakeGen(tags ...string) *fakeGen {
 	g := &fakeGen{
-		rows: map[string]*leaf.Alloc{},
-		next: map[string]int64{},
-		fail: map[string]error{},
+		rows:   map[string]*leaf.Alloc{},
+		shapes: map[string]leaf.TagShape{},
+		next:   map[string]int64{},
+		fail:   map[string]error{},
 	}
 	for _, t := range tags {
 		g.rows[t] = &leaf.Alloc{Tag: t, MaxID: 1, Step: 1000, Description: "test " + t, UpdateTime: fakeTime}
@@ -117,7 +120,7 @@ func (g *fakeGen) NextRange(ctx context.Context, tag string, n int) (int64, int6
 	if err := g.check(tag); err != nil {
 		return 0, 0, err
 	}
-	if err := leaf.ValidateCount(n); err != nil {
+	if err := leaf.ValidateRangeCount(n); err != nil {
 		g.badCalls++
 		return 0, 0, err
 	}
@@ -396,6 +399,7 @@ func (f *fakeSnowflake) Status() leaf.WorkerStatus {
 	return leaf.WorkerStatus{
 		Registry:      "local",
 		Endpoint:      "127.0.0.1:8080",
+		Layout:        "leaf",
 		WorkerID:      f.worker,
 		HighWater:     f.ms + 3000,
 		LastIssued:    f.last.Timestamp,
@@ -421,4 +425,85 @@ func (f *fakeSnowflake) counts() (calls, badCalls int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.calls, f.badCalls
+}
+
+// The fake's tags are plain: the period methods name no period. A shape
+// given at creation is kept and shown; periodic routing is tested on the
+// real generator (periods_test.go).
+
+func (g *fakeGen) NextIDPeriod(ctx context.Context, tag string) (int64, string, error) {
+	id, err := g.NextID(ctx, tag)
+	return id, "", err
+}
+
+func (g *fakeGen) NextIDsPeriod(ctx context.Context, tag string, n int, dst []int64) ([]int64, string, error) {
+	dst, err := g.NextIDs(ctx, tag, n, dst)
+	return dst, "", err
+}
+
+func (g *fakeGen) NextRangePeriod(ctx context.Context, tag string, n int) (int64, int64, string, error) {
+	s, e, err := g.NextRange(ctx, tag, n)
+	return s, e, "", err
+}
+
+func (g *fakeGen) CreateShapedTag(ctx context.Context, a leaf.Alloc, shape leaf.TagShape) error {
+	if err := g.CreateTag(ctx, a); err != nil {
+		return err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !shape.IsPlain() {
+		g.shapes[a.Tag] = shape.Canonical()
+	}
+	return nil
+}
+
+func (g *fakeGen) TagShape(ctx context.Context, tag string) (leaf.TagShape, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err := g.check(tag); err != nil {
+		return leaf.TagShape{}, err
+	}
+	return g.shapes[tag], nil
+}
+
+func (g *fakeGen) PrunePeriods(ctx context.Context, tag string, pr leaf.Prune) (leaf.PruneResult, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err := g.check(tag); err != nil {
+		return leaf.PruneResult{}, err
+	}
+	return leaf.PruneResult{}, fmt.Errorf("%w: tag %s has no period", leaf.ErrInvalidArgument, tag)
+}
+
+func (g *fakeGen) TagShapes(ctx context.Context, tags []string) (map[string]leaf.TagShape, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := map[string]leaf.TagShape{}
+	for _, t := range tags {
+		if sh, ok := g.shapes[t]; ok {
+			out[t] = sh
+		}
+	}
+	return out, nil
+}
+
+func (g *fakeGen) Periods(ctx context.Context, tag, before string, limit int) ([]leaf.PeriodAlloc, error) {
+	return []leaf.PeriodAlloc{}, nil
+}
+
+func (g *fakeGen) CountPeriods(ctx context.Context, tag string) (int, error) { return 0, nil }
+
+// Decode decodes a plain tag's IDs: the number itself, below max_id.
+func (g *fakeGen) Decode(ctx context.Context, tag, id string) (leaf.DecodedID, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err := g.check(tag); err != nil {
+		return leaf.DecodedID{}, err
+	}
+	raw, err := strconv.ParseInt(id, 10, 64)
+	if err != nil || raw < 1 || raw >= g.next[tag] {
+		return leaf.DecodedID{}, fmt.Errorf("%w: tag %s has not issued ID %q", leaf.ErrInvalidArgument, tag, id)
+	}
+	return leaf.DecodedID{Tag: tag, ID: id, Raw: raw}, nil
 }

@@ -27,7 +27,7 @@ func TestFastMatchesNetHTTP(t *testing.T) {
 		seg := newFakeGen("test", "other")
 		seg.setFail("down", leaf.ErrNotReady)
 		seg.rows["down"] = &leaf.Alloc{Tag: "down", MaxID: 1, Step: 1}
-		return Config{Segment: seg, Snowflake: newFakeSnowflake(), Version: "v-diff",
+		return Config{Segment: seg, Tags: seg, Snowflake: newFakeSnowflake(), Version: "v-diff",
 			Logger: slog.New(slog.DiscardHandler)}
 	}
 	netBase := serveNetHTTP(t, New(newCfg()))

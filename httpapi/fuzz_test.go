@@ -38,7 +38,7 @@ func newFuzzServer(degraded bool) (*Server, *fakeGen, *fakeSnowflake) {
 		g.setDegraded("fuzz")
 		sf.setDegraded("snowflake fuzz")
 	}
-	s := New(Config{Segment: g, Snowflake: sf, Logger: slog.New(slog.DiscardHandler), AdminToken: fuzzToken, Version: "fuzz"})
+	s := New(Config{Segment: g, Tags: g, Snowflake: sf, Logger: slog.New(slog.DiscardHandler), AdminToken: fuzzToken, Version: "fuzz"})
 	return s, g, sf
 }
 

@@ -171,7 +171,9 @@ func TestHeadRealGenerator(t *testing.T) {
 	if err := store.CreateTag(ctx, leaf.Alloc{Tag: "test", MaxID: 1, Step: 100000}); err != nil {
 		t.Fatal(err)
 	}
-	gen, err := segment.New(ctx, segment.Settings{Store: store, Logger: slog.New(slog.DiscardHandler)})
+	set := segment.DefaultSettings()
+	set.Store, set.Logger = store, slog.New(slog.DiscardHandler)
+	gen, err := segment.New(ctx, set)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -295,8 +295,8 @@ func (s *Server) cachePage(w http.ResponseWriter, r *http.Request) {
 // dbPage serves /db: a page (see parsePage) of the rows of leaf_alloc, with
 // Leaf's columns, and a link to the next page.
 func (s *Server) dbPage(w http.ResponseWriter, r *http.Request) {
-	if s.seg == nil {
-		s.writeError(w, r, textStyle, errSegmentDisabled)
+	if err := s.tagsOn(); err != nil {
+		s.writeError(w, r, textStyle, err)
 		return
 	}
 	q, err := parsePage(r)
@@ -367,7 +367,7 @@ var cacheTemplate = template.Must(template.New("cache").Parse(pageHead +
 <thead><tr><th class="l">name</th><th>init</th><th>next</th><th>pos</th><th>value0</th><th>max0</th><th>step0</th><th>value1</th><th>max1</th><th>step1</th></tr></thead>
 <tbody>
 {{- range .Rows}}
-<tr><td class="l">{{.Tag}}</td><td>{{.InitOK}}</td><td>{{.NextReady}}</td><td>{{.Pos}}</td>
+<tr><td class="l">{{.Tag}}{{with .Period}} ({{.}}){{end}}</td><td>{{.InitOK}}</td><td>{{.NextReady}}</td><td>{{.Pos}}</td>
 {{- with index .Buffers 0}}<td>{{.Value}}</td><td>{{.Max}}</td><td>{{.Step}}</td>{{end}}
 {{- with index .Buffers 1}}<td>{{.Value}}</td><td>{{.Max}}</td><td>{{.Step}}</td>{{end}}</tr>
 {{- else}}

@@ -66,8 +66,11 @@ func (g leakySeg) NextIDs(_ context.Context, _ string, _ int, dst []int64) ([]in
 	return dst, g.err
 }
 func (g leakySeg) NextRange(context.Context, string, int) (int64, int64, error) { return 0, 0, g.err }
-func (g leakySeg) Known(context.Context, string) error                          { return g.err }
-func (g leakySeg) TagCount() int                                                { return 0 }
+func (g leakySeg) Decode(context.Context, string, string) (leaf.DecodedID, error) {
+	return leaf.DecodedID{}, g.err
+}
+func (g leakySeg) Known(context.Context, string) error { return g.err }
+func (g leakySeg) TagCount() int                       { return 0 }
 func (g leakySeg) Status() []leaf.SegmentStatus {
 	return []leaf.SegmentStatus{{Tag: "orders", LoadError: "mysql: reserve: " + errDial.Error()}}
 }
@@ -85,6 +88,29 @@ func (g leakySeg) Alloc(context.Context, string) (leaf.Alloc, error) { return le
 func (g leakySeg) CreateTag(context.Context, leaf.Alloc) error       { return g.err }
 func (g leakySeg) SetStep(context.Context, string, int) error        { return g.err }
 func (g leakySeg) DeleteTag(context.Context, string) error           { return g.err }
+func (g leakySeg) NextIDPeriod(context.Context, string) (int64, string, error) {
+	return 0, "", g.err
+}
+func (g leakySeg) NextIDsPeriod(_ context.Context, _ string, _ int, dst []int64) ([]int64, string, error) {
+	return dst, "", g.err
+}
+func (g leakySeg) NextRangePeriod(context.Context, string, int) (int64, int64, string, error) {
+	return 0, 0, "", g.err
+}
+func (g leakySeg) TagShape(context.Context, string) (leaf.TagShape, error) {
+	return leaf.TagShape{}, g.err
+}
+func (g leakySeg) CreateShapedTag(context.Context, leaf.Alloc, leaf.TagShape) error { return g.err }
+func (g leakySeg) PrunePeriods(context.Context, string, leaf.Prune) (leaf.PruneResult, error) {
+	return leaf.PruneResult{}, g.err
+}
+func (g leakySeg) TagShapes(context.Context, []string) (map[string]leaf.TagShape, error) {
+	return nil, g.err
+}
+func (g leakySeg) Periods(context.Context, string, string, int) ([]leaf.PeriodAlloc, error) {
+	return nil, g.err
+}
+func (g leakySeg) CountPeriods(context.Context, string) (int, error) { return 0, g.err }
 func (g leakySnow) NextID(context.Context, string) (int64, error)    { return 0, g.err }
 func (g leakySnow) Decode(int64) (leaf.SnowflakeParts, error)        { return leaf.SnowflakeParts{}, g.err }
 func (g leakySnow) Status() leaf.WorkerStatus                        { return leaf.WorkerStatus{} }
@@ -156,7 +182,7 @@ func logLine(logs *leaftest.LogBuffer, id string) map[string]any {
 func TestNoInternalsInAnswers(t *testing.T) {
 	for _, fail := range internalFailures {
 		logs := &leaftest.LogBuffer{}
-		s := New(Config{Segment: leakySeg{fail}, Snowflake: leakySnow{fail},
+		s := New(Config{Segment: leakySeg{fail}, Tags: leakySeg{fail}, Snowflake: leakySnow{fail},
 			Logger: slog.New(slog.NewJSONHandler(logs, nil))})
 		s.errLog = &reqlog.Budget{} // every line, for the sweep to find them all
 		transports := map[string]string{"net/http": serveNetHTTP(t, s), "fast": serveFast(t, s, Limits{})}

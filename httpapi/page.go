@@ -100,12 +100,3 @@ func statusPage(st []leaf.SegmentStatus, q pageQuery) (page []leaf.SegmentStatus
 	}
 	return cutPage(st[i:j], q.limit, func(s leaf.SegmentStatus) string { return s.Tag })
 }
-
-// tagStatuses converts a page of statuses to their /v2/status form.
-func tagStatuses(st []leaf.SegmentStatus) []tagStatus {
-	out := make([]tagStatus, len(st))
-	for i, t := range st {
-		out[i] = tagStatus{t, t.LastLoad}
-	}
-	return out
-}

@@ -126,7 +126,9 @@ func realServer(t *testing.T, tags ...string) (base string, st *inmem.SegmentSto
 			t.Fatal(err)
 		}
 	}
-	g, err := segment.New(t.Context(), segment.Settings{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	set := segment.DefaultSettings()
+	set.Store, set.Logger = st, slog.New(slog.NewTextHandler(io.Discard, nil))
+	g, err := segment.New(t.Context(), set)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +138,7 @@ func realServer(t *testing.T, tags ...string) (base string, st *inmem.SegmentSto
 			t.Fatal(err)
 		}
 	}
-	base, _ = testServer(t, g)
+	base, _ = testServerConfig(t, Config{Segment: g, Tags: st})
 	return base, st
 }
 
@@ -287,7 +289,9 @@ func TestListingPagesBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	g, err := segment.New(t.Context(), segment.Settings{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	set := segment.DefaultSettings()
+	set.Store, set.Logger = st, slog.New(slog.NewTextHandler(io.Discard, nil))
+	g, err := segment.New(t.Context(), set)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +301,7 @@ func TestListingPagesBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	base, _ := testServer(t, g)
+	base, _ := testServerConfig(t, Config{Segment: g, Tags: st})
 	for _, target := range []string{"/v2/tags", "/v2/status", "/v2/status?detail=1", "/db", "/cache", "/v2/status/summary?top=50"} {
 		r := do(t, "GET", base, target, "")
 		if r.status != 200 || len(r.body) > 1<<20 {
@@ -406,7 +410,7 @@ func TestStatusSummary(t *testing.T) {
 	want := slices.Clone(g.st)
 	want = slices.DeleteFunc(want, func(s leaf.SegmentStatus) bool { return !inUse(s) })
 	slices.SortFunc(want, func(a, b leaf.SegmentStatus) int {
-		if busier(a, b) {
+		if leaf.Busier(&a, &b) {
 			return -1
 		}
 		return 1

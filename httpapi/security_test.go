@@ -60,7 +60,7 @@ func TestAdminToken(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
 			g := newFakeGen("test", "gone")
-			base := tr.serve(t, New(Config{Segment: g, Snowflake: newFakeSnowflake(), AdminToken: testToken}))
+			base := tr.serve(t, New(Config{Segment: g, Tags: g, Snowflake: newFakeSnowflake(), AdminToken: testToken}))
 			for _, rt := range routes {
 				for _, rf := range refusals {
 					r := doHeader(t, rt.method, base, rt.target, rt.body, rf.header)

@@ -5,7 +5,11 @@
 // The package parses and validates requests, calls a generator, and maps the
 // generator's errors to status codes through one table (see errors.go). It
 // holds no ID logic: everything it serves comes from the generators, down to
-// the snowflake layout that /decodeSnowflakeId takes IDs apart with.
+// the snowflake layout that /decodeSnowflakeId takes IDs apart with, except
+// the rows of leaf_alloc, which /v2/tags and /db read from the store
+// (Config.Tags); tags are created, changed and deleted through the segment
+// generator. How the values of package leaf look in JSON is this package's
+// own (present.go).
 //
 // Routes (every response carries Cache-Control: no-store, because an ID served
 // twice from a cache is a duplicate ID):
@@ -20,9 +24,9 @@
 //	Leaf-compatible, application/json, GET, POST and HEAD:
 //	  /decodeSnowflakeId?snowflakeId=N    {"workerId":"5","sequenceId":"42","timestamp":"1590000000000(2020-05-21 02:40:00.000)"}
 //	Native JSON (/v2), application/json:
-//	  GET|POST /v2/segment/{tag}               {"tag","id","id_str"}
-//	  GET|POST /v2/segment/{tag}/batch?count=N {"tag","ids","ids_str"}
-//	  GET|POST /v2/segment/{tag}/range?count=N {"tag","start","end","start_str","end_str","count"}, [start,end)
+//	  GET|POST /v2/segment/{tag}               {"tag","id","id_str"[,"period"]}
+//	  GET|POST /v2/segment/{tag}/batch?count=N {"tag","ids","ids_str"[,"period"]}
+//	  GET|POST /v2/segment/{tag}/range?count=N {"tag","start","end","start_str","end_str","count"[,"period"]}, [start,end)
 //	  GET|POST /v2/snowflake                   {"id","id_str"}
 //	  GET|POST /v2/snowflake/batch?count=N     {"ids","ids_str"}
 //	  GET    /v2/snowflake/decode/{id}         {"id","id_str","timestamp_ms","time","worker_id","sequence"}
@@ -31,8 +35,12 @@
 //	  GET    /v2/tags/{tag}                    one row                 (admin)
 //	  PATCH  /v2/tags/{tag}                    {"step":N}              (admin)
 //	  DELETE /v2/tags/{tag}                    204                     (admin)
+//	  GET    /v2/tags/{tag}/periods            a periodic tag's periods, newest first (admin, paged by ?before=KEY)
+//	  GET    /v2/tags/{tag}/decode?id=X        an opaque (or formatted) ID mapped back to its raw sequence (admin)
+//	  DELETE /v2/tags/{tag}/periods?keep=N     prune old periods (or ?before=KEY) (admin)
 //	  GET    /v2/status[?detail=0]             version, degraded reasons; causes, buffers and worker (admin, paged)
 //	  GET    /v2/status/summary[?top=N]        bounded: aggregates, the N busiest and the degraded tags (admin)
+//	  GET    /v2/status/history[?since=N]      the last 10 minutes' samples, from sample N on (admin; with Config.History)
 //	Operations, text/plain:
 //	  GET /healthz                        "ok": the process is alive
 //	  GET /readyz[?strict=1]              "ok", or "degraded" and one reason per line, without its cause
@@ -40,6 +48,8 @@
 //	Monitor page, text/html:
 //	  GET /monitor/                       live view of the busiest and degraded tags, a search, the rows and the worker
 //	  GET /                               redirects to /monitor/
+//	API description, application/json:
+//	  GET /openapi.json                   OpenAPI 3.1 description of every route (openapi.json, embedded)
 //
 // Routes marked paged answer a page of at most ?limit=N tags (1..1000,
 // default 500), those beginning with ?prefix=P and sorting after the cursor
@@ -55,6 +65,11 @@
 // set (401 otherwise; /v2/status then answers without the detail). The ID
 // routes (/api/*/get/, /v2/segment/, /v2/snowflake and their batches) are
 // rate limited per client by Config.Limiter when one is set (429).
+//
+// A periodic tag (created with a period: day, month or year, in a time
+// zone) restarts at its start value each period. Its /v2 answers name the
+// period ("period":"20261124"), which the ID alone does not: the Leaf text
+// routes answer the plain number, which repeats across periods.
 //
 // GET routes also answer HEAD (same status and headers, no body); on the ID
 // routes HEAD checks the tag and count but takes no ID, so a 200 carries no
@@ -126,6 +141,18 @@ type SegmentGenerator interface {
 	// NextRange leases the contiguous IDs [start, end), 1 <= end-start <= n;
 	// the range may be shorter than n (it never spans two segments).
 	NextRange(ctx context.Context, tag string, n int) (start, end int64, err error)
+	// NextIDPeriod, NextIDsPeriod and NextRangePeriod are NextID, NextIDs
+	// and NextRange that also name the period of a periodic tag's IDs (its
+	// key: yyyymmdd, yyyymm or yyyy), "" for a plain tag. The IDs of one
+	// answer belong to one period.
+	NextIDPeriod(ctx context.Context, tag string) (int64, string, error)
+	NextIDsPeriod(ctx context.Context, tag string, n int, dst []int64) ([]int64, string, error)
+	NextRangePeriod(ctx context.Context, tag string, n int) (start, end int64, period string, err error)
+	// TagShape is the tag's shape (the zero shape for a plain tag), which
+	// the /v2 routes format IDs with: called for every /v2 segment
+	// request, it must answer from memory once the tag was served, and must
+	// not let made-up names reach the store one for one (see Known).
+	TagShape(ctx context.Context, tag string) (leaf.TagShape, error)
 	// Status describes the buffers of every tag in use, sorted by tag.
 	Status() []leaf.SegmentStatus
 	// TagCount is the number of tag names the server knows (in use or not).
@@ -139,21 +166,49 @@ type SegmentGenerator interface {
 	// may see, then its cause after ": ", "; " or " (" (see clientReasons);
 	// a tag's reasons lead with "tag NAME: ".
 	Degraded() []string
-	// Allocs lists the rows of leaf_alloc, ordered by tag.
-	Allocs(ctx context.Context) ([]leaf.Alloc, error)
+	// CreateTag inserts a row; a.MaxID is the first ID to issue. Tags are
+	// changed through the generator, which serves a created tag at once
+	// and drops a deleted one's buffers.
+	CreateTag(ctx context.Context, a leaf.Alloc) error
+	// CreateShapedTag is CreateTag with a shape (leaf.TagShape), fixed
+	// from then on.
+	CreateShapedTag(ctx context.Context, a leaf.Alloc, shape leaf.TagShape) error
+	// SetStep changes a tag's stored step.
+	SetStep(ctx context.Context, tag string, step int) error
+	// DeleteTag removes a tag's row.
+	DeleteTag(ctx context.Context, tag string) error
+	// PrunePeriods removes a periodic tag's old periods, never the current
+	// one nor the one before; errors wrap leaf.ErrInvalidArgument for a
+	// bad request or a tag without a period.
+	PrunePeriods(ctx context.Context, tag string, pr leaf.Prune) (leaf.PruneResult, error)
+	// Decode maps an ID tag issued (a number, or a formatted tag's
+	// formatted ID) back to its raw sequence, through an opaque tag's
+	// permutation. Errors wrap leaf.ErrInvalidArgument for an ID the tag
+	// cannot have issued, leaf.ErrNotReady for an opaque tag whose key
+	// this server lacks.
+	Decode(ctx context.Context, tag, id string) (leaf.DecodedID, error)
+}
+
+// TagReader reads the rows of leaf_alloc for tag administration and /db.
+// They are read from the store itself, which every store of this module
+// satisfies: the generator has nothing to add to a read, and holds only the
+// tags in use. Errors wrap the sentinels of package leaf.
+type TagReader interface {
 	// AllocsPage lists at most limit rows of leaf_alloc whose tag begins
 	// with prefix and sorts after the tag after, in the store's order of
 	// biz_tag: a keyset page, whose last tag, as after, reads the next.
 	// Invalid arguments wrap leaf.ErrInvalidArgument.
 	AllocsPage(ctx context.Context, prefix, after string, limit int) ([]leaf.Alloc, error)
-	// Alloc reads one row.
+	// Alloc reads one row; leaf.ErrTagNotFound if there is none.
 	Alloc(ctx context.Context, tag string) (leaf.Alloc, error)
-	// CreateTag inserts a row; a.MaxID is the first ID to issue.
-	CreateTag(ctx context.Context, a leaf.Alloc) error
-	// SetStep changes a tag's stored step.
-	SetStep(ctx context.Context, tag string, step int) error
-	// DeleteTag removes a tag's row.
-	DeleteTag(ctx context.Context, tag string) error
+	// TagShapes reads the shapes of tags (leaf.TagShaper); plain tags are
+	// not in the map.
+	TagShapes(ctx context.Context, tags []string) (map[string]leaf.TagShape, error)
+	// Periods lists at most limit of a periodic tag's periods with keys
+	// below before ("": all), newest first (leaf.PeriodStore).
+	Periods(ctx context.Context, tag, before string, limit int) ([]leaf.PeriodAlloc, error)
+	// CountPeriods counts a periodic tag's periods.
+	CountPeriods(ctx context.Context, tag string) (int, error)
 }
 
 // SnowflakeGenerator is what the snowflake routes need from the snowflake
@@ -185,6 +240,10 @@ type Config struct {
 	// Segment issues segment IDs and manages tags. Nil disables segment mode:
 	// its routes answer 404.
 	Segment SegmentGenerator
+	// Tags reads the store's rows, for /v2/tags, /v2/tags/{tag} and /db:
+	// the segment store Segment runs on. Nil, with Segment set, turns
+	// those routes off: they answer 404 "tag administration is disabled".
+	Tags TagReader
 	// Snowflake issues and decodes snowflake IDs. Nil disables snowflake mode:
 	// its routes answer 404, decoding included, since the layout belongs to
 	// the generator.
@@ -212,6 +271,9 @@ type Config struct {
 	// limit a request is answered 429 with Retry-After. Decoding, status and
 	// administration are not limited.
 	Limiter ClientLimiter
+	// History, when set, serves GET /v2/status/history, the monitor page's
+	// charts; nil answers 404 there.
+	History HistorySource
 }
 
 // RequestObserver records answered requests; metrics.Metrics satisfies it.
@@ -235,6 +297,7 @@ type BadRequestObserver interface {
 // Server is the HTTP handler. It is safe for concurrent use.
 type Server struct {
 	seg  SegmentGenerator
+	tags TagReader // nil when tag administration is off
 	snow SnowflakeGenerator
 	// segIDs and snowIDs are seg and snow as the shared ID-route code takes
 	// them, converted once here rather than on every request; nil when the
@@ -247,6 +310,7 @@ type Server struct {
 	mux     *http.ServeMux // every route except the hot ID routes, see ServeHTTP
 	keys    keyCache       // the fast transport's interned ID-route keys
 	limiter ClientLimiter
+	history HistorySource
 	// tokenHash is the SHA-256 of the admin token, when hasToken.
 	tokenHash [sha256.Size]byte
 	hasToken  bool
@@ -255,6 +319,16 @@ type Server struct {
 	// bad counts and summarises the requests the fast transport refuses
 	// before any route sees them.
 	bad *badRequests
+	// table lists every path served and the methods it allows, for the
+	// test that holds openapi.json to the routes.
+	table []route
+}
+
+// route is one path of the route table: a ServeMux pattern without its
+// method, and the Allow header of a 405 there.
+type route struct {
+	pattern string
+	allow   string
 }
 
 // idSource is what the ID routes need from either generator, so that the
@@ -274,6 +348,7 @@ func New(cfg Config) *Server {
 		obs:     cfg.Observer,
 		mux:     http.NewServeMux(),
 		limiter: cfg.Limiter,
+		history: cfg.History,
 		errLog:  errLogBudget(),
 	}
 	if cfg.AdminToken != "" {
@@ -286,6 +361,7 @@ func New(cfg Config) *Server {
 	// Assigned only when set: a nil generator must stay a nil idSource.
 	if s.seg != nil {
 		s.segIDs = s.seg
+		s.tags = cfg.Tags
 	}
 	if s.snow != nil {
 		s.snowIDs = s.snow
@@ -424,6 +500,9 @@ func (s *Server) routes(metrics http.Handler) {
 	s.handle("/v2/snowflake/decode/{id}", jsonStyle, methods{"GET": s.v2(s.v2SnowflakeDecode)})
 	s.handle("/v2/status", jsonStyle, methods{"GET": s.v2(s.v2Status)})
 	s.handle("/v2/status/summary", jsonStyle, methods{"GET": s.v2(s.v2StatusSummary)})
+	if s.history != nil {
+		s.handle("/v2/status/history", jsonStyle, methods{"GET": s.v2(s.v2StatusHistory)})
+	}
 
 	// Tag administration: every handler passes through s.admin.
 	admin := func(h v2Handler) http.HandlerFunc { return s.admin(jsonStyle, s.v2(h)) }
@@ -436,7 +515,15 @@ func (s *Server) routes(metrics http.Handler) {
 		"PATCH":  admin(s.v2PatchTag),
 		"DELETE": admin(s.v2DeleteTag),
 	})
+	s.handle("/v2/tags/{tag}/decode", jsonStyle, methods{
+		"GET": admin(s.v2DecodeID),
+	})
+	s.handle("/v2/tags/{tag}/periods", jsonStyle, methods{
+		"GET":    admin(s.v2ListPeriods),
+		"DELETE": admin(s.v2PrunePeriods),
+	})
 
+	s.handle("/openapi.json", textStyle, methods{"GET": s.openAPI})
 	s.handle("/healthz", textStyle, methods{"GET": s.healthz})
 	s.handle("/readyz", textStyle, methods{"GET": s.readyz})
 	if metrics != nil {
@@ -445,8 +532,10 @@ func (s *Server) routes(metrics http.Handler) {
 
 	// The monitor page; the bare root leads to it, so that a browser pointed
 	// at the server finds something.
-	s.mux.Handle("GET "+monitor.Prefix, monitor.Handler())
-	s.mux.Handle("GET /{$}", http.RedirectHandler(monitor.Prefix, http.StatusFound))
+	s.handle(monitor.Prefix, textStyle, methods{"GET": monitor.Handler().ServeHTTP})
+	s.handle("/{$}", textStyle, methods{"GET": http.RedirectHandler(monitor.Prefix, http.StatusFound).ServeHTTP})
+	// The Leaf ID routes are matched ahead of the mux (ServeHTTP, fast.go).
+	s.table = append(s.table, route{segmentGetRoute, allowLeaf[0]}, route{snowflakeGetRoute, allowLeaf[0]})
 
 	// Everything else: 404 in the style of the family the path belongs to.
 	s.mux.Handle("/v2/", s.notFound(jsonStyle))
@@ -467,6 +556,7 @@ func (s *Server) handle(path string, style errorStyle, m methods) {
 	}
 	slices.Sort(allow)
 	s.mux.Handle(path, s.methodNotAllowed(style, []string{strings.Join(allow, ", ")}))
+	s.table = append(s.table, route{path, strings.Join(allow, ", ")})
 }
 
 // v2Handler is a /v2 route: it writes its answer, or returns the error to

@@ -23,12 +23,14 @@ import (
 )
 
 // testServer serves gen (nil: segment mode disabled) on loopback and returns
-// its base URL and the log it writes.
+// its base URL and the log it writes. A fake that holds the rows as well,
+// as fakeGen does, is also the store the rows are read from (Config.Tags).
 func testServer(t *testing.T, gen SegmentGenerator) (string, *leaftest.LogBuffer) {
 	t.Helper()
 	var cfg Config
 	if gen != nil {
 		cfg.Segment = gen
+		cfg.Tags, _ = gen.(TagReader)
 	}
 	return testServerConfig(t, cfg)
 }
@@ -45,7 +47,7 @@ func testServerConfig(t *testing.T, cfg Config) (string, *leaftest.LogBuffer) {
 
 // serveFast serves s as leaf serve does, through NewFastServer, on
 // loopback, and returns its base URL.
-func serveFast(t *testing.T, s *Server, lim Limits) string {
+func serveFast(t testing.TB, s *Server, lim Limits) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -161,6 +163,13 @@ func (brokenGen) NextIDs(_ context.Context, _ string, n int, dst []int64) ([]int
 	return append(dst, 5, 4), nil
 }
 func (brokenGen) NextRange(context.Context, string, int) (int64, int64, error) { return 10, 10, nil }
+func (brokenGen) NextIDPeriod(context.Context, string) (int64, string, error)  { return 0, "", nil }
+func (brokenGen) NextIDsPeriod(_ context.Context, _ string, n int, dst []int64) ([]int64, string, error) {
+	return append(dst, 5, 4), "", nil
+}
+func (brokenGen) NextRangePeriod(context.Context, string, int) (int64, int64, string, error) {
+	return 10, 10, "", nil
+}
 
 func TestLeafSegmentGet(t *testing.T) {
 	long := strings.Repeat("a", leaf.MaxTagLen+1)
@@ -393,6 +402,7 @@ func TestErrorTable(t *testing.T) {
 		{context.Canceled, 503, "canceled"},
 		{errSegmentDisabled, 404, "segment_disabled"},
 		{errSnowflakeDisabled, 404, "snowflake_disabled"},
+		{errTagsDisabled, 404, "tags_disabled"},
 		{errNoRoute, 404, "not_found"},
 		{errMethodNotAllowed, 405, "method_not_allowed"},
 		{errBodyTooLarge, 413, "request_too_large"},

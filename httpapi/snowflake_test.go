@@ -465,18 +465,18 @@ func TestV2StatusSnowflake(t *testing.T) {
 		Detail  bool            `json:"detail"`
 		Segment json.RawMessage `json:"segment"`
 		// A pointer: the member must be there, not merely zero.
-		Snowflake *leaf.WorkerStatus `json:"snowflake"`
+		Snowflake *workerStatus `json:"snowflake"`
 	}
 	r := do(t, "GET", base, "/v2/status", "")
 	decodeStrict(t, r, &st)
-	if r.status != 200 || st.Snowflake == nil || !reflect.DeepEqual(*st.Snowflake, f.Status()) {
+	if r.status != 200 || st.Snowflake == nil || !reflect.DeepEqual(st.Snowflake, newWorkerStatus(f.Status())) {
 		t.Errorf("status = %d %s, want the snowflake member %+v", r.status, r.body, f.Status())
 	}
 	if !strings.Contains(string(st.Segment), `"enabled":true`) {
 		t.Errorf("segment member = %s", st.Segment)
 	}
 	// The worker's fields under their own names, beside segment.
-	if !strings.Contains(r.body, `"snowflake":{"registry":"local","endpoint":"127.0.0.1:8080","worker_id":5,`) {
+	if !strings.Contains(r.body, `"snowflake":{"registry":"local","endpoint":"127.0.0.1:8080","layout":"leaf","worker_id":5,`) {
 		t.Errorf("status body = %s", r.body)
 	}
 

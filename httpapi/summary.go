@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/topn"
 )
 
 // Bounds of /v2/status/summary, which the monitor page polls every second:
@@ -31,10 +32,10 @@ type summaryResponse struct {
 	// Degraded is every enabled generator's reasons, segment first, as
 	// /readyz lists them (with their causes given the detail): at most
 	// maxReasons of them; DegradedCount counts them all.
-	Degraded      []string           `json:"degraded"`
-	DegradedCount int                `json:"degraded_count"`
-	Segment       segmentSummary     `json:"segment"`
-	Snowflake     *leaf.WorkerStatus `json:"snowflake,omitempty"`
+	Degraded      []string       `json:"degraded"`
+	DegradedCount int            `json:"degraded_count"`
+	Segment       segmentSummary `json:"segment"`
+	Snowflake     *workerStatus  `json:"snowflake,omitempty"`
 }
 
 type segmentSummary struct {
@@ -129,6 +130,16 @@ func (s *Server) v2StatusSummary(w http.ResponseWriter, r *http.Request) error {
 		resp.Segment.StoreOK = !slices.ContainsFunc(segReasons, isStoreReason)
 		if detail {
 			resp.Segment.tagSummary = summarize(s.seg.Status(), segReasons, top)
+			for i := range resp.Segment.Top {
+				s.addFormats(r.Context(), &resp.Segment.Top[i])
+			}
+			for i := range resp.Segment.DegradedTags {
+				// A tag dropped since its reason was written has no
+				// status, and its shape is not worth a store read.
+				if d := &resp.Segment.DegradedTags[i]; d.InitOK || d.Issued > 0 || d.LoadErrors > 0 {
+					s.addFormats(r.Context(), &d.tagStatus)
+				}
+			}
 			resp.Segment.TagsKnown = s.seg.TagCount()
 		}
 	}
@@ -137,8 +148,7 @@ func (s *Server) v2StatusSummary(w http.ResponseWriter, r *http.Request) error {
 	}
 	resp.Degraded, resp.DegradedCount = reasons(slices.Concat(segReasons, snowReasons), detail)
 	if s.snow != nil && detail {
-		st := s.snow.Status()
-		resp.Snowflake = &st
+		resp.Snowflake = newWorkerStatus(s.snow.Status())
 	}
 	return writeJSON(w, r, http.StatusOK, resp)
 }
@@ -153,31 +163,19 @@ func isStoreReason(reason string) bool {
 // and the tags the reasons name.
 func summarize(st []leaf.SegmentStatus, reasons []string, top int) *tagSummary {
 	sum := &tagSummary{Top: []tagStatus{}, DegradedTags: []degradedTag{}}
-	busiest := make([]leaf.SegmentStatus, 0, top+1)
-	for _, t := range st {
+	busiest := topn.New(top, func(a, b int) bool { return leaf.Busier(&st[a], &st[b]) })
+	for i, t := range st {
 		sum.IDsPerSec += t.Rate
 		sum.Issued += t.Issued
 		if !inUse(t) {
 			continue
 		}
 		sum.TagsInUse++
-		// Insertion into the few kept: O(len(st) * top) at worst, and most
-		// tags fall below the last kept at the first comparison.
-		if top == 0 || len(busiest) == top && !busier(t, busiest[top-1]) {
-			continue
-		}
-		i, _ := slices.BinarySearchFunc(busiest, t, func(kept, t leaf.SegmentStatus) int {
-			if busier(kept, t) {
-				return -1
-			}
-			return 1
-		})
-		busiest = slices.Insert(busiest, i, t)
-		if len(busiest) > top {
-			busiest = busiest[:top]
-		}
+		busiest.Offer(i)
 	}
-	sum.Top = tagStatuses(busiest)
+	for _, i := range busiest.Best() {
+		sum.Top = append(sum.Top, newTagStatus(&st[i]))
+	}
 	for _, reason := range reasons {
 		tag, ok := reasonTag(reason)
 		if !ok {
@@ -192,7 +190,7 @@ func summarize(st []leaf.SegmentStatus, reasons []string, top int) *tagSummary {
 		})
 		d := degradedTag{Reason: reason}
 		if found {
-			d.tagStatus = tagStatus{st[i], st[i].LastLoad}
+			d.tagStatus = newTagStatus(&st[i])
 		} else {
 			d.Tag = tag // dropped since the reason was written
 		}
@@ -204,17 +202,6 @@ func summarize(st []leaf.SegmentStatus, reasons []string, top int) *tagSummary {
 // inUse says a tag was asked for an ID since the server started.
 func inUse(t leaf.SegmentStatus) bool {
 	return t.InitOK || t.Loading || t.Issued > 0 || t.LoadErrors > 0
-}
-
-// busier orders the top tags: by IDs/s, then IDs issued, then name.
-func busier(a, b leaf.SegmentStatus) bool {
-	if a.Rate != b.Rate {
-		return a.Rate > b.Rate
-	}
-	if a.Issued != b.Issued {
-		return a.Issued > b.Issued
-	}
-	return a.Tag < b.Tag
 }
 
 // reasonTag is the tag a degraded reason is about: the generator words a

@@ -25,12 +25,14 @@ func TestV2TagTombstone(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	g, err := segment.New(t.Context(), segment.Settings{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	set := segment.DefaultSettings()
+	set.Store, set.Logger = st, slog.New(slog.NewTextHandler(io.Discard, nil))
+	g, err := segment.New(t.Context(), set)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = g.Close(context.Background()) })
-	base, _ := testServer(t, g)
+	base, _ := testServerConfig(t, Config{Segment: g, Tags: st})
 
 	nextID := func() int64 {
 		t.Helper()

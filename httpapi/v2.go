@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/idformat"
 )
 
 // defaultStep is the step of POST /v2/tags without one. Without a start, the
@@ -33,7 +34,30 @@ func (s *Server) segmentTag(r *http.Request) (string, error) {
 	return tag, validTag(tag)
 }
 
-// v2SegmentID serves /v2/segment/{tag}: {"tag":"t","id":123,"id_str":"123"}.
+// tagsOn is nil when the tag administration routes are served, else the
+// error to answer them with: segment mode or tag administration is off.
+func (s *Server) tagsOn() error {
+	if s.seg == nil {
+		return errSegmentDisabled
+	}
+	if s.tags == nil {
+		return errTagsDisabled
+	}
+	return nil
+}
+
+// adminTag returns the {tag} of a /v2/tags/{tag} route, or the error to
+// answer with (see tagsOn; an invalid tag).
+func (s *Server) adminTag(r *http.Request) (string, error) {
+	if err := s.tagsOn(); err != nil {
+		return "", err
+	}
+	tag := r.PathValue("tag")
+	return tag, validTag(tag)
+}
+
+// v2SegmentID serves /v2/segment/{tag}: {"tag":"t","id":123,"id_str":"123"},
+// with "period" for a periodic tag and "formatted" for one with a format.
 // The body is formatted by hand: the tag is validated to bytes that need no
 // JSON escaping, and encoding/json would cost several allocations per ID.
 func (s *Server) v2SegmentID(w http.ResponseWriter, r *http.Request) error {
@@ -44,20 +68,33 @@ func (s *Server) v2SegmentID(w http.ResponseWriter, r *http.Request) error {
 	if r.Method == http.MethodHead {
 		return s.v2Head(w, r, s.segmentTagKnown(r.Context(), tag))
 	}
-	id, err := s.seg.NextID(r.Context(), tag)
+	id, period, err := s.seg.NextIDPeriod(r.Context(), tag)
 	if err == nil {
 		err = checkID(id)
 	}
 	if err != nil {
 		return err
 	}
+	// After the ID: the generator read the shape at the tag's first load,
+	// so this is from memory, and a failing store fails the request as the
+	// generator words it.
+	shape, err := s.seg.TagShape(r.Context(), tag)
+	if err != nil {
+		return err
+	}
 	buf := smallBufs.Get().(*[256]byte)
+	defer smallBufs.Put(buf)
 	b := append(buf[:0], `{"tag":"`...)
 	b = append(b, tag...)
 	b = append(b, `",`...)
 	b = appendIDJSON(b, id)
+	b = appendPeriodJSON(b, period)
+	if !shape.Format.IsPlain() {
+		if b, err = appendFormattedJSON(b, tag, shape.Format, period, id); err != nil {
+			return err
+		}
+	}
 	writeBody(w, r, http.StatusOK, appJSON, append(b, "}\n"...))
-	smallBufs.Put(buf)
 	return nil
 }
 
@@ -79,6 +116,17 @@ func appendIDJSON(b []byte, id int64) []byte {
 	b = strconv.AppendInt(b, id, 10)
 	b = append(b, `,"id_str":"`...)
 	b = strconv.AppendInt(b, id, 10)
+	return append(b, '"')
+}
+
+// appendPeriodJSON appends the member ,"period":"KEY" of a periodic tag's
+// answer; nothing for a plain tag. A key is digits only.
+func appendPeriodJSON(b []byte, period string) []byte {
+	if period == "" {
+		return b
+	}
+	b = append(b, `,"period":"`...)
+	b = append(b, period...)
 	return append(b, '"')
 }
 
@@ -114,16 +162,33 @@ func (s *Server) v2SegmentBatch(w http.ResponseWriter, r *http.Request) error {
 	if r.Method == http.MethodHead {
 		return s.v2Head(w, r, s.segmentTagKnown(r.Context(), tag))
 	}
-	p, ids, err := nextIDs(r, s.segIDs, tag, n)
+	p := idBufs.Get().(*[]int64)
+	ids, period, err := s.seg.NextIDsPeriod(r.Context(), tag, n, (*p)[:0])
+	if err == nil {
+		err = checkIDs(ids, n)
+	}
 	if err != nil {
+		idBufs.Put(p)
 		return err
 	}
 	defer putIDs(p, ids)
+	shape, err := s.seg.TagShape(r.Context(), tag) // from memory: see v2SegmentID
+	if err != nil {
+		return err
+	}
 	bp := batchBufs.Get().(*[]byte)
 	b := append((*bp)[:0], `{"tag":"`...)
 	b = append(b, tag...)
 	b = append(b, `",`...)
 	b = appendIDsJSON(b, ids)
+	b = appendPeriodJSON(b, period)
+	if !shape.Format.IsPlain() {
+		if b, err = appendFormattedsJSON(b, tag, shape.Format, period, ids); err != nil {
+			*bp = b
+			batchBufs.Put(bp)
+			return err
+		}
+	}
 	b = append(b, "}\n"...)
 	writeBody(w, r, http.StatusOK, appJSON, b)
 	*bp = b
@@ -220,20 +285,31 @@ type rangeResponse struct {
 	StartStr string `json:"start_str"`
 	EndStr   string `json:"end_str"`
 	Count    int64  `json:"count"`
+	// Period is a periodic tag's period, which the whole range belongs to.
+	Period string `json:"period,omitempty"`
 }
 
 // v2SegmentRange serves /v2/segment/{tag}/range?count=N: the contiguous IDs
 // [start, end), leased to the client for it to hand out itself. The range may
 // be shorter than N (it never spans two segments); count says how long it is.
+// A tag with a format has no range: 400.
 func (s *Server) v2SegmentRange(w http.ResponseWriter, r *http.Request) error {
-	tag, n, err := s.segmentTagCount(r)
+	tag, err := s.segmentTag(r)
 	if err != nil {
 		return err
+	}
+	c, ok := queryValue(r.URL.RawQuery, "count")
+	if !ok {
+		return asClient(fmt.Errorf("%w: the query parameter count is required (1..%d)", leaf.ErrInvalidCount, leaf.MaxRange))
+	}
+	n, err := leaf.ParseRangeCount(c)
+	if err != nil {
+		return asClient(err)
 	}
 	if r.Method == http.MethodHead {
 		return s.v2Head(w, r, s.segmentTagKnown(r.Context(), tag))
 	}
-	start, end, err := s.seg.NextRange(r.Context(), tag, n)
+	start, end, period, err := s.seg.NextRangePeriod(r.Context(), tag, n)
 	if err == nil && (start < 1 || end <= start || end-start > int64(n)) {
 		err = fmt.Errorf("httpapi: generator returned range [%d, %d) for count %d", start, end, n)
 	}
@@ -247,6 +323,7 @@ func (s *Server) v2SegmentRange(w http.ResponseWriter, r *http.Request) error {
 		StartStr: strconv.FormatInt(start, 10),
 		EndStr:   strconv.FormatInt(end, 10),
 		Count:    end - start,
+		Period:   period,
 	})
 }
 
@@ -280,9 +357,9 @@ type statusResponse struct {
 	// did not carry it, or the request asked for ?detail=0: tags and the
 	// worker are left out, and the degraded reasons are the clients' words
 	// (see clientReasons).
-	Detail    bool               `json:"detail"`
-	Segment   segmentStatus      `json:"segment"`
-	Snowflake *leaf.WorkerStatus `json:"snowflake,omitempty"`
+	Detail    bool          `json:"detail"`
+	Segment   segmentStatus `json:"segment"`
+	Snowflake *workerStatus `json:"snowflake,omitempty"`
 }
 
 type segmentStatus struct {
@@ -295,13 +372,6 @@ type segmentStatus struct {
 	// Next is the cursor of the next page of tags: ?after=NEXT, with the
 	// same prefix and limit. Absent on the last page.
 	Next string `json:"next,omitempty"`
-}
-
-// tagStatus is a tag's status as /v2/status shows it: last_load is left
-// out until the tag's first load, rather than shown as 0001-01-01.
-type tagStatus struct {
-	leaf.SegmentStatus
-	LastLoad time.Time `json:"last_load,omitzero"` // shadows the embedded field
 }
 
 // v2Status serves /v2/status. With detail, the tags are a page (see
@@ -330,18 +400,20 @@ func (s *Server) v2Status(w http.ResponseWriter, r *http.Request) error {
 		if detail {
 			page, next := statusPage(s.seg.Status(), q)
 			resp.Segment.Tags, resp.Segment.Next = tagStatuses(page), next
+			for i := range resp.Segment.Tags {
+				s.addFormats(r.Context(), &resp.Segment.Tags[i])
+			}
 		}
 	}
 	if s.snow != nil && detail {
-		st := s.snow.Status()
-		resp.Snowflake = &st
+		resp.Snowflake = newWorkerStatus(s.snow.Status())
 	}
 	return writeJSON(w, r, http.StatusOK, resp)
 }
 
 // tagsPage is the body of GET /v2/tags.
 type tagsPage struct {
-	Tags []leaf.Alloc `json:"tags"`
+	Tags []TagRow `json:"tags"`
 	// Next is the cursor of the next page: ?after=NEXT, with the same
 	// prefix and limit. Absent on the last page.
 	Next string `json:"next,omitempty"`
@@ -350,8 +422,8 @@ type tagsPage struct {
 // v2ListTags serves GET /v2/tags: a page (see parsePage) of the rows, in
 // the store's order of biz_tag.
 func (s *Server) v2ListTags(w http.ResponseWriter, r *http.Request) error {
-	if s.seg == nil {
-		return errSegmentDisabled
+	if err := s.tagsOn(); err != nil {
+		return err
 	}
 	q, err := parsePage(r)
 	if err != nil {
@@ -361,13 +433,21 @@ func (s *Server) v2ListTags(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, r, http.StatusOK, tagsPage{page, next})
+	tags := make([]string, len(page))
+	for i, a := range page {
+		tags[i] = a.Tag
+	}
+	shapes, err := s.tags.TagShapes(r.Context(), tags)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, r, http.StatusOK, tagsPage{tagRows(page, shapes), next})
 }
 
 // allocsPage reads the page q of the store's rows, one more than the page
 // to learn whether another follows.
 func (s *Server) allocsPage(r *http.Request, q pageQuery) ([]leaf.Alloc, string, error) {
-	rows, err := s.seg.AllocsPage(r.Context(), q.prefix, q.after, q.limit+1)
+	rows, err := s.tags.AllocsPage(r.Context(), q.prefix, q.after, q.limit+1)
 	if err != nil {
 		return nil, "", err
 	}
@@ -380,31 +460,68 @@ func (s *Server) allocsPage(r *http.Request, q pageQuery) ([]leaf.Alloc, string,
 
 // v2GetTag serves GET /v2/tags/{tag}: one row.
 func (s *Server) v2GetTag(w http.ResponseWriter, r *http.Request) error {
-	tag, err := s.segmentTag(r)
+	tag, err := s.adminTag(r)
 	if err != nil {
 		return err
 	}
-	a, err := s.seg.Alloc(r.Context(), tag)
+	a, err := s.tags.Alloc(r.Context(), tag)
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, r, http.StatusOK, a)
+	row, err := s.TagRow(r, a)
+	if err != nil {
+		return err
+	}
+	if row.Period != "" {
+		// The period this server's clock is in, and how many periods
+		// have a row: GET /v2/tags/{tag}/periods lists them.
+		n, err := s.tags.CountPeriods(r.Context(), tag)
+		if err != nil {
+			return err
+		}
+		row.PeriodCount = &n
+		if loc, err := leaf.Location(row.TimeZone); err == nil {
+			row.CurrentPeriod = leaf.PeriodKey(leaf.Period(row.Period), time.Now().In(loc))
+		}
+	}
+	return writeJSON(w, r, http.StatusOK, row)
+}
+
+// TagRow is a's row with its tag's shape, read from the store.
+func (s *Server) TagRow(r *http.Request, a leaf.Alloc) (TagRow, error) {
+	shapes, err := s.tags.TagShapes(r.Context(), []string{a.Tag})
+	if err != nil {
+		return TagRow{}, err
+	}
+	return NewTagRow(a, shapes[a.Tag]), nil
 }
 
 // createTagRequest is the body of POST /v2/tags. Start and Step are pointers
 // so that an absent field takes its default while an explicit 0 is refused:
-// an absent start is leaf.Alloc's MaxID 0, "let the store choose".
+// an absent start is leaf.Alloc's MaxID 0, "let the store choose". Period,
+// TimeZone, Format (a spec of internal/idformat) and OpaqueBits make the
+// tag's shape, fixed from then on.
 type createTagRequest struct {
 	Tag         string `json:"tag"`
 	Start       *int64 `json:"start"`
 	Step        *int   `json:"step"`
 	Description string `json:"description"`
+	Period      string `json:"period"`
+	TimeZone    string `json:"time_zone"`
+	Format      string `json:"format"`
+	OpaqueBits  int    `json:"opaque_bits"`
+}
+
+// shapePreparer is implemented by a generator that checks a shape against
+// its own settings (segment.Generator: the opaque key) before creating.
+type shapePreparer interface {
+	PrepareShape(leaf.TagShape) (leaf.TagShape, error)
 }
 
 // v2CreateTag serves POST /v2/tags: 201 with the created row.
 func (s *Server) v2CreateTag(w http.ResponseWriter, r *http.Request) error {
-	if s.seg == nil {
-		return errSegmentDisabled
+	if err := s.tagsOn(); err != nil {
+		return err
 	}
 	var req createTagRequest
 	if err := decodeBody(w, r, &req); err != nil {
@@ -423,33 +540,55 @@ func (s *Server) v2CreateTag(w http.ResponseWriter, r *http.Request) error {
 	if req.Start != nil && *req.Start == 0 {
 		return asClient(fmt.Errorf("%w: start 0, want >= 1, or no start to continue above any IDs of a deleted tag of the same name", leaf.ErrInvalidArgument))
 	}
-	if err := s.seg.CreateTag(r.Context(), a); err != nil {
+	shape, err := idformat.ParseShape(req.Tag, req.Period, req.TimeZone, req.Format, req.OpaqueBits)
+	if err != nil {
+		return asClient(err)
+	}
+	if p, ok := s.seg.(shapePreparer); ok {
+		// The generator's own checks of the shape (an opaque tag without
+		// a key, a format too narrow for it), written for the client and
+		// never holding the key; it also fills the key check.
+		if shape, err = p.PrepareShape(shape); err != nil {
+			return asClient(err)
+		}
+	}
+	if err := s.seg.CreateShapedTag(r.Context(), a, shape); err != nil {
 		return err
 	}
 	// Answer with the row as stored (update_time and, without a start,
 	// max_id are the store's). If reading it back fails, the tag was still
 	// created: say so with what was asked.
-	if stored, err := s.seg.Alloc(r.Context(), a.Tag); err == nil {
+	if stored, err := s.tags.Alloc(r.Context(), a.Tag); err == nil {
 		a = stored
 	}
 	w.Header()["Location"] = []string{"/v2/tags/" + a.Tag}
-	return writeJSON(w, r, http.StatusCreated, a)
+	return writeJSON(w, r, http.StatusCreated, NewTagRow(a, shape.Canonical()))
 }
 
-// patchTagRequest is the body of PATCH /v2/tags/{tag}.
+// patchTagRequest is the body of PATCH /v2/tags/{tag}. The shape's fields
+// are read only to refuse them with words saying why.
 type patchTagRequest struct {
-	Step *int `json:"step"`
+	Step       *int            `json:"step"`
+	Period     json.RawMessage `json:"period"`
+	TimeZone   json.RawMessage `json:"time_zone"`
+	Format     json.RawMessage `json:"format"`
+	OpaqueBits json.RawMessage `json:"opaque_bits"`
 }
 
 // v2PatchTag serves PATCH /v2/tags/{tag} {"step":N}: 200 with the row.
 func (s *Server) v2PatchTag(w http.ResponseWriter, r *http.Request) error {
-	tag, err := s.segmentTag(r)
+	tag, err := s.adminTag(r)
 	if err != nil {
 		return err
 	}
 	var req patchTagRequest
 	if err := decodeBody(w, r, &req); err != nil {
 		return err
+	}
+	for name, v := range map[string]json.RawMessage{"period": req.Period, "time_zone": req.TimeZone, "format": req.Format, "opaque_bits": req.OpaqueBits} {
+		if v != nil {
+			return asClient(fmt.Errorf("%w: %s cannot be changed: a tag's period, time_zone, format and opaque_bits are fixed when it is created, since IDs issued under them may still be in use", leaf.ErrInvalidArgument, name))
+		}
 	}
 	if req.Step == nil {
 		return asClient(fmt.Errorf("%w: step is required", leaf.ErrInvalidArgument))
@@ -462,16 +601,20 @@ func (s *Server) v2PatchTag(w http.ResponseWriter, r *http.Request) error {
 	}
 	// If reading the row back fails, answer the error: setting a step is
 	// idempotent, so the client may simply retry.
-	a, err := s.seg.Alloc(r.Context(), tag)
+	a, err := s.tags.Alloc(r.Context(), tag)
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, r, http.StatusOK, a)
+	row, err := s.TagRow(r, a)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, r, http.StatusOK, row)
 }
 
 // v2DeleteTag serves DELETE /v2/tags/{tag}: 204.
 func (s *Server) v2DeleteTag(w http.ResponseWriter, r *http.Request) error {
-	tag, err := s.segmentTag(r)
+	tag, err := s.adminTag(r)
 	if err != nil {
 		return err
 	}

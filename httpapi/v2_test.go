@@ -124,6 +124,12 @@ func TestV2SegmentBatchAndRange(t *testing.T) {
 	if want := (rangeBody{"test", 14, 5014, "14", "5014", 5000}); r.status != 200 || rg != want {
 		t.Errorf("short range = %d %+v, want %+v", r.status, rg, want)
 	}
+	// A range is two numbers: it may ask for more than a batch.
+	r = do(t, "POST", base, "/v2/segment/test/range?count=1000000", "")
+	decodeStrict(t, r, &rg)
+	if want := (rangeBody{"test", 5014, 10014, "5014", "10014", 5000}); r.status != 200 || rg != want {
+		t.Errorf("range of 1000000 = %d %+v, want %+v", r.status, rg, want)
+	}
 
 	errs := []struct {
 		method, target string
@@ -138,7 +144,7 @@ func TestV2SegmentBatchAndRange(t *testing.T) {
 		{"GET", "/v2/segment/test/batch?count=abc", 400, "invalid_count"},
 		{"GET", "/v2/segment/test/batch?count=", 400, "invalid_count"},
 		{"GET", "/v2/segment/test/range", 400, "invalid_count"},
-		{"GET", "/v2/segment/test/range?count=10001", 400, "invalid_count"},
+		{"GET", "/v2/segment/test/range?count=1000001", 400, "invalid_count"},
 		{"GET", "/v2/segment/a%20b", 400, "invalid_tag"},
 		{"GET", "/v2/segment/a%2Fb", 400, "invalid_tag"},
 		{"GET", "/v2/segment/a%2Fb/batch?count=2", 400, "invalid_tag"},
@@ -184,9 +190,9 @@ func TestV2Status(t *testing.T) {
 		Version string `json:"version"`
 		Detail  bool   `json:"detail"`
 		Segment struct {
-			Enabled  bool                 `json:"enabled"`
-			Degraded []string             `json:"degraded"`
-			Tags     []leaf.SegmentStatus `json:"tags"`
+			Enabled  bool        `json:"enabled"`
+			Degraded []string    `json:"degraded"`
+			Tags     []tagStatus `json:"tags"`
 		} `json:"segment"`
 	}
 	r := do(t, "GET", base, "/v2/status", "")
@@ -391,5 +397,67 @@ func TestV2TagsEmptyList(t *testing.T) {
 	base, _ := testServer(t, newFakeGen())
 	if r := do(t, "GET", base, "/v2/tags", ""); r.status != 200 || r.body != `{"tags":[]}`+"\n" {
 		t.Errorf("empty list = %d %q", r.status, r.body)
+	}
+}
+
+// TestTagReadsFromStore: the rows come from Config.Tags, the store, and the
+// buffers from the generator; a created tag is written through the
+// generator and answered as the store holds it.
+func TestTagReadsFromStore(t *testing.T) {
+	gen, store := newFakeGen("held"), newFakeGen("stored")
+	base, _ := testServerConfig(t, Config{Segment: gen, Tags: store})
+	for _, c := range []struct{ target, has, lacks string }{
+		{"/v2/tags", `"tag":"stored"`, `"held"`},
+		{"/v2/tags/stored", `"tag":"stored"`, `"held"`},
+		{"/db", ">stored<", "held"},
+		{"/cache", ">held<", "stored"},
+		{"/v2/status", `"tag":"held"`, `"stored"`},
+	} {
+		r := do(t, "GET", base, c.target, "")
+		if r.status != 200 || !strings.Contains(r.body, c.has) || strings.Contains(r.body, c.lacks) {
+			t.Errorf("GET %s: %d %q, want %s and not %s", c.target, r.status, r.body, c.has, c.lacks)
+		}
+	}
+	if r := do(t, "GET", base, "/v2/tags/held", ""); r.status != 404 {
+		t.Errorf("GET /v2/tags/held, a row the store lacks: %d %q, want 404", r.status, r.body)
+	}
+	// Written through the generator; the answer is the store's row, which
+	// this store does not have: the request's values, as when a read-back
+	// fails.
+	r := do(t, "POST", base, "/v2/tags", `{"tag":"made","step":5}`)
+	if _, err := gen.Alloc(t.Context(), "made"); r.status != 201 || err != nil {
+		t.Errorf("POST /v2/tags: %d %q, generator's row: %v", r.status, r.body, err)
+	}
+	if _, err := store.Alloc(t.Context(), "made"); err == nil {
+		t.Error("the store was written to directly, not through the generator")
+	}
+}
+
+// TestTagsDisabled: with segment mode on but no store to read the rows
+// from, tag administration and /db are off, and say so; the generator's
+// own routes still serve.
+func TestTagsDisabled(t *testing.T) {
+	g := newFakeGen("test")
+	base, _ := testServerConfig(t, Config{Segment: g})
+	for _, rq := range []struct{ method, target, body string }{
+		{"GET", "/v2/tags", ""},
+		{"POST", "/v2/tags", `{"tag":"new"}`},
+		{"GET", "/v2/tags/test", ""},
+		{"PATCH", "/v2/tags/test", `{"step":5}`},
+		{"DELETE", "/v2/tags/test", ""},
+	} {
+		r := do(t, rq.method, base, rq.target, rq.body)
+		if e := jsonError(t, r); r.status != 404 || e.Code != "tags_disabled" || e.Error != "tag administration is disabled" {
+			t.Errorf("%s %s: %d %q, want 404 tags_disabled", rq.method, rq.target, r.status, r.body)
+		}
+	}
+	if r := do(t, "GET", base, "/db", ""); r.status != 404 || r.body != "tag administration is disabled\n" {
+		t.Errorf("/db: %d %q, want 404 and the reason", r.status, r.body)
+	}
+	if r := do(t, "GET", base, "/cache", ""); r.status != 200 {
+		t.Errorf("/cache: %d %q, want 200", r.status, r.body)
+	}
+	if a, err := g.Alloc(t.Context(), "test"); err != nil || a.Step != 1000 || len(g.rows) != 1 {
+		t.Errorf("the generator's rows changed: %+v %v, %d rows", a, err, len(g.rows))
 	}
 }

@@ -25,7 +25,8 @@ type SegmentStore struct {
 	mu       sync.Mutex
 	rows     map[string]leaf.Alloc
 	tombs    map[string]int64 // leaf_alloc_tombstone: tag -> highest deleted max_id
-	version  int64            // leaf_alloc_version: moved by CreateTag and DeleteTag
+	shapes   map[string]leaf.TagShape
+	version  int64 // leaf_alloc_version: moved by CreateTag and DeleteTag
 	down     error
 	delay    time.Duration
 	reserves int
@@ -35,11 +36,12 @@ var (
 	_ leaf.SegmentStore     = (*SegmentStore)(nil)
 	_ leaf.SegmentAdmin     = (*SegmentStore)(nil)
 	_ leaf.SegmentVersioner = (*SegmentStore)(nil)
+	_ leaf.TagShaper        = (*SegmentStore)(nil)
 )
 
 // NewSegmentStore returns an empty store.
 func NewSegmentStore() *SegmentStore {
-	return &SegmentStore{rows: map[string]leaf.Alloc{}, tombs: map[string]int64{}}
+	return &SegmentStore{rows: map[string]leaf.Alloc{}, tombs: map[string]int64{}, shapes: map[string]leaf.TagShape{}}
 }
 
 // SetDown makes every call fail with err (wrapped) until SetDown(nil).
@@ -106,7 +108,9 @@ func (s *SegmentStore) Tags(ctx context.Context) ([]string, error) {
 	defer s.mu.Unlock()
 	tags := make([]string, 0, len(s.rows))
 	for t := range s.rows {
-		tags = append(tags, t)
+		if !isPeriodRow(t) {
+			tags = append(tags, t)
+		}
 	}
 	slices.Sort(tags)
 	return tags, nil
@@ -120,7 +124,9 @@ func (s *SegmentStore) Allocs(ctx context.Context) ([]leaf.Alloc, error) {
 	defer s.mu.Unlock()
 	as := make([]leaf.Alloc, 0, len(s.rows))
 	for _, a := range s.rows {
-		as = append(as, a)
+		if !isPeriodRow(a.Tag) {
+			as = append(as, a)
+		}
 	}
 	slices.SortFunc(as, func(a, b leaf.Alloc) int { return strings.Compare(a.Tag, b.Tag) })
 	return as, nil
@@ -143,6 +149,24 @@ func (s *SegmentStore) Alloc(ctx context.Context, tag string) (leaf.Alloc, error
 	return a, nil
 }
 
+// delayReserve waits out the configured delay of a reserve, or ctx.
+func (s *SegmentStore) delayReserve(ctx context.Context, op string) error {
+	s.mu.Lock()
+	delay := s.delay
+	s.mu.Unlock()
+	if delay <= 0 {
+		return nil
+	}
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("inmem: %s: %w", op, ctx.Err())
+	case <-t.C:
+		return nil
+	}
+}
+
 // Reserve adds step (the stored step when step <= 0) to the tag's max_id and
 // returns the range, after the configured delay.
 func (s *SegmentStore) Reserve(ctx context.Context, tag string, step int) (leaf.Reservation, error) {
@@ -150,17 +174,8 @@ func (s *SegmentStore) Reserve(ctx context.Context, tag string, step int) (leaf.
 		return leaf.Reservation{}, err
 	}
 	op := fmt.Sprintf("reserve %q", tag)
-	s.mu.Lock()
-	delay := s.delay
-	s.mu.Unlock()
-	if delay > 0 {
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return leaf.Reservation{}, fmt.Errorf("inmem: %s: %w", op, ctx.Err())
-		case <-t.C:
-		}
+	if err := s.delayReserve(ctx, op); err != nil {
+		return leaf.Reservation{}, err
 	}
 	if err := s.begin(ctx, op); err != nil {
 		return leaf.Reservation{}, err
@@ -221,13 +236,38 @@ func (s *SegmentStore) Ping(ctx context.Context) error {
 // store among several generators, each of which may close it.
 func (s *SegmentStore) Close() error { return nil }
 
-// CreateTag inserts a row whose MaxID is the first ID to issue: with MaxID 0,
-// the tag's tombstone or 1. A start below the tombstone fails with a
-// *leaf.TombstoneError.
+// CreateTag inserts a plain tag; see CreateShapedTag.
 func (s *SegmentStore) CreateTag(ctx context.Context, a leaf.Alloc) error {
+	return s.CreateShapedTag(ctx, a, leaf.TagShape{})
+}
+
+// TagShape reads a tag's shape, the zero shape if it has none.
+func (s *SegmentStore) TagShape(ctx context.Context, tag string) (leaf.TagShape, error) {
+	if err := leaf.ValidateTag(tag); err != nil {
+		return leaf.TagShape{}, err
+	}
+	if err := s.begin(ctx, fmt.Sprintf("shape of %q", tag)); err != nil {
+		return leaf.TagShape{}, err
+	}
+	defer s.mu.Unlock()
+	return s.shapes[tag], nil
+}
+
+// CreateShapedTag inserts a row whose MaxID is the first ID to issue: with
+// MaxID 0, the tag's tombstone or 1. A start below the tombstone fails with
+// a *leaf.TombstoneError, a shape other than the one the tag was deleted
+// with with a *leaf.ShapeError.
+func (s *SegmentStore) CreateShapedTag(ctx context.Context, a leaf.Alloc, shape leaf.TagShape) error {
 	if err := leaf.ValidateAlloc(a); err != nil {
 		return err
 	}
+	if err := shape.Validate(); err != nil {
+		return err
+	}
+	if err := leaf.ValidateShapedTag(a.Tag, shape); err != nil {
+		return err
+	}
+	shape = shape.Canonical()
 	op := fmt.Sprintf("create %q", a.Tag)
 	if err := s.begin(ctx, op); err != nil {
 		return err
@@ -235,6 +275,12 @@ func (s *SegmentStore) CreateTag(ctx context.Context, a leaf.Alloc) error {
 	defer s.mu.Unlock()
 	if _, ok := s.rows[a.Tag]; ok {
 		return fmt.Errorf("inmem: %s: %w", op, leaf.ErrTagExists)
+	}
+	if kept, ok := s.shapes[a.Tag]; ok && kept != shape || !ok && s.hasTomb(a.Tag) && !shape.IsPlain() {
+		if !ok {
+			kept = leaf.TagShape{}
+		}
+		return fmt.Errorf("inmem: %s: %w", op, &leaf.ShapeError{Tag: a.Tag, Kept: kept})
 	}
 	tomb := s.tombs[a.Tag]
 	switch {
@@ -245,8 +291,18 @@ func (s *SegmentStore) CreateTag(ctx context.Context, a leaf.Alloc) error {
 	}
 	a.UpdateTime = time.Now()
 	s.rows[a.Tag] = a
+	if !shape.IsPlain() {
+		s.shapes[a.Tag] = shape
+	}
 	s.version++
 	return nil
+}
+
+// hasTomb reports whether the tag was deleted before: a tag deleted plain
+// stays plain.
+func (s *SegmentStore) hasTomb(tag string) bool {
+	_, ok := s.tombs[tag]
+	return ok
 }
 
 // SetStep changes the stored step; leaf.ErrTagNotFound if there is no row.
@@ -269,6 +325,12 @@ func (s *SegmentStore) SetStep(ctx context.Context, tag string, step int) error 
 	a.Step = step
 	a.UpdateTime = time.Now()
 	s.rows[tag] = a
+	// New periods copy the tag's step; the current ones take it too.
+	for _, key := range s.periodKeysLocked(tag) {
+		p := s.rows[leaf.PeriodRow(tag, key)]
+		p.Step = step
+		s.rows[p.Tag] = p
+	}
 	return nil
 }
 
@@ -289,6 +351,9 @@ func (s *SegmentStore) DeleteTag(ctx context.Context, tag string) error {
 	}
 	delete(s.rows, tag)
 	s.tombs[tag] = max(s.tombs[tag], a.MaxID)
+	for _, key := range s.periodKeysLocked(tag) {
+		s.buryLocked(leaf.PeriodRow(tag, key))
+	}
 	s.version++
 	return nil
 }
@@ -306,7 +371,7 @@ func (s *SegmentStore) AllocsPage(ctx context.Context, prefix, after string, lim
 	defer s.mu.Unlock()
 	var tags []string
 	for t := range s.rows {
-		if tagpage.Match(t, prefix, after) {
+		if !isPeriodRow(t) && tagpage.Match(t, prefix, after) {
 			tags = append(tags, t)
 		}
 	}

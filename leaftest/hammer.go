@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/opaque"
 	"github.com/leafgo/leaf/segment"
 )
 
@@ -22,6 +24,11 @@ type Hammer struct {
 	Step       int   // the tag's step; the adaptive step is pinned to it to force many reloads
 	Batch      int   // when > 1, every fourth call asks for a batch of this size
 	Start      int64 // the tag's first ID; default 1
+	// OpaqueBits, when set, makes the tag opaque under OpaqueKey (every
+	// instance holds it): IDs are then checked unique, within the width,
+	// and decoded back to distinct raw IDs, but not increasing.
+	OpaqueBits int
+	OpaqueKey  []byte
 }
 
 // HammerSegment draws h.Total IDs for one tag from h.Instances generators
@@ -48,16 +55,25 @@ func HammerSegment(t *testing.T, open func() (leaf.SegmentStore, error), h Hamme
 			if !ok {
 				t.Fatalf("store %T has no admin", st)
 			}
-			if err := admin.CreateTag(ctx, leaf.Alloc{Tag: tag, MaxID: h.Start, Step: h.Step}); err != nil {
+			a := leaf.Alloc{Tag: tag, MaxID: h.Start, Step: h.Step}
+			var err error
+			if h.OpaqueBits != 0 {
+				shaper, ok := st.(leaf.TagShaper)
+				if !ok {
+					t.Fatalf("store %T keeps no shapes", st)
+				}
+				err = shaper.CreateShapedTag(ctx, a, leaf.TagShape{OpaqueBits: h.OpaqueBits, KeyCheck: opaque.KeyCheck(h.OpaqueKey)})
+			} else {
+				err = admin.CreateTag(ctx, a)
+			}
+			if err != nil {
 				t.Fatalf("create tag: %v", err)
 			}
 		}
-		g, err := segment.New(ctx, segment.Settings{
-			Store:       st,
-			MaxStep:     h.Step,
-			WaitTimeout: 30 * time.Second,
-			NoGiveBack:  true,
-		})
+		g, err := segment.New(ctx, segmentSettings(func(s *segment.Settings) {
+			s.Store, s.MaxStep, s.WaitTimeout, s.GiveBack = st, h.Step, 30*time.Second, false
+			s.OpaqueKey = h.OpaqueKey
+		}))
 		if err != nil {
 			t.Fatalf("new generator %d: %v", i, err)
 		}
@@ -100,6 +116,16 @@ func HammerSegment(t *testing.T, open func() (leaf.SegmentStore, error), h Hamme
 						fail("instance %d goroutine %d: %v", i, w, err)
 						return
 					}
+					if h.OpaqueBits != 0 {
+						for _, id := range buf {
+							if id < 1 || id > opaque.Max(h.OpaqueBits) {
+								fail("instance %d: opaque ID %d outside 1..2^%d-1", i, id, h.OpaqueBits)
+							}
+						}
+						mine = append(mine, buf...)
+						drawn.Add(int64(len(buf)))
+						continue
+					}
 					for j, id := range buf {
 						if id < h.Start {
 							fail("instance %d: ID %d below start %d", i, id, h.Start)
@@ -135,6 +161,32 @@ func HammerSegment(t *testing.T, open func() (leaf.SegmentStore, error), h Hamme
 		t.Fatalf("drew %d IDs, want at least %d", len(all), h.Total)
 	}
 	CheckUnique(t, all)
+	if h.OpaqueBits != 0 {
+		// Every opaque ID decodes to a raw ID the row issued, and distinct
+		// IDs to distinct raw ones: the permutation is the tag's, on every
+		// instance.
+		perm, err := opaque.New(h.OpaqueKey, tag, h.OpaqueBits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raws := make([]int64, 0, len(all))
+		for i, id := range all {
+			raw, err := perm.Decode(id)
+			if err != nil || raw < h.Start {
+				t.Fatalf("opaque ID %d decodes to %d (%v), below the start %d", id, raw, err, h.Start)
+			}
+			if i < 20 { // and through the generator, which reads the row
+				if d, err := gens[i%len(gens)].Decode(ctx, tag, strconv.FormatInt(id, 10)); err != nil || d.Raw != raw {
+					t.Fatalf("generator decodes %d to %+v (%v), want raw %d", id, d, err, raw)
+				}
+			}
+			raws = append(raws, raw)
+		}
+		CheckUnique(t, raws)
+		if slices.Equal(raws, all) {
+			t.Fatalf("opaque IDs are the raw ones")
+		}
+	}
 	var loads uint64
 	for _, g := range gens {
 		for _, st := range g.Status() {

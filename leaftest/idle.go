@@ -3,7 +3,6 @@ package leaftest
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -23,9 +22,9 @@ type IdleHammer struct {
 	Step       int           // each tag's step, and the cap of the adaptive step; default 20
 	Idle       time.Duration // the generators' IdleTimeout; default 5ms
 	Duration   time.Duration // how long to draw; default 1s
-	// NoGiveBack makes the idle sweep abandon a dropped tag's range
-	// instead of giving its tail back.
-	NoGiveBack bool
+	// GiveBack makes the idle sweep give the tail of a dropped tag's range
+	// back (segment.Settings.GiveBack); without it the range is abandoned.
+	GiveBack bool
 }
 
 // HammerIdle issues IDs for a few tags from several generators sharing one
@@ -78,16 +77,9 @@ func HammerIdle(t *testing.T, open Opener, h IdleHammer) {
 				}
 			}
 		}
-		set := segment.Settings{
-			Store:       st,
-			MaxStep:     h.Step,
-			WaitTimeout: 30 * time.Second,
-			IdleTimeout: h.Idle,
-			NoGiveBack:  h.NoGiveBack,
-		}
-		if !testing.Verbose() {
-			set.Logger = slog.New(slog.DiscardHandler)
-		}
+		set := segmentSettings(func(s *segment.Settings) {
+			s.Store, s.MaxStep, s.WaitTimeout, s.IdleTimeout, s.GiveBack = st, h.Step, 30*time.Second, h.Idle, h.GiveBack
+		})
 		g, err := segment.New(ctx, set)
 		if err != nil {
 			t.Fatalf("new generator %d: %v", i, err)
@@ -211,7 +203,7 @@ func HammerIdle(t *testing.T, open Opener, h IdleHammer) {
 		dropped += tot.Dropped
 		givenBack += tot.GivenBack
 	}
-	if !h.NoGiveBack && givenBack == 0 {
+	if h.GiveBack && givenBack == 0 {
 		t.Errorf("no IDs given back by the idle sweeps: the test did not test give-backs")
 	}
 	t.Logf("%d unique IDs over %d tags from %d instances x %d goroutines; %d tag states dropped as idle, %d IDs given back",

@@ -297,3 +297,43 @@ func CheckPeerClocks(t *testing.T, ctx context.Context, regs []PeerClockReader, 
 		}
 	}
 }
+
+// IDClaimer is a registry that claims one given worker ID (the etcd and
+// mysql registries' RegisterID).
+type IDClaimer interface {
+	RegisterID(ctx context.Context, ep leaf.Endpoint, id int64) (leaf.WorkerClaim, error)
+}
+
+// RegisterIDRace has 8 servers, each with its own registry client from
+// open, race for worker ID 3: exactly one wins, the others are refused with
+// leaf.ErrWorkerInUse (within a second: the losers do not wait out the
+// winner's lease).
+func RegisterIDRace(t *testing.T, open func(t *testing.T) IDClaimer) {
+	const n = 8
+	regs := make([]IDClaimer, n)
+	for i := range regs {
+		regs[i] = open(t)
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, r := range regs {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+			defer cancel()
+			_, errs[i] = r.RegisterID(ctx, TestEndpoint(i), 3)
+		})
+	}
+	wg.Wait()
+	won := 0
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			won++
+		case !errors.Is(err, leaf.ErrWorkerInUse):
+			t.Errorf("server %d: %v, want success or ErrWorkerInUse", i, err)
+		}
+	}
+	if won != 1 {
+		t.Fatalf("%d servers claimed worker 3, want exactly one", won)
+	}
+}

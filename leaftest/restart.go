@@ -21,6 +21,17 @@ func quietLogger() *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
+// segmentSettings is segment.DefaultSettings with a quiet logger (unless
+// -v) and tweak applied; the helpers that open the store set Store.
+func segmentSettings(tweak func(*segment.Settings)) segment.Settings {
+	s := segment.DefaultSettings()
+	s.Logger = quietLogger()
+	if tweak != nil {
+		tweak(&s)
+	}
+	return s
+}
+
 // startGenerator opens a store and a generator on it, closed at cleanup.
 func startGenerator(t *testing.T, open Opener, s segment.Settings) (*segment.Generator, leaf.SegmentStore) {
 	t.Helper()
@@ -30,9 +41,6 @@ func startGenerator(t *testing.T, open Opener, s segment.Settings) (*segment.Gen
 	}
 	t.Cleanup(func() { st.Close() })
 	s.Store = st
-	if s.Logger == nil {
-		s.Logger = quietLogger()
-	}
 	g, err := segment.New(context.Background(), s)
 	if err != nil {
 		t.Fatalf("new generator: %v", err)
@@ -108,7 +116,9 @@ func RestartSegment(t *testing.T, open Opener) {
 			tag := fmt.Sprintf("restart-%d", time.Now().UnixNano())
 			// A generous wait: a loaded CI machine must not turn a slow
 			// reserve into an error here.
-			settings := segment.Settings{MaxStep: step, NoGiveBack: tc.crash, WaitTimeout: 30 * time.Second}
+			settings := segmentSettings(func(s *segment.Settings) {
+				s.MaxStep, s.GiveBack, s.WaitTimeout = step, !tc.crash, 30*time.Second
+			})
 			a, st := startGenerator(t, open, settings)
 			createTag(t, st, leaf.Alloc{Tag: tag, MaxID: 1, Step: step})
 			before := drawWhileClosing(t, a, tag, func() {
@@ -167,13 +177,13 @@ func OutageSegment(t *testing.T, open Opener, p Proxy) {
 func outage(t *testing.T, open Opener, p Proxy, fail func()) {
 	const step = 1000
 	tag := fmt.Sprintf("outage-%d", time.Now().UnixNano())
-	g, st := startGenerator(t, open, segment.Settings{
-		MaxStep:         step,
-		HealthInterval:  20 * time.Millisecond,
-		StoreTimeout:    time.Second,
-		RetryBackoff:    10 * time.Millisecond,
-		MaxRetryBackoff: 100 * time.Millisecond,
-	})
+	g, st := startGenerator(t, open, segmentSettings(func(s *segment.Settings) {
+		s.MaxStep = step
+		s.HealthInterval = 20 * time.Millisecond
+		s.StoreTimeout = time.Second
+		s.RetryBackoff = 10 * time.Millisecond
+		s.MaxRetryBackoff = 100 * time.Millisecond
+	}))
 	createTag(t, st, leaf.Alloc{Tag: tag, MaxID: 1, Step: step})
 	ctx := context.Background()
 	var last int64

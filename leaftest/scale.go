@@ -28,7 +28,7 @@ func ScaleTag(i int) string { return fmt.Sprintf("scale-%07d", i) }
 // RefreshCost measures what a generator's tag refresh costs on a store
 // holding LEAF_SCALE_ROWS rows: the change-counter read that is the whole
 // of a refresh when no tag was created or deleted, and the listing of every
-// name that follows a change (and runs every FullRefreshInterval anyway);
+// name that follows a change (and runs every FullRefreshEvery-th refresh anyway);
 // then a generator's start-up and the heap its name set takes. fill inserts
 // n rows named ScaleTag(1..n) into the database behind open, quickly (one
 // INSERT ... SELECT from a generated sequence). The times are seen from the
@@ -80,7 +80,7 @@ func RefreshCost(t *testing.T, open Opener, fill func(t *testing.T, n int)) {
 		}
 	}
 	slices.Sort(listing)
-	t.Logf("full listing of %d names (after a change, and every FullRefreshInterval): best %v, worst %v of 3",
+	t.Logf("full listing of %d names (after a change, and every FullRefreshEvery-th refresh): best %v, worst %v of 3",
 		n, listing[0], listing[2])
 
 	heap := func() uint64 {
@@ -91,7 +91,7 @@ func RefreshCost(t *testing.T, open Opener, fill func(t *testing.T, n int)) {
 	}
 	before := heap()
 	began = time.Now()
-	g, err := segment.New(ctx, segment.Settings{Store: st, Logger: slog.New(slog.DiscardHandler)})
+	g, err := segment.New(ctx, segmentSettings(func(s *segment.Settings) { s.Store, s.Logger = st, slog.New(slog.DiscardHandler) }))
 	if err != nil {
 		t.Fatalf("new generator: %v", err)
 	}

@@ -16,15 +16,11 @@ import (
 // FastSnowflake returns generator settings with short timings for tests: a
 // 1 s window, a heartbeat every 100 ms.
 func FastSnowflake(reg leaf.WorkerRegistry, ep leaf.Endpoint) snowflake.Settings {
-	return snowflake.Settings{
-		Registry:          reg,
-		RegistryName:      "test",
-		Endpoint:          ep,
-		Window:            time.Second,
-		HeartbeatInterval: 100 * time.Millisecond,
-		RegistryTimeout:   time.Second,
-		Logger:            quietLogger(),
-	}
+	s := snowflake.DefaultSettings()
+	s.Registry, s.RegistryName, s.Endpoint = reg, "test", ep
+	s.Window, s.HeartbeatInterval, s.RegistryTimeout = time.Second, 100*time.Millisecond, time.Second
+	s.Logger = quietLogger()
+	return s
 }
 
 // StartSnowflake opens a registry client and starts a generator on it; both
@@ -43,17 +39,9 @@ func StartSnowflake(t *testing.T, open RegistryOpener, s snowflake.Settings) *sn
 }
 
 // HammerSnowflake runs 4 generators, each with its own registry client and
-// registry-assigned worker ID, × 8 goroutines, and checks that all IDs are
-// unique, that each goroutine's IDs strictly increase, and that each ID
-// carries its generator's worker ID.
+// registry-assigned worker ID, × 8 goroutines (see HammerGenerators).
 func HammerSnowflake(t *testing.T, open RegistryOpener) {
-	const generators, goroutines = 4, 8
-	total := 400_000
-	if testing.Short() {
-		total = 40_000
-	}
-	per := total / (generators * goroutines)
-	gens := make([]*snowflake.Generator, generators)
+	gens := make([]*snowflake.Generator, 4)
 	workers := make(map[int64]bool)
 	for i := range gens {
 		gens[i] = StartSnowflake(t, open, FastSnowflake(nil, TestEndpoint(i)))
@@ -63,8 +51,22 @@ func HammerSnowflake(t *testing.T, open RegistryOpener) {
 		}
 		workers[w] = true
 	}
-	results := make([][]int64, generators*goroutines)
-	errs := make(chan error, generators*goroutines)
+	HammerGenerators(t, gens)
+}
+
+// HammerGenerators draws 400,000 IDs (40,000 with -short) from running
+// generators, 8 goroutines each mixing single IDs and batches, and checks
+// that all IDs are unique, that each goroutine's IDs strictly increase, and
+// that each ID carries its generator's worker ID.
+func HammerGenerators(t *testing.T, gens []*snowflake.Generator) {
+	const goroutines = 8
+	total := 400_000
+	if testing.Short() {
+		total = 40_000
+	}
+	per := total / (len(gens) * goroutines)
+	results := make([][]int64, len(gens)*goroutines)
+	errs := make(chan error, len(gens)*goroutines)
 	var wg sync.WaitGroup
 	for gi, g := range gens {
 		for k := range goroutines {
@@ -94,9 +96,11 @@ func HammerSnowflake(t *testing.T, open RegistryOpener) {
 		t.Fatalf("issuing: %v", err)
 	}
 	seen := make(map[int64]struct{}, total)
+	workers := make([]int64, len(gens))
 	for r, ids := range results {
 		g := gens[r/goroutines]
 		w := g.Status().WorkerID
+		workers[r/goroutines] = w
 		for i, id := range ids {
 			if i > 0 && id <= ids[i-1] {
 				t.Fatalf("generator %d goroutine %d: ID %d after %d", r/goroutines, r%goroutines, id, ids[i-1])
@@ -111,7 +115,7 @@ func HammerSnowflake(t *testing.T, open RegistryOpener) {
 			seen[id] = struct{}{}
 		}
 	}
-	t.Logf("%d generators × %d goroutines: %d unique IDs, workers %v", generators, goroutines, len(seen), workers)
+	t.Logf("%d generators × %d goroutines: %d unique IDs, workers %v", len(gens), goroutines, len(seen), workers)
 }
 
 // Stallable is a connection to a registry that a test can cut off (a TCP

@@ -32,7 +32,8 @@ const (
 type Opener = func() (leaf.SegmentStore, error)
 
 // TestSegmentStore runs the leaf.SegmentStore and leaf.SegmentAdmin
-// conformance suite. newDB makes a fresh, empty database for one subtest and
+// conformance suite, and that of leaf.TagShaper and leaf.PeriodStore for
+// stores that implement them. newDB makes a fresh, empty database for one subtest and
 // returns its Opener; the subtests run in parallel.
 func TestSegmentStore(t *testing.T, newDB func(t *testing.T) func() (leaf.SegmentStore, error)) {
 	var s storeSuite
@@ -65,6 +66,12 @@ func TestSegmentStore(t *testing.T, newDB func(t *testing.T) func() (leaf.Segmen
 		{"SchemaIdempotent", s.schemaIdempotent},
 		{"TagsVersion", s.tagsVersion},
 		{"TagsVersionConcurrent", s.tagsVersionConcurrent},
+		{"Shape", s.shape},
+		{"ShapeInvalid", s.shapeInvalid},
+		{"ShapeConcurrent", s.shapeConcurrent},
+		{"PeriodRows", s.periodRows},
+		{"PeriodInvalid", s.periodInvalid},
+		{"PeriodConcurrent", s.periodConcurrent},
 		{"Close", s.close},
 	}
 	for _, c := range cases {

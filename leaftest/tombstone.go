@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -46,9 +44,6 @@ func newServer(t *testing.T, open Opener, s segment.Settings) server {
 		t.Fatalf("store %T has no admin", st)
 	}
 	s.Store = st
-	if s.Logger == nil && !testing.Verbose() {
-		s.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
 	g, err := segment.New(context.Background(), s)
 	if err != nil {
 		t.Fatalf("new generator: %v", err)
@@ -71,7 +66,7 @@ func tombstoneHammer(t *testing.T, open Opener) {
 	const workers, cycles = 8, 6
 	ctx := context.Background()
 	tag := uniqueTag("tomb-hammer")
-	set := segment.Settings{MaxStep: 20, WaitTimeout: 5 * time.Second}
+	set := segmentSettings(func(s *segment.Settings) { s.MaxStep, s.WaitTimeout = 20, 5*time.Second })
 	a := newServer(t, open, set)
 	set.RefreshInterval = 20 * time.Millisecond
 	b := newServer(t, open, set)
@@ -172,8 +167,8 @@ func otherDropsOnRefresh(t *testing.T, open Opener) {
 	ctx := context.Background()
 	const refresh = 50 * time.Millisecond
 	tag := uniqueTag("tomb-refresh")
-	a := newServer(t, open, segment.Settings{})
-	b := newServer(t, open, segment.Settings{RefreshInterval: refresh})
+	a := newServer(t, open, segmentSettings(nil))
+	b := newServer(t, open, segmentSettings(func(s *segment.Settings) { s.RefreshInterval = refresh }))
 	if err := a.adm.CreateTag(ctx, leaf.Alloc{Tag: tag, MaxID: 1, Step: 1000}); err != nil {
 		t.Fatalf("create tag: %v", err)
 	}
@@ -224,8 +219,8 @@ func otherDropsOnRefresh(t *testing.T, open Opener) {
 func otherReserveNotFound(t *testing.T, open Opener) {
 	ctx := context.Background()
 	tag := uniqueTag("tomb-reserve")
-	a := newServer(t, open, segment.Settings{})
-	b := newServer(t, open, segment.Settings{RefreshInterval: time.Hour})
+	a := newServer(t, open, segmentSettings(nil))
+	b := newServer(t, open, segmentSettings(func(s *segment.Settings) { s.RefreshInterval = time.Hour }))
 	if err := a.adm.CreateTag(ctx, leaf.Alloc{Tag: tag, MaxID: 1, Step: 5}); err != nil {
 		t.Fatalf("create tag: %v", err)
 	}
@@ -270,8 +265,8 @@ func otherReserveNotFound(t *testing.T, open Opener) {
 func recreatedBetweenRefreshes(t *testing.T, open Opener) {
 	ctx := context.Background()
 	tag := uniqueTag("tomb-recreate")
-	a := newServer(t, open, segment.Settings{})
-	b := newServer(t, open, segment.Settings{RefreshInterval: time.Hour})
+	a := newServer(t, open, segmentSettings(nil))
+	b := newServer(t, open, segmentSettings(func(s *segment.Settings) { s.RefreshInterval = time.Hour }))
 	if err := a.adm.CreateTag(ctx, leaf.Alloc{Tag: tag, MaxID: 1, Step: 5}); err != nil {
 		t.Fatalf("create tag: %v", err)
 	}

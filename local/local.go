@@ -3,7 +3,9 @@
 // and Registry, the "local" worker registry (a worker ID from configuration,
 // its high-water mark in such a file).
 //
-// The cache file is the NotFound9 fork of Java Leaf's workerID.properties:
+// The cache file is the NotFound9 fork of Java Leaf's workerID.properties,
+// a java.util.Properties file, read and written as Java does (package
+// javaprops):
 //
 //	workerID=5
 //	maxTimestamp=1590000000000
@@ -14,8 +16,6 @@
 package local
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/javaprops"
 )
 
 // Cache is a worker cache file. Its methods are safe for concurrent use
@@ -54,25 +55,23 @@ func (c *Cache) Load() (workerID, mark int64, err error) {
 	if err != nil {
 		return 0, 0, fmt.Errorf("worker cache: %w", err)
 	}
-	kv := make(map[string]string)
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || line[0] == '#' || line[0] == '!' {
-			continue
-		}
-		k, v, ok := strings.Cut(line, "=")
-		if !ok {
-			return 0, 0, fmt.Errorf("%w: worker cache %s: line %q is not key=value", leaf.ErrInvalidArgument, c.path, line)
-		}
-		kv[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	props, err := javaprops.Parse(c.path, b)
+	if err != nil {
+		return 0, 0, fmt.Errorf("%w: worker cache: %w", leaf.ErrInvalidArgument, err)
 	}
-	id, err := strconv.ParseInt(kv["workerID"], 10, 64)
-	if err != nil || id < 0 {
+	// Java's Long.valueOf would refuse blanks around the number; the
+	// trimming is leniency toward a hand-edited file.
+	number := func(key string) (int64, bool) {
+		p, ok := javaprops.Lookup(props, key)
+		n, err := strconv.ParseInt(strings.TrimSpace(p.Value), 10, 64)
+		return n, ok && err == nil && n >= 0
+	}
+	id, ok := number("workerID")
+	if !ok {
 		return 0, 0, fmt.Errorf("%w: worker cache %s: no valid workerID", leaf.ErrInvalidArgument, c.path)
 	}
-	mark, err = strconv.ParseInt(kv["maxTimestamp"], 10, 64)
-	if err != nil || mark < 0 {
+	mark, ok = number("maxTimestamp")
+	if !ok {
 		return 0, 0, fmt.Errorf("%w: worker cache %s: no valid maxTimestamp (a file written by Meituan's Leaf has none; without it the clock cannot be checked)", leaf.ErrInvalidArgument, c.path)
 	}
 	return id, mark, nil
@@ -93,8 +92,9 @@ func (c *Cache) Save(workerID, mark int64) error {
 		return fmt.Errorf("worker cache: %w", err)
 	}
 	tmp := f.Name()
-	body := "workerID=" + strconv.FormatInt(workerID, 10) + "\nmaxTimestamp=" + strconv.FormatInt(mark, 10) + "\n"
-	_, err = f.WriteString(body)
+	body := javaprops.AppendEntry(nil, "workerID", strconv.FormatInt(workerID, 10))
+	body = javaprops.AppendEntry(body, "maxTimestamp", strconv.FormatInt(mark, 10))
+	_, err = f.Write(body)
 	if err == nil {
 		err = f.Sync()
 	}

@@ -3,7 +3,6 @@ package local_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -80,26 +79,62 @@ func TestCache(t *testing.T) {
 	if id, mark, err := c.Load(); err != nil || id != 5 || mark != 1590000000000 {
 		t.Fatalf("Load = %d, %d, %v", id, mark, err)
 	}
-	for _, body := range []string{
-		"workerID=5\n",                  // Meituan Leaf's file: no mark
-		"workerID=x\nmaxTimestamp=1\n",  // not a number
-		"workerID=-1\nmaxTimestamp=1\n", // negative
-		"garbage\n",                     // not key=value
-		"# comment\nmaxTimestamp=12\n",  // no ID
-	} {
-		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if _, _, err := c.Load(); !errors.Is(err, leaf.ErrInvalidArgument) {
-			t.Errorf("Load of %q = %v, want ErrInvalidArgument", body, err)
-		}
+}
+
+// TestCacheJavaFiles: the cache reads files as Java's Properties.load reads
+// them, whoever wrote them, and refuses, with a precise error, the ones
+// that hold no usable ID and mark.
+func TestCacheJavaFiles(t *testing.T) {
+	tests := []struct {
+		name     string
+		body     string
+		id, mark int64
+		err      string // empty: loads
+	}{
+		// Written by the fork, FileUtils-style: no newline at the end.
+		{"fork, unterminated", "workerID=5\nmaxTimestamp=1590000000000", 5, 1590000000000, ""},
+		// Written by Properties.store: a date comment, any key order.
+		{"Properties.store", "#Sun May 10 12:00:00 CST 2020\nmaxTimestamp=77\nworkerID=9\n", 9, 77, ""},
+		{"CRLF", "workerID=3\r\nmaxTimestamp=4\r\n", 3, 4, ""},
+		{"old Mac CR", "workerID=3\rmaxTimestamp=4", 3, 4, ""},
+		{"colon and blank separators", "workerID: 6\nmaxTimestamp 8\n", 6, 8, ""},
+		{"blanks around", "  \tworkerID =  7  \n\fmaxTimestamp\t=\t9\t\n", 7, 9, ""},
+		{"comments", "! bang\n   # indented hash\nworkerID=1 \nmaxTimestamp=2\n# workerID=99\n", 1, 2, ""},
+		{"escapes", "work\\erID=\\u0031\\u0032\nmax\\Timestamp=3\n", 12, 3, ""},
+		{"continuation", "workerID=1\\\n    5\nmaxTimestamp=2\n", 15, 2, ""},
+		{"last one wins, as in Java", "workerID=1\nmaxTimestamp=2\nworkerID=3\n", 3, 2, ""},
+		{"other keys ignored", "workerID=1\nmaxTimestamp=2\nip=10.0.0.1\n", 1, 2, ""},
+
+		{"Meituan Leaf's file: no mark", "workerID=5", 0, 0, "no valid maxTimestamp"},
+		{"empty", "", 0, 0, "no valid workerID"},
+		{"only comments", "# workerID=5\n! maxTimestamp=1\n", 0, 0, "no valid workerID"},
+		{"not key=value", "garbage\n", 0, 0, "no valid workerID"},
+		{"not a number", "workerID=x\nmaxTimestamp=1\n", 0, 0, "no valid workerID"},
+		{"number and more", "workerID=5 6\nmaxTimestamp=1\n", 0, 0, "no valid workerID"},
+		{"negative ID", "workerID=-1\nmaxTimestamp=1\n", 0, 0, "no valid workerID"},
+		{"negative mark", "workerID=1\nmaxTimestamp=-1\n", 0, 0, "no valid maxTimestamp"},
+		{"mark too big", "workerID=1\nmaxTimestamp=9223372036854775808\n", 0, 0, "no valid maxTimestamp"},
+		{"empty ID", "workerID=\nmaxTimestamp=1\n", 0, 0, "no valid workerID"},
+		{"case matters", "workerid=1\nmaxTimestamp=1\n", 0, 0, "no valid workerID"},
+		{"malformed escape", "workerID=1\nmaxTimestamp=\\u12\n", 0, 0, ":2: malformed \\uxxxx escape"},
 	}
-	// A Java properties file with comments and spaces is read.
-	if err := os.WriteFile(path, []byte(fmt.Sprintf("#Sun May 10 2020\nworkerID = %d\nmaxTimestamp=%d\n", 9, 77)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if id, mark, err := c.Load(); err != nil || id != 9 || mark != 77 {
-		t.Fatalf("Load of a Java-written file = %d, %d, %v", id, mark, err)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "workerID.properties")
+			if err := os.WriteFile(path, []byte(tt.body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			id, mark, err := local.NewCache(path).Load()
+			if tt.err != "" {
+				if !errors.Is(err, leaf.ErrInvalidArgument) || !strings.Contains(err.Error(), tt.err) || !strings.Contains(err.Error(), path) {
+					t.Errorf("Load of %q = %d, %d, %v; want ErrInvalidArgument naming %s and saying %q", tt.body, id, mark, err, path, tt.err)
+				}
+				return
+			}
+			if err != nil || id != tt.id || mark != tt.mark {
+				t.Errorf("Load of %q = %d, %d, %v; want %d, %d", tt.body, id, mark, err, tt.id, tt.mark)
+			}
+		})
 	}
 }
 

@@ -24,7 +24,7 @@ import (
 // 13 buckets + Inf + sum + count, five states, the lowest time until dry),
 // and perTagSeries for each tag of the bounded set: top_tags +
 // degraded_tags + len(tags) + 1, the tag soonest dry.
-var fixedSegmentSeries = 1 + 1 + 1 + 4 + (len(leaf.SegmentLoadBuckets) + 3) + 5 + 1
+var fixedSegmentSeries = 1 + 1 + 1 + 4 + (len(loadBuckets) + 3) + 5 + 1
 
 const perTagSeries = 12
 
@@ -326,7 +326,7 @@ func TestAggregatesAreSums(t *testing.T) {
 		states                                         map[string]float64
 		minDry                                         float64
 	}
-	want.buckets = make([]uint64, len(leaf.SegmentLoadBuckets))
+	want.buckets = make([]uint64, len(loadBuckets))
 	want.states = map[string]float64{"load_error": 0, "low_buffer": 0, "unloaded": 0, "idle": 0, "active": 0}
 	want.minDry = math.Inf(1)
 	for i := range st {
@@ -353,10 +353,10 @@ func TestAggregatesAreSums(t *testing.T) {
 		}
 		if s.InitOK {
 			s.Loads = 1 + rng.Uint64N(100)
-			s.LoadLatency = make([]uint64, len(leaf.SegmentLoadBuckets))
-			for b := range s.LoadLatency {
-				s.LoadLatency[b] = min(s.Loads, uint64(b)*s.Loads/8)
-				want.buckets[b] += s.LoadLatency[b]
+			s.LoadLatency = loadHistogram(make([]uint64, len(loadBuckets)))
+			for b := range s.LoadLatency.Counts {
+				s.LoadLatency.Counts[b] = min(s.Loads, uint64(b)*s.Loads/8)
+				want.buckets[b] += s.LoadLatency.Counts[b]
 			}
 			s.LoadSeconds = float64(s.Loads) * rng.Float64() / 100
 		}
@@ -403,7 +403,7 @@ func TestAggregatesAreSums(t *testing.T) {
 func TestTotalsMonotonic(t *testing.T) {
 	tag := func(name string, issued, loads uint64) leaf.SegmentStatus {
 		return leaf.SegmentStatus{Tag: name, InitOK: loads > 0, Issued: issued, Loads: loads,
-			LoadLatency: []uint64{loads}, LoadSeconds: float64(loads) / 1000, SecondsLeft: -1}
+			LoadLatency: loadHistogram(slices.Repeat([]uint64{loads}, len(loadBuckets))), LoadSeconds: float64(loads) / 1000, SecondsLeft: -1}
 	}
 	seg := &fakeSegment{}
 	m := metrics.New(metrics.Config{Segment: seg})
@@ -431,7 +431,7 @@ func TestTotalsMonotonic(t *testing.T) {
 			t.Errorf("%s: loads %v, want %d", step.name, got, step.loads)
 		}
 		checkHistogram(t, fams, "leaf_segment_load_duration_seconds", nil, step.loads, float64(step.loads)/1000,
-			append([]uint64{step.loads}, make([]uint64, len(leaf.SegmentLoadBuckets)-1)...))
+			slices.Repeat([]uint64{step.loads}, len(loadBuckets)))
 	}
 }
 
@@ -444,7 +444,7 @@ func BenchmarkScrape100kTags(b *testing.B) {
 	for i := 0; i < len(st); i += 50 {
 		active(&st[i], float64(i%997), int64(i%5000))
 		st[i].Issued, st[i].Loads = uint64(i), 2
-		st[i].LoadLatency = make([]uint64, len(leaf.SegmentLoadBuckets))
+		st[i].LoadLatency = loadHistogram(make([]uint64, len(loadBuckets)))
 	}
 	m := metrics.New(metrics.Config{Segment: &fakeSegment{status: st}, TopTags: 20, DegradedTags: 100,
 		Tags: []string{"tag000001", "tag050000"}, LowBuffer: 2 * time.Second})

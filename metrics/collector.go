@@ -5,10 +5,12 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/topn"
 )
 
 const (
@@ -193,7 +195,7 @@ func (c *collector) collectSegment(ch chan<- prometheus.Metric) {
 	counter(c.segAllLoadErrors, float64(t.loadErrors))
 	counter(c.segAllWaits, float64(t.waits))
 	counter(c.segAllGivenBack, float64(t.givenBack))
-	ch <- prometheus.MustNewConstHistogram(c.segLoadTime, t.loads, t.loadSeconds, loadBuckets(t.latency[:]))
+	ch <- prometheus.MustNewConstHistogram(c.segLoadTime, t.loads, t.loadSeconds, promBuckets(&t.latency))
 	for s, n := range sc.states {
 		gauge(c.segTags, float64(n), stateNames[s])
 	}
@@ -225,8 +227,8 @@ func (c *collector) collectSegment(ch chan<- prometheus.Metric) {
 func (c *collector) scan(statuses []leaf.SegmentStatus) segmentScan {
 	sc := segmentScan{minUntilDry: math.Inf(1)}
 	low := c.cfg.LowBuffer.Seconds()
-	top := boundedHeap{k: c.cfg.TopTags, below: func(a, b int) bool { return busier(&statuses[b], &statuses[a]) }}
-	bad := boundedHeap{k: c.cfg.DegradedTags, below: func(a, b int) bool { return moreUrgent(&statuses[b], &statuses[a]) }}
+	top := topn.New(c.cfg.TopTags, func(a, b int) bool { return leaf.Busier(&statuses[a], &statuses[b]) })
+	bad := topn.New(c.cfg.DegradedTags, func(a, b int) bool { return moreUrgent(&statuses[a], &statuses[b]) })
 	var explicit []int
 	soonestDry := -1
 
@@ -241,9 +243,9 @@ func (c *collector) scan(statuses []leaf.SegmentStatus) segmentScan {
 		if st.SecondsLeft >= 0 && st.SecondsLeft < sc.minUntilDry {
 			sc.minUntilDry, soonestDry = st.SecondsLeft, i
 		}
-		top.offer(i)
+		top.Offer(i)
 		if s == stateLoadError || s == stateLowBuffer {
-			bad.offer(i)
+			bad.Offer(i)
 		}
 		if c.explicit != nil {
 			if _, ok := c.explicit[st.Tag]; ok {
@@ -254,8 +256,8 @@ func (c *collector) scan(statuses []leaf.SegmentStatus) segmentScan {
 	c.ledger.end()
 	sc.total.addCounters(&c.ledger.retired)
 
-	sc.selected = make([]int, 0, len(top.idx)+len(bad.idx)+len(explicit)+1)
-	sc.selected = append(append(append(sc.selected, top.idx...), bad.idx...), explicit...)
+	sc.selected = make([]int, 0, top.Len()+bad.Len()+len(explicit)+1)
+	sc.selected = append(append(append(sc.selected, top.Unordered()...), bad.Unordered()...), explicit...)
 	if soonestDry >= 0 {
 		// The tag behind leaf_segment_min_seconds_until_dry, so that an
 		// alert on it can name the tag without a label on the minimum.
@@ -282,19 +284,6 @@ func state(st *leaf.SegmentStatus, low float64) int {
 	return stateActive
 }
 
-// busier orders the top tags: by rate, then by IDs issued (so that idle
-// slots go to the tags that mattered, and stay put), then by name, so the
-// set is the same on every scrape with the same traffic.
-func busier(a, b *leaf.SegmentStatus) bool {
-	if a.Rate != b.Rate {
-		return a.Rate > b.Rate
-	}
-	if a.Issued != b.Issued {
-		return a.Issued > b.Issued
-	}
-	return a.Tag < b.Tag
-}
-
 // moreUrgent orders degraded tags: a failing store before a low buffer, then
 // the sooner dry, then the busier.
 func moreUrgent(a, b *leaf.SegmentStatus) bool {
@@ -304,51 +293,7 @@ func moreUrgent(a, b *leaf.SegmentStatus) bool {
 	if ad, bd := untilDry(a.SecondsLeft), untilDry(b.SecondsLeft); ad != bd {
 		return ad < bd
 	}
-	return busier(a, b)
-}
-
-// boundedHeap keeps the k best of the indexes offered to it. It is a heap
-// with the worst kept index at the root, so an offer costs O(log k) and the
-// heap never holds more than k.
-type boundedHeap struct {
-	k     int
-	idx   []int
-	below func(a, b int) bool // a ranks below b
-}
-
-func (h *boundedHeap) offer(i int) {
-	switch {
-	case h.k <= 0:
-	case len(h.idx) < h.k:
-		if h.idx == nil {
-			h.idx = make([]int, 0, h.k)
-		}
-		h.idx = append(h.idx, i)
-		for j := len(h.idx) - 1; j > 0; {
-			p := (j - 1) / 2
-			if !h.below(h.idx[j], h.idx[p]) {
-				break
-			}
-			h.idx[j], h.idx[p] = h.idx[p], h.idx[j]
-			j = p
-		}
-	case h.below(h.idx[0], i):
-		h.idx[0] = i
-		for j := 0; ; {
-			m, l, r := j, 2*j+1, 2*j+2
-			if l < len(h.idx) && h.below(h.idx[l], h.idx[m]) {
-				m = l
-			}
-			if r < len(h.idx) && h.below(h.idx[r], h.idx[m]) {
-				m = r
-			}
-			if m == j {
-				break
-			}
-			h.idx[j], h.idx[m] = h.idx[m], h.idx[j]
-			j = m
-		}
-	}
+	return leaf.Busier(a, b)
 }
 
 // tagCounters are the counters of a SegmentStatus that are summed over
@@ -356,12 +301,8 @@ func (h *boundedHeap) offer(i int) {
 type tagCounters struct {
 	issued, loads, loadErrors, waits, givenBack uint64
 	loadSeconds                                 float64
-	latency                                     [numLoadBuckets]uint64 // cumulative, as SegmentStatus.LoadLatency
+	latency                                     [len(loadBuckets)]uint64 // cumulative, by loadBuckets
 }
-
-// numLoadBuckets is len(leaf.SegmentLoadBuckets), a constant so that the
-// counters hold an array; TestLoadBucketsCount keeps the two equal.
-const numLoadBuckets = 13
 
 func (t *tagCounters) add(st *leaf.SegmentStatus) {
 	t.issued += st.Issued
@@ -370,9 +311,7 @@ func (t *tagCounters) add(st *leaf.SegmentStatus) {
 	t.waits += st.Waits
 	t.givenBack += st.GivenBack
 	t.loadSeconds += st.LoadSeconds
-	for i := range min(len(st.LoadLatency), numLoadBuckets) {
-		t.latency[i] += st.LoadLatency[i]
-	}
+	addLatency(&t.latency, st.LoadLatency)
 }
 
 func (t *tagCounters) addCounters(o *tagCounters) {
@@ -466,17 +405,42 @@ func (l *ledger) end() {
 	}
 }
 
-// loadBuckets maps cumulative counts onto leaf.SegmentLoadBuckets. A short
-// slice (a source that does not time loads) reads as zeros rather than
-// failing the scrape.
-func loadBuckets(cumulative []uint64) map[float64]uint64 {
-	b := make(map[float64]uint64, len(leaf.SegmentLoadBuckets))
-	for i, le := range leaf.SegmentLoadBuckets {
-		var n uint64
-		if i < len(cumulative) {
-			n = cumulative[i]
+// loadBuckets are the upper bounds of leaf_segment_load_duration_seconds.
+// They are the segment generator's own, so that its counts carry over
+// exactly (TestRealSegmentGenerator checks it); dashboards and alerts
+// name them, so they do not change.
+var loadBuckets = [...]time.Duration{
+	time.Millisecond, 2500 * time.Microsecond, 5 * time.Millisecond,
+	10 * time.Millisecond, 25 * time.Millisecond, 50 * time.Millisecond,
+	100 * time.Millisecond, 250 * time.Millisecond, 500 * time.Millisecond,
+	time.Second, 2500 * time.Millisecond, 5 * time.Second, 10 * time.Second,
+}
+
+// addLatency adds a source's load-time histogram to dst, counted by
+// loadBuckets: each bound gets the source's count at the highest of its
+// own bounds not above it. Where the bounds are the same, that is the
+// count itself; a source that counts by others is read conservatively,
+// never counting a load below a bound it may exceed. A histogram with no
+// buckets (nothing timed) adds nothing.
+func addLatency(dst *[len(loadBuckets)]uint64, h leaf.Histogram) {
+	n := min(len(h.Bounds), len(h.Counts))
+	var count uint64
+	j := 0
+	for i, le := range loadBuckets {
+		for j < n && h.Bounds[j] <= le {
+			count = h.Counts[j]
+			j++
 		}
-		b[le] = n
+		dst[i] += count
+	}
+}
+
+// promBuckets is the cumulative counts by loadBuckets as a constant
+// histogram takes them, keyed by the bound in seconds.
+func promBuckets(cumulative *[len(loadBuckets)]uint64) map[float64]uint64 {
+	b := make(map[float64]uint64, len(loadBuckets))
+	for i, le := range loadBuckets {
+		b[le.Seconds()] = cumulative[i]
 	}
 	return b
 }

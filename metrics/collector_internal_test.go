@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -13,40 +12,32 @@ import (
 	"github.com/leafgo/leaf"
 )
 
-// tagCounters holds the load-time buckets in an array; its length must be
-// the root package's bucket count, or buckets would be dropped or read as 0.
-func TestLoadBucketsCount(t *testing.T) {
-	if len(leaf.SegmentLoadBuckets) != numLoadBuckets {
-		t.Fatalf("numLoadBuckets = %d, len(leaf.SegmentLoadBuckets) = %d", numLoadBuckets, len(leaf.SegmentLoadBuckets))
+// TestAddLatency: a source's histogram carries over exactly where its
+// bounds are the exported ones, and conservatively where they are not.
+func TestAddLatency(t *testing.T) {
+	ms := time.Millisecond
+	same := make([]uint64, len(loadBuckets))
+	for i := range same {
+		same[i] = uint64(10 * (i + 1))
 	}
-}
-
-// TestBoundedHeap checks the heap's pick against a full sort, with ties.
-func TestBoundedHeap(t *testing.T) {
-	rng := rand.New(rand.NewPCG(3, 4))
-	for _, c := range []struct{ n, k int }{{0, 5}, {3, 5}, {5, 5}, {1000, 1}, {1000, 20}, {1000, 0}, {50, 49}} {
-		vals := make([]int, c.n)
-		for i := range vals {
-			vals[i] = rng.IntN(30) // many ties, broken by index
-		}
-		better := func(a, b int) bool { return vals[a] > vals[b] || vals[a] == vals[b] && a < b }
-		h := boundedHeap{k: c.k, below: func(a, b int) bool { return better(b, a) }}
-		all := make([]int, c.n)
-		for i := range all {
-			all[i] = i
-			h.offer(i)
-		}
-		slices.SortFunc(all, func(a, b int) int {
-			if better(a, b) {
-				return -1
-			}
-			return 1
-		})
-		want := all[:min(c.k, c.n)]
-		slices.Sort(want)
-		got := slices.Sorted(slices.Values(h.idx))
-		if !slices.Equal(got, want) {
-			t.Errorf("n %d k %d: kept %v, want %v", c.n, c.k, got, want)
+	for _, c := range []struct {
+		name string
+		h    leaf.Histogram
+		want []uint64 // by loadBuckets: 1ms 2.5ms 5ms 10ms 25ms 50ms 100ms 250ms 500ms 1s 2.5s 5s 10s
+	}{
+		{"nothing timed", leaf.Histogram{}, make([]uint64, len(loadBuckets))},
+		{"same bounds", leaf.Histogram{Bounds: loadBuckets[:], Counts: same}, same},
+		{"coarser", leaf.Histogram{Bounds: []time.Duration{2 * ms, 7 * ms, 20 * time.Second}, Counts: []uint64{1, 3, 5}},
+			[]uint64{0, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3}},
+		{"finer", leaf.Histogram{Bounds: []time.Duration{ms / 2, ms, 3 * ms / 2, 2 * ms, 5 * ms}, Counts: []uint64{1, 2, 3, 4, 5}},
+			[]uint64{2, 4, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5}},
+		{"counts cut short", leaf.Histogram{Bounds: loadBuckets[:], Counts: []uint64{1, 2}},
+			[]uint64{1, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2}},
+	} {
+		var got [len(loadBuckets)]uint64
+		addLatency(&got, c.h)
+		if !slices.Equal(got[:], c.want) {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
 	}
 }

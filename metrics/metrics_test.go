@@ -126,12 +126,12 @@ func tagLabel(tag string) map[string]string { return map[string]string{"tag": ta
 
 func TestScrapeFakeSources(t *testing.T) {
 	now := time.UnixMilli(1_700_000_000_000).UTC()
-	latency := make([]uint64, len(leaf.SegmentLoadBuckets))
+	latency := make([]uint64, len(loadBuckets))
 	for i := range latency { // 1 load <= 1ms, 2 more <= 5ms, all 4 <= 0.1s
 		switch {
 		case i == 0:
 			latency[i] = 1
-		case leaf.SegmentLoadBuckets[i] < 0.1:
+		case loadBuckets[i] < 0.1:
 			latency[i] = 3
 		default:
 			latency[i] = 4
@@ -142,13 +142,14 @@ func TestScrapeFakeSources(t *testing.T) {
 			{
 				Tag: "orders", InitOK: true, Issued: 1234, Loads: 4, LoadErrors: 1, Waits: 2, GivenBack: 10,
 				Step: 2000, MinStep: 1000, Remaining: 1766, Rate: 100, SecondsLeft: 17.66, NextReady: true,
-				LoadSeconds: 0.125, LoadLatency: latency,
+				LoadSeconds: 0.125, LoadLatency: loadHistogram(latency),
 			},
 			// Idle, and a source that did not time its one load.
 			{Tag: "idle", InitOK: true, Issued: 0, Loads: 1, Step: 500, MinStep: 500, Remaining: 500, SecondsLeft: -1},
-			// A short latency slice: the missing buckets read as zeros.
-			// Its buffers last 3s, under LowBuffer.
-			{Tag: "short", InitOK: true, Loads: 2, LoadSeconds: 0.5, LoadLatency: []uint64{1}, Rate: 1, SecondsLeft: 3},
+			// A source counting by other bounds: one load at most 2ms,
+			// the other at most 20s. Its buffers last 3s, under LowBuffer.
+			{Tag: "short", InitOK: true, Loads: 2, LoadSeconds: 0.5, Rate: 1, SecondsLeft: 3, LoadLatency: leaf.Histogram{
+				Bounds: []time.Duration{2 * time.Millisecond, 20 * time.Second}, Counts: []uint64{1, 2}}},
 			// Known, never requested.
 			{Tag: "fresh", Step: 1000, MinStep: 1000, SecondsLeft: -1},
 			// Its first load failed.
@@ -221,10 +222,12 @@ func TestScrapeFakeSources(t *testing.T) {
 	}
 
 	// One load-time histogram over all tags: orders' buckets, plus short's
-	// one load in the first bucket, plus nothing from idle's untimed load
-	// (which still counts).
+	// load of at most 2ms from le=2.5ms on (its other, above 10s, only in
+	// +Inf), plus nothing from idle's untimed load (which still counts).
 	want := slices.Clone(latency)
-	want[0]++
+	for i := 1; i < len(want); i++ {
+		want[i]++
+	}
 	checkHistogram(t, fams, "leaf_segment_load_duration_seconds", nil, 4+1+2, 0.625, want)
 	if _, ok := find(fams, "leaf_segment_load_duration_seconds", tagLabel("orders")); ok {
 		t.Error("per-tag load-time histogram exported")
@@ -237,8 +240,21 @@ func TestScrapeFakeSources(t *testing.T) {
 	}
 }
 
+// loadBuckets are the bounds of leaf_segment_load_duration_seconds, in
+// seconds, which dashboards and alerts name.
+var loadBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+
+// loadHistogram is a source's load-time histogram by loadBuckets.
+func loadHistogram(cumulative []uint64) leaf.Histogram {
+	h := leaf.Histogram{Counts: cumulative}
+	for _, le := range loadBuckets {
+		h.Bounds = append(h.Bounds, time.Duration(math.Round(le*1e9)))
+	}
+	return h
+}
+
 // checkHistogram checks a histogram series' count, sum and cumulative
-// buckets, one per leaf.SegmentLoadBuckets.
+// buckets, one per loadBuckets.
 func checkHistogram(t *testing.T, fams map[string]*dto.MetricFamily, name string, labels map[string]string, count uint64, sum float64, buckets []uint64) {
 	t.Helper()
 	s, ok := find(fams, name, labels)
@@ -254,8 +270,8 @@ func checkHistogram(t *testing.T, fams map[string]*dto.MetricFamily, name string
 		if math.IsInf(b.GetUpperBound(), 1) {
 			continue // the parser may add the implied +Inf bucket
 		}
-		if i >= len(leaf.SegmentLoadBuckets) || b.GetUpperBound() != leaf.SegmentLoadBuckets[i] {
-			t.Fatalf("%s: bucket %d has le=%v, want le=%v", name, i, b.GetUpperBound(), leaf.SegmentLoadBuckets)
+		if i >= len(loadBuckets) || b.GetUpperBound() != loadBuckets[i] {
+			t.Fatalf("%s: bucket %d has le=%v, want le=%v", name, i, b.GetUpperBound(), loadBuckets)
 		}
 		got = append(got, b.GetCumulativeCount())
 	}
@@ -423,7 +439,9 @@ func TestRealSegmentGenerator(t *testing.T) {
 	if err := st.CreateTag(ctx, leaf.Alloc{Tag: "orders", MaxID: 1, Step: 1000}); err != nil {
 		t.Fatal(err)
 	}
-	g, err := segment.New(ctx, segment.Settings{Store: st, Logger: slog.New(slog.DiscardHandler)})
+	set := segment.DefaultSettings()
+	set.Store, set.Logger = st, slog.New(slog.DiscardHandler)
+	g, err := segment.New(ctx, set)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -484,7 +502,12 @@ func TestRealSegmentGenerator(t *testing.T) {
 	if want.Remaining <= 0 {
 		t.Errorf("Status reports %d IDs remaining after a settled prefetch, want > 0", want.Remaining)
 	}
-	checkHistogram(t, fams, "leaf_segment_load_duration_seconds", nil, want.Loads, want.LoadSeconds, want.LoadLatency)
+	// The generator counts by the exported bounds, so its counts carry
+	// over as they are.
+	if !slices.Equal(want.LoadLatency.Bounds, loadHistogram(nil).Bounds) {
+		t.Errorf("the generator counts loads by %v, not the exported bounds %v", want.LoadLatency.Bounds, loadBuckets)
+	}
+	checkHistogram(t, fams, "leaf_segment_load_duration_seconds", nil, want.Loads, want.LoadSeconds, want.LoadLatency.Counts)
 	var tags float64
 	for _, s := range fams["leaf_segment_tags"].GetMetric() {
 		tags += s.GetGauge().GetValue()

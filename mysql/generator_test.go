@@ -49,7 +49,7 @@ func TestGeneratorTombstone(t *testing.T) {
 }
 
 func TestGeneratorIdleHammer(t *testing.T) {
-	leaftest.HammerIdle(t, dbOpener(testdb.MySQL(t)), leaftest.IdleHammer{})
+	leaftest.HammerIdle(t, dbOpener(testdb.MySQL(t)), leaftest.IdleHammer{GiveBack: true})
 }
 
 // TestScaleRefresh measures the refresh at LEAF_SCALE_ROWS rows; it skips
@@ -66,4 +66,16 @@ func TestScaleRefresh(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+func TestGeneratorPeriodic(t *testing.T) {
+	leaftest.PeriodicSegment(t, dbOpener(testdb.MySQL(t)))
+}
+
+// An opaque tag under three servers sharing one key: unique IDs, all
+// decoding back to distinct raw IDs of the row.
+func TestGeneratorOpaqueHammer(t *testing.T) {
+	leaftest.HammerSegment(t, dbOpener(testdb.MySQL(t)),
+		leaftest.Hammer{Instances: 3, Goroutines: 16, Total: 100_000, Step: 100, Batch: 10,
+			OpaqueBits: 40, OpaqueKey: []byte("0123456789abcdef0123456789abcdef")})
 }

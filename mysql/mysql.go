@@ -54,8 +54,24 @@ const (
 	VersionSeed = "INSERT IGNORE INTO `leaf_alloc_version` (`id`, `version`) VALUES (1, 0)"
 )
 
+// ShapeSchema creates the shapes of tags created with one beside leaf_alloc
+// (see leaf.TagShaper and sqlstore.ShapeSchema). Java Leaf never reads it,
+// and serves a periodic tag's rows as plain tags.
+const ShapeSchema = "CREATE TABLE IF NOT EXISTS `leaf_tag_shape` (\n" +
+	"  `biz_tag` varchar(128) NOT NULL,\n" +
+	"  `period` varchar(8) NOT NULL DEFAULT '',\n" +
+	"  `time_zone` varchar(64) NOT NULL DEFAULT '',\n" +
+	"  `fmt_prefix` varchar(32) NOT NULL DEFAULT '',\n" +
+	"  `fmt_width` int(11) NOT NULL DEFAULT '0',\n" +
+	"  `fmt_radix` int(11) NOT NULL DEFAULT '0',\n" +
+	"  `opaque_bits` int(11) NOT NULL DEFAULT '0',\n" +
+	"  `key_check` varchar(128) NOT NULL DEFAULT '',\n" +
+	"  `created_at` timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP,\n" +
+	"  PRIMARY KEY (`biz_tag`)\n" +
+	") ENGINE=InnoDB"
+
 // schema is what Open runs, in order.
-var schema = []string{Schema, TombstoneSchema, VersionSchema, VersionSeed}
+var schema = []string{Schema, TombstoneSchema, VersionSchema, VersionSeed, ShapeSchema}
 
 // MySQL and MariaDB error numbers the store reacts to.
 const (
@@ -74,6 +90,8 @@ var (
 	_ leaf.SegmentStore     = (*Store)(nil)
 	_ leaf.SegmentAdmin     = (*Store)(nil)
 	_ leaf.SegmentVersioner = (*Store)(nil)
+	_ leaf.TagShaper        = (*Store)(nil)
+	_ leaf.PeriodStore      = (*Store)(nil)
 )
 
 var dialect = sqlstore.Dialect{
@@ -122,7 +140,8 @@ func config(dsn, op string) (*mysql.Config, error) {
 
 // Open connects to the database named in dsn (go-sql-driver syntax, e.g.
 // "user:pass@tcp(127.0.0.1:3306)/leaf") and creates leaf_alloc if it is
-// missing, and leaf_alloc_tombstone and leaf_alloc_version beside it.
+// missing, and leaf_alloc_tombstone, leaf_alloc_version and leaf_tag_shape
+// beside it.
 //
 // Some DSN settings are forced because the store depends on them:
 // interpolateParams (one round trip per statement, no server-side prepared

@@ -167,8 +167,10 @@ type WorkerRegistry struct {
 	holder string // our token in leaf_workerid_lease.holder
 
 	mu     sync.Mutex
-	id     int64  // the claimed worker ID; 0 while none is held
-	ipPort string // the holder's endpoint, "ip:port"
+	held   bool   // a worker ID is claimed
+	id     int64  // the claimed worker ID
+	ipPort string // ip_port of its row: the holder's endpoint, or idKey(id) for RegisterID
+	byID   bool   // claimed with RegisterID: the claim lasts as long as the lease
 }
 
 var _ leaf.WorkerRegistry = (*WorkerRegistry)(nil)
@@ -284,7 +286,7 @@ func (r *WorkerRegistry) Register(ctx context.Context, ep leaf.Endpoint, maxID i
 			return leaf.WorkerClaim{}, fmt.Errorf("mysql: register %s: %w: worker ID %d of %s is above the layout's maximum %d",
 				ipPort, leaf.ErrWorkerIDsExhausted, id, ipPort, maxID)
 		}
-		if err := r.claimLease(ctx, id, ipPort); err != nil {
+		if _, err := r.claimLease(ctx, id, ipPort, false); err != nil {
 			return leaf.WorkerClaim{}, fmt.Errorf("mysql: register %s: %w", ipPort, err)
 		}
 		// The mark is read only now that no one else may move it: a holder
@@ -296,9 +298,7 @@ func (r *WorkerRegistry) Register(ctx context.Context, ep leaf.Endpoint, maxID i
 		)
 		err = r.db.QueryRowContext(ctx, selectWorker, ipPort).Scan(&got, &mark)
 		if err == nil && got == id {
-			r.mu.Lock()
-			r.id, r.ipPort = id, ipPort
-			r.mu.Unlock()
+			r.hold(id, ipPort, false)
 			highWater := mark.Int64
 			if created == mark {
 				// A new ID has no history: no one issued IDs with it before.
@@ -361,24 +361,27 @@ type leaseInfo struct {
 }
 
 // claimLease takes the lease on worker id for ipPort, waiting up to
-// ClaimWait for another holder's to lapse.
-func (r *WorkerRegistry) claimLease(ctx context.Context, id int64, ipPort string) error {
+// ClaimWait for another holder's to lapse, and returns when the successful
+// attempt began: the lease lasts at least the TTL from then. byID says the
+// ID was asked for by number (RegisterID), for the refusal's advice.
+func (r *WorkerRegistry) claimLease(ctx context.Context, id int64, ipPort string, byID bool) (time.Time, error) {
 	var (
 		start    time.Time
 		deadline time.Time // set at the first refusal
 		held     *leaseInfo
 	)
 	for {
+		t0 := time.Now()
 		ok, info, err := r.tryLease(ctx, id, ipPort)
 		if err != nil {
-			return err
+			return time.Time{}, err
 		}
 		if ok {
 			if held != nil {
 				r.log.Info("worker ID lease taken: the previous holder released it or stopped renewing it",
 					"endpoint", ipPort, "worker_id", id, "previous_holder", held.holder, "waited", time.Since(start).Round(time.Millisecond))
 			}
-			return nil
+			return t0, nil
 		}
 		now := time.Now()
 		if deadline.IsZero() {
@@ -389,7 +392,7 @@ func (r *WorkerRegistry) claimLease(ctx context.Context, id int64, ipPort string
 		pause := 10 * time.Millisecond
 		if info != nil {
 			if held == nil {
-				r.log.Warn("worker ID lease held by another holder: either a live server with the same endpoint, "+
+				r.log.Warn("worker ID lease held by another holder: either a live server with the same endpoint (or worker ID), "+
 					"or this server's previous run stopped without releasing it (kill -9); waiting for the lease to lapse",
 					"endpoint", ipPort, "worker_id", id, "holder", info.holder, "holder_endpoint", info.ipPort,
 					"renewed_ago", info.renewedAgo.Round(time.Millisecond), "expires_in", info.expiresIn.Round(time.Millisecond),
@@ -399,16 +402,16 @@ func (r *WorkerRegistry) claimLease(ctx context.Context, id int64, ipPort string
 			pause = min(max(info.expiresIn+20*time.Millisecond, 10*time.Millisecond), min(r.ttl/10, maxPoll))
 		}
 		if !now.Before(deadline) {
-			return r.inUse(id, ipPort, held, now.Sub(start), nil)
+			return time.Time{}, r.inUse(id, ipPort, held, now.Sub(start), byID, nil)
 		}
 		t := time.NewTimer(min(pause, deadline.Sub(now)))
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			if held == nil {
-				return fmt.Errorf("take the lease on worker %d: %w", id, ctx.Err())
+				return time.Time{}, fmt.Errorf("take the lease on worker %d: %w", id, ctx.Err())
 			}
-			return r.inUse(id, ipPort, held, time.Since(start), ctx.Err())
+			return time.Time{}, r.inUse(id, ipPort, held, time.Since(start), byID, ctx.Err())
 		case <-t.C:
 		}
 	}
@@ -475,18 +478,22 @@ func (r *WorkerRegistry) readLease(ctx context.Context, q querier, id int64) (*l
 	return &info, nil
 }
 
-// inUse is Register's refusal: what holds the lease and what to change.
-func (r *WorkerRegistry) inUse(id int64, ipPort string, held *leaseInfo, waited time.Duration, ctxErr error) error {
+// inUse is Register's and RegisterID's refusal: what holds the lease and
+// what to change.
+func (r *WorkerRegistry) inUse(id int64, ipPort string, held *leaseInfo, waited time.Duration, byID bool, ctxErr error) error {
 	why := fmt.Sprintf("waited %v for it to lapse (lease TTL %v)", waited.Round(time.Millisecond), r.ttl)
 	if ctxErr != nil {
 		why = fmt.Sprintf("gave up after %v, before the lease TTL %v had passed", waited.Round(time.Millisecond), r.ttl)
 	}
+	advice := "Another server is running with this endpoint: give each server its own endpoint " +
+		"(snowflake.endpoint / --snowflake-endpoint, or a distinct listen port), or stop the other server"
+	if byID {
+		advice = "Another live server has this worker ID: stop it, or give this server another ID"
+	}
 	err := fmt.Errorf("%w: worker %d of %s is leased in %s.leaf_workerid_lease by %s (endpoint %s), "+
-		"last renewed %s by the database's clock (%v before our last look); %s. "+
-		"Another server is running with this endpoint: give each server its own endpoint "+
-		"(snowflake.endpoint / --snowflake-endpoint, or a distinct listen port), or stop the other server",
+		"last renewed %s by the database's clock (%v before our last look); %s. %s",
 		leaf.ErrWorkerInUse, id, ipPort, r.dbName, held.holder, held.ipPort,
-		held.renewedAt.Format("2006-01-02T15:04:05.000Z"), held.renewedAgo.Round(time.Millisecond), why)
+		held.renewedAt.Format("2006-01-02T15:04:05.000Z"), held.renewedAgo.Round(time.Millisecond), why, advice)
 	if ctxErr != nil {
 		return fmt.Errorf("%w (%w)", err, ctxErr)
 	}
@@ -541,10 +548,11 @@ func (r *WorkerRegistry) renew(ctx context.Context, q querier, id int64, ipPort 
 // same endpoint gets the ID once the lease lapses, which is a configuration
 // error this guard cannot catch during an outage.
 func (r *WorkerRegistry) Heartbeat(ctx context.Context, mark int64) (time.Time, error) {
-	id, ipPort := r.claim()
-	if id == 0 {
+	id, ipPort, byID, ok := r.claim()
+	if !ok {
 		return time.Time{}, errors.New("mysql: heartbeat: no worker ID registered")
 	}
+	t0 := time.Now()
 	err := r.inTx(ctx, func(tx *sql.Tx) error {
 		if err := r.renew(ctx, tx, id, ipPort); err != nil {
 			return err
@@ -553,6 +561,11 @@ func (r *WorkerRegistry) Heartbeat(ctx context.Context, mark int64) (time.Time, 
 	})
 	if err != nil {
 		return time.Time{}, fmt.Errorf("mysql: heartbeat: %w", err)
+	}
+	if byID {
+		// Counted from before the renewal was sent: never later than the
+		// database's expiry.
+		return t0.Add(r.ttl), nil
 	}
 	return time.Time{}, nil
 }
@@ -564,8 +577,8 @@ func (r *WorkerRegistry) Heartbeat(ctx context.Context, mark int64) (time.Time, 
 // holder's may be higher) and Release fails with leaf.ErrWorkerLost; so
 // does a missing row.
 func (r *WorkerRegistry) Release(ctx context.Context, mark int64) error {
-	id, ipPort := r.claim()
-	if id == 0 {
+	id, ipPort, _, ok := r.claim()
+	if !ok {
 		return errors.New("mysql: release: no worker ID registered")
 	}
 	err := r.inTx(ctx, func(tx *sql.Tx) error {
@@ -590,7 +603,7 @@ func (r *WorkerRegistry) Release(ctx context.Context, mark int64) error {
 		// The claim is over either way; a failed Release keeps it so that
 		// the caller may retry.
 		r.mu.Lock()
-		r.id, r.ipPort = 0, ""
+		r.held, r.id, r.ipPort, r.byID = false, 0, "", false
 		r.mu.Unlock()
 	}
 	if err != nil {
@@ -599,10 +612,19 @@ func (r *WorkerRegistry) Release(ctx context.Context, mark int64) error {
 	return nil
 }
 
-func (r *WorkerRegistry) claim() (int64, string) {
+// claim is the claim held: its ID, its row's ip_port, whether it was taken
+// by ID; ok is false when none is held.
+func (r *WorkerRegistry) claim() (id int64, ipPort string, byID, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.id, r.ipPort
+	return r.id, r.ipPort, r.byID, r.held
+}
+
+// hold records a claim taken.
+func (r *WorkerRegistry) hold(id int64, ipPort string, byID bool) {
+	r.mu.Lock()
+	r.held, r.id, r.ipPort, r.byID = true, id, ipPort, byID
+	r.mu.Unlock()
 }
 
 // inTx runs f in a transaction. It commits when f succeeds or reports the
@@ -652,7 +674,7 @@ func (r *WorkerRegistry) storeMark(ctx context.Context, q querier, query string,
 // While a claim is held, the call first renews our lease, publishing our own
 // reading; a lease taken over fails with leaf.ErrWorkerLost.
 func (r *WorkerRegistry) PeerClocks(ctx context.Context) ([]leaf.PeerClock, error) {
-	if id, ipPort := r.claim(); id != 0 {
+	if id, ipPort, _, ok := r.claim(); ok {
 		if err := r.renew(ctx, r.db, id, ipPort); err != nil {
 			return nil, fmt.Errorf("mysql: peer clocks: %w", err)
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/internal/testdb"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/mysql"
 	"github.com/leafgo/leaf/snowflake"
@@ -50,7 +50,7 @@ func TestWorkerRegistry(t *testing.T) {
 	leaftest.TestWorkerRegistry(t, func(t *testing.T) leaftest.RegistryOpener {
 		// The shortest lease: a "crashed" holder's lease is waited out
 		// before its endpoint registers again.
-		return registryOpener(mysql.WorkerConfig{DSN: testdb.MySQL(t), LeaseTTL: mysql.MinLeaseTTL, Logger: quiet()})
+		return registryOpener(mysql.WorkerConfig{DSN: testdb.MySQL(t), LeaseTTL: mysql.MinLeaseTTL, Logger: testutil.Logger()})
 	}, leaftest.RegistryTraits{Sticky: true})
 }
 
@@ -314,14 +314,7 @@ func TestOpenWorkerRegistryDSN(t *testing.T) {
 // Four snowflake generators with worker IDs from leaf_workerid_alloc × 8
 // goroutines: every ID unique.
 func TestSnowflakeHammer(t *testing.T) {
-	leaftest.HammerSnowflake(t, registryOpener(mysql.WorkerConfig{DSN: testdb.MySQL(t), Logger: quiet()}))
-}
-
-func quiet() *slog.Logger {
-	if testing.Verbose() {
-		return slog.Default()
-	}
-	return slog.New(slog.DiscardHandler)
+	leaftest.HammerSnowflake(t, registryOpener(mysql.WorkerConfig{DSN: testdb.MySQL(t), Logger: testutil.Logger()}))
 }
 
 // leaseTTL keeps the lease tests quick: a refused Register waits about
@@ -336,19 +329,13 @@ func openLeased(t *testing.T, dsn string, offset time.Duration) *mysql.WorkerReg
 		DSN:      dsn,
 		LeaseTTL: leaseTTL,
 		Now:      func() time.Time { return time.Now().Add(offset) },
-		Logger:   quiet(),
+		Logger:   testutil.Logger(),
 	})
 	if err != nil {
 		t.Fatalf("OpenWorkerRegistryWithConfig: %v", err)
 	}
 	t.Cleanup(func() { _ = r.Close() })
 	return r
-}
-
-func ctxFor(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), d)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 // keepAlive heartbeats r every 200ms, as a running server does, until the
@@ -400,7 +387,7 @@ func TestWorkerLeaseInUse(t *testing.T) {
 	ep := leaf.Endpoint{IP: "10.0.0.1", Port: 8080}
 	a := openLeased(t, dsn, 0)
 	b := openLeased(t, dsn, time.Hour)
-	ca, err := a.Register(ctxFor(t, 10*time.Second), ep, leaftest.MaxWorkerID)
+	ca, err := a.Register(testutil.Context(t, 10*time.Second), ep, leaftest.MaxWorkerID)
 	if err != nil {
 		t.Fatalf("A: Register: %v", err)
 	}
@@ -409,7 +396,7 @@ func TestWorkerLeaseInUse(t *testing.T) {
 	t.Cleanup(stop)
 
 	start := time.Now()
-	_, err = b.Register(ctxFor(t, 30*time.Second), ep, leaftest.MaxWorkerID)
+	_, err = b.Register(testutil.Context(t, 30*time.Second), ep, leaftest.MaxWorkerID)
 	el := time.Since(start)
 	if !errors.Is(err, leaf.ErrWorkerInUse) {
 		t.Fatalf("B: Register while A holds the lease: %v, want ErrWorkerInUse", err)
@@ -425,7 +412,7 @@ func TestWorkerLeaseInUse(t *testing.T) {
 	t.Logf("B refused after %v: %v", el.Round(time.Millisecond), err)
 
 	// A caller's deadline shorter than the wait is a refusal too.
-	_, err = b.Register(ctxFor(t, 300*time.Millisecond), ep, leaftest.MaxWorkerID)
+	_, err = b.Register(testutil.Context(t, 300*time.Millisecond), ep, leaftest.MaxWorkerID)
 	if !errors.Is(err, leaf.ErrWorkerInUse) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("B: Register with a 300ms deadline: %v, want ErrWorkerInUse and DeadlineExceeded", err)
 	}
@@ -442,17 +429,17 @@ func TestWorkerLeaseInUse(t *testing.T) {
 	got := make(chan result, 1)
 	start = time.Now()
 	go func() {
-		c, err := b.Register(ctxFor(t, 30*time.Second), ep, leaftest.MaxWorkerID)
+		c, err := b.Register(testutil.Context(t, 30*time.Second), ep, leaftest.MaxWorkerID)
 		got <- result{c, err, time.Now()}
 	}()
 	time.Sleep(150 * time.Millisecond)
 	raised := time.Now().UnixMilli() + 5000
-	if _, err := a.Heartbeat(ctxFor(t, 5*time.Second), raised); err != nil {
+	if _, err := a.Heartbeat(testutil.Context(t, 5*time.Second), raised); err != nil {
 		t.Fatalf("A: Heartbeat: %v", err)
 	}
 	time.Sleep(150 * time.Millisecond)
 	final := raised - 1000
-	if err := a.Release(ctxFor(t, 5*time.Second), final); err != nil {
+	if err := a.Release(testutil.Context(t, 5*time.Second), final); err != nil {
 		t.Fatalf("A: Release: %v", err)
 	}
 	released := time.Now()
@@ -479,12 +466,12 @@ func TestWorkerLeaseKilledHolder(t *testing.T) {
 	dsn := testdb.MySQL(t)
 	ep := leaf.Endpoint{IP: "10.0.0.1", Port: 8080}
 	a := openLeased(t, dsn, 0)
-	ca, err := a.Register(ctxFor(t, 10*time.Second), ep, leaftest.MaxWorkerID)
+	ca, err := a.Register(testutil.Context(t, 10*time.Second), ep, leaftest.MaxWorkerID)
 	if err != nil {
 		t.Fatalf("A: Register: %v", err)
 	}
 	mark := time.Now().UnixMilli() + 1500
-	if _, err := a.Heartbeat(ctxFor(t, 5*time.Second), mark); err != nil {
+	if _, err := a.Heartbeat(testutil.Context(t, 5*time.Second), mark); err != nil {
 		t.Fatalf("A: Heartbeat: %v", err)
 	}
 	renewed := time.Now()
@@ -493,7 +480,7 @@ func TestWorkerLeaseKilledHolder(t *testing.T) {
 	}
 
 	b := openLeased(t, dsn, 0)
-	cb, err := b.Register(ctxFor(t, 30*time.Second), ep, leaftest.MaxWorkerID)
+	cb, err := b.Register(testutil.Context(t, 30*time.Second), ep, leaftest.MaxWorkerID)
 	took := time.Since(renewed)
 	if err != nil {
 		t.Fatalf("B: Register after A was killed: %v", err)
@@ -517,11 +504,11 @@ func TestWorkerLeaseTakenOver(t *testing.T) {
 	ep := leaf.Endpoint{IP: "10.0.0.1", Port: 8080}
 	a := openLeased(t, dsn, 0)
 	b := openLeased(t, dsn, 0)
-	ca, err := a.Register(ctxFor(t, 10*time.Second), ep, leaftest.MaxWorkerID)
+	ca, err := a.Register(testutil.Context(t, 10*time.Second), ep, leaftest.MaxWorkerID)
 	if err != nil {
 		t.Fatalf("A: Register: %v", err)
 	}
-	cb, err := b.Register(ctxFor(t, 30*time.Second), ep, leaftest.MaxWorkerID)
+	cb, err := b.Register(testutil.Context(t, 30*time.Second), ep, leaftest.MaxWorkerID)
 	if err != nil {
 		t.Fatalf("B: Register once A's lease lapsed: %v", err)
 	}
@@ -530,18 +517,18 @@ func TestWorkerLeaseTakenOver(t *testing.T) {
 	}
 	holder := leaseHolder(t, db, cb.WorkerID)
 	bMark := time.Now().UnixMilli() + 3000
-	if _, err := b.Heartbeat(ctxFor(t, 5*time.Second), bMark); err != nil {
+	if _, err := b.Heartbeat(testutil.Context(t, 5*time.Second), bMark); err != nil {
 		t.Fatalf("B: Heartbeat: %v", err)
 	}
 
-	_, err = a.Heartbeat(ctxFor(t, 5*time.Second), bMark+1000)
+	_, err = a.Heartbeat(testutil.Context(t, 5*time.Second), bMark+1000)
 	if !errors.Is(err, leaf.ErrWorkerLost) {
 		t.Fatalf("A: Heartbeat after B took over: %v, want ErrWorkerLost", err)
 	}
 	if got := readWorkerRow(t, db, ca.WorkerID).maxTimestamp.Int64; got != bMark {
 		t.Errorf("A's lost Heartbeat moved the mark to %d, want B's %d", got, bMark)
 	}
-	if err := a.Release(ctxFor(t, 5*time.Second), bMark-2000); !errors.Is(err, leaf.ErrWorkerLost) {
+	if err := a.Release(testutil.Context(t, 5*time.Second), bMark-2000); !errors.Is(err, leaf.ErrWorkerLost) {
 		t.Fatalf("A: Release after B took over: %v, want ErrWorkerLost", err)
 	}
 	if got := readWorkerRow(t, db, ca.WorkerID).maxTimestamp.Int64; got != bMark {
@@ -550,7 +537,7 @@ func TestWorkerLeaseTakenOver(t *testing.T) {
 	if got := leaseHolder(t, db, cb.WorkerID); got != holder {
 		t.Errorf("lease holder after A's lost Release is %q, want B's %q", got, holder)
 	}
-	if _, err := b.Heartbeat(ctxFor(t, 5*time.Second), bMark); err != nil {
+	if _, err := b.Heartbeat(testutil.Context(t, 5*time.Second), bMark); err != nil {
 		t.Fatalf("B: Heartbeat after A's attempts: %v", err)
 	}
 }
@@ -575,7 +562,7 @@ func TestWorkerSameEndpointRace(t *testing.T) {
 	for i := range regs {
 		go func() {
 			start.Wait()
-			claims[i], errs[i] = regs[i].Register(ctxFor(t, 30*time.Second), ep, leaftest.MaxWorkerID)
+			claims[i], errs[i] = regs[i].Register(testutil.Context(t, 30*time.Second), ep, leaftest.MaxWorkerID)
 			if errs[i] == nil {
 				// The winner runs, keeping its lease, until all are done.
 				t.Cleanup(keepAlive(t, regs[i]))
@@ -619,7 +606,7 @@ func TestWorkerPeerClocks(t *testing.T) {
 	ids := make(map[int64]int) // worker ID -> index
 	for i, off := range offsets {
 		regs[i] = openLeased(t, dsn, off)
-		c, err := regs[i].Register(ctxFor(t, 10*time.Second), leaftest.TestEndpoint(i), leaftest.MaxWorkerID)
+		c, err := regs[i].Register(testutil.Context(t, 10*time.Second), leaftest.TestEndpoint(i), leaftest.MaxWorkerID)
 		if err != nil {
 			t.Fatalf("registry %d: Register: %v", i, err)
 		}
@@ -629,11 +616,11 @@ func TestWorkerPeerClocks(t *testing.T) {
 	for i, r := range regs {
 		readers[i] = r
 	}
-	leaftest.CheckPeerClocks(t, ctxFor(t, 5*time.Second), readers, ids, offsets, 200*time.Millisecond)
-	if err := regs[2].Release(ctxFor(t, 5*time.Second), time.Now().UnixMilli()); err != nil {
+	leaftest.CheckPeerClocks(t, testutil.Context(t, 5*time.Second), readers, ids, offsets, 200*time.Millisecond)
+	if err := regs[2].Release(testutil.Context(t, 5*time.Second), time.Now().UnixMilli()); err != nil {
 		t.Fatal(err)
 	}
-	peers, err := regs[0].PeerClocks(ctxFor(t, 5*time.Second))
+	peers, err := regs[0].PeerClocks(testutil.Context(t, 5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -666,7 +653,7 @@ func TestOpenWorkerRegistryLeaseTTL(t *testing.T) {
 // worker ID. Every ID of both is unique.
 func TestSnowflakeSameEndpoint(t *testing.T) {
 	t.Parallel()
-	open := registryOpener(mysql.WorkerConfig{DSN: testdb.MySQL(t), LeaseTTL: leaseTTL, Logger: quiet()})
+	open := registryOpener(mysql.WorkerConfig{DSN: testdb.MySQL(t), LeaseTTL: leaseTTL, Logger: testutil.Logger()})
 	ep := leaf.Endpoint{IP: "10.0.0.1", Port: 8080}
 	a := leaftest.StartSnowflake(t, open, leaftest.FastSnowflake(nil, ep))
 
@@ -702,7 +689,7 @@ func TestSnowflakeSameEndpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = rb.Close() })
-	if b, err := snowflake.New(ctxFor(t, 30*time.Second), leaftest.FastSnowflake(rb, ep)); !errors.Is(err, leaf.ErrWorkerInUse) {
+	if b, err := snowflake.New(testutil.Context(t, 30*time.Second), leaftest.FastSnowflake(rb, ep)); !errors.Is(err, leaf.ErrWorkerInUse) {
 		if err == nil {
 			_ = b.Close(context.Background())
 		}
@@ -710,11 +697,11 @@ func TestSnowflakeSameEndpoint(t *testing.T) {
 	}
 	close(stop)
 	ids := <-got
-	if err := a.Close(ctxFor(t, 10*time.Second)); err != nil {
+	if err := a.Close(testutil.Context(t, 10*time.Second)); err != nil {
 		t.Fatalf("first generator: Close: %v", err)
 	}
 
-	b, err := snowflake.New(ctxFor(t, 30*time.Second), leaftest.FastSnowflake(rb, ep))
+	b, err := snowflake.New(testutil.Context(t, 30*time.Second), leaftest.FastSnowflake(rb, ep))
 	if err != nil {
 		t.Fatalf("second generator after the first closed: %v", err)
 	}

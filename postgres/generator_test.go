@@ -52,7 +52,7 @@ func TestGeneratorTombstone(t *testing.T) {
 }
 
 func TestGeneratorIdleHammer(t *testing.T) {
-	leaftest.HammerIdle(t, dbOpener(testdb.Postgres(t)), leaftest.IdleHammer{})
+	leaftest.HammerIdle(t, dbOpener(testdb.Postgres(t)), leaftest.IdleHammer{GiveBack: true})
 }
 
 // TestScaleRefresh measures the refresh at LEAF_SCALE_ROWS rows; it skips
@@ -78,4 +78,8 @@ func TestScaleRefresh(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+func TestGeneratorPeriodic(t *testing.T) {
+	leaftest.PeriodicSegment(t, dbOpener(testdb.Postgres(t)))
 }

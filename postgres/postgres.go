@@ -54,6 +54,8 @@ var (
 	_ leaf.SegmentStore     = (*Store)(nil)
 	_ leaf.SegmentAdmin     = (*Store)(nil)
 	_ leaf.SegmentVersioner = (*Store)(nil)
+	_ leaf.TagShaper        = (*Store)(nil)
+	_ leaf.PeriodStore      = (*Store)(nil)
 )
 
 func sqlState(err error) string {
@@ -83,7 +85,7 @@ var dialect = sqlstore.Dialect{
 
 // Open connects to the database named in dsn (a postgres:// URL or
 // key=value string, as pgx and libpq accept) and creates leaf_alloc if it is
-// missing, and leaf_alloc_tombstone and leaf_alloc_version beside it. Unless the DSN sets timezone, the session runs in UTC, so
+// missing, and leaf_alloc_tombstone, leaf_alloc_version and leaf_tag_shape beside it. Unless the DSN sets timezone, the session runs in UTC, so
 // update_time (a TIMESTAMP without zone) is written and read in UTC.
 func Open(ctx context.Context, dsn string) (*Store, error) {
 	cfg, err := pgx.ParseConfig(dsn)
@@ -120,12 +122,13 @@ func hasParam(params map[string]string, name string) bool {
 	return false
 }
 
-// createSchema runs Schema and sqlstore's TombstoneSchema, VersionSchema and VersionSeed, tolerating a concurrent creator: CREATE TABLE IF
+// createSchema runs Schema and sqlstore's TombstoneSchema, VersionSchema,
+// VersionSeed and ShapeSchema, tolerating a concurrent creator: CREATE TABLE IF
 // NOT EXISTS is not atomic in PostgreSQL, and the loser of a race fails with
 // a unique violation on pg_type (or duplicate_table) although the table is
 // now there. Running it again then finds the table.
 func createSchema(ctx context.Context, db *sql.DB) error {
-	for _, q := range []string{Schema, sqlstore.TombstoneSchema, sqlstore.VersionSchema, sqlstore.VersionSeed} {
+	for _, q := range []string{Schema, sqlstore.TombstoneSchema, sqlstore.VersionSchema, sqlstore.VersionSeed, sqlstore.ShapeSchema} {
 		var err error
 		for range 3 {
 			_, err = db.ExecContext(ctx, q)

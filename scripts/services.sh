@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # services.sh: make sure the services the integration tests use are running
 # on 127.0.0.1, installing them from Debian's packages if they are missing
-# (and the browser the monitor page's test drives, and iproute2 for the
-# network namespaces of TestJavaIPNetns), and print the environment
-# the tests read:
+# (and the browser the monitor page's test drives, iproute2 for the
+# network namespaces of TestJavaIPNetns, and Prometheus and promtool for the
+# tests of deploy/'s rules and dashboard), and print the environment the
+# tests read:
 #
 #   eval "$(scripts/services.sh)"
 #   LEAF_TEST_STRICT=1 go test -race ./...
 #
 # Idempotent: a service that already answers is left alone. Progress goes to
-# stderr; stdout carries only `export NAME=value` lines.
+# stderr; stdout carries only `export NAME=value` lines. Name services to
+# ensure only those: scripts/services.sh mariadb zookeeper
+# (mariadb, postgres, zookeeper, etcd, chromium, iproute2).
 set -euo pipefail
 
 # Everything below writes to stderr; the export lines go to the saved stdout.
@@ -229,15 +232,68 @@ ensure_iproute2() {
 	command -v ip >/dev/null || die "installed iproute2, but there is no ip command"
 }
 
-ensure_mariadb
-ensure_postgres
-ensure_zookeeper
-ensure_etcd
-ensure_chromium
-ensure_iproute2
+# ------------------------------------------------------------- Prometheus
+# Not a service either: the deploy package's tests check and unit-test the
+# rules with promtool, and run the prometheus binary themselves, on a port
+# and data directory of their own, to scrape a real leaf server.
 
-printf "export LEAF_TEST_MYSQL_DSN='%s'\n" "$MYSQL_DSN" >&3
-printf "export LEAF_TEST_POSTGRES_DSN='%s'\n" "$POSTGRES_DSN" >&3
-printf "export LEAF_TEST_ZK='%s'\n" 127.0.0.1:2181 >&3
-printf "export LEAF_TEST_ETCD='%s'\n" 127.0.0.1:2379 >&3
-printf "export LEAF_TEST_CHROMIUM='%s'\n" "$CHROMIUM" >&3
+readonly PROMETHEUS=/usr/bin/prometheus
+readonly PROMTOOL=/usr/bin/promtool
+
+ensure_prometheus() {
+	if [ -x "$PROMETHEUS" ] && [ -x "$PROMTOOL" ]; then
+		log "Prometheus is installed at $PROMETHEUS"
+		return
+	fi
+	apt_install prometheus
+	[ -x "$PROMETHEUS" ] && [ -x "$PROMTOOL" ] || die "installed prometheus, but there is no $PROMETHEUS or $PROMTOOL"
+	# The package starts its own server on :9090 where it can (systemd, or
+	# its init script when no policy-rc.d forbids it). The tests do not use
+	# it, and it would keep scraping and writing to /var/lib/prometheus, so
+	# stop the one this install started and keep it from coming back.
+	if [ -d /run/systemd/system ]; then
+		as_root systemctl disable --now prometheus.service || true
+	elif [ -x /etc/init.d/prometheus ]; then
+		as_root /etc/init.d/prometheus stop || true
+		as_root update-rc.d prometheus disable >/dev/null 2>&1 || true
+	fi
+}
+
+# Arguments name the services to ensure, and only their variables are
+# printed: scripts/cluster.sh needs MariaDB and ZooKeeper, and nothing else
+# installed. None: everything the tests use.
+[ $# -gt 0 ] || set -- mariadb postgres zookeeper etcd chromium iproute2 prometheus
+for service in "$@"; do
+	case $service in
+	mariadb)
+		ensure_mariadb
+		printf "export LEAF_TEST_MYSQL_DSN='%s'\n" "$MYSQL_DSN" >&3
+		;;
+	postgres)
+		ensure_postgres
+		printf "export LEAF_TEST_POSTGRES_DSN='%s'\n" "$POSTGRES_DSN" >&3
+		;;
+	zookeeper)
+		ensure_zookeeper
+		printf "export LEAF_TEST_ZK='%s'\n" 127.0.0.1:2181 >&3
+		;;
+	etcd)
+		ensure_etcd
+		printf "export LEAF_TEST_ETCD='%s'\n" 127.0.0.1:2379 >&3
+		;;
+	chromium)
+		ensure_chromium
+		printf "export LEAF_TEST_CHROMIUM='%s'\n" "$CHROMIUM" >&3
+		;;
+	iproute2) ensure_iproute2 ;;
+	prometheus)
+		ensure_prometheus
+		printf "export LEAF_TEST_PROMETHEUS='%s'\n" "$PROMETHEUS" >&3
+		printf "export LEAF_TEST_PROMTOOL='%s'\n" "$PROMTOOL" >&3
+		;;
+	*)
+		printf 'services: unknown service %s (mariadb, postgres, zookeeper, etcd, chromium, iproute2, prometheus)\n' "$service"
+		exit 2
+		;;
+	esac
+done

@@ -8,10 +8,12 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/inmem"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/segment"
 )
@@ -34,7 +36,7 @@ func TestUnusedTagsCostTheirName(t *testing.T) {
 		return m.HeapAlloc
 	}
 	before := heap()
-	g := newGen(t, segment.Settings{Store: st})
+	g := newGen(t, settings(st))
 	perTag := float64(int64(heap())-int64(before)) / n
 	if g.TagCount() != n || len(g.Status()) != 0 {
 		t.Fatalf("TagCount %d, %d tags with state; want %d and none", g.TagCount(), len(g.Status()), n)
@@ -57,8 +59,8 @@ func TestUnusedTagsCostTheirName(t *testing.T) {
 // shared by all names; the rest are answered not found at once. Known names
 // are served without a lookup.
 func TestUnknownNamesCostBounded(t *testing.T) {
-	st := newCountingStore(newStore(t, leaf.Alloc{Tag: "real", MaxID: 1, Step: 100}))
-	g := newGen(t, segment.Settings{Store: st})
+	st := newCountingStore(testutil.Store(t, leaf.Alloc{Tag: "real", MaxID: 1, Step: 100}))
+	g := newGen(t, settings(st))
 	base := st.Calls()
 	began := time.Now()
 	const names, workers = 3000, 8
@@ -128,19 +130,24 @@ func spendLookups(t *testing.T, g *segment.Generator) {
 // and never the list.
 func TestCreatedElsewhereServesWithinRefresh(t *testing.T) {
 	const refresh = 50 * time.Millisecond
-	st := newCountingStore(newStore(t))
-	set := segment.Settings{Store: st, RefreshInterval: refresh, FullRefreshInterval: time.Hour, LookupRate: 0.001, LookupBurst: 1}
+	st := newCountingStore(testutil.Store(t))
+	set := settings(st, func(s *segment.Settings) {
+		s.RefreshInterval = refresh
+		s.FullRefreshEvery = 1 << 30
+		s.LookupRate = 0.001
+		s.LookupBurst = 1
+	})
 	a, b := newGen(t, set), newGen(t, set)
 	spendLookups(t, a)
 	spendLookups(t, b)
 
 	listings := st.Calls("Tags")
-	time.Sleep(5 * refresh)
+	readsA, readsB := a.Totals().VersionReads, b.Totals().VersionReads
+	waitFor(t, "three refreshes on each server", func() bool {
+		return a.Totals().VersionReads >= readsA+3 && b.Totals().VersionReads >= readsB+3
+	})
 	if n := st.Calls("Tags") - listings; n != 0 {
 		t.Errorf("%d listings while nothing changed, want none (the change counter says so)", n)
-	}
-	if n := b.Totals().VersionReads; n < 2 {
-		t.Errorf("%d refreshes settled by the change counter, want several", n)
 	}
 
 	listedBefore := b.Totals().Listings
@@ -173,11 +180,15 @@ func TestCreatedElsewhereServesWithinRefresh(t *testing.T) {
 }
 
 // Rows that other tools or Java Leaf insert do not move the change counter:
-// the full listing every FullRefreshInterval picks them up.
+// the full listing at every FullRefreshEvery-th refresh picks them up.
 func TestForeignRowsAtFullRefresh(t *testing.T) {
-	st := newStore(t)
-	g := newGen(t, segment.Settings{Store: st, RefreshInterval: 10 * time.Millisecond, FullRefreshInterval: 200 * time.Millisecond,
-		LookupRate: 0.001, LookupBurst: 1})
+	st := testutil.Store(t)
+	g := newGen(t, settings(st, func(s *segment.Settings) {
+		s.RefreshInterval = 10 * time.Millisecond
+		s.FullRefreshEvery = 20 // every 200ms
+		s.LookupRate = 0.001
+		s.LookupBurst = 1
+	}))
 	spendLookups(t, g)
 	st.InsertForeign(leaf.Alloc{Tag: "from-java", MaxID: 5, Step: 10})
 	inserted := time.Now()
@@ -230,9 +241,13 @@ func (s *listingStore) TagsVersion(ctx context.Context) (int64, error) {
 // tag out of the name set: the server that created it serves it at once,
 // lookups spent or not.
 func TestListingDoesNotUndoCreate(t *testing.T) {
-	st := &listingStore{countingStore: newCountingStore(newStore(t)), entered: make(chan struct{}), release: make(chan struct{})}
-	g := newGen(t, segment.Settings{Store: st, RefreshInterval: 5 * time.Millisecond, FullRefreshInterval: time.Hour,
-		LookupRate: 0.001, LookupBurst: 1})
+	st := &listingStore{countingStore: newCountingStore(testutil.Store(t)), entered: make(chan struct{}), release: make(chan struct{})}
+	g := newGen(t, settings(st, func(s *segment.Settings) {
+		s.RefreshInterval = 5 * time.Millisecond
+		s.FullRefreshEvery = 1 << 30
+		s.LookupRate = 0.001
+		s.LookupBurst = 1
+	}))
 	spendLookups(t, g)
 	st.mu.Lock()
 	st.armed = true
@@ -247,7 +262,8 @@ func TestListingDoesNotUndoCreate(t *testing.T) {
 	}
 	close(st.release)
 	waitFor(t, "the listing to be applied", func() bool { return g.Totals().Listings == 2 })
-	time.Sleep(20 * time.Millisecond) // refreshes that find the counter unchanged
+	reads := g.Totals().VersionReads
+	waitFor(t, "refreshes that find the counter unchanged", func() bool { return g.Totals().VersionReads >= reads+2 })
 	lookups := st.Calls("Alloc")
 	if id := next(t, g, "late"); id != 1 {
 		t.Fatalf("first ID %d, want 1", id)
@@ -261,43 +277,47 @@ func TestListingDoesNotUndoCreate(t *testing.T) {
 // is given back (no one reserved since), and the next request continues
 // right after the last ID issued. The totals keep what the state counted.
 func TestIdleStateDropped(t *testing.T) {
-	for _, noGiveBack := range []bool{false, true} {
-		t.Run(fmt.Sprintf("NoGiveBack=%v", noGiveBack), func(t *testing.T) {
-			st := newStore(t, leaf.Alloc{Tag: "a", MaxID: 1, Step: 100}, leaf.Alloc{Tag: "busy", MaxID: 1, Step: 1000})
-			g := newGen(t, segment.Settings{Store: st, IdleTimeout: 50 * time.Millisecond, NoGiveBack: noGiveBack})
-			var last int64
-			for range 15 { // past 10%: the next range is loaded too
-				last = next(t, g, "a")
-			}
-			waitFor(t, "a's next range", func() bool { return status(g, "a").NextReady })
-			stop := time.Now().Add(300 * time.Millisecond)
-			for time.Now().Before(stop) { // busy stays in use throughout
-				next(t, g, "busy")
-				if status(g, "a").Tag == "" {
-					break
+	for _, giveBack := range []bool{true, false} {
+		t.Run(fmt.Sprintf("GiveBack=%v", giveBack), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				st := testutil.Store(t, leaf.Alloc{Tag: "a", MaxID: 1, Step: 100}, leaf.Alloc{Tag: "busy", MaxID: 1, Step: 1000})
+				g := newGen(t, settings(st, func(s *segment.Settings) { s.IdleTimeout = 50 * time.Millisecond; s.GiveBack = giveBack }))
+				var last int64
+				for range 15 { // past 10%: the next range is loaded too
+					last = next(t, g, "a")
 				}
-				time.Sleep(2 * time.Millisecond)
-			}
-			if s := status(g, "a"); s.Tag != "" {
-				t.Fatalf("a still has state after 300ms idle: %+v", s)
-			}
-			if s := status(g, "busy"); s.Tag == "" {
-				t.Fatalf("busy lost its state while in use")
-			}
-			tot := g.Totals()
-			if tot.Dropped != 1 || tot.Issued < 6 || tot.Known != 2 || tot.Active != 1 {
-				t.Fatalf("Totals after the drop: %+v", tot)
-			}
-			wantMax := last + 1 // given back: [6, 201) returned
-			if noGiveBack {
-				wantMax = 201 // both ranges abandoned
-			}
-			if got := maxID(t, st, "a"); got != wantMax {
-				t.Fatalf("max_id after the drop %d, want %d", got, wantMax)
-			}
-			if id := next(t, g, "a"); id != wantMax {
-				t.Fatalf("first ID after the drop %d, want %d", id, wantMax)
-			}
+				synctest.Wait() // the load of a's next range has landed
+				if s := status(g, "a"); !s.NextReady {
+					t.Fatalf("a's next range not loaded: %+v", s)
+				}
+				// On the bubble's clock the sweep runs every 25ms and drops a
+				// tag it saw idle for 50ms: by 100ms a is gone.
+				for range 10 { // busy stays in use throughout
+					time.Sleep(10 * time.Millisecond)
+					next(t, g, "busy")
+				}
+				synctest.Wait() // the sweep's give-back is done
+				if s := status(g, "a"); s.Tag != "" {
+					t.Fatalf("a still has state after 100ms idle: %+v", s)
+				}
+				if s := status(g, "busy"); s.Tag == "" {
+					t.Fatalf("busy lost its state while in use")
+				}
+				tot := g.Totals()
+				if tot.Dropped != 1 || tot.Issued < 6 || tot.Known != 2 || tot.Active != 1 {
+					t.Fatalf("Totals after the drop: %+v", tot)
+				}
+				wantMax := last + 1 // given back: [6, 201) returned
+				if !giveBack {
+					wantMax = 201 // both ranges abandoned
+				}
+				if got := maxID(t, st, "a"); got != wantMax {
+					t.Fatalf("max_id after the drop %d, want %d", got, wantMax)
+				}
+				if id := next(t, g, "a"); id != wantMax {
+					t.Fatalf("first ID after the drop %d, want %d", id, wantMax)
+				}
+			})
 		})
 	}
 }
@@ -305,8 +325,8 @@ func TestIdleStateDropped(t *testing.T) {
 // Known answers HEAD-style checks from the name set, and for other names
 // within the lookup budget.
 func TestKnown(t *testing.T) {
-	st := newCountingStore(newStore(t, leaf.Alloc{Tag: "a", MaxID: 1, Step: 10}))
-	g := newGen(t, segment.Settings{Store: st, LookupRate: 0.001, LookupBurst: 2, NegativeTTL: time.Hour})
+	st := newCountingStore(testutil.Store(t, leaf.Alloc{Tag: "a", MaxID: 1, Step: 10}))
+	g := newGen(t, settings(st, func(s *segment.Settings) { s.LookupRate = 0.001; s.LookupBurst = 2; s.NegativeTTL = time.Hour }))
 	if err := g.Known(bg, "a"); err != nil {
 		t.Fatalf("Known(a) = %v", err)
 	}
@@ -335,10 +355,16 @@ func TestKnown(t *testing.T) {
 // beyond the lookup budget they are not ready, not "not found", and the
 // health check lists the tags as soon as the store answers.
 func TestListingFailedAtStart(t *testing.T) {
-	st := newStore(t, leaf.Alloc{Tag: "a", MaxID: 1, Step: 10})
+	st := testutil.Store(t, leaf.Alloc{Tag: "a", MaxID: 1, Step: 10})
 	st.SetDown(errors.New("unplugged"))
-	g := newGen(t, segment.Settings{Store: st, HealthInterval: 10 * time.Millisecond, LookupRate: 0.001, LookupBurst: 1,
-		WaitTimeout: 20 * time.Millisecond, RetryBackoff: time.Millisecond, MaxRetryBackoff: 5 * time.Millisecond})
+	g := newGen(t, settings(st, func(s *segment.Settings) {
+		s.HealthInterval = 10 * time.Millisecond
+		s.LookupRate = 0.001
+		s.LookupBurst = 1
+		s.WaitTimeout = 20 * time.Millisecond
+		s.RetryBackoff = time.Millisecond
+		s.MaxRetryBackoff = 5 * time.Millisecond
+	}))
 	_, err := g.NextID(bg, "a") // the one lookup: the store is down
 	leaftest.ErrIs(t, err, leaf.ErrNotReady)
 	_, err = g.NextID(bg, "b") // no lookup left, and no listing yet
@@ -350,25 +376,12 @@ func TestListingFailedAtStart(t *testing.T) {
 	leaftest.ErrIs(t, err, leaf.ErrTagNotFound)
 }
 
-func TestLookupSettingsValidation(t *testing.T) {
-	for _, s := range []segment.Settings{
-		{Store: inmem.NewSegmentStore(), LookupRate: -1},
-		{Store: inmem.NewSegmentStore(), LookupBurst: -1},
-		{Store: inmem.NewSegmentStore(), IdleTimeout: -time.Second},
-		{Store: inmem.NewSegmentStore(), FullRefreshInterval: -time.Second},
-	} {
-		if _, err := segment.New(bg, s); !errors.Is(err, leaf.ErrInvalidArgument) {
-			t.Errorf("New(%+v) = %v, want ErrInvalidArgument", s, err)
-		}
-	}
-}
-
 // A request that found a buffer just before the idle sweep dropped it must
 // not issue from it afterwards: its ranges were frozen and given back, and
 // may already be another buffer's. It goes back for a new buffer instead.
 func TestDroppedBufferIssuesNothing(t *testing.T) {
-	st := newStore(t, leaf.Alloc{Tag: "a", MaxID: 1, Step: 100})
-	g := newGen(t, segment.Settings{Store: st, IdleTimeout: 10 * time.Millisecond})
+	st := testutil.Store(t, leaf.Alloc{Tag: "a", MaxID: 1, Step: 100})
+	g := newGen(t, settings(st, func(s *segment.Settings) { s.IdleTimeout = 10 * time.Millisecond }))
 	for range 15 {
 		next(t, g, "a")
 	}

@@ -33,135 +33,162 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/doublebuf"
+	"github.com/leafgo/leaf/internal/opaque"
+	"github.com/leafgo/leaf/internal/topn"
 )
 
-// Settings configure a Generator. The zero value of every field but Store is
-// a sensible default.
+// Settings configure a Generator. Start from DefaultSettings and set Store;
+// New refuses settings that Validate refuses: no field has a hidden default.
 type Settings struct {
 	// Store holds leaf_alloc. Required.
 	Store leaf.SegmentStore
 	// Logger receives one line per step change, load failure and tag event.
-	// Default: slog.Default().
 	Logger *slog.Logger
-	// Now is the clock the adaptive step reads. Default: time.Now.
+	// Now is the clock the adaptive step reads.
 	Now func() time.Time
 	// RefreshInterval is how often the tag list is re-read from the store.
-	// Default: 60s.
 	RefreshInterval time.Duration
 	// HealthInterval is how often the store is pinged to report readiness.
-	// Default: 5s.
 	HealthInterval time.Duration
 	// NegativeTTL is how long a tag the store does not know is answered
-	// "not found" without asking the store again. Default: 5s.
+	// "not found" without asking the store again.
 	NegativeTTL time.Duration
-	// MaxStep caps the adaptive step (it never doubles past it; a stored step
-	// above it is used as is). Default: leaf.MaxStep (1,000,000).
+	// MaxStep caps the adaptive step, 1..leaf.MaxStep (it never doubles
+	// past it; a stored step above it is used as is).
 	MaxStep int
 	// WaitTimeout caps how long a request waits for a range when both
 	// buffers are empty: it waits until its context's deadline or for
 	// WaitTimeout, whichever ends first (a caller's 60s deadline does not
 	// make it wait 60s through a store outage), then gets ErrNotReady.
-	// Default: 1s.
 	WaitTimeout time.Duration
-	// StoreTimeout bounds one reserve call. Default: 10s.
+	// StoreTimeout bounds one store call.
 	StoreTimeout time.Duration
-	// RetryBackoff and MaxRetryBackoff pace the retries of a failed load.
-	// Defaults: 50ms and 2s.
+	// RetryBackoff and MaxRetryBackoff pace the retries of a failed load:
+	// jittered pauses below a bound that doubles from RetryBackoff up to
+	// MaxRetryBackoff.
 	RetryBackoff, MaxRetryBackoff time.Duration
-	// NoGiveBack makes Close skip returning unused IDs to the store, as a
-	// crash would.
-	NoGiveBack bool
-	// FullRefreshInterval is how often the whole tag list is read even
-	// when the store's change counter (leaf.SegmentVersioner) says no tag
-	// was created or deleted: rows that other tools, Java Leaf or older
-	// servers insert or delete do not move it. Stores without the counter
-	// are listed at every refresh. Default: 10 x RefreshInterval.
-	FullRefreshInterval time.Duration
+	// GiveBack makes Close, and the idle sweep, return the unused tail of
+	// a tag's latest range to the store (with a conditional update that
+	// applies only if no one reserved since). Without it they abandon the
+	// tail, as a crash would.
+	GiveBack bool
+	// FullRefreshEvery makes every FullRefreshEvery-th refresh read the
+	// whole tag list even when the store's change counter
+	// (leaf.SegmentVersioner) says no tag was created or deleted: rows that
+	// other tools, Java Leaf or older servers insert or delete do not move
+	// it. 1 lists at every refresh, as stores without the counter are.
+	FullRefreshEvery int
 	// IdleTimeout drops a tag's buffers, counters and rate meter after this
 	// long without a request; the next request starts afresh with a new
-	// range. Default: 1h.
+	// range.
 	IdleTimeout time.Duration
 	// LookupRate is how many names not in the tag list may be looked up in
 	// the store per second, shared by all names; requests for others are
 	// answered ErrTagNotFound at once (ErrNotReady before the tag list was
 	// first read). A tag created elsewhere serves here at the next refresh
-	// at the latest. Default: 20.
+	// at the latest.
 	LookupRate float64
 	// LookupBurst is how many lookups may run at once above LookupRate.
-	// Default: 10.
 	LookupBurst int
 	// LowBuffer makes Degraded report a tag whose buffered IDs last less
 	// than this at the current rate (Status's SecondsLeft): the store must
 	// answer within that time or requests for the tag start to wait. 0 turns
 	// the check off.
 	LowBuffer time.Duration
+	// OpaqueKey is the key of opaque tags' permutations (see
+	// internal/opaque), the same on every server; nil: this server refuses
+	// to issue for opaque tags. It is secret: never logged or answered;
+	// only its opaque.KeyCheck is.
+	OpaqueKey []byte
 }
 
-func (s *Settings) applyDefaults() error {
-	if s.Store == nil {
-		return fmt.Errorf("segment: %w: Settings.Store is required", leaf.ErrInvalidArgument)
+// DefaultSettings returns the settings a server runs with, but for Store,
+// which the caller sets.
+func DefaultSettings() Settings {
+	return Settings{
+		Logger:           slog.Default(),
+		Now:              time.Now,
+		RefreshInterval:  60 * time.Second,
+		HealthInterval:   5 * time.Second,
+		NegativeTTL:      5 * time.Second,
+		MaxStep:          leaf.MaxStep,
+		WaitTimeout:      time.Second,
+		StoreTimeout:     10 * time.Second,
+		RetryBackoff:     50 * time.Millisecond,
+		MaxRetryBackoff:  2 * time.Second,
+		GiveBack:         true,
+		FullRefreshEvery: 10,
+		IdleTimeout:      time.Hour,
+		LookupRate:       20,
+		LookupBurst:      10,
 	}
-	def := func(d *time.Duration, v time.Duration, name string) error {
-		if *d < 0 {
-			return fmt.Errorf("segment: %w: %s is negative (%s)", leaf.ErrInvalidArgument, name, *d)
-		}
-		if *d == 0 {
-			*d = v
-		}
-		return nil
+}
+
+// Validate reports the first setting New would refuse, wrapping
+// leaf.ErrInvalidArgument.
+func (s Settings) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("segment: %w: "+format, append([]any{leaf.ErrInvalidArgument}, args...)...)
 	}
-	for _, f := range []struct {
-		d    *time.Duration
-		v    time.Duration
+	switch {
+	case s.Store == nil:
+		return bad("Settings.Store is required")
+	case s.Logger == nil:
+		return bad("Settings.Logger is nil (DefaultSettings sets slog.Default())")
+	case s.Now == nil:
+		return bad("Settings.Now is nil (DefaultSettings sets time.Now)")
+	case s.MaxStep < 1 || s.MaxStep > leaf.MaxStep:
+		return bad("Settings.MaxStep is %d, want 1..%d", s.MaxStep, leaf.MaxStep)
+	case !(s.LookupRate > 0):
+		return bad("Settings.LookupRate is %v, want > 0 names a second", s.LookupRate)
+	case s.FullRefreshEvery < 1:
+		return bad("Settings.FullRefreshEvery is %d, want >= 1 (1 lists the tags at every refresh)", s.FullRefreshEvery)
+	case s.LookupBurst < 1:
+		return bad("Settings.LookupBurst is %d, want >= 1", s.LookupBurst)
+	case s.LowBuffer < 0:
+		return bad("Settings.LowBuffer is %s, want >= 0 (0 turns the check off)", s.LowBuffer)
+	case s.MaxRetryBackoff < s.RetryBackoff:
+		return bad("Settings.MaxRetryBackoff %s is below RetryBackoff %s", s.MaxRetryBackoff, s.RetryBackoff)
+	}
+	if s.OpaqueKey != nil {
+		if err := opaque.ValidateKey(s.OpaqueKey); err != nil {
+			return fmt.Errorf("segment: Settings.OpaqueKey: %w", err)
+		}
+	}
+	for _, d := range []struct {
 		name string
+		v    time.Duration
 	}{
-		{&s.RefreshInterval, 60 * time.Second, "RefreshInterval"},
-		{&s.HealthInterval, 5 * time.Second, "HealthInterval"},
-		{&s.NegativeTTL, 5 * time.Second, "NegativeTTL"},
-		{&s.WaitTimeout, time.Second, "WaitTimeout"},
-		{&s.StoreTimeout, 10 * time.Second, "StoreTimeout"},
-		{&s.RetryBackoff, 50 * time.Millisecond, "RetryBackoff"},
-		{&s.MaxRetryBackoff, 2 * time.Second, "MaxRetryBackoff"},
-		{&s.LowBuffer, 0, "LowBuffer"},
-		{&s.FullRefreshInterval, 0, "FullRefreshInterval"}, // see below
-		{&s.IdleTimeout, time.Hour, "IdleTimeout"},
+		{"RefreshInterval", s.RefreshInterval},
+		{"HealthInterval", s.HealthInterval},
+		{"NegativeTTL", s.NegativeTTL},
+		{"WaitTimeout", s.WaitTimeout},
+		{"StoreTimeout", s.StoreTimeout},
+		{"RetryBackoff", s.RetryBackoff},
+		{"MaxRetryBackoff", s.MaxRetryBackoff},
+		{"IdleTimeout", s.IdleTimeout},
 	} {
-		if err := def(f.d, f.v, f.name); err != nil {
-			return err
+		if d.v <= 0 {
+			return bad("Settings.%s is %s, want > 0", d.name, d.v)
 		}
-	}
-	if s.FullRefreshInterval == 0 {
-		s.FullRefreshInterval = 10 * s.RefreshInterval
-	}
-	if s.LookupRate < 0 || s.LookupBurst < 0 {
-		return fmt.Errorf("segment: %w: LookupRate %v and LookupBurst %d must not be negative", leaf.ErrInvalidArgument, s.LookupRate, s.LookupBurst)
-	}
-	if s.LookupRate == 0 {
-		s.LookupRate = 20
-	}
-	if s.LookupBurst == 0 {
-		s.LookupBurst = 10
-	}
-	if s.MaxStep < 0 || s.MaxStep > leaf.MaxStep {
-		return fmt.Errorf("segment: %w: MaxStep %d, want 1..%d", leaf.ErrInvalidArgument, s.MaxStep, leaf.MaxStep)
-	}
-	if s.MaxStep == 0 {
-		s.MaxStep = leaf.MaxStep
-	}
-	if s.Logger == nil {
-		s.Logger = slog.Default()
-	}
-	if s.Now == nil {
-		s.Now = time.Now
 	}
 	return nil
 }
 
 // Generator issues segment IDs. It is safe for concurrent use.
 type Generator struct {
-	s     Settings
-	admin leaf.SegmentAdmin     // nil if the store has no admin
-	vers  leaf.SegmentVersioner // nil if the store keeps no change counter
+	s       Settings
+	admin   leaf.SegmentAdmin     // nil if the store has no admin
+	vers    leaf.SegmentVersioner // nil if the store keeps no change counter
+	shaper  leaf.TagShaper        // nil if the store keeps no shapes: every tag is plain
+	periods leaf.PeriodStore      // nil if the store keeps no periods
+	// keyCheck is opaque.KeyCheck(s.OpaqueKey), "" without a key.
+	keyCheck string
+
+	// shapes caches the shapes TagShape read, *leaf.TagShape by tag (see
+	// shapes.go).
+	shapes sync.Map
 
 	// hot maps tags in use to their buffers. It is replaced, never mutated,
 	// so the hot path reads it without a lock. A tag's first request puts
@@ -184,10 +211,10 @@ type Generator struct {
 	retired counters
 
 	// refreshMu serialises refreshes and guards the fields below.
-	refreshMu   sync.Mutex
-	lastListing time.Time // when the latest listing's query began
-	version     int64     // the change counter as of that listing
-	versionOK   bool
+	refreshMu    sync.Mutex
+	sinceListing int   // refreshes settled by the change counter since the latest listing
+	version      int64 // the change counter as of that listing
+	versionOK    bool
 
 	tagCount atomic.Int64 // names.n, for TagCount without the lock
 	listed   atomic.Bool  // a listing has succeeded: names is complete
@@ -216,7 +243,7 @@ const maxNegative = 10000
 // reported as degraded, not fatal: the store may come back), and starts the
 // refresh, health, rate-sampling and idle-sweep loops.
 func New(ctx context.Context, s Settings) (*Generator, error) {
-	if err := s.applyDefaults(); err != nil {
+	if err := s.Validate(); err != nil {
 		return nil, err
 	}
 	g := &Generator{
@@ -229,6 +256,11 @@ func New(ctx context.Context, s Settings) (*Generator, error) {
 	}
 	g.admin, _ = s.Store.(leaf.SegmentAdmin)
 	g.vers, _ = s.Store.(leaf.SegmentVersioner)
+	g.shaper, _ = s.Store.(leaf.TagShaper)
+	g.periods, _ = s.Store.(leaf.PeriodStore)
+	if s.OpaqueKey != nil {
+		g.keyCheck = opaque.KeyCheck(s.OpaqueKey)
+	}
 	empty := map[string]*buffer{}
 	g.hot.Store(&empty)
 	g.ctx, g.cancel = context.WithCancel(context.WithoutCancel(ctx))
@@ -254,6 +286,10 @@ func (g *Generator) sample(context.Context) error {
 	g.mu.Unlock()
 	now := g.s.Now()
 	for _, b := range *g.hot.Load() {
+		if p := b.per.Load(); p != nil {
+			p.sample(now)
+			continue
+		}
 		b.sample(now)
 	}
 	return nil
@@ -273,70 +309,186 @@ func (g *Generator) loop(every time.Duration, f func(context.Context) error) {
 	}
 }
 
-// NextID returns the next ID for tag.
+// NextID returns the next ID for tag. For a periodic tag it is the next
+// ID of the period the clock is in, which NextIDPeriod names: the number
+// alone repeats across periods.
 func (g *Generator) NextID(ctx context.Context, tag string) (int64, error) {
 	if b := (*g.hot.Load())[tag]; b != nil {
-		if s := b.cur.Load(); s != nil {
-			v := s.value.Add(1) - 1
-			if v < s.max {
-				if v >= s.trigger && !s.prefetched.Load() {
-					b.prefetch(s)
-				}
-				return v, nil
+		if v, got := b.ids.Next(); got != doublebuf.None {
+			if got == doublebuf.AtMark {
+				b.ids.Prefetch()
 			}
+			if e := b.enc.Load(); e != nil {
+				return e.encode(v)
+			}
+			return v, nil
+		}
+		if v, _, ok := g.nextFast(b); ok {
+			return v, nil
 		}
 	}
 	var waitUntil time.Time
-	start, _, err := g.take(ctx, tag, 1, &waitUntil)
-	return start, err
+	start, _, _, enc, err := g.take(ctx, tag, 1, &waitUntil, false)
+	if err != nil {
+		return 0, err
+	}
+	return enc.encode(start)
+}
+
+// NextIDPeriod is NextID that also returns the key of the period the ID
+// belongs to (yyyymmdd, yyyymm or yyyy, in the tag's time zone) for a
+// periodic tag, "" for a plain one. Each ID is unique within its period.
+func (g *Generator) NextIDPeriod(ctx context.Context, tag string) (int64, string, error) {
+	if b := (*g.hot.Load())[tag]; b != nil {
+		if v, key, ok := g.nextFast(b); ok {
+			return v, key, nil
+		}
+		if v, got := b.ids.Next(); got != doublebuf.None {
+			if got == doublebuf.AtMark {
+				b.ids.Prefetch()
+			}
+			v, err := b.enc.Load().encode(v)
+			return v, "", err
+		}
+	}
+	var waitUntil time.Time
+	start, _, key, enc, err := g.take(ctx, tag, 1, &waitUntil, false)
+	if err != nil {
+		return 0, "", err
+	}
+	start, err = enc.encode(start)
+	return start, key, err
 }
 
 // NextIDs appends n increasing IDs for tag to dst. They may span two ranges.
 func (g *Generator) NextIDs(ctx context.Context, tag string, n int, dst []int64) ([]int64, error) {
+	dst, _, err := g.NextIDsPeriod(ctx, tag, n, dst)
+	return dst, err
+}
+
+// NextIDsPeriod is NextIDs that also returns the period key of a periodic
+// tag (see NextIDPeriod): the n IDs all belong to that one period.
+func (g *Generator) NextIDsPeriod(ctx context.Context, tag string, n int, dst []int64) ([]int64, string, error) {
 	if err := leaf.ValidateCount(n); err != nil {
-		return dst, err
+		return dst, "", err
 	}
 	dst = slices.Grow(dst, n)
-	var waitUntil time.Time // one budget for the whole batch
+	first := len(dst)
+	var (
+		waitUntil time.Time // one budget for the whole batch
+		b         *buffer
+		key       string
+	)
 	for left := int64(n); left > 0; {
-		start, end, err := g.take(ctx, tag, left, &waitUntil)
-		if err != nil {
-			return dst, err
+		if b == nil {
+			var err error
+			if b, key, err = g.resolve(tag); err != nil {
+				return dst, "", err
+			}
 		}
-		for id := start; id < end; id++ {
-			dst = append(dst, id)
+		start, end, err := b.take(ctx, left, &waitUntil)
+		if err == errRetired || err == errPeriodic {
+			// The buffer was dropped (idle, or its period evicted) or
+			// turned out periodic: look again. A period's IDs are not
+			// mixed with another's; those taken are lost, never reissued.
+			if key != "" || err == errPeriodic {
+				dst, left = dst[:first], int64(n)
+			}
+			b = nil
+			continue
+		}
+		if err != nil {
+			return dst, "", err
+		}
+		if e := b.enc.Load(); e.isOpaque() {
+			for id := start; id < end; id++ {
+				v, err := e.encode(id)
+				if err != nil {
+					return dst[:first], "", err
+				}
+				dst = append(dst, v)
+			}
+		} else {
+			for id := start; id < end; id++ {
+				dst = append(dst, id)
+			}
 		}
 		left -= end - start
 	}
-	return dst, nil
+	if e := b.enc.Load(); e.isOpaque() {
+		// A batch's IDs increase, as every batch's do: the permutation
+		// scatters them, and their order within the batch tells nothing
+		// the batch itself does not.
+		slices.Sort(dst[first:])
+	}
+	return dst, key, nil
 }
 
 // NextRange leases a contiguous run [start, end) of at most n IDs from the
 // current range, for clients that hand IDs out themselves. It is shorter than
-// n when the current range has fewer left.
+// n when the current range has fewer left. An opaque tag's IDs come one by
+// one: its ranges are refused with leaf.ErrOpaqueRange.
 func (g *Generator) NextRange(ctx context.Context, tag string, n int) (int64, int64, error) {
-	if err := leaf.ValidateCount(n); err != nil {
-		return 0, 0, err
-	}
-	var waitUntil time.Time
-	return g.take(ctx, tag, int64(n), &waitUntil)
+	start, end, _, err := g.NextRangePeriod(ctx, tag, n)
+	return start, end, err
 }
 
-// take claims up to n IDs of tag; waitUntil is the request's wait budget
-// (see buffer.take).
-func (g *Generator) take(ctx context.Context, tag string, n int64, waitUntil *time.Time) (int64, int64, error) {
+// NextRangePeriod is NextRange that also returns the period key of a
+// periodic tag (see NextIDPeriod): the range belongs to that one period.
+func (g *Generator) NextRangePeriod(ctx context.Context, tag string, n int) (int64, int64, string, error) {
+	if err := leaf.ValidateRangeCount(n); err != nil {
+		return 0, 0, "", err
+	}
+	var waitUntil time.Time
+	start, end, key, _, err := g.take(ctx, tag, int64(n), &waitUntil, true)
+	return start, end, key, err
+}
+
+// take claims up to n IDs of tag, from one range of one period; waitUntil
+// is the request's wait budget (see buffer.take). It returns raw IDs and
+// the encoder they leave through; ranged refuses an opaque tag's.
+func (g *Generator) take(ctx context.Context, tag string, n int64, waitUntil *time.Time, ranged bool) (int64, int64, string, *encoder, error) {
+	for {
+		b, key, err := g.resolve(tag)
+		if err != nil {
+			return 0, 0, "", nil, err
+		}
+		if ranged {
+			if err := b.enc.Load().rangeRefusal(); err != nil {
+				return 0, 0, "", nil, err
+			}
+		}
+		start, end, err := b.take(ctx, n, waitUntil)
+		if err == errRetired || err == errPeriodic {
+			// The idle sweep dropped the buffer after this request found
+			// it, or its period was evicted, or its first load found the
+			// tag periodic: the next lookup finds what to take from.
+			continue
+		}
+		if err == nil && ranged {
+			if refused := b.enc.Load().rangeRefusal(); refused != nil {
+				// The first load found the tag opaque or formatted: the
+				// range taken is lost, never handed out.
+				return 0, 0, "", nil, refused
+			}
+		}
+		return start, end, key, b.enc.Load(), err
+	}
+}
+
+// resolve finds the buffer tag's IDs come from now, and the period's key
+// for a periodic tag.
+func (g *Generator) resolve(tag string) (*buffer, string, error) {
 	for {
 		b, err := g.buffer(tag)
 		if err != nil {
-			return 0, 0, err
+			return nil, "", err
 		}
-		start, end, err := b.take(ctx, n, waitUntil)
+		pb, key, err := g.route(b)
 		if err == errRetired {
-			// The idle sweep dropped the buffer after this request found
-			// it; the next lookup finds none and makes a new one.
-			continue
+			continue // the periodic state was dropped: make it again
 		}
-		return start, end, err
+		return pb, key, err
 	}
 }
 
@@ -357,6 +509,11 @@ func (g *Generator) buffer(tag string) (*buffer, error) {
 	defer g.mu.Unlock()
 	if b := (*g.hot.Load())[tag]; b != nil {
 		return b, nil
+	}
+	if g.closed.Load() {
+		// Close lists the buffers under g.mu after setting closed: a
+		// buffer made now would escape its stop.
+		return nil, fmt.Errorf("tag %q: %w", tag, leaf.ErrClosed)
 	}
 	if b := g.fresh[tag]; b != nil {
 		return b, nil
@@ -517,7 +674,8 @@ func (g *Generator) storeFailed(err error) {
 }
 
 // Degraded lists why the generator is not fully healthy: the store is
-// unreachable, or a tag has no IDs buffered. Empty means healthy.
+// unreachable, a tag has no IDs buffered, or a tag's sequence is about to
+// outgrow its ID format's width (see formatReason). Empty means healthy.
 func (g *Generator) Degraded() []string {
 	var reasons []string
 	if f := g.storeErr.Load(); f != nil {
@@ -535,6 +693,9 @@ func (g *Generator) Degraded() []string {
 			reasons = append(reasons, fmt.Sprintf("tag %s: buffered IDs last %.1fs at %.0f IDs/s (%d left; %s)",
 				st.Tag, st.SecondsLeft, st.Rate, st.Remaining, next))
 		}
+		if r := g.formatReason(st); r != "" {
+			reasons = append(reasons, r)
+		}
 	}
 	return reasons
 }
@@ -547,7 +708,53 @@ func (g *Generator) Status() []leaf.SegmentStatus {
 	out := make([]leaf.SegmentStatus, 0, len(bufs))
 	now := g.s.Now()
 	for _, b := range bufs {
+		if p := b.per.Load(); p != nil {
+			out = append(out, p.status(now))
+			continue
+		}
 		out = append(out, b.status(now))
+	}
+	slices.SortFunc(out, func(a, b leaf.SegmentStatus) int { return strings.Compare(a.Tag, b.Tag) })
+	return out
+}
+
+// Busiest reports, sorted by tag, the statuses of the n busiest tags in
+// use (in leaf.Busier's order) and of those named in also that are in use.
+// Every tag in use is ranked by its rate and IDs issued alone: only the
+// few reported get a full status, so that a once-a-second caller (the
+// monitor's history) costs little more with 100,000 tags in use than with
+// ten.
+func (g *Generator) Busiest(n int, also ...string) []leaf.SegmentStatus {
+	bufs := g.active()
+	now := g.s.Now()
+	ranks := make([]leaf.SegmentStatus, len(bufs)) // Tag, Rate and Issued only
+	for i, b := range bufs {
+		if p := b.per.Load(); p != nil {
+			ranks[i] = p.status(now)
+			continue
+		}
+		ranks[i].Tag = b.tag
+		ranks[i].Rate, ranks[i].Issued = b.rank(now)
+	}
+	top := topn.New(n, func(a, b int) bool { return leaf.Busier(&ranks[a], &ranks[b]) })
+	for i := range ranks {
+		top.Offer(i)
+	}
+	out := make([]leaf.SegmentStatus, 0, top.Len()+len(also))
+	pick := func(i int) {
+		if p := bufs[i].per.Load(); p != nil {
+			out = append(out, ranks[i]) // already full
+			return
+		}
+		out = append(out, bufs[i].status(now))
+	}
+	for _, i := range top.Unordered() {
+		pick(i)
+	}
+	for i, b := range bufs {
+		if slices.Contains(also, b.tag) && !slices.ContainsFunc(out, func(st leaf.SegmentStatus) bool { return st.Tag == b.tag }) {
+			pick(i)
+		}
 	}
 	slices.SortFunc(out, func(a, b leaf.SegmentStatus) int { return strings.Compare(a.Tag, b.Tag) })
 	return out
@@ -565,11 +772,10 @@ type Totals struct {
 	Active int // tags with state (Status)
 
 	Issued, Loads, LoadErrors, Waits, GivenBack uint64
-	// LoadSeconds is the time spent in successful reserve calls;
-	// LoadLatency[i] counts those that took at most
-	// leaf.SegmentLoadBuckets[i] seconds (cumulative).
+	// LoadSeconds is the time spent in successful reserve calls, and
+	// LoadLatency how long they took.
 	LoadSeconds float64
-	LoadLatency []uint64
+	LoadLatency leaf.Histogram
 
 	Dropped      uint64 // tag states dropped after IdleTimeout without a request
 	Lookups      uint64 // store reads of names not in the tag list
@@ -590,26 +796,11 @@ func (g *Generator) Totals() Totals {
 	t := Totals{
 		Known: g.TagCount(), Active: len(bufs),
 		Issued: c.issued, Loads: c.loads, LoadErrors: c.loadErrors, Waits: c.waits, GivenBack: c.givenBack,
-		LoadSeconds: c.loadSeconds, LoadLatency: make([]uint64, len(c.loadLatency)),
+		LoadSeconds: c.loadSeconds, LoadLatency: loadHistogram(c.loadLatency),
 		Dropped: g.dropped.Load(), Lookups: g.lookupCount.Load(), Refused: g.refused.Load(),
 		Listings: g.listings.Load(), VersionReads: g.versionReads.Load(),
 	}
-	var sum uint64
-	for i, n := range c.loadLatency {
-		sum += n
-		t.LoadLatency[i] = sum
-	}
 	return t
-}
-
-// Allocs lists the store's rows.
-func (g *Generator) Allocs(ctx context.Context) ([]leaf.Alloc, error) {
-	return g.s.Store.Allocs(ctx)
-}
-
-// Alloc reads one row of the store.
-func (g *Generator) Alloc(ctx context.Context, tag string) (leaf.Alloc, error) {
-	return g.s.Store.Alloc(ctx, tag)
 }
 
 // The admin methods pass input to the store unchecked: every store validates
@@ -625,7 +816,12 @@ func (g *Generator) CreateTag(ctx context.Context, a leaf.Alloc) error {
 	if g.admin == nil {
 		return errNoAdmin
 	}
-	if err := g.admin.CreateTag(ctx, a); err != nil {
+	return g.create(a, func() error { return g.admin.CreateTag(ctx, a) }, leaf.TagShape{})
+}
+
+// create runs the store's create and makes the tag known here.
+func (g *Generator) create(a leaf.Alloc, create func() error, shape leaf.TagShape) error {
+	if err := create(); err != nil {
 		return err
 	}
 	g.mu.Lock()
@@ -633,10 +829,14 @@ func (g *Generator) CreateTag(ctx context.Context, a leaf.Alloc) error {
 	delete(g.negative, a.Tag)
 	g.setNameLocked(a.Tag, true)
 	g.mu.Unlock()
+	start := any(a.MaxID)
 	if a.MaxID == 0 {
-		g.s.Logger.Info("segment tag created", "tag", a.Tag, "start", "default", "step", a.Step)
+		start = "default"
+	}
+	if shape.IsPlain() {
+		g.s.Logger.Info("segment tag created", "tag", a.Tag, "start", start, "step", a.Step)
 	} else {
-		g.s.Logger.Info("segment tag created", "tag", a.Tag, "start", a.MaxID, "step", a.Step)
+		g.s.Logger.Info("segment tag created", "tag", a.Tag, "start", start, "step", a.Step, "shape", shape.String())
 	}
 	return nil
 }
@@ -694,15 +894,12 @@ func (g *Generator) drop(tag string) {
 	}
 	g.mu.Unlock()
 	if b != nil {
-		b.mu.Lock()
-		b.gone = true
-		b.wakeLocked()
-		b.mu.Unlock()
+		stopTag(b, fmt.Errorf("tag %q: %w", tag, leaf.ErrTagNotFound))
 		g.forget(b)
 	}
 }
 
-// Close stops issuing, waits for background loads, and (unless NoGiveBack)
+// Close stops issuing, waits for background loads, and (with GiveBack)
 // returns each tag's unused IDs to the store with a conditional update that
 // applies only if no one reserved since. It does not close the store.
 func (g *Generator) Close(ctx context.Context) error {
@@ -719,10 +916,13 @@ func (g *Generator) Close(ctx context.Context) error {
 		bufs = append(bufs, b)
 	}
 	g.mu.Unlock()
-	// Freeze first: from here no ID leaves this generator.
+	// Stop first: from here no ID leaves this generator. A periodic tag's
+	// periods are given back each to its own row.
+	var all []*buffer
 	for _, b := range bufs {
-		b.freeze()
+		all = append(all, stopTag(b, fmt.Errorf("tag %q: %w", b.tag, leaf.ErrClosed))...)
 	}
+	bufs = all
 	// Let in-flight loads finish their attempt, so a range reserved just now
 	// is known and can be given back; ctx bounds the wait.
 	stopped := make(chan struct{})
@@ -734,7 +934,7 @@ func (g *Generator) Close(ctx context.Context) error {
 		<-stopped
 	}
 	g.cancel()
-	if g.s.NoGiveBack {
+	if !g.s.GiveBack {
 		return nil
 	}
 	type tail struct {
@@ -743,13 +943,13 @@ func (g *Generator) Close(ctx context.Context) error {
 	}
 	var tails []tail
 	for _, b := range bufs {
-		if from, expect, ok := b.tail(); ok {
+		if from, expect, ok := b.claimTail(); ok {
 			tails = append(tails, tail{b, from, expect})
 		}
 	}
 	var errs []error
 	for _, t := range tails {
-		ok, err := g.s.Store.GiveBack(ctx, t.b.tag, t.from, t.expect)
+		ok, err := g.giveBackRange(ctx, t.b, t.from, t.expect)
 		switch {
 		case err != nil:
 			errs = append(errs, fmt.Errorf("give back %q: %w", t.b.tag, err))
@@ -757,9 +957,13 @@ func (g *Generator) Close(ctx context.Context) error {
 			t.b.mu.Lock()
 			t.b.givenBack += uint64(t.expect - t.from)
 			t.b.mu.Unlock()
+			if t.b.owner != nil {
+				g.s.Logger.Info("segment unused IDs given back", "tag", t.b.tag, "period", t.b.period, "from", t.from, "to", t.expect)
+				continue
+			}
 			g.s.Logger.Info("segment unused IDs given back", "tag", t.b.tag, "from", t.from, "to", t.expect)
 		default:
-			g.s.Logger.Info("segment give-back skipped: another server reserved since", "tag", t.b.tag)
+			g.s.Logger.Info("segment give-back skipped: another server reserved since", "tag", t.b.tag, "period", t.b.period)
 		}
 	}
 	return errors.Join(errs...)

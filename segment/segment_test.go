@@ -15,28 +15,28 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/inmem"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/segment"
 )
 
 var bg = context.Background()
 
-func newStore(t *testing.T, tags ...leaf.Alloc) *inmem.SegmentStore {
-	t.Helper()
-	st := inmem.NewSegmentStore()
-	for _, a := range tags {
-		if err := st.CreateTag(bg, a); err != nil {
-			t.Fatal(err)
-		}
+// settings is DefaultSettings on st, quiet unless -v, with tweaks applied.
+func settings(st leaf.SegmentStore, tweaks ...func(*segment.Settings)) segment.Settings {
+	s := segment.DefaultSettings()
+	s.Store = st
+	if !testing.Verbose() {
+		s.Logger = slog.New(slog.DiscardHandler)
 	}
-	return st
+	for _, f := range tweaks {
+		f(&s)
+	}
+	return s
 }
 
 func newGen(t *testing.T, s segment.Settings) *segment.Generator {
 	t.Helper()
-	if s.Logger == nil && !testing.Verbose() {
-		s.Logger = slog.New(slog.DiscardHandler)
-	}
 	g, err := segment.New(bg, s)
 	if err != nil {
 		t.Fatal(err)
@@ -84,28 +84,58 @@ func next(t *testing.T, g *segment.Generator, tag string) int64 {
 	return id
 }
 
+// TestSettingsValidation: New refuses every setting Validate refuses, with
+// an error that names the field; DefaultSettings with a store is valid.
 func TestSettingsValidation(t *testing.T) {
-	st := newStore(t)
+	st := testutil.Store(t)
+	if err := settings(st).Validate(); err != nil {
+		t.Fatalf("DefaultSettings with a store: %v", err)
+	}
 	for _, tc := range []struct {
-		name string
-		s    segment.Settings
+		name  string
+		tweak func(*segment.Settings)
+		want  string
 	}{
-		{"no store", segment.Settings{}},
-		{"negative refresh", segment.Settings{Store: st, RefreshInterval: -time.Second}},
-		{"negative wait", segment.Settings{Store: st, WaitTimeout: -1}},
-		{"max step too big", segment.Settings{Store: st, MaxStep: leaf.MaxStep + 1}},
-		{"max step negative", segment.Settings{Store: st, MaxStep: -5}},
+		{"no store", func(s *segment.Settings) { s.Store = nil }, "Store is required"},
+		{"no logger", func(s *segment.Settings) { s.Logger = nil }, "Logger is nil"},
+		{"no clock", func(s *segment.Settings) { s.Now = nil }, "Now is nil"},
+		{"zero refresh", func(s *segment.Settings) { s.RefreshInterval = 0 }, "RefreshInterval is 0s, want > 0"},
+		{"negative refresh", func(s *segment.Settings) { s.RefreshInterval = -time.Second }, "RefreshInterval is -1s"},
+		{"zero health", func(s *segment.Settings) { s.HealthInterval = 0 }, "HealthInterval"},
+		{"zero negative TTL", func(s *segment.Settings) { s.NegativeTTL = 0 }, "NegativeTTL"},
+		{"zero wait", func(s *segment.Settings) { s.WaitTimeout = 0 }, "WaitTimeout is 0s"},
+		{"negative wait", func(s *segment.Settings) { s.WaitTimeout = -1 }, "WaitTimeout"},
+		{"zero store timeout", func(s *segment.Settings) { s.StoreTimeout = 0 }, "StoreTimeout"},
+		{"zero backoff", func(s *segment.Settings) { s.RetryBackoff = 0 }, "RetryBackoff is 0s"},
+		{"backoff cap below base", func(s *segment.Settings) { s.MaxRetryBackoff = s.RetryBackoff / 2 }, "MaxRetryBackoff 25ms is below RetryBackoff 50ms"},
+		{"zero idle", func(s *segment.Settings) { s.IdleTimeout = 0 }, "IdleTimeout"},
+		{"negative idle", func(s *segment.Settings) { s.IdleTimeout = -time.Second }, "IdleTimeout"},
+		{"max step zero", func(s *segment.Settings) { s.MaxStep = 0 }, "MaxStep is 0, want 1..1000000"},
+		{"max step too big", func(s *segment.Settings) { s.MaxStep = leaf.MaxStep + 1 }, "MaxStep is 1000001"},
+		{"max step negative", func(s *segment.Settings) { s.MaxStep = -5 }, "MaxStep is -5"},
+		{"no lookups", func(s *segment.Settings) { s.LookupRate = 0 }, "LookupRate is 0"},
+		{"negative lookups", func(s *segment.Settings) { s.LookupRate = -1 }, "LookupRate is -1"},
+		{"no burst", func(s *segment.Settings) { s.LookupBurst = 0 }, "LookupBurst is 0"},
+		{"no full refresh", func(s *segment.Settings) { s.FullRefreshEvery = 0 }, "FullRefreshEvery is 0"},
+		{"negative low buffer", func(s *segment.Settings) { s.LowBuffer = -time.Second }, "LowBuffer is -1s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := segment.New(bg, tc.s)
+			s := settings(st, tc.tweak)
+			_, err := segment.New(bg, s)
 			leaftest.ErrIs(t, err, leaf.ErrInvalidArgument)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("New = %v, want an error saying %q", err, tc.want)
+			}
+			if verr := s.Validate(); verr == nil || verr.Error() != err.Error() {
+				t.Errorf("Validate = %v, New = %v: want the same error", verr, err)
+			}
 		})
 	}
 }
 
 func TestSequentialIDsFromOneServer(t *testing.T) {
-	st := newStore(t, leaf.Alloc{Tag: "orders", MaxID: 1, Step: 10})
-	g := newGen(t, segment.Settings{Store: st})
+	st := testutil.Store(t, leaf.Alloc{Tag: "orders", MaxID: 1, Step: 10})
+	g := newGen(t, settings(st))
 	for want := int64(1); want <= 500; want++ {
 		if got := next(t, g, "orders"); got != want {
 			t.Fatalf("ID %d, want %d", got, want)
@@ -127,16 +157,16 @@ func TestSequentialIDsFromOneServer(t *testing.T) {
 }
 
 func TestFirstRangeStartsAtStart(t *testing.T) {
-	st := newStore(t, leaf.Alloc{Tag: "t", MaxID: 1000, Step: 5})
-	g := newGen(t, segment.Settings{Store: st})
+	st := testutil.Store(t, leaf.Alloc{Tag: "t", MaxID: 1000, Step: 5})
+	g := newGen(t, settings(st))
 	if got := next(t, g, "t"); got != 1000 {
 		t.Fatalf("first ID %d, want 1000", got)
 	}
 }
 
 func TestBadInput(t *testing.T) {
-	st := newStore(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 5})
-	g := newGen(t, segment.Settings{Store: st})
+	st := testutil.Store(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 5})
+	g := newGen(t, settings(st))
 	for _, tag := range []string{"", "a b", "x/y", "semi;colon", "quote'", string(make([]byte, 129))} {
 		_, err := g.NextID(bg, tag)
 		leaftest.ErrIs(t, err, leaf.ErrInvalidTag)
@@ -144,8 +174,15 @@ func TestBadInput(t *testing.T) {
 	for _, n := range []int{0, -1, leaf.MaxBatch + 1} {
 		_, err := g.NextIDs(bg, "t", n, nil)
 		leaftest.ErrIs(t, err, leaf.ErrInvalidCount)
-		_, _, err = g.NextRange(bg, "t", n)
+	}
+	for _, n := range []int{0, -1, leaf.MaxRange + 1} {
+		_, _, err := g.NextRange(bg, "t", n)
 		leaftest.ErrIs(t, err, leaf.ErrInvalidCount)
+	}
+	// A range is two numbers: it may ask for more than a batch, and gets
+	// at most what is left of the segment.
+	if s, e, err := g.NextRange(bg, "t", leaf.MaxBatch+1); err != nil || e-s < 1 || e-s > 5 {
+		t.Errorf("NextRange(MaxBatch+1) = [%d, %d), %v; want at most the step of 5", s, e, err)
 	}
 }
 
@@ -216,8 +253,8 @@ func (c *countingStore) Ping(ctx context.Context) error {
 }
 
 func TestUnknownTag(t *testing.T) {
-	st := newCountingStore(newStore(t))
-	g := newGen(t, segment.Settings{Store: st, NegativeTTL: time.Hour})
+	st := newCountingStore(testutil.Store(t))
+	g := newGen(t, settings(st, func(s *segment.Settings) { s.NegativeTTL = time.Hour }))
 	for range 3 {
 		_, err := g.NextID(bg, "nope")
 		leaftest.ErrIs(t, err, leaf.ErrTagNotFound)
@@ -240,8 +277,8 @@ func TestUnknownTag(t *testing.T) {
 }
 
 func TestTagRefresh(t *testing.T) {
-	st := newStore(t, leaf.Alloc{Tag: "a", MaxID: 1, Step: 5})
-	g := newGen(t, segment.Settings{Store: st, RefreshInterval: 5 * time.Millisecond})
+	st := testutil.Store(t, leaf.Alloc{Tag: "a", MaxID: 1, Step: 5})
+	g := newGen(t, settings(st, func(s *segment.Settings) { s.RefreshInterval = 5 * time.Millisecond }))
 	// Known from the initial listing, but no state until first use.
 	if n, s := g.TagCount(), g.Status(); n != 1 || len(s) != 0 {
 		t.Fatalf("TagCount %d, status %v; want tag a known from the initial listing and no state", n, s)
@@ -264,8 +301,8 @@ func TestTagRefresh(t *testing.T) {
 }
 
 func TestDeleteTagThroughGenerator(t *testing.T) {
-	st := newStore(t, leaf.Alloc{Tag: "a", MaxID: 1, Step: 5})
-	g := newGen(t, segment.Settings{Store: st})
+	st := testutil.Store(t, leaf.Alloc{Tag: "a", MaxID: 1, Step: 5})
+	g := newGen(t, settings(st))
 	next(t, g, "a")
 	if err := g.DeleteTag(bg, "a"); err != nil {
 		t.Fatal(err)
@@ -280,16 +317,20 @@ func TestDeleteTagThroughGenerator(t *testing.T) {
 }
 
 func TestPrefetchAtTenPercent(t *testing.T) {
-	st := newStore(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 100})
-	g := newGen(t, segment.Settings{Store: st})
+	st := testutil.Store(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 100})
+	g := newGen(t, settings(st))
 	for range 10 { // IDs 1..10: value 11 is the trigger, not reached yet
 		next(t, g, "t")
 	}
-	time.Sleep(20 * time.Millisecond)
-	if s := status(g, "t"); s.NextReady || s.Loads != 1 {
-		t.Fatalf("after 10%% minus one: %+v, want one load and no next", s)
+	// The request that takes the trigger starts the load before it
+	// returns, so no load running now means none was started.
+	if s := status(g, "t"); s.Loading || s.NextReady || s.Loads != 1 {
+		t.Fatalf("after 10%% minus one: %+v, want one load, none running, and no next", s)
 	}
 	next(t, g, "t") // 11: the trigger
+	if s := status(g, "t"); !s.Loading && !s.NextReady {
+		t.Fatalf("after the trigger: %+v, want the next range loading or loaded", s)
+	}
 	waitFor(t, "next range", func() bool { return status(g, "t").NextReady })
 	s := status(g, "t")
 	if s.Loads != 2 || s.Buffers[1-s.Pos].Start != 101 || s.Buffers[1-s.Pos].Max != 201 {
@@ -303,9 +344,9 @@ func TestPrefetchAtTenPercent(t *testing.T) {
 // TestWaitersQueueBehindLoad: requests that find both buffers empty wait for
 // the one in-flight load instead of failing at once (Leaf#143).
 func TestWaitersQueueBehindLoad(t *testing.T) {
-	st := newStore(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 1000})
+	st := testutil.Store(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 1000})
 	st.SetDelay(150 * time.Millisecond)
-	g := newGen(t, segment.Settings{Store: st})
+	g := newGen(t, settings(st))
 	var wg sync.WaitGroup
 	errs := make(chan error, 64)
 	for range 64 {
@@ -337,9 +378,9 @@ func TestWaitersQueueBehindLoad(t *testing.T) {
 }
 
 func TestDefaultWaitTimeout(t *testing.T) {
-	st := newStore(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 10})
+	st := testutil.Store(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 10})
 	st.SetDown(errors.New("connection refused"))
-	g := newGen(t, segment.Settings{Store: st, WaitTimeout: 40 * time.Millisecond})
+	g := newGen(t, settings(st, func(s *segment.Settings) { s.WaitTimeout = 40 * time.Millisecond }))
 	start := time.Now()
 	_, err := g.NextID(bg, "t") // no deadline: WaitTimeout bounds it
 	leaftest.ErrIs(t, err, leaf.ErrNotReady)
@@ -382,9 +423,9 @@ func TestWaitTimeoutCaps(t *testing.T) {
 			tags = append(tags, leaf.Alloc{Tag: kind + "-" + strings.ReplaceAll(d.name, " ", "-"), MaxID: 1, Step: 10})
 		}
 	}
-	st := newStore(t, tags...)
+	st := testutil.Store(t, tags...)
 	st.SetDelay(time.Hour) // every Reserve hangs
-	g := newGen(t, segment.Settings{Store: st, WaitTimeout: wait, StoreTimeout: time.Hour})
+	g := newGen(t, settings(st, func(s *segment.Settings) { s.WaitTimeout = wait; s.StoreTimeout = time.Hour }))
 	t.Cleanup(func() {
 		// Before newGen's Close: stop the hung loads at once.
 		ctx, cancel := context.WithTimeout(bg, 10*time.Millisecond)
@@ -413,9 +454,9 @@ func TestWaitTimeoutCaps(t *testing.T) {
 // TestWaitTimeoutPerRequest: a batch that waits for several ranges waits
 // WaitTimeout in all, not WaitTimeout per range.
 func TestWaitTimeoutPerRequest(t *testing.T) {
-	st := newStore(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 10})
+	st := testutil.Store(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 10})
 	st.SetDelay(150 * time.Millisecond) // each range takes 150ms: three take 450ms
-	g := newGen(t, segment.Settings{Store: st, WaitTimeout: 200 * time.Millisecond})
+	g := newGen(t, settings(st, func(s *segment.Settings) { s.WaitTimeout = 200 * time.Millisecond }))
 	began := time.Now()
 	ids, err := g.NextIDs(bg, "t", 25, nil)
 	took := time.Since(began)
@@ -431,11 +472,15 @@ func TestWaitTimeoutPerRequest(t *testing.T) {
 // RetryBackoff.
 func TestLoadRetryJitter(t *testing.T) {
 	var logs leaftest.LogBuffer
-	st := newStore(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 10})
+	st := testutil.Store(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 10})
 	st.SetDown(errors.New("store unplugged"))
 	const base, maxBackoff = 4 * time.Millisecond, 16 * time.Millisecond
-	g := newGen(t, segment.Settings{Store: st, Logger: slog.New(slog.NewJSONHandler(&logs, nil)),
-		RetryBackoff: base, MaxRetryBackoff: maxBackoff, WaitTimeout: time.Millisecond})
+	g := newGen(t, settings(st, func(s *segment.Settings) {
+		s.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+		s.RetryBackoff = base
+		s.MaxRetryBackoff = maxBackoff
+		s.WaitTimeout = time.Millisecond
+	}))
 	if _, err := g.NextID(bg, "t"); !errors.Is(err, leaf.ErrNotReady) {
 		t.Fatalf("NextID with the store down: %v", err)
 	}
@@ -474,8 +519,12 @@ func TestLoadRetryJitter(t *testing.T) {
 // buffers, reports degraded, fails only once both buffers are empty, and
 // recovers when the store returns.
 func TestStoreOutage(t *testing.T) {
-	st := newStore(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 1000})
-	g := newGen(t, segment.Settings{Store: st, HealthInterval: 5 * time.Millisecond, RetryBackoff: time.Millisecond, MaxRetryBackoff: 5 * time.Millisecond})
+	st := testutil.Store(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 1000})
+	g := newGen(t, settings(st, func(s *segment.Settings) {
+		s.HealthInterval = 5 * time.Millisecond
+		s.RetryBackoff = time.Millisecond
+		s.MaxRetryBackoff = 5 * time.Millisecond
+	}))
 	for range 200 {
 		next(t, g, "t")
 	}
@@ -501,8 +550,8 @@ func TestStoreOutage(t *testing.T) {
 
 func TestGiveBack(t *testing.T) {
 	t.Run("current range", func(t *testing.T) {
-		st := newStore(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 100})
-		g := newGen(t, segment.Settings{Store: st})
+		st := testutil.Store(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 100})
+		g := newGen(t, settings(st))
 		for range 5 {
 			next(t, g, "t")
 		}
@@ -512,14 +561,14 @@ func TestGiveBack(t *testing.T) {
 		if got := maxID(t, st, "t"); got != 6 {
 			t.Fatalf("max_id after give-back %d, want 6", got)
 		}
-		g2 := newGen(t, segment.Settings{Store: st})
+		g2 := newGen(t, settings(st))
 		if got := next(t, g2, "t"); got != 6 {
 			t.Fatalf("first ID after restart %d, want 6", got)
 		}
 	})
 	t.Run("contiguous next range", func(t *testing.T) {
-		st := newStore(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 100})
-		g := newGen(t, segment.Settings{Store: st})
+		st := testutil.Store(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 100})
+		g := newGen(t, settings(st))
 		for range 15 {
 			next(t, g, "t")
 		}
@@ -532,9 +581,9 @@ func TestGiveBack(t *testing.T) {
 		}
 	})
 	t.Run("next range not contiguous", func(t *testing.T) {
-		st := newStore(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 100})
-		a := newGen(t, segment.Settings{Store: st})
-		b := newGen(t, segment.Settings{Store: st})
+		st := testutil.Store(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 100})
+		a := newGen(t, settings(st))
+		b := newGen(t, settings(st))
 		next(t, a, "t") // a: [1,101)
 		next(t, b, "t") // b: [101,201)
 		for range 15 {
@@ -552,9 +601,9 @@ func TestGiveBack(t *testing.T) {
 		}
 	})
 	t.Run("someone reserved since", func(t *testing.T) {
-		st := newStore(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 100})
-		a := newGen(t, segment.Settings{Store: st})
-		b := newGen(t, segment.Settings{Store: st})
+		st := testutil.Store(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 100})
+		a := newGen(t, settings(st))
+		b := newGen(t, settings(st))
 		next(t, a, "t")
 		next(t, b, "t")
 		if err := a.Close(bg); err != nil {
@@ -565,8 +614,8 @@ func TestGiveBack(t *testing.T) {
 		}
 	})
 	t.Run("range arriving during close", func(t *testing.T) {
-		st := newStore(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 10})
-		g := newGen(t, segment.Settings{Store: st})
+		st := testutil.Store(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 10})
+		g := newGen(t, settings(st))
 		next(t, g, "t")
 		st.SetDelay(100 * time.Millisecond)
 		for range 9 {
@@ -580,8 +629,8 @@ func TestGiveBack(t *testing.T) {
 		}
 	})
 	t.Run("crash gives nothing back", func(t *testing.T) {
-		st := newStore(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 100})
-		g := newGen(t, segment.Settings{Store: st, NoGiveBack: true})
+		st := testutil.Store(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 100})
+		g := newGen(t, settings(st, func(s *segment.Settings) { s.GiveBack = false }))
 		next(t, g, "t")
 		if err := g.Close(bg); err != nil {
 			t.Fatal(err)
@@ -593,8 +642,8 @@ func TestGiveBack(t *testing.T) {
 }
 
 func TestClosedGeneratorRefuses(t *testing.T) {
-	st := newStore(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 100})
-	g := newGen(t, segment.Settings{Store: st})
+	st := testutil.Store(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 100})
+	g := newGen(t, settings(st))
 	next(t, g, "t")
 	if err := g.Close(bg); err != nil {
 		t.Fatal(err)
@@ -619,9 +668,9 @@ func (c *clock) Advance(d time.Duration) {
 }
 
 func TestAdaptiveStep(t *testing.T) {
-	st := newStore(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 100})
+	st := testutil.Store(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 100})
 	clk := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	g := newGen(t, segment.Settings{Store: st, Now: clk.Now, MaxStep: 800})
+	g := newGen(t, settings(st, func(s *segment.Settings) { s.Now = clk.Now; s.MaxStep = 800 }))
 
 	// consume drains the current range, moves to the next one and pushes it
 	// past 10%, which triggers exactly one load; it returns that load's step.
@@ -687,8 +736,8 @@ func TestHammerInMemory(t *testing.T) {
 }
 
 func TestHotPathDoesNotAllocate(t *testing.T) {
-	st := newStore(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 100000})
-	g := newGen(t, segment.Settings{Store: st})
+	st := testutil.Store(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 100000})
+	g := newGen(t, settings(st))
 	if _, err := g.NextIDs(bg, "t", 10001, nil); err == nil {
 		t.Fatal("batch above the limit accepted")
 	}
@@ -748,7 +797,7 @@ func benchGen(b *testing.B) *segment.Generator {
 	if err := st.CreateTag(bg, leaf.Alloc{Tag: "t", MaxID: 1, Step: leaf.MaxStep}); err != nil {
 		b.Fatal(err)
 	}
-	g, err := segment.New(bg, segment.Settings{Store: st, Logger: slog.New(slog.DiscardHandler)})
+	g, err := segment.New(bg, settings(st, func(s *segment.Settings) { s.Logger = slog.New(slog.DiscardHandler) }))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -760,10 +809,14 @@ func benchGen(b *testing.B) *segment.Generator {
 // monitor page: issued, remaining, rate and time until dry, load latency and
 // errors, the low-buffer reason, and the IDs given back at Close.
 func TestStatusCounters(t *testing.T) {
-	st := newStore(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 1000})
+	st := testutil.Store(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 1000})
 	clk := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	g := newGen(t, segment.Settings{Store: st, Now: clk.Now, LowBuffer: 10 * time.Second,
-		RetryBackoff: time.Millisecond, MaxRetryBackoff: time.Millisecond})
+	g := newGen(t, settings(st, func(s *segment.Settings) {
+		s.Now = clk.Now
+		s.LowBuffer = 10 * time.Second
+		s.RetryBackoff = time.Millisecond
+		s.MaxRetryBackoff = time.Millisecond
+	}))
 	if s := g.Status(); len(s) != 0 {
 		t.Fatalf("status before any request: %+v; want no state", s)
 	}
@@ -788,8 +841,9 @@ func TestStatusCounters(t *testing.T) {
 		t.Fatalf("status issued %d loads %d remaining %d rate %v seconds_left %v; want %d %d %d %v %v",
 			s.Issued, s.Loads, s.Remaining, s.Rate, s.SecondsLeft, want.Issued, want.Loads, want.Remaining, want.Rate, want.SecondsLeft)
 	}
-	if n := len(s.LoadLatency); n != len(leaf.SegmentLoadBuckets) || s.LoadLatency[n-1] != 2 || s.LoadSeconds <= 0 {
-		t.Fatalf("load latency %v (sum %v), want cumulative buckets ending at 2 loads", s.LoadLatency, s.LoadSeconds)
+	if h := s.LoadLatency; len(h.Bounds) == 0 || len(h.Counts) != len(h.Bounds) || !slices.IsSorted(h.Bounds) ||
+		h.Counts[len(h.Counts)-1] != 2 || s.LoadSeconds <= 0 {
+		t.Fatalf("load latency %+v (sum %v), want cumulative buckets ending at 2 loads", s.LoadLatency, s.LoadSeconds)
 	}
 	// 6s left is under the 10s threshold: degraded, with the numbers.
 	reasons := g.Degraded()
@@ -815,7 +869,7 @@ func TestStatusCounters(t *testing.T) {
 		t.Fatalf("given back %d, issued %d; want 2499, 1501", s.GivenBack, s.Issued)
 	}
 	if tot := g.Totals(); tot.Issued != 1501 || tot.Loads != 3 || tot.GivenBack != 2499 || tot.Active != 1 || tot.Known != 1 ||
-		tot.LoadErrors < 2 || tot.LoadLatency[len(tot.LoadLatency)-1] != 3 {
+		tot.LoadErrors < 2 || tot.LoadLatency.Counts[len(tot.LoadLatency.Counts)-1] != 3 {
 		t.Fatalf("Totals = %+v", tot)
 	}
 }
@@ -824,8 +878,8 @@ func TestStatusCounters(t *testing.T) {
 // and nothing per request.
 func TestLogLines(t *testing.T) {
 	var logs leaftest.LogBuffer
-	st := newStore(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 100})
-	g := newGen(t, segment.Settings{Store: st, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	st := testutil.Store(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 100})
+	g := newGen(t, settings(st, func(s *segment.Settings) { s.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) }))
 	for range 2000 {
 		next(t, g, "t")
 	}
@@ -881,8 +935,8 @@ func (s *staleStore) Alloc(ctx context.Context, tag string) (leaf.Alloc, error) 
 // is a race between the lookup's end and the client's next request.
 func TestCreateTagDuringLookup(t *testing.T) {
 	t.Run("created while the lookup is in flight", func(t *testing.T) {
-		st := &staleStore{SegmentStore: newStore(t), tag: "late", entered: make(chan struct{}), release: make(chan struct{})}
-		g := newGen(t, segment.Settings{Store: st, NegativeTTL: time.Hour})
+		st := &staleStore{SegmentStore: testutil.Store(t), tag: "late", entered: make(chan struct{}), release: make(chan struct{})}
+		g := newGen(t, settings(st, func(s *segment.Settings) { s.NegativeTTL = time.Hour }))
 		errc := make(chan error, 1)
 		go func() { _, err := g.NextID(bg, "late"); errc <- err }()
 		<-st.entered
@@ -898,7 +952,7 @@ func TestCreateTagDuringLookup(t *testing.T) {
 	})
 	t.Run("created as soon as not found", func(t *testing.T) {
 		for i := range 200 {
-			g := newGen(t, segment.Settings{Store: newStore(t), NegativeTTL: time.Hour})
+			g := newGen(t, settings(testutil.Store(t), func(s *segment.Settings) { s.NegativeTTL = time.Hour }))
 			tag := fmt.Sprintf("t%d", i)
 			_, err := g.NextID(bg, tag)
 			leaftest.ErrIs(t, err, leaf.ErrTagNotFound)
@@ -921,9 +975,9 @@ func TestTombstone(t *testing.T) {
 // A server whose DeleteTag finds the row already gone (another server
 // deleted it) still drops its own buffers at once, not at its next refresh.
 func TestDeleteTagAlreadyDeleted(t *testing.T) {
-	st := newStore(t, leaf.Alloc{Tag: "a", MaxID: 1, Step: 100})
-	g1 := newGen(t, segment.Settings{Store: st, RefreshInterval: time.Hour})
-	g2 := newGen(t, segment.Settings{Store: st, RefreshInterval: time.Hour})
+	st := testutil.Store(t, leaf.Alloc{Tag: "a", MaxID: 1, Step: 100})
+	g1 := newGen(t, settings(st, func(s *segment.Settings) { s.RefreshInterval = time.Hour }))
+	g2 := newGen(t, settings(st, func(s *segment.Settings) { s.RefreshInterval = time.Hour }))
 	next(t, g1, "a")
 	next(t, g2, "a") // g2 holds IDs of [101, 201)
 	if err := g1.DeleteTag(bg, "a"); err != nil {
@@ -948,11 +1002,11 @@ func TestDeleteTagAlreadyDeleted(t *testing.T) {
 // The idle hammer on the in-memory store, with and without give-backs: the
 // SQL stores run it too.
 func TestHammerIdle(t *testing.T) {
-	for _, noGiveBack := range []bool{false, true} {
-		t.Run(fmt.Sprintf("NoGiveBack=%v", noGiveBack), func(t *testing.T) {
+	for _, giveBack := range []bool{true, false} {
+		t.Run(fmt.Sprintf("GiveBack=%v", giveBack), func(t *testing.T) {
 			st := inmem.NewSegmentStore()
 			leaftest.HammerIdle(t, func() (leaf.SegmentStore, error) { return st, nil },
-				leaftest.IdleHammer{NoGiveBack: noGiveBack})
+				leaftest.IdleHammer{GiveBack: giveBack})
 		})
 	}
 }

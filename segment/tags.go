@@ -100,9 +100,9 @@ func (b *tokenBucket) take(now time.Time) bool {
 
 // refresh keeps the name set current. With a store that keeps a change
 // counter (leaf.SegmentVersioner) a refresh reads the counter, one
-// primary-key read, and lists the tags only when it moved or when the last
-// listing is FullRefreshInterval old: rows written by other tools or by Java
-// Leaf do not move the counter. Tags gone from the listing lose their state.
+// primary-key read, and lists the tags only when it moved or at every
+// FullRefreshEvery-th refresh: rows written by other tools or by Java Leaf
+// do not move the counter. Tags gone from the listing lose their state.
 func (g *Generator) refresh(ctx context.Context) error {
 	g.refreshMu.Lock()
 	defer g.refreshMu.Unlock()
@@ -118,7 +118,8 @@ func (g *Generator) refresh(ctx context.Context) error {
 		switch {
 		case err == nil:
 			version, versionOK = v, true
-			if g.listed.Load() && g.versionOK && v == g.version && started.Sub(g.lastListing) < g.s.FullRefreshInterval {
+			if g.listed.Load() && g.versionOK && v == g.version && g.sinceListing+1 < g.s.FullRefreshEvery {
+				g.sinceListing++
 				g.versionReads.Add(1)
 				g.storeOK()
 				return nil
@@ -138,7 +139,7 @@ func (g *Generator) refresh(ctx context.Context) error {
 	}
 	g.storeOK()
 	g.listings.Add(1)
-	g.lastListing, g.version, g.versionOK = started, version, versionOK
+	g.sinceListing, g.version, g.versionOK = 0, version, versionOK
 
 	// A row inserted by hand may carry a name no request can use.
 	list = slices.DeleteFunc(list, func(t string) bool { return leaf.ValidateTag(t) != nil })
@@ -164,13 +165,11 @@ func (g *Generator) refresh(ctx context.Context) error {
 		}
 	})
 	g.removeLocked(gone...)
+	g.forgetShapesLocked(started)
 	g.mu.Unlock()
 	g.listed.Store(true)
 	for _, b := range gone {
-		b.mu.Lock()
-		b.gone = true
-		b.wakeLocked()
-		b.mu.Unlock()
+		stopTag(b, fmt.Errorf("tag %q: %w", b.tag, leaf.ErrTagNotFound))
 		g.s.Logger.Info("segment tag removed from store; dropped", "tag", b.tag)
 	}
 	return nil
@@ -197,6 +196,9 @@ func (g *Generator) learn(tag string) {
 // setNameLocked records a change to the name set. g.mu must be held.
 func (g *Generator) setNameLocked(tag string, present bool) {
 	g.names.set(tag, present, time.Now())
+	if !present {
+		g.shapes.Delete(tag)
+	}
 	g.tagCount.Store(int64(g.names.n))
 }
 
@@ -286,7 +288,7 @@ func (g *Generator) rememberMissingLocked(tag string, createsAtStart uint64) {
 
 // sweep drops the state of tags without a request for IdleTimeout: their
 // buffers are frozen as Close freezes them, taken out of the maps, and
-// (unless NoGiveBack) the unused tail of the latest range is given back
+// (with GiveBack) the unused tail of the latest range is given back
 // with the store's conditional update, which applies only if no one
 // reserved since. A later request finds no state and starts afresh with a
 // new reservation; it never reuses a frozen range.
@@ -297,17 +299,33 @@ func (g *Generator) sweep(ctx context.Context) error {
 		g.mu.Unlock()
 		return nil
 	}
-	var idle []*buffer
+	var (
+		idle    []*buffer
+		periods []*period // of periodic tags: evicted, or idle
+	)
 	g.eachActiveLocked(func(b *buffer) {
+		if p := b.per.Load(); p != nil {
+			give, drop := p.sweep(now, g.s.IdleTimeout)
+			periods = append(periods, give...)
+			if drop {
+				idle = append(idle, b)
+			}
+			return
+		}
 		b.mu.Lock()
-		if b.idleLocked(now, g.s.IdleTimeout) {
-			b.retireLocked()
+		if b.retireIfIdleLocked(now, g.s.IdleTimeout) {
 			idle = append(idle, b)
 		}
 		b.mu.Unlock()
 	})
 	g.removeLocked(idle...)
+	for _, b := range idle {
+		// An idle tag costs its name only: its shape is read again,
+		// with its first range, when it is asked for next.
+		g.shapes.Delete(b.tag)
+	}
 	g.mu.Unlock()
+	g.givePeriodsBack(ctx, periods)
 	if len(idle) == 0 {
 		return nil
 	}
@@ -316,10 +334,13 @@ func (g *Generator) sweep(ctx context.Context) error {
 	returned := 0
 	for _, b := range idle {
 		g.s.Logger.Debug("segment idle tag dropped", "tag", b.tag)
-		if g.s.NoGiveBack {
+		if !g.s.GiveBack {
 			continue
 		}
-		from, expect, ok := b.tail()
+		if b.per.Load() != nil {
+			continue // its periods were given back as they went
+		}
+		from, expect, ok := b.claimTail()
 		if !ok {
 			continue
 		}
@@ -338,12 +359,40 @@ func (g *Generator) sweep(ctx context.Context) error {
 	return nil
 }
 
+// givePeriodsBack gives back the unused IDs of periods evicted or idle,
+// and folds their counters into their tags'. The buffers are stopped: a
+// load still in flight may move the row on, and the conditional give-back
+// then leaves it.
+func (g *Generator) givePeriodsBack(ctx context.Context, periods []*period) {
+	for _, c := range periods {
+		if g.s.GiveBack {
+			if from, expect, ok := c.b.claimTail(); ok {
+				if n, err := g.giveBack(ctx, c.b, from, expect); err != nil {
+					g.s.Logger.Warn("segment give-back of a past period failed; its range is abandoned", "tag", c.b.tag, "period", c.key, "err", err)
+				} else if n > 0 {
+					g.s.Logger.Info("segment unused IDs of a past period given back", "tag", c.b.tag, "period", c.key, "from", from, "to", expect)
+				}
+			}
+		}
+		c.b.owner.retire(c)
+	}
+}
+
+// giveBackRange returns [from, expect) of b's row to the store if no one
+// reserved since: the tag's row, or its period's.
+func (g *Generator) giveBackRange(ctx context.Context, b *buffer, from, expect int64) (bool, error) {
+	if b.owner != nil {
+		return g.periods.GiveBackPeriod(ctx, b.tag, b.period, from, expect)
+	}
+	return g.s.Store.GiveBack(ctx, b.tag, from, expect)
+}
+
 // giveBack returns [from, expect) of b's tag to the store if no one reserved
 // since, and reports how many IDs it returned.
 func (g *Generator) giveBack(ctx context.Context, b *buffer, from, expect int64) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, g.s.StoreTimeout)
 	defer cancel()
-	ok, err := g.s.Store.GiveBack(ctx, b.tag, from, expect)
+	ok, err := g.giveBackRange(ctx, b, from, expect)
 	if err != nil || !ok {
 		return 0, err
 	}

@@ -9,8 +9,8 @@ import (
 	"github.com/leafgo/leaf/snowflake"
 )
 
-// FuzzDecode takes arbitrary int64s apart with Leaf's layout and with
-// arbitrary layouts that pass Validate.
+// FuzzDecode takes arbitrary int64s apart with Leaf's layout, the js-safe
+// one and arbitrary layouts that pass Validate.
 //
 // Properties: Decode refuses, with ErrInvalidArgument, exactly the IDs that
 // are not positive or have bits above the layout's width; what it accepts
@@ -23,6 +23,7 @@ func FuzzDecode(f *testing.F) {
 		1263177670456266794, // worker 5, sequence 42, 1590000000000 ms
 		2124569752515903566, // the README's
 		1, 0, -1, math.MaxInt64, math.MinInt64, 1 << 62, 1<<63 - 1<<22,
+		231554233484074, snowflake.MaxJSSafeID, snowflake.MaxJSSafeID + 1, // js-safe: the README's, the largest, too large
 	} {
 		f.Add(id, l.Epoch, uint8(l.TimeBits), uint8(l.WorkerBits), uint8(l.SequenceBits))
 	}
@@ -33,6 +34,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add(int64(12345), int64(math.MaxInt64-1<<41), uint8(41), uint8(10), uint8(12))
 	f.Fuzz(func(t *testing.T, id, epoch int64, timeBits, workerBits, seqBits uint8) {
 		checkDecode(t, snowflake.LeafLayout, id)
+		checkDecode(t, snowflake.JSSafeLayout, id)
 		l := snowflake.Layout{Epoch: epoch, TimeBits: int(timeBits), WorkerBits: int(workerBits), SequenceBits: int(seqBits)}
 		if err := l.Validate(); err != nil {
 			if !errors.Is(err, leaf.ErrInvalidArgument) {

@@ -3,18 +3,19 @@ package snowflake_test
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/inmem"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/local"
 	"github.com/leafgo/leaf/snowflake"
@@ -44,7 +45,6 @@ func (c *offsetClock) Set(d time.Duration) {
 	c.off = d
 }
 
-func quiet() *slog.Logger              { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 func ctx(t *testing.T) context.Context { return t.Context() }
 func ep(i int) leaf.Endpoint           { return leaftest.TestEndpoint(i) }
 func localReg(t *testing.T, dir string) leaf.WorkerRegistry {
@@ -56,9 +56,13 @@ func localReg(t *testing.T, dir string) leaf.WorkerRegistry {
 	return r
 }
 
+// bubbleLayout is Leaf's layout with an epoch before 2000-01-01, where the
+// clock of a synctest bubble starts.
+var bubbleLayout = snowflake.Layout{Epoch: time.Date(1999, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli(), TimeBits: 41, WorkerBits: 10, SequenceBits: 12}
+
 func settings(reg leaf.WorkerRegistry, clock *offsetClock) snowflake.Settings {
 	s := leaftest.FastSnowflake(reg, ep(0))
-	s.Logger = quiet()
+	s.Logger = testutil.Logger()
 	if clock != nil {
 		s.Now = clock.Now
 	}
@@ -229,7 +233,7 @@ func TestRollbackAcrossRestart(t *testing.T) {
 		t.Fatal(errs[0])
 	}
 
-	// A graceful restart 1.5 s back (under the 2 s StartupWait) waits.
+	// A graceful restart 1.5 s back (under Window + StartupGrace, 2 s) waits.
 	if err := g2.Close(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -415,27 +419,41 @@ func TestHungLeasedRegistryAnswersPromptly(t *testing.T) {
 }
 
 // A leased worker whose registry stops answering stops issuing before its
-// lease ends.
+// lease ends, by at least the lease margin. In a bubble the heartbeat that
+// renews the lease before the cut happens at a known time, and every
+// millisecond up to the expiry is tried.
 func TestLeaseStopsIssuingBeforeExpiry(t *testing.T) {
-	pool := inmem.NewWorkerPool(time.Second)
-	link := pool.NewLink()
-	reg, _ := link.Open(ctx(t))
-	g := start(t, settings(reg, nil))
-	time.Sleep(150 * time.Millisecond) // let a heartbeat renew
-	link.Stall()
-	expires := g.Status().LeaseExpires
-	var lastOK time.Time
-	for time.Now().Before(expires.Add(500 * time.Millisecond)) {
-		if _, err := g.NextID(ctx(t), ""); err == nil {
-			lastOK = time.Now()
-		} else if !errors.Is(err, leaf.ErrNotReady) {
-			t.Fatalf("NextID: %v", err)
+	synctest.Test(t, func(t *testing.T) {
+		pool := inmem.NewWorkerPool(time.Second)
+		link := pool.NewLink()
+		reg, _ := link.Open(ctx(t))
+		s := settings(reg, nil)
+		s.Layout = bubbleLayout
+		g := start(t, s)
+		first := g.Status()
+		time.Sleep(s.HeartbeatInterval)
+		synctest.Wait() // the heartbeat of this tick has renewed the lease
+		renewed := g.Status()
+		if !renewed.LastHeartbeat.After(first.LastHeartbeat) || !renewed.LeaseExpires.After(first.LeaseExpires) {
+			t.Fatalf("no renewal: heartbeat %v -> %v, lease %v -> %v",
+				first.LastHeartbeat, renewed.LastHeartbeat, first.LeaseExpires, renewed.LeaseExpires)
 		}
-	}
-	if lastOK.IsZero() || !lastOK.Before(expires) {
-		t.Fatalf("last ID issued at %v, lease expired at %v", lastOK, expires)
-	}
-	t.Logf("stopped %v before the lease expired", expires.Sub(lastOK))
+		link.Stall()
+		expires := renewed.LeaseExpires
+		var lastOK time.Time
+		for time.Now().Before(expires.Add(500 * time.Millisecond)) {
+			if _, err := g.NextID(ctx(t), ""); err == nil {
+				lastOK = time.Now()
+			} else if !errors.Is(err, leaf.ErrNotReady) {
+				t.Fatalf("NextID: %v", err)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if lastOK.IsZero() || expires.Sub(lastOK) < s.LeaseMargin {
+			t.Fatalf("last ID issued at %v, lease expired at %v: want it at least %v before", lastOK, expires, s.LeaseMargin)
+		}
+		t.Logf("stopped %v before the lease expired", expires.Sub(lastOK))
+	})
 }
 
 // A used-up millisecond waits for the next one. The first millisecond
@@ -571,7 +589,7 @@ func benchGenerator(b *testing.B) *snowflake.Generator {
 		b.Fatal(err)
 	}
 	s := leaftest.FastSnowflake(r, ep(0))
-	s.Logger = quiet()
+	s.Logger = testutil.Logger()
 	g, err := snowflake.New(b.Context(), s)
 	if err != nil {
 		b.Fatal(err)
@@ -607,31 +625,36 @@ func TestLayoutEnd(t *testing.T) {
 }
 
 // TestStatusCounts: Status counts every ID issued, singly or in batches, and
-// reports a rate once the heartbeat loop has sampled the count.
+// reports the rate between the heartbeat loop's samples: in a bubble the
+// samples are taken at known times, so the rate is exact.
 func TestStatusCounts(t *testing.T) {
-	s := settings(localReg(t, t.TempDir()), nil)
-	g := start(t, s)
-	for range 1000 {
-		if _, err := g.NextID(ctx(t), ""); err != nil {
+	synctest.Test(t, func(t *testing.T) {
+		s := settings(localReg(t, t.TempDir()), nil)
+		s.Layout = bubbleLayout
+		g := start(t, s)
+		for range 1000 {
+			if _, err := g.NextID(ctx(t), ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := g.NextIDs(ctx(t), "", 500, nil); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if _, err := g.NextIDs(ctx(t), "", 500, nil); err != nil {
-		t.Fatal(err)
-	}
-	if st := g.Status(); st.Issued != 1500 {
-		t.Fatalf("Issued = %d, want 1500", st.Issued)
-	}
-	deadline := time.Now().Add(10 * s.HeartbeatInterval)
-	for g.Status().Rate == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no rate after %v of heartbeats", 10*s.HeartbeatInterval)
+		if st := g.Status(); st.Issued != 1500 || st.Rate != 0 {
+			t.Fatalf("Issued = %d, Rate = %v; want 1500 and no rate before any sample", st.Issued, st.Rate)
 		}
+		time.Sleep(s.HeartbeatInterval)
+		synctest.Wait() // the loop has sampled 1500
 		if _, err := g.NextIDs(ctx(t), "", 100, nil); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(s.HeartbeatInterval / 4)
-	}
+		time.Sleep(s.HeartbeatInterval)
+		synctest.Wait()
+		want := 100 / s.HeartbeatInterval.Seconds()
+		if st := g.Status(); st.Issued != 1600 || math.Abs(st.Rate-want) > 1e-6 {
+			t.Fatalf("Issued = %d, Rate = %v; want 1600 and %v IDs/s", st.Issued, st.Rate, want)
+		}
+	})
 }
 
 // A batch does not hold the lock while it waits for the next millisecond:

@@ -25,6 +25,51 @@ const LeafEpoch = 1288834974657
 // (until 2080-07-10), 10 bits of worker ID, 12 bits of sequence.
 var LeafLayout = Layout{Epoch: LeafEpoch, TimeBits: 41, WorkerBits: 10, SequenceBits: 12}
 
+// JSSafeEpoch is the js-safe layout's epoch: 2026-01-01T00:00:00Z. A recent
+// epoch is what buys the layout its life in 53 bits.
+const JSSafeEpoch = 1767225600000
+
+// MaxJSSafeID is JavaScript's Number.MAX_SAFE_INTEGER, 2^53 - 1: the largest
+// integer a JSON.parse in a browser reads back exactly.
+const MaxJSSafeID = 1<<53 - 1
+
+// JSSafeLayout keeps every ID at or below MaxJSSafeID for its whole life, so
+// that JavaScript clients can hold IDs as numbers: 40 bits of milliseconds
+// since JSSafeEpoch (the last 2060-11-03T19:53:47.775Z), 5 bits of worker ID
+// (32 workers), 8 bits of sequence (256 IDs per millisecond per worker).
+// Of Leaf's layout it gives up the 10 bits above 53: 1 of time (the recent
+// epoch makes up for it), 5 of worker ID and 4 of sequence.
+var JSSafeLayout = Layout{Epoch: JSSafeEpoch, TimeBits: 40, WorkerBits: 5, SequenceBits: 8}
+
+// Layout names: the presets, and the name of every other layout.
+const (
+	LayoutLeaf   = "leaf"
+	LayoutJSSafe = "js-safe"
+	LayoutCustom = "custom"
+)
+
+// presets are the named layouts, by name.
+var presets = map[string]Layout{LayoutLeaf: LeafLayout, LayoutJSSafe: JSSafeLayout}
+
+// Preset returns the layout of a preset name: "leaf" or "js-safe". Any other
+// name, "custom" included, is ErrInvalidArgument: it names no numbers.
+func Preset(name string) (Layout, error) {
+	if l, ok := presets[name]; ok {
+		return l, nil
+	}
+	return Layout{}, fmt.Errorf("%w: no layout preset %q; the presets are %s and %s", leaf.ErrInvalidArgument, name, LayoutLeaf, LayoutJSSafe)
+}
+
+// Name is the preset the layout is ("leaf", "js-safe"), or "custom".
+func (l Layout) Name() string {
+	for name, p := range presets {
+		if l == p {
+			return name
+		}
+	}
+	return LayoutCustom
+}
+
 // Validate checks the widths: every part at least 1 bit (the worker part may
 // be 0 bits: one worker), at most 63 bits in all so IDs stay positive, and a
 // non-negative epoch early enough that End fits in an int64.
@@ -51,6 +96,12 @@ func (l Layout) MaxWorkerID() int64 { return 1<<l.WorkerBits - 1 }
 
 // MaxSequence is the largest sequence number within one millisecond.
 func (l Layout) MaxSequence() int64 { return 1<<l.SequenceBits - 1 }
+
+// MaxID is the largest ID the layout can produce: the last millisecond of
+// its life, the largest worker ID and sequence.
+func (l Layout) MaxID() int64 {
+	return int64(uint64(1)<<(l.TimeBits+l.WorkerBits+l.SequenceBits) - 1)
+}
 
 // End is the first Unix millisecond the layout cannot encode: its time part
 // would overflow into the sign bit (or past TimeBits).

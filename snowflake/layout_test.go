@@ -2,8 +2,11 @@ package snowflake
 
 import (
 	"errors"
+	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/leafgo/leaf"
 )
@@ -88,6 +91,106 @@ func TestComposeAndDecodeRejectOutOfRange(t *testing.T) {
 	for _, id := range []int64{0, -1, -1 << 63, 1 << 53} {
 		if _, err := narrow.Decode(id); !errors.Is(err, leaf.ErrInvalidArgument) {
 			t.Errorf("Decode(%d) = %v, want ErrInvalidArgument", id, err)
+		}
+	}
+}
+
+// The js-safe preset's documented life and the 2^53 bound: the largest ID
+// it can compose, at the last millisecond of that life with the largest
+// worker ID and sequence, is Number.MAX_SAFE_INTEGER, which a float64 (a
+// JavaScript number) holds exactly.
+func TestJSSafeLayoutBound(t *testing.T) {
+	l := JSSafeLayout
+	if err := l.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := time.UnixMilli(l.Epoch).UTC(), time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC); !got.Equal(want) {
+		t.Errorf("epoch %s, want %s", got, want)
+	}
+	lastMs := l.End() - 1
+	if got, want := time.UnixMilli(lastMs).UTC(), time.Date(2060, 11, 3, 19, 53, 47, 775e6, time.UTC); !got.Equal(want) {
+		t.Errorf("last millisecond %s, want %s (the README's)", got, want)
+	}
+	if l.MaxWorkerID() != 31 || l.MaxSequence() != 255 {
+		t.Errorf("%d workers, %d IDs per ms; want 32 and 256", l.MaxWorkerID()+1, l.MaxSequence()+1)
+	}
+	top, err := l.Compose(lastMs, l.MaxWorkerID(), l.MaxSequence())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if top != MaxJSSafeID || top != l.MaxID() || top >= 1<<53 {
+		t.Fatalf("largest ID %d, MaxID %d; want %d < 2^53", top, l.MaxID(), int64(MaxJSSafeID))
+	}
+	if int64(float64(top)) != top || int64(float64(top-1)) != top-1 {
+		t.Errorf("a float64 does not hold %d exactly", top)
+	}
+	if _, err := l.Compose(l.End(), 0, 0); !errors.Is(err, leaf.ErrInvalidArgument) {
+		t.Errorf("Compose after the end: %v", err)
+	}
+	for _, id := range []int64{1 << 53, MaxJSSafeID + 1, LeafLayout.MaxID()} {
+		if _, err := l.Decode(id); !errors.Is(err, leaf.ErrInvalidArgument) {
+			t.Errorf("Decode(%d) = %v, want ErrInvalidArgument: no js-safe ID is that large", id, err)
+		}
+	}
+	if LeafLayout.MaxID() != math.MaxInt64 {
+		t.Errorf("LeafLayout.MaxID() = %d", LeafLayout.MaxID())
+	}
+}
+
+// Compose and Decode are inverses over the preset's whole range, its
+// corners included.
+func TestJSSafeDecodeRoundTrip(t *testing.T) {
+	l := JSSafeLayout
+	r := rand.New(rand.NewPCG(3, 4))
+	type parts struct{ ms, w, s int64 }
+	cases := []parts{
+		{l.Epoch, 0, 1}, {l.Epoch, l.MaxWorkerID(), l.MaxSequence()}, {l.End() - 1, 0, 0},
+		{l.End() - 1, l.MaxWorkerID(), l.MaxSequence()}, {l.End() - 1, l.MaxWorkerID(), 0},
+	}
+	for range 100_000 {
+		cases = append(cases, parts{l.Epoch + r.Int64N(1<<l.TimeBits), r.Int64N(l.MaxWorkerID() + 1), r.Int64N(l.MaxSequence() + 1)})
+	}
+	for _, c := range cases {
+		id, err := l.Compose(c.ms, c.w, c.s)
+		if err != nil {
+			t.Fatalf("Compose(%+v): %v", c, err)
+		}
+		if id == 0 {
+			continue
+		}
+		if id > MaxJSSafeID {
+			t.Fatalf("Compose(%+v) = %d, above 2^53 - 1", c, id)
+		}
+		p, err := l.Decode(id)
+		if err != nil || p != (leaf.SnowflakeParts{ID: id, Timestamp: c.ms, WorkerID: c.w, Sequence: c.s}) {
+			t.Fatalf("Decode(Compose(%+v) = %d) = %+v, %v", c, id, p, err)
+		}
+	}
+}
+
+func TestLayoutNames(t *testing.T) {
+	for _, c := range []struct {
+		l    Layout
+		name string
+	}{
+		{LeafLayout, LayoutLeaf},
+		{JSSafeLayout, LayoutJSSafe},
+		{Layout{Epoch: JSSafeEpoch, TimeBits: 41, WorkerBits: 4, SequenceBits: 8}, LayoutCustom},
+		{Layout{Epoch: LeafEpoch + 1, TimeBits: 41, WorkerBits: 10, SequenceBits: 12}, LayoutCustom},
+	} {
+		if got := c.l.Name(); got != c.name {
+			t.Errorf("%s: Name() = %q, want %q", c.l, got, c.name)
+		}
+	}
+	for _, name := range []string{LayoutLeaf, LayoutJSSafe} {
+		l, err := Preset(name)
+		if err != nil || l.Name() != name {
+			t.Errorf("Preset(%q) = %s, %v", name, l, err)
+		}
+	}
+	for _, name := range []string{LayoutCustom, "", "JS-safe", "js_safe"} {
+		if _, err := Preset(name); !errors.Is(err, leaf.ErrInvalidArgument) || !strings.Contains(err.Error(), "the presets are leaf and js-safe") {
+			t.Errorf("Preset(%q): %v", name, err)
 		}
 	}
 }

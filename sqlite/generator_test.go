@@ -28,5 +28,17 @@ func TestGeneratorTombstone(t *testing.T) {
 }
 
 func TestGeneratorIdleHammer(t *testing.T) {
-	leaftest.HammerIdle(t, opener(testdb.SQLitePath(t)), leaftest.IdleHammer{})
+	leaftest.HammerIdle(t, opener(testdb.SQLitePath(t)), leaftest.IdleHammer{GiveBack: true})
+}
+
+func TestGeneratorPeriodic(t *testing.T) {
+	leaftest.PeriodicSegment(t, opener(testdb.SQLitePath(t)))
+}
+
+// An opaque tag under three servers sharing one key: unique IDs, all
+// decoding back to distinct raw IDs of the row.
+func TestGeneratorOpaqueHammer(t *testing.T) {
+	leaftest.HammerSegment(t, opener(testdb.SQLitePath(t)),
+		leaftest.Hammer{Instances: 3, Goroutines: 16, Total: 100_000, Step: 100, Batch: 10,
+			OpaqueBits: 40, OpaqueKey: []byte("0123456789abcdef0123456789abcdef")})
 }

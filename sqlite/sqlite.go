@@ -53,6 +53,8 @@ var (
 	_ leaf.SegmentStore     = (*Store)(nil)
 	_ leaf.SegmentAdmin     = (*Store)(nil)
 	_ leaf.SegmentVersioner = (*Store)(nil)
+	_ leaf.TagShaper        = (*Store)(nil)
+	_ leaf.PeriodStore      = (*Store)(nil)
 )
 
 var dialect = sqlstore.Dialect{
@@ -80,8 +82,8 @@ func code(err error) (int, bool) {
 }
 
 // Open opens (creating it and its directory if needed) the SQLite database at
-// path and makes sure leaf_alloc, leaf_alloc_tombstone and
-// leaf_alloc_version exist.
+// path and makes sure leaf_alloc, leaf_alloc_tombstone,
+// leaf_alloc_version and leaf_tag_shape exist.
 func Open(ctx context.Context, path string) (*Store, error) {
 	if path == "" {
 		return nil, fmt.Errorf("sqlite: open: %w: empty path", leaf.ErrInvalidArgument)
@@ -151,7 +153,7 @@ func setupOnce(ctx context.Context, db *sql.DB) error {
 	if !strings.EqualFold(mode, "wal") {
 		return fmt.Errorf("enable WAL: journal mode is still %q; is the file on a network file system?", mode)
 	}
-	for _, q := range []string{Schema, sqlstore.TombstoneSchema, sqlstore.VersionSchema, sqlstore.VersionSeed} {
+	for _, q := range []string{Schema, sqlstore.TombstoneSchema, sqlstore.VersionSchema, sqlstore.VersionSeed, sqlstore.ShapeSchema} {
 		if _, err := db.ExecContext(ctx, q); err != nil {
 			return fmt.Errorf("create schema: %w", err)
 		}

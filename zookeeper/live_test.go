@@ -15,6 +15,7 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/internal/testdb"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/leaftest"
 )
 
@@ -47,7 +48,7 @@ func TestClaimSameEndpoint(t *testing.T) {
 	addr := testdb.ZooKeeper(t)
 	name := newName(t, addr, testdb.UniqueName())
 	raw := rawConn(t, addr)
-	ctx := ctxFor(t, 60*time.Second)
+	ctx := testutil.Context(t, 60*time.Second)
 	ep := leaf.Endpoint{IP: "10.0.0.1", Port: 8080}
 	node := Root + "/" + name + "/temporary/10.0.0.1:8080"
 
@@ -60,7 +61,7 @@ func TestClaimSameEndpoint(t *testing.T) {
 	liveNode(t, raw, node, a.c.conn.SessionID(), ep, ca.WorkerID)
 
 	// A caller that gives up first still learns why.
-	short := ctxFor(t, 300*time.Millisecond)
+	short := testutil.Context(t, 300*time.Millisecond)
 	_, err = b.Register(short, ep, leaftest.MaxWorkerID)
 	if !errors.Is(err, leaf.ErrWorkerInUse) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("B: Register bounded by 300ms: %v, want ErrWorkerInUse and the deadline", err)
@@ -130,7 +131,7 @@ func TestClaimStaleSession(t *testing.T) {
 	name := newName(t, addr, testdb.UniqueName())
 	raw := rawConn(t, addr)
 	proxy := testdb.NewProxy(t, addr)
-	ctx := ctxFor(t, 60*time.Second)
+	ctx := testutil.Context(t, 60*time.Second)
 	ep := leaf.Endpoint{IP: "", Port: 8080} // Java's endpoint on a host without IPv4
 	node := Root + "/" + name + "/temporary/:8080"
 
@@ -171,7 +172,7 @@ func TestClaimStaleSession(t *testing.T) {
 	if _, err := old.Heartbeat(ctx, time.Now().UnixMilli()); !errors.Is(err, leaf.ErrWorkerLost) {
 		t.Errorf("old: second Heartbeat: %v, want ErrWorkerLost", err)
 	}
-	if _, err := old.Register(ctxFor(t, 500*time.Millisecond), ep, leaftest.MaxWorkerID); !errors.Is(err, leaf.ErrWorkerInUse) {
+	if _, err := old.Register(testutil.Context(t, 500*time.Millisecond), ep, leaftest.MaxWorkerID); !errors.Is(err, leaf.ErrWorkerInUse) {
 		t.Errorf("old: Register again while B holds the endpoint: %v, want ErrWorkerInUse", err)
 	}
 	// B's claim is untouched.
@@ -190,7 +191,7 @@ func TestClaimAfterExpiry(t *testing.T) {
 	name := newName(t, addr, testdb.UniqueName())
 	raw := rawConn(t, addr)
 	proxy := testdb.NewProxy(t, addr)
-	ctx := ctxFor(t, 60*time.Second)
+	ctx := testutil.Context(t, 60*time.Second)
 	ep := leaftest.TestEndpoint(0)
 	node := Root + "/" + name + "/temporary/" + ep.String()
 
@@ -239,7 +240,7 @@ func TestClaimDeleted(t *testing.T) {
 	addr := testdb.ZooKeeper(t)
 	name := newName(t, addr, testdb.UniqueName())
 	raw := rawConn(t, addr)
-	ctx := ctxFor(t, 30*time.Second)
+	ctx := testutil.Context(t, 30*time.Second)
 	ep := leaftest.TestEndpoint(0)
 	node := Root + "/" + name + "/temporary/" + ep.String()
 	a := openRegistry(t, testConfig(addr, name))
@@ -290,7 +291,7 @@ func TestPeerClocks(t *testing.T) {
 	t.Parallel()
 	addr := testdb.ZooKeeper(t)
 	name := newName(t, addr, testdb.UniqueName())
-	ctx := ctxFor(t, 30*time.Second)
+	ctx := testutil.Context(t, 30*time.Second)
 	const tolerance = 200 * time.Millisecond
 
 	servers := []struct {
@@ -371,7 +372,7 @@ func TestRecycleSameEndpoint(t *testing.T) {
 	addr := testdb.ZooKeeper(t)
 	name := newName(t, addr, testdb.UniqueName())
 	raw := rawConn(t, addr)
-	ctx := ctxFor(t, 30*time.Second)
+	ctx := testutil.Context(t, 30*time.Second)
 	ep := leaf.Endpoint{IP: "10.0.0.1", Port: 8080}
 
 	cfgA, cfgB := testConfig(addr, name), testConfig(addr, name)
@@ -455,7 +456,7 @@ func TestClaimRace(t *testing.T) {
 	for i, r := range regs {
 		wg.Go(func() {
 			start.Wait()
-			claims[i], errs[i] = r.Register(ctxFor(t, time.Second), ep, leaftest.MaxWorkerID)
+			claims[i], errs[i] = r.Register(testutil.Context(t, time.Second), ep, leaftest.MaxWorkerID)
 		})
 	}
 	start.Done()

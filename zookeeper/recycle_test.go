@@ -11,12 +11,13 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/internal/testdb"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/leaftest"
 )
 
 func openRecycle(t *testing.T, cfg Config) *RecycleRegistry {
 	t.Helper()
-	r, err := OpenRecycle(ctxFor(t, 10*time.Second), cfg)
+	r, err := OpenRecycle(testutil.Context(t, 10*time.Second), cfg)
 	if err != nil {
 		t.Fatalf("OpenRecycle: %v", err)
 	}
@@ -32,7 +33,7 @@ func TestRecycleLeaseExpiry(t *testing.T) {
 	addr := testdb.ZooKeeper(t)
 	name := newName(t, addr, testdb.UniqueName())
 	proxy := testdb.NewProxy(t, addr)
-	ctx := ctxFor(t, 20*time.Second)
+	ctx := testutil.Context(t, 20*time.Second)
 	a := openRecycle(t, testConfig(proxy.Addr(), name))
 	b := openRecycle(t, testConfig(addr, name))
 
@@ -107,7 +108,7 @@ func TestRecycleLayout(t *testing.T) {
 	addr := testdb.ZooKeeper(t)
 	name := newName(t, addr, testdb.UniqueName())
 	raw := rawConn(t, addr)
-	ctx := ctxFor(t, 30*time.Second)
+	ctx := testutil.Context(t, 30*time.Second)
 	inuse, mark := Root+"/"+name+"/recycle/inuse/0", Root+"/"+name+"/recycle/mark/0"
 
 	a := openRecycle(t, testConfig(addr, name))
@@ -199,7 +200,7 @@ func TestRecycleTakeover(t *testing.T) {
 	addr := testdb.ZooKeeper(t)
 	name := newName(t, addr, testdb.UniqueName())
 	raw := rawConn(t, addr)
-	ctx := ctxFor(t, 30*time.Second)
+	ctx := testutil.Context(t, 30*time.Second)
 	inuse, mark := Root+"/"+name+"/recycle/inuse/0", Root+"/"+name+"/recycle/mark/0"
 
 	a := openRecycle(t, testConfig(addr, name))

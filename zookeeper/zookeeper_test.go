@@ -17,6 +17,7 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/internal/testdb"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/leaftest"
 )
 
@@ -25,12 +26,6 @@ const testSessionTimeout = 2 * time.Second
 
 // testLogger shows the registries' warnings, not the client's chatter.
 var testLogger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-
-func ctxFor(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
 
 type quiet struct{}
 
@@ -134,7 +129,7 @@ func testConfig(addr, name string) Config {
 
 func openRegistry(t *testing.T, cfg Config) *Registry {
 	t.Helper()
-	r, err := Open(ctxFor(t, 10*time.Second), cfg)
+	r, err := Open(testutil.Context(t, 10*time.Second), cfg)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -255,7 +250,7 @@ func TestUnreachable(t *testing.T) {
 		for kind, open := range openers {
 			wg.Go(func() {
 				start := time.Now()
-				err := open(ctxFor(t, c.timeout), Config{Servers: []string{dead}, Name: "leaf", SessionTimeout: c.session, Logger: testLogger})
+				err := open(testutil.Context(t, c.timeout), Config{Servers: []string{dead}, Name: "leaf", SessionTimeout: c.session, Logger: testLogger})
 				took := time.Since(start)
 				switch {
 				case err == nil:
@@ -317,7 +312,7 @@ func TestJavaCoexistence(t *testing.T) {
 	raw := rawConn(t, addr)
 	stamps := createJavaTree(t, raw, name, "10.0.0.1:8080", "10.0.0.2:8080")
 	forever := Root + "/" + name + "/forever"
-	ctx := ctxFor(t, 30*time.Second)
+	ctx := testutil.Context(t, 30*time.Second)
 
 	// A Java node's endpoint gets its ID and mark back.
 	r1 := openRegistry(t, testConfig(addr, name))
@@ -422,7 +417,7 @@ func TestRegistryTreeQuirks(t *testing.T) {
 			t.Fatalf("create %s: %v", junk, err)
 		}
 	}
-	ctx := ctxFor(t, 30*time.Second)
+	ctx := testutil.Context(t, 30*time.Second)
 	r := openRegistry(t, testConfig(addr, name))
 
 	c, err := r.Register(ctx, leaf.Endpoint{IP: "10.0.0.1", Port: 8080}, leaftest.MaxWorkerID)
@@ -447,7 +442,7 @@ func TestRegistryUse(t *testing.T) {
 	t.Parallel()
 	addr := testdb.ZooKeeper(t)
 	name := newName(t, addr, testdb.UniqueName())
-	ctx := ctxFor(t, 30*time.Second)
+	ctx := testutil.Context(t, 30*time.Second)
 	r := openRegistry(t, testConfig(addr, name))
 	if _, err := r.Heartbeat(ctx, 1); !errors.Is(err, leaf.ErrWorkerLost) {
 		t.Errorf("Heartbeat before Register: %v, want ErrWorkerLost", err)
@@ -493,13 +488,13 @@ func TestServerGone(t *testing.T) {
 	proxy := testdb.NewProxy(t, addr)
 	r := openRegistry(t, testConfig(proxy.Addr(), name))
 	rr := openRecycle(t, testConfig(proxy.Addr(), name))
-	if _, err := rr.Register(ctxFor(t, 10*time.Second), leaftest.TestEndpoint(0), leaftest.MaxWorkerID); err != nil {
+	if _, err := rr.Register(testutil.Context(t, 10*time.Second), leaftest.TestEndpoint(0), leaftest.MaxWorkerID); err != nil {
 		t.Fatal(err)
 	}
 	proxy.Down()
 
 	start := time.Now()
-	_, err := r.Register(ctxFor(t, 10*time.Second), leaftest.TestEndpoint(0), leaftest.MaxWorkerID)
+	_, err := r.Register(testutil.Context(t, 10*time.Second), leaftest.TestEndpoint(0), leaftest.MaxWorkerID)
 	if err == nil || errors.Is(err, leaf.ErrWorkerIDsExhausted) || errors.Is(err, leaf.ErrInvalidArgument) {
 		t.Fatalf("Register with the server gone: %v, want a connection error", err)
 	}
@@ -509,7 +504,7 @@ func TestServerGone(t *testing.T) {
 	t.Logf("Register failed after %v: %v", time.Since(start).Round(time.Millisecond), err)
 
 	start = time.Now()
-	_, err = rr.Heartbeat(ctxFor(t, 10*time.Second), time.Now().UnixMilli())
+	_, err = rr.Heartbeat(testutil.Context(t, 10*time.Second), time.Now().UnixMilli())
 	if err == nil || errors.Is(err, leaf.ErrWorkerLost) {
 		t.Fatalf("Heartbeat with the server gone: %v, want a connection error, not ErrWorkerLost", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/leafgo/leaf/internal/testdb"
+	"github.com/leafgo/leaf/internal/testutil"
 )
 
 // The peer clock check (Meituan's leaf_temporary), on every registry that
@@ -18,7 +19,7 @@ import (
 // much; one running 1s ahead starts.
 func TestChaosPeerClockCheck(t *testing.T) {
 	t.Parallel()
-	bin := buildTagged(t, "chaos")
+	bin := testutil.BuildLeaf(t, "chaos")
 	for _, tc := range []struct {
 		registry string
 		args     func(t *testing.T, name string) []string

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf/internal/testdb"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/snowflake"
 )
@@ -87,7 +88,7 @@ func drawSnowflake(t *testing.T, d time.Duration, servers ...*serverProc) [][]in
 						t.Errorf("server %d: %s %s", i, resp.Status, body)
 						return
 					}
-					ids := parseIDs(t, string(body))
+					ids := testutil.ParseIDs(t, string(body))
 					mu.Lock()
 					out[i] = append(out[i], ids...)
 					mu.Unlock()
@@ -118,7 +119,7 @@ func workersOf(ids []int64) map[int64]int {
 // across all of it.
 func TestSameEndpointTwoServers(t *testing.T) {
 	t.Parallel()
-	bin := buildBinary(t)
+	bin := testutil.BuildLeaf(t)
 	for _, tc := range []struct {
 		registry string
 		args     func(t *testing.T, name string) []string

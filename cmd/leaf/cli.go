@@ -84,6 +84,8 @@ type app struct {
 	// onLogger, if set, is called with the logger serve builds; main makes
 	// it the process default.
 	onLogger func(*slog.Logger)
+	// hostname names this host for the ordinal registry; nil: os.Hostname.
+	hostname func() (string, error)
 }
 
 // command is one subcommand.

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/httpapi"
 	"github.com/leafgo/leaf/internal/config"
 	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/sqlite"
@@ -235,7 +236,7 @@ func TestTags(t *testing.T) {
 		stdout string
 		stderr string
 	}{
-		{[]string{"tags", "list"}, 0, "TAG  MAX_ID  STEP  UPDATE_TIME  DESCRIPTION\n", ""},
+		{[]string{"tags", "list"}, 0, "TAG  MAX_ID  STEP  UPDATE_TIME  SHAPE  DESCRIPTION\n", ""},
 		{[]string{"tags", "list", "--json"}, 0, "[]\n", ""},
 		{[]string{"tags", "create", "orders", "--step", "50", "--start", "1000", "--description", "order\tids"}, 0, "created tag orders: step 50, first ID 1000\n", ""},
 		{[]string{"tags", "create", "--", "-dash"}, 0, "created tag -dash: step 1000, first ID 1\n", ""},
@@ -255,7 +256,7 @@ func TestTags(t *testing.T) {
 		}
 	}
 	r := runCLI(t, env, "tags", "list", "--json")
-	var rows []leaf.Alloc
+	var rows []httpapi.TagRow
 	if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil {
 		t.Fatalf("list --json: %v\n%s", err, r.stdout)
 	}
@@ -336,7 +337,7 @@ func TestTagsStoreFlagsWin(t *testing.T) {
 		{[]string{"tags", "list", "--segment-dsn", file}, "y"},
 	} {
 		r := runCLI(t, env, append(c.args, "--json")...)
-		var rows []leaf.Alloc
+		var rows []httpapi.TagRow
 		if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil {
 			t.Fatalf("%q: %v %+v", c.args, err, r)
 		}

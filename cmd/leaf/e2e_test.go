@@ -9,37 +9,20 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/httpapi"
 	"github.com/leafgo/leaf/internal/config"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/leaftest"
 )
 
 // The end-to-end test drives the real binary the way a user would: no
 // configuration at all, a fresh working directory (so the default
 // ./leaf-data is used), port 0 for the listener.
-
-// buildBinary compiles cmd/leaf into a temporary directory.
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	return buildTagged(t, "")
-}
-
-// buildTagged compiles cmd/leaf with the build tags given ("chaos").
-func buildTagged(t *testing.T, tags string) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "leaf")
-	cmd := exec.Command("go", "build", "-tags", tags, "-ldflags", "-X main.version=e2e-test", "-o", bin, ".")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
 
 // cleanEnv is the test's environment without any LEAF_* variable, so the
 // binary runs with its defaults whatever the developer has set.
@@ -116,19 +99,6 @@ func (s *serverProc) stop(t *testing.T) int {
 	return 0
 }
 
-func parseIDs(t *testing.T, text string) []int64 {
-	t.Helper()
-	var ids []int64
-	for _, f := range strings.Fields(text) {
-		id, err := strconv.ParseInt(f, 10, 64)
-		if err != nil {
-			t.Fatalf("%q is not an ID (in %q)", f, text)
-		}
-		ids = append(ids, id)
-	}
-	return ids
-}
-
 // increasing checks that ids are positive and strictly increase after last,
 // and returns the new last ID.
 func increasing(t *testing.T, last int64, ids []int64) int64 {
@@ -149,7 +119,7 @@ func TestEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	bin := buildBinary(t)
+	bin := testutil.BuildLeaf(t)
 	dir := t.TempDir() // the working directory: the default ./leaf-data lands here
 	env := cleanEnv()
 
@@ -173,7 +143,7 @@ func TestEndToEnd(t *testing.T) {
 	if last != 5 {
 		t.Errorf("the seeded tag starts at 1: fifth ID is %d, want 5", last)
 	}
-	last = increasing(t, last, parseIDs(t, runBin(t, bin, dir, env, "get", config.SeedTag, "--count", "3", "--server", srv.url("")).stdout))
+	last = increasing(t, last, testutil.ParseIDs(t, runBin(t, bin, dir, env, "get", config.SeedTag, "--count", "3", "--server", srv.url("")).stdout))
 
 	// leaf get: --server and LEAF_SERVER; a server error is exit 1 with the
 	// server's message.
@@ -181,7 +151,7 @@ func TestEndToEnd(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("leaf get: %+v", r)
 	}
-	last = increasing(t, last, parseIDs(t, r.stdout))
+	last = increasing(t, last, testutil.ParseIDs(t, r.stdout))
 	r = runBin(t, bin, dir, env, "get", "no-such-tag", "--server", srv.url(""))
 	if r.code != 1 || !strings.Contains(r.stderr, "leaf get: server answered 404") || !strings.Contains(r.stderr, "no-such-tag") {
 		t.Errorf("leaf get unknown tag: %+v", r)
@@ -207,11 +177,11 @@ func TestEndToEnd(t *testing.T) {
 	if id := fetchID(t, srv.url("/api/segment/get/e2e.orders")); id != 100 {
 		t.Errorf("first ID of e2e.orders = %d, want its start 100", id)
 	}
-	var rows []leaf.Alloc
+	var rows []httpapi.TagRow
 	if err := json.Unmarshal([]byte(runBin(t, bin, dir, env, "tags", "list", "--json").stdout), &rows); err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]leaf.Alloc{}
+	got := map[string]httpapi.TagRow{}
 	for _, a := range rows {
 		got[a.Tag] = a
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/client"
 )
 
 // envServer names the server 'leaf get' asks when --server is not given.
@@ -32,19 +32,27 @@ const getTimeout = 30 * time.Second
 // and a newline each, with room to spare.
 const maxGetBody = 1 << 20
 
-const getUsage = `Usage: leaf get TAG [--count N] [--server URL] [--cacert FILE]
+const getUsage = `Usage: leaf get TAG [--count N] [--server [ZONE=]URL]... [--zone ZONE] [--cacert FILE]
 
 Asks a running server for IDs of a segment tag (GET /api/segment/get/TAG)
 and prints them, one per line. A server error is printed on stderr with
 exit status 1. For an https:// server whose certificate the system does not
 trust (a private CA, a self-signed certificate), --cacert names the PEM
 file of the CA certificates to trust instead.
+
+With several servers (--server repeated or comma-separated), or servers in
+zones (--server dc1=http://10.0.0.1:8080), it asks them through the Go
+client, over the /v2 API: round robin, failing over from one to the next,
+and with --zone, the servers of that zone first, the others only while
+all of them fail.
 `
 
 func (a *app) get(ctx context.Context, args []string) error {
 	fs := newFlagSet("get")
 	count := fs.Int("count", 1, "how many IDs, 1..10000")
-	server := fs.String("server", "", "base `URL` of the server (default $"+envServer+", else "+defaultServer+")")
+	var serverList serverFlag
+	fs.Var(&serverList, "server", serverFlagUsage)
+	zone := fs.String("zone", "", zoneFlagUsage)
 	cacert := fs.String("cacert", "", cacertUsage)
 	pos, err := a.parseFlags(fs, getUsage, args)
 	if err != nil {
@@ -60,22 +68,30 @@ func (a *app) get(ctx context.Context, args []string) error {
 	if err := leaf.ValidateCount(*count); err != nil {
 		return err
 	}
-	u, err := a.serverURL(*server)
+	srv, err := a.resolveServers(serverList, *zone)
 	if err != nil {
 		return err
 	}
-	client := http.DefaultClient
+	var tlsCfg *tls.Config
 	if *cacert != "" {
-		if u.Scheme != "https" {
-			return usageErrorf("--cacert is for an https:// server; %s is plain HTTP", u.Redacted())
+		if err := srv.httpsOnly(); err != nil {
+			return usageErrorf("--cacert is for an https:// server; %v", err)
 		}
-		tlsCfg, err := clientTLS(*cacert)
-		if err != nil {
+		if tlsCfg, err = clientTLS(*cacert); err != nil {
 			return err
 		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, getTimeout)
+	defer cancel()
+	if srv.one == nil {
+		return a.getZoned(ctx, srv, tlsCfg, tag, *count)
+	}
+	u := srv.one
+	hc := http.DefaultClient
+	if tlsCfg != nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.TLSClientConfig = tlsCfg
-		client = &http.Client{Transport: tr}
+		hc = &http.Client{Transport: tr}
 		defer tr.CloseIdleConnections()
 	}
 	u = u.JoinPath("api", "segment", "get", tag)
@@ -83,13 +99,11 @@ func (a *app) get(ctx context.Context, args []string) error {
 		u.RawQuery = "count=" + strconv.Itoa(*count)
 	}
 
-	ctx, cancel := context.WithTimeout(ctx, getTimeout)
-	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return fmt.Errorf("build request: %w", err)
 	}
-	resp, err := client.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return err // already says "Get URL: ..."
 	}
@@ -109,6 +123,38 @@ func (a *app) get(ctx context.Context, args []string) error {
 		return fmt.Errorf("server answered %s with no ID", resp.Status)
 	}
 	_, err = fmt.Fprintln(a.stdout, text)
+	return err
+}
+
+// getZoned is 'leaf get' of several servers or zones: through the Go
+// client, which fails over and prefers the zone.
+func (a *app) getZoned(ctx context.Context, srv servers, tlsCfg *tls.Config, tag string, count int) error {
+	var opts []client.Option
+	if tlsCfg != nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = tlsCfg
+		defer tr.CloseIdleConnections()
+		opts = append(opts, client.WithHTTPClient(&http.Client{Transport: tr}))
+	}
+	c, err := srv.newClient(a.stderr, opts...)
+	if err != nil {
+		return usageErrorf("--server: %v", err)
+	}
+	ids := make([]int64, 1)
+	if count == 1 {
+		ids[0], err = c.NextID(ctx, tag)
+	} else {
+		ids, err = c.NextIDs(ctx, tag, count)
+	}
+	if err != nil {
+		return err
+	}
+	var b strings.Builder
+	for _, id := range ids {
+		b.WriteString(strconv.FormatInt(id, 10))
+		b.WriteByte('\n')
+	}
+	_, err = io.WriteString(a.stdout, b.String())
 	return err
 }
 
@@ -132,11 +178,9 @@ func clientTLS(cacert string) (*tls.Config, error) {
 	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
 }
 
-// serverURL is the server the client commands talk to: --server (flag),
-// else $LEAF_SERVER, else the default; a bare host:port is accepted for
-// convenience.
-func (a *app) serverURL(flag string) (*url.URL, error) {
-	s := cmp.Or(flag, lookupEnv(a.env, envServer), defaultServer)
+// parseServer parses a server of the client commands (--server,
+// $LEAF_SERVER); a bare host:port is accepted for convenience.
+func parseServer(s string) (*url.URL, error) {
 	if !strings.Contains(s, "://") {
 		s = "http://" + s
 	}

@@ -10,12 +10,12 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unicode/utf16"
 
 	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/go-zookeeper/zk"
 
 	"github.com/leafgo/leaf/internal/config"
+	"github.com/leafgo/leaf/internal/javaprops"
 	"github.com/leafgo/leaf/internal/testdb"
 	"github.com/leafgo/leaf/snowflake"
 )
@@ -56,27 +56,9 @@ func javaLeafDatabase(t *testing.T) string {
 	lines := fmt.Sprintf("leaf.jdbc.url=jdbc:mysql://%s/%s?useUnicode=true&characterEncoding=utf8&characterSetResults=utf8&useSSL=false&autoReconnect=true\n"+
 		"leaf.jdbc.username=%s\n", cfg.Addr, cfg.DBName, cfg.User)
 	if cfg.Passwd != "" {
-		lines += "leaf.jdbc.password=" + escapeProperty(cfg.Passwd) + "\n"
+		lines += "leaf.jdbc.password=" + javaprops.EscapeValue(cfg.Passwd) + "\n"
 	}
 	return lines
-}
-
-// escapeProperty writes s as a java.util.Properties value.
-func escapeProperty(s string) string {
-	var b strings.Builder
-	for i, r := range s {
-		switch {
-		case r == '\\' || r == '#' || r == '!' || r == '=' || r == ':' || (r == ' ' && i == 0):
-			b.WriteString(`\` + string(r))
-		case r > 0x7e || r < 0x20:
-			for _, u := range utf16.Encode([]rune{r}) {
-				fmt.Fprintf(&b, `\u%04x`, u)
-			}
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
 }
 
 func writeLeafProperties(t *testing.T, content string) string {

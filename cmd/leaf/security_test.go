@@ -218,9 +218,12 @@ func TestServeTLSErrors(t *testing.T) {
 	}{
 		{[]string{"--tls-cert", certFile}, 2, "tls: tls.cert and tls.key go together"},
 		{[]string{"--tls-key", keyFile}, 2, "tls: tls.cert and tls.key go together"},
-		{[]string{"--tls-cert", filepath.Join(dir, "missing.pem"), "--tls-key", keyFile}, 1, "load TLS certificate"},
-		{[]string{"--tls-cert", garbage, "--tls-key", keyFile}, 1, "load TLS certificate " + garbage},
-		{[]string{"--tls-cert", keyFile, "--tls-key", certFile}, 1, "load TLS certificate"},
+		// A file to fix is a usage error, as a missing token file is; one
+		// that cannot be read is not.
+		{[]string{"--tls-cert", filepath.Join(dir, "missing.pem"), "--tls-key", keyFile}, 2, "load TLS certificate"},
+		{[]string{"--tls-cert", garbage, "--tls-key", keyFile}, 2, "load TLS certificate " + garbage},
+		{[]string{"--tls-cert", keyFile, "--tls-key", certFile}, 2, "load TLS certificate"},
+		{[]string{"--tls-cert", dir, "--tls-key", keyFile}, 1, "load TLS certificate " + dir},
 	}
 	for _, tt := range tests {
 		r := runCLI(t, dataEnv(t), append([]string{"serve", "--listen", "127.0.0.1:0"}, tt.args...)...)
@@ -283,9 +286,9 @@ func TestServeRateLimit(t *testing.T) {
 }
 
 // TestSecretsNeverLogged runs serve against MariaDB with a password in the
-// DSN and an admin token, through start, requests (refused ones included), a
+// DSN, an admin token and an opaque key, through start, requests (refused ones included), a
 // store outage, a failed start and shutdown, at debug level in both log
-// formats, and looks for either secret in everything it wrote.
+// formats, and looks for any secret in everything it wrote.
 func TestSecretsNeverLogged(t *testing.T) {
 	t.Parallel()
 	dsn := testdb.MySQL(t) // root@tcp(127.0.0.1:3306)/leaf_test_xxx
@@ -314,10 +317,21 @@ func TestSecretsNeverLogged(t *testing.T) {
 	var logs []string
 	for _, format := range []string{"text", "json"} {
 		env := append(dataEnv(t), "LEAF_SEGMENT_STORE=mysql", "LEAF_SEGMENT_DSN="+userDSN, "LEAF_SEGMENT_SEED=true",
-			"LEAF_ADMIN_TOKEN="+serveToken, "LEAF_LOG_LEVEL=debug", "LEAF_LOG_FORMAT="+format)
+			"LEAF_ADMIN_TOKEN="+serveToken, "LEAF_SEGMENT_OPAQUE_KEY="+serveOpaqueKey, "LEAF_LOG_LEVEL=debug", "LEAF_LOG_FORMAT="+format)
 		s := serveInProcess(t, env, "--listen", "127.0.0.1:0")
 		httpGet(t, s.url("/api/segment/get/"+config.SeedTag))
 		httpGet(t, s.url("/v2/tags"))
+		// An opaque tag made, issued from and decoded, with the debug log on.
+		create, _ := http.NewRequest("POST", s.url("/v2/tags"), strings.NewReader(`{"tag":"secret.opaque","opaque_bits":40}`))
+		create.Header.Set("Authorization", "Bearer "+serveToken)
+		if resp, err := http.DefaultClient.Do(create); err != nil {
+			t.Fatal(err)
+		} else if resp.Body.Close(); resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusConflict {
+			t.Fatalf("create the opaque tag: %d", resp.StatusCode)
+		}
+		if code, body := httpGet(t, s.url("/api/segment/get/secret.opaque?count=5")); code != http.StatusOK {
+			t.Fatalf("opaque IDs: %d %s\n%s", code, body, s.log.String())
+		}
 		req, _ := http.NewRequest("GET", s.url("/v2/tags"), nil)
 		req.Header.Set("Authorization", "Bearer "+serveToken+"-wrong")
 		if resp, err := http.DefaultClient.Do(req); err == nil {
@@ -339,7 +353,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 		logs = append(logs, s.log.String())
 
 		// A start that fails: wrong password, then a locked account.
-		bad := runCLI(t, append(dataEnv(t), "LEAF_SEGMENT_STORE=mysql", "LEAF_ADMIN_TOKEN="+serveToken, "LEAF_LOG_FORMAT="+format,
+		bad := runCLI(t, append(dataEnv(t), "LEAF_SEGMENT_STORE=mysql", "LEAF_ADMIN_TOKEN="+serveToken, "LEAF_SEGMENT_OPAQUE_KEY="+serveOpaqueKey, "LEAF_LOG_FORMAT="+format,
 			"LEAF_SEGMENT_DSN="+strings.Replace(userDSN, password, password+"x", 1)), "serve", "--listen", "127.0.0.1:0")
 		if bad.code == 0 {
 			t.Errorf("serve with a wrong password exited 0")
@@ -354,6 +368,9 @@ func TestSecretsNeverLogged(t *testing.T) {
 			if strings.Contains(l, secret) {
 				t.Errorf("log %d holds the secret %q:\n%s", i, secret, l)
 			}
+		}
+		if showsOpaqueKey(l) {
+			t.Errorf("log %d holds part of the opaque key:\n%s", i, l)
 		}
 	}
 }

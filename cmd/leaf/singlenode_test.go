@@ -9,6 +9,7 @@ import (
 
 	"github.com/leafgo/leaf/internal/config"
 	"github.com/leafgo/leaf/internal/testdb"
+	"github.com/leafgo/leaf/internal/testutil"
 )
 
 // TestServeSingleNode runs the binary: on an address other hosts can reach,
@@ -17,7 +18,7 @@ import (
 // unaffected, and so are a shared store with an explicit worker ID.
 func TestServeSingleNode(t *testing.T) {
 	t.Parallel()
-	bin := buildBinary(t)
+	bin := testutil.BuildLeaf(t)
 	token := "LEAF_ADMIN_TOKEN=" + serveToken // the admin guard is not under test
 
 	t.Run("defaults on every interface are refused", func(t *testing.T) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +17,8 @@ import (
 	"github.com/leafgo/leaf/internal/config"
 	"github.com/leafgo/leaf/local"
 	"github.com/leafgo/leaf/mysql"
+	"github.com/leafgo/leaf/ordinal"
+	"github.com/leafgo/leaf/segment"
 	"github.com/leafgo/leaf/snowflake"
 	"github.com/leafgo/leaf/zookeeper"
 )
@@ -66,44 +69,42 @@ func startSnowflake(ctx context.Context, cfg config.Config, port int, log *slog.
 		return nil, err
 	}
 	reg, desc := rc.reg, rc.desc
-	maxBackwards := sc.MaxBackwards
-	if maxBackwards == 0 {
-		maxBackwards = -1 // configured 0: never wait (Settings reads 0 as its default)
+	s := snowflake.DefaultSettings()
+	s.Layout = sc.Layout()
+	s.Registry, s.RegistryName, s.Endpoint = reg, sc.Registry, ep
+	s.Cache, s.ClaimWait = rc.cache, rc.claimWait
+	s.MaxBackwards, s.RandomStart, s.Window, s.MaxPeerSkew = sc.MaxBackwards, sc.RandomStart, sc.Window, sc.MaxPeerSkew
+	var ttl time.Duration
+	if leases(sc) {
+		ttl = sc.LeaseTTL
 	}
-	maxPeerSkew := sc.MaxPeerSkew
-	if maxPeerSkew == 0 {
-		maxPeerSkew = -1 // configured 0: no check
+	s.HeartbeatInterval = snowflake.HeartbeatFor(sc.Window, ttl)
+	s.Logger = log
+	if clockNow != nil {
+		s.Now = clockNow
 	}
-	interval := min(time.Second, sc.Window/3)
-	if leases(sc.Registry) {
-		interval = min(interval, sc.LeaseTTL/4)
-	}
-	gen, err := snowflake.New(ctx, snowflake.Settings{
-		Layout:            sc.Layout(),
-		Registry:          reg,
-		RegistryName:      sc.Registry,
-		Endpoint:          ep,
-		Cache:             rc.cache,
-		ClaimWait:         rc.claimWait,
-		MaxBackwards:      maxBackwards,
-		NoRandomStart:     !sc.RandomStart,
-		Window:            sc.Window,
-		MaxPeerSkew:       maxPeerSkew,
-		HeartbeatInterval: interval,
-		Logger:            log,
-		Now:               clockNow,
-	})
+	gen, err := snowflake.New(ctx, s)
 	if err != nil {
 		_ = reg.Close()
+		if sc.Registry == config.RegistryOrdinal && errors.Is(err, leaf.ErrWorkerInUse) {
+			err = fmt.Errorf("%w. Two servers with one ordinal claim one worker ID: a StatefulSet of the same name in another "+
+				"namespace sharing this registry (give each its own snowflake.ordinal.offset range, or on etcd its own "+
+				"snowflake.name), or this configuration copied to another host", err)
+		}
 		return nil, fmt.Errorf("start snowflake worker (%s): %w", desc, err)
 	}
 	return &snowflakeWorker{gen: gen, reg: reg, desc: desc}, nil
 }
 
 // leases: the registry's claims lapse unless renewed well within lease_ttl
-// (the mysql registry's live-claim lease included).
-func leases(registry string) bool {
-	return registry == config.RegistryZooKeeperRecycle || registry == config.RegistryEtcd || registry == config.RegistryMySQL
+// (the mysql registry's live-claim lease included, and the ordinal
+// registry's claim in etcd or mysql).
+func leases(sc config.Snowflake) bool {
+	switch sc.ClaimRegistry() {
+	case config.RegistryZooKeeperRecycle, config.RegistryEtcd, config.RegistryMySQL:
+		return true
+	}
+	return false
 }
 
 // registryChoice is the configured worker registry and what the generator
@@ -137,40 +138,115 @@ func openRegistry(cfg config.Config, ep leaf.Endpoint, log *slog.Logger) (regist
 		if err != nil {
 			return registryChoice{}, err
 		}
-		return registryChoice{reg: r, desc: "local " + ep.String()}, nil
+		return registryChoice{reg: r, desc: describeRegistry(cfg, ep)}, nil
 	case config.RegistryZooKeeper:
 		zc := zookeeper.Config{Servers: config.Servers(sc.ZooKeeper), Name: sc.Name, Logger: log, Now: clockNow}
 		return registryChoice{
 			reg:       lazy(func(ctx context.Context) (leaf.WorkerRegistry, error) { return zookeeper.Open(ctx, zc) }),
 			cache:     cache,
-			desc:      "zookeeper " + sc.ZooKeeper + " /snowflake/" + sc.Name,
+			desc:      describeRegistry(cfg, ep),
 			claimWait: zookeeper.ClaimWait(zookeeper.DefaultSessionTimeout),
 		}, nil
 	case config.RegistryZooKeeperRecycle:
 		zc := zookeeper.Config{Servers: config.Servers(sc.ZooKeeper), Name: sc.Name, SessionTimeout: sc.LeaseTTL, Logger: log, Now: clockNow}
 		return registryChoice{
 			reg:  lazy(func(ctx context.Context) (leaf.WorkerRegistry, error) { return zookeeper.OpenRecycle(ctx, zc) }),
-			desc: "zookeeper-recycle " + sc.ZooKeeper + " /snowflake/" + sc.Name,
+			desc: describeRegistry(cfg, ep),
 		}, nil
 	case config.RegistryEtcd:
 		ec := etcd.Config{Endpoints: config.Servers(sc.Etcd), Name: sc.Name, TTL: sc.LeaseTTL, Logger: log, Now: clockNow}
 		return registryChoice{
 			reg:  lazy(func(ctx context.Context) (leaf.WorkerRegistry, error) { return etcd.Open(ctx, ec) }),
-			desc: "etcd " + sc.Etcd + " " + etcd.DefaultPrefix + sc.Name,
+			desc: describeRegistry(cfg, ep),
 		}, nil
 	case config.RegistryMySQL:
-		dsn := cfg.MySQLRegistryDSN()
-		wc := mysql.WorkerConfig{DSN: dsn, LeaseTTL: sc.LeaseTTL, Now: clockNow, Logger: log}
 		return registryChoice{
-			reg: lazy(func(ctx context.Context) (leaf.WorkerRegistry, error) {
-				return mysql.OpenWorkerRegistryWithConfig(ctx, wc)
-			}),
+			reg:       lazy(openMySQLWorkers(cfg, log)),
 			cache:     cache,
-			desc:      "mysql " + config.RedactDSN(dsn),
+			desc:      describeRegistry(cfg, ep),
 			claimWait: mysql.LeaseClaimWait(sc.LeaseTTL),
 		}, nil
+	case config.RegistryOrdinal:
+		return openOrdinal(cfg, ep, dir, log)
 	}
 	return registryChoice{}, fmt.Errorf("%w: snowflake.registry %q", config.ErrInvalid, sc.Registry)
+}
+
+func openMySQLWorkers(cfg config.Config, log *slog.Logger) func(context.Context) (leaf.WorkerRegistry, error) {
+	wc := mysql.WorkerConfig{DSN: cfg.MySQLRegistryDSN(), LeaseTTL: cfg.Snowflake.LeaseTTL, Now: clockNow, Logger: log}
+	return func(ctx context.Context) (leaf.WorkerRegistry, error) {
+		return mysql.OpenWorkerRegistryWithConfig(ctx, wc)
+	}
+}
+
+// openOrdinal builds the ordinal registry: the pod's ordinal plus the
+// offset, its host name resolved by preflight. Without a claim it is the
+// local registry with that worker ID (the mark in dir, a lock against a
+// second process on this data directory); with one, the ID is claimed in
+// etcd or mysql, which refuse a second live holder anywhere. Neither keeps a
+// cache to start from while the registry is down: a claim not made is no
+// guard.
+func openOrdinal(cfg config.Config, ep leaf.Endpoint, dir string, log *slog.Logger) (registryChoice, error) {
+	sc := cfg.Snowflake
+	id, err := sc.OrdinalWorkerID(sc.Ordinal.Hostname)
+	if err != nil {
+		return registryChoice{}, fmt.Errorf("%w: snowflake.registry ordinal: %v", config.ErrInvalid, err)
+	}
+	desc := describeRegistry(cfg, ep)
+	var claimer *lazyRegistry
+	var wait time.Duration
+	switch sc.Ordinal.Claim {
+	case config.ClaimNone:
+		r, err := local.New(local.Config{WorkerID: id, Dir: filepath.Join(dir, "local")})
+		if err != nil {
+			return registryChoice{}, err
+		}
+		return registryChoice{reg: r, desc: desc}, nil
+	case config.ClaimEtcd:
+		ec := etcd.Config{Endpoints: config.Servers(sc.Etcd), Name: sc.Name, TTL: sc.LeaseTTL, Logger: log, Now: clockNow}
+		claimer = lazy(func(ctx context.Context) (leaf.WorkerRegistry, error) { return etcd.Open(ctx, ec) })
+		wait = etcd.ClaimWait(sc.LeaseTTL)
+	case config.ClaimMySQL:
+		claimer = lazy(openMySQLWorkers(cfg, log))
+		wait = mysql.LeaseClaimWait(sc.LeaseTTL)
+	default:
+		return registryChoice{}, fmt.Errorf("%w: snowflake.ordinal.claim %q", config.ErrInvalid, sc.Ordinal.Claim)
+	}
+	r, err := ordinal.New(claimer, id)
+	if err != nil {
+		return registryChoice{}, err
+	}
+	return registryChoice{reg: r, desc: desc, claimWait: wait}, nil
+}
+
+// describeRegistry names the worker registry for logs and messages: its kind,
+// servers and path, with any password hidden.
+func describeRegistry(cfg config.Config, ep leaf.Endpoint) string {
+	sc := cfg.Snowflake
+	switch sc.Registry {
+	case config.RegistryLocal:
+		return "local " + ep.String()
+	case config.RegistryZooKeeper, config.RegistryZooKeeperRecycle:
+		return sc.Registry + " " + sc.ZooKeeper + " /snowflake/" + sc.Name
+	case config.RegistryEtcd:
+		return "etcd " + sc.Etcd + " " + etcd.DefaultPrefix + sc.Name
+	case config.RegistryMySQL:
+		return "mysql " + config.RedactDSN(cfg.MySQLRegistryDSN())
+	case config.RegistryOrdinal:
+		o := sc.Ordinal
+		who := fmt.Sprintf("ordinal %s", o.Hostname)
+		if id, err := sc.OrdinalWorkerID(o.Hostname); err == nil {
+			who = fmt.Sprintf("ordinal worker %d (%s + offset %d)", id, o.Hostname, o.Offset)
+		}
+		switch o.Claim {
+		case config.ClaimEtcd:
+			return who + ", claimed in etcd " + sc.Etcd + " " + etcd.DefaultPrefix + sc.Name
+		case config.ClaimMySQL:
+			return who + ", claimed in mysql " + config.RedactDSN(cfg.MySQLRegistryDSN())
+		}
+		return who + ", no claim (high-water mark in data_dir)"
+	}
+	return sc.Registry
 }
 
 // lazyRegistry connects on first use and, while the connection cannot be
@@ -205,6 +281,20 @@ func (l *lazyRegistry) Register(ctx context.Context, ep leaf.Endpoint, maxID int
 		return leaf.WorkerClaim{}, err
 	}
 	return r.Register(ctx, ep, maxID)
+}
+
+// RegisterID claims a given worker ID where the registry behind can
+// (ordinal.Claimer).
+func (l *lazyRegistry) RegisterID(ctx context.Context, ep leaf.Endpoint, id int64) (leaf.WorkerClaim, error) {
+	r, err := l.get(ctx)
+	if err != nil {
+		return leaf.WorkerClaim{}, err
+	}
+	c, ok := r.(ordinal.Claimer)
+	if !ok {
+		return leaf.WorkerClaim{}, fmt.Errorf("%T cannot claim a given worker ID: %w", r, errors.ErrUnsupported)
+	}
+	return c.RegisterID(ctx, ep, id)
 }
 
 func (l *lazyRegistry) Heartbeat(ctx context.Context, mark int64) (time.Time, error) {
@@ -269,24 +359,38 @@ func snowflakeEndpoint(configured string, port int) (leaf.Endpoint, error) {
 	return ep, ep.Validate()
 }
 
-const decodeUsage = `Usage: leaf decode [--json] ID...
+const decodeUsage = `Usage: leaf decode [--json] [--snowflake-layout leaf|js-safe|custom] ID...
+       leaf decode --tag TAG [--json] [store flags] [--opaque-key-file FILE] ID...
 
-Takes snowflake IDs apart: time, worker ID, sequence. The layout comes from
-the configuration (snowflake.epoch, snowflake.*_bits; Leaf's by default), read
-from --config, LEAF_* variables and defaults like 'leaf serve'.
+Takes snowflake IDs apart: time, worker ID, sequence. The layout is the one
+'leaf serve' would use (snowflake.layout, or snowflake.epoch and the
+snowflake.*_bits keys; Leaf's by default), read from --config, LEAF_*
+variables and --snowflake-layout:
+  leaf decode --snowflake-layout js-safe 231554233484074
+
+With --tag, maps IDs a segment tag issued back to the sequence its row
+issued them as: an opaque tag's through its permutation, with the opaque
+key 'leaf serve' would use (segment.opaque_key, LEAF_SEGMENT_OPAQUE_KEY or
+--opaque-key-file); a formatted or periodic tag's ID is given formatted.
+IDs the tag cannot have issued are refused (exit 2):
+  leaf decode --tag orders 2815117263
 `
 
 // decode is 'leaf decode ID...'.
-func (a *app) decode(_ context.Context, args []string) error {
+func (a *app) decode(ctx context.Context, args []string) error {
 	fs := newFlagSet("decode")
-	flags := config.BindFlags(fs)
+	flags := config.BindFlags(fs, append([]string{"snowflake.layout", "segment.opaque_key_file"}, storeKeys...)...)
 	asJSON := fs.Bool("json", false, "print one JSON object per ID")
+	tag := fs.String("tag", "", "decode IDs of this segment tag (opaque, formatted or periodic) instead of snowflake IDs")
 	pos, err := a.parseFlags(fs, decodeUsage, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) == 0 {
 		return usageErrorf("expects at least one ID")
+	}
+	if isSet(fs, "tag") {
+		return a.decodeSegment(ctx, flags, *tag, pos, *asJSON)
 	}
 	cfg, err := config.Load(flags.Sources(a.env))
 	if err != nil {
@@ -311,4 +415,50 @@ func (a *app) decode(_ context.Context, args []string) error {
 		fmt.Fprintf(a.stdout, "id %d: time %s (%d ms), worker %d, sequence %d\n", p.ID, t, p.Timestamp, p.WorkerID, p.Sequence)
 	}
 	return nil
+}
+
+// decodeSegment is 'leaf decode --tag TAG ID...'.
+func (a *app) decodeSegment(ctx context.Context, flags *config.Flags, tag string, ids []string, asJSON bool) error {
+	if err := leaf.ValidateTag(tag); err != nil {
+		return err
+	}
+	return a.withStoreConfig(ctx, flags, mustExist, func(s segmentStore, cfg config.Config) error {
+		key, err := cfg.OpaqueKey()
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			d, err := segment.Decode(ctx, s, key, tag, strings.TrimSpace(id))
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				b, err := json.Marshal(newDecodedID(d))
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(a.stdout, "%s\n", b)
+				continue
+			}
+			if d.Period != "" {
+				fmt.Fprintf(a.stdout, "tag %s id %s: raw %d in period %s\n", d.Tag, d.ID, d.Raw, d.Period)
+				continue
+			}
+			fmt.Fprintf(a.stdout, "tag %s id %s: raw %d\n", d.Tag, d.ID, d.Raw)
+		}
+		return nil
+	})
+}
+
+// decodedID is the JSON of a decoded segment ID, as GET
+// /v2/tags/{tag}/decode answers it.
+type decodedID struct {
+	Tag    string `json:"tag"`
+	ID     string `json:"id"`
+	Raw    int64  `json:"raw"`
+	Period string `json:"period,omitempty"`
+}
+
+func newDecodedID(d leaf.DecodedID) decodedID {
+	return decodedID{Tag: d.Tag, ID: d.ID, Raw: d.Raw, Period: d.Period}
 }

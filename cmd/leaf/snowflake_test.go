@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -239,5 +240,137 @@ func TestSnowflakeEndpoint(t *testing.T) {
 	}
 	if _, err := snowflakeEndpoint("10.1.2.3", 18080); !errors.Is(err, config.ErrInvalid) {
 		t.Fatalf("endpoint without a port: %v, want config.ErrInvalid", err)
+	}
+}
+
+// The js-safe layout, chosen by flag, variable or file, takes IDs apart for
+// 'leaf decode'; a name that is no layout, or a number against the preset,
+// is a usage error.
+func TestDecodeLayout(t *testing.T) {
+	t.Parallel()
+	const id = "231554233484074" // 2026-11-24T03:38:17.642Z, worker 3, sequence 42
+	const want = "id 231554233484074: time 2026-11-24T03:38:17.642Z (1795491497642 ms), worker 3, sequence 42\n"
+	yml := filepath.Join(t.TempDir(), "leaf.yml")
+	if err := os.WriteFile(yml, []byte("snowflake:\n  layout: js-safe\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		env  []string
+		args []string
+	}{
+		{"flag", nil, []string{"decode", "--snowflake-layout", "js-safe", id}},
+		{"env", []string{"LEAF_SNOWFLAKE_LAYOUT=js-safe"}, []string{"decode", id}},
+		{"file", nil, []string{"decode", "--config", yml, id}},
+		{"flag over file", []string{"LEAF_CONFIG=" + yml}, []string{"decode", "--snowflake-layout", "JS-SAFE", id}},
+	} {
+		if r := runCLI(t, c.env, c.args...); r.code != 0 || r.stdout != want {
+			t.Errorf("%s: exit %d stdout %q stderr %q", c.name, r.code, r.stdout, r.stderr)
+		}
+	}
+	// The largest js-safe ID, and the first above it.
+	r := runCLI(t, nil, "decode", "--snowflake-layout", "js-safe", "9007199254740991")
+	if r.code != 0 || !strings.Contains(r.stdout, "time 2060-11-03T19:53:47.775Z (2866737227775 ms), worker 31, sequence 255") {
+		t.Errorf("decode 2^53-1: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+	for _, c := range []struct {
+		name string
+		env  []string
+		args []string
+		want string
+	}{
+		{"above 2^53", nil, []string{"decode", "--snowflake-layout", "js-safe", "9007199254740992"}, "has bits above the layout's 53"},
+		{"no such layout", nil, []string{"decode", "--snowflake-layout", "js", id}, `"js" is not one of leaf, js-safe, custom`},
+		{"no such layout in env", []string{"LEAF_SNOWFLAKE_LAYOUT=safe"}, []string{"decode", id}, `LEAF_SNOWFLAKE_LAYOUT: "safe" is not one of leaf, js-safe, custom`},
+		{"a number against the preset", []string{"LEAF_SNOWFLAKE_WORKER_BITS=10"}, []string{"decode", "--snowflake-layout", "js-safe", id},
+			"snowflake.worker_bits (from LEAF_SNOWFLAKE_WORKER_BITS): 10 differs from the js-safe layout's 5 (snowflake.layout from --snowflake-layout)"},
+	} {
+		if r := runCLI(t, c.env, c.args...); r.code != 2 || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("%s: exit %d stderr %q; want 2 and %q", c.name, r.code, r.stderr, c.want)
+		}
+	}
+}
+
+// serve takes the layout from the same sources, names it in --check, and
+// refuses a name that is no layout before it starts anything.
+func TestServeLayoutChecks(t *testing.T) {
+	t.Parallel()
+	r := runCLI(t, dataEnv(t), "serve", "--check", "--snowflake-layout", "js-safe")
+	if want := "layout js-safe: 40/5/8 bits, epoch 2026-01-01T00:00:00Z, until 2060-11-03"; r.code != 0 || !strings.Contains(r.stdout, want) {
+		t.Errorf("serve --check: exit %d stdout %q stderr %q; want %q", r.code, r.stdout, r.stderr, want)
+	}
+	for _, c := range []struct {
+		env  []string
+		args []string
+		want string
+	}{
+		{[]string{"LEAF_SNOWFLAKE_LAYOUT=javascript"}, nil, `LEAF_SNOWFLAKE_LAYOUT: "javascript" is not one of leaf, js-safe, custom`},
+		{nil, []string{"--snowflake-layout", "js"}, `invalid value "js" for flag -snowflake-layout: "js" is not one of leaf, js-safe, custom`},
+		{[]string{"LEAF_SNOWFLAKE_TIME_BITS=41"}, []string{"--snowflake-layout", "js-safe"}, "snowflake.time_bits (from LEAF_SNOWFLAKE_TIME_BITS): 41 differs from the js-safe layout's 40"},
+	} {
+		r := runCLI(t, append(dataEnv(t), c.env...), append([]string{"serve", "--listen", "127.0.0.1:0"}, c.args...)...)
+		if r.code != 2 || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("serve %v %v: exit %d stderr %q; want 2 and %q", c.env, c.args, r.code, r.stderr, c.want)
+		}
+	}
+}
+
+// A server of the js-safe layout issues IDs below 2^53, takes them apart
+// with that layout on both decode routes, and names it in /v2/status.
+func TestServeSnowflakeJSSafe(t *testing.T) {
+	t.Parallel()
+	s := serveInProcess(t, append(dataEnv(t), "LEAF_SNOWFLAKE_LAYOUT=js-safe", "LEAF_SNOWFLAKE_WORKER_ID=31"), "--listen", "127.0.0.1:0")
+	ids := getSnowflake(t, s, 1000)
+	for i, id := range ids {
+		if id > snowflake.MaxJSSafeID || (i > 0 && id <= ids[i-1]) {
+			t.Fatalf("ID %d after %d: want increasing IDs below 2^53", id, ids[max(i-1, 0)])
+		}
+	}
+	last := ids[len(ids)-1]
+	want, err := snowflake.JSSafeLayout.Decode(last)
+	if err != nil || want.WorkerID != 31 {
+		t.Fatalf("ID %d decodes to %+v, %v; want worker 31", last, want, err)
+	}
+	getJSON := func(path string, v any) {
+		t.Helper()
+		resp, err := http.Get(s.url(path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %s", path, resp.Status)
+		}
+		if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+	}
+	var v2 struct {
+		Timestamp int64 `json:"timestamp_ms"`
+		WorkerID  int64 `json:"worker_id"`
+		Sequence  int64 `json:"sequence"`
+	}
+	getJSON("/v2/snowflake/decode/"+strconv.FormatInt(last, 10), &v2)
+	if v2.Timestamp != want.Timestamp || v2.WorkerID != 31 || v2.Sequence != want.Sequence {
+		t.Errorf("/v2/snowflake/decode: %+v, want %+v", v2, want)
+	}
+	var leafStyle struct {
+		WorkerID   string `json:"workerId"`
+		SequenceID string `json:"sequenceId"`
+		Timestamp  string `json:"timestamp"`
+	}
+	getJSON("/decodeSnowflakeId?snowflakeId="+strconv.FormatInt(last, 10), &leafStyle)
+	if leafStyle.WorkerID != "31" || leafStyle.SequenceID != strconv.FormatInt(want.Sequence, 10) ||
+		!strings.HasPrefix(leafStyle.Timestamp, strconv.FormatInt(want.Timestamp, 10)+"(") {
+		t.Errorf("/decodeSnowflakeId: %+v, want %+v", leafStyle, want)
+	}
+	var st struct {
+		Snowflake struct {
+			Layout string `json:"layout"`
+		} `json:"snowflake"`
+	}
+	getJSON("/v2/status", &st)
+	if st.Snowflake.Layout != "js-safe" {
+		t.Errorf("/v2/status snowflake.layout = %q, want js-safe", st.Snowflake.Layout)
 	}
 }

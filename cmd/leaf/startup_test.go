@@ -71,7 +71,7 @@ func TestServeValidatesBeforeSideEffects(t *testing.T) {
 			[]string{"snowflake.time_bits"}},
 		{"missing token file", nil, []string{"--listen", "127.0.0.1:0", "--admin-token-file", "/nonexistent/token"}, 2,
 			[]string{"admin.token_file /nonexistent/token: file does not exist"}},
-		{"bad certificate", nil, []string{"--listen", "127.0.0.1:0", "--tls-cert", "/nonexistent/c.pem", "--tls-key", "/nonexistent/k.pem"}, 1,
+		{"bad certificate", nil, []string{"--listen", "127.0.0.1:0", "--tls-cert", "/nonexistent/c.pem", "--tls-key", "/nonexistent/k.pem"}, 2,
 			[]string{"load TLS certificate /nonexistent/c.pem"}},
 	}
 	for _, tt := range tests {
@@ -202,8 +202,9 @@ func TestLayoutLifetimeAgreesWithGenerator(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 			defer cancel()
-			gen, err := snowflake.New(ctx, snowflake.Settings{Layout: cfg.Snowflake.Layout(), Registry: reg,
-				Endpoint: leaf.Endpoint{IP: "127.0.0.1", Port: 8080}})
+			s := snowflake.DefaultSettings()
+			s.Layout, s.Registry, s.Endpoint = cfg.Snowflake.Layout(), reg, leaf.Endpoint{IP: "127.0.0.1", Port: 8080}
+			gen, err := snowflake.New(ctx, s)
 			if (err != nil) != tt.refused {
 				t.Errorf("snowflake.New: %v, want refused %v", err, tt.refused)
 			}

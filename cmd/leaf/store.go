@@ -16,11 +16,17 @@ import (
 	"github.com/leafgo/leaf/sqlite"
 )
 
-// segmentStore is what the CLI needs from a store: the generator's interface
-// and tag administration. All three stores provide both.
+// segmentStore is what the CLI needs from a store: the generator's
+// interface, tag administration, shapes and periods, and the paged
+// listings, which tags list and the HTTP routes read the rows with. All
+// three stores provide them.
 type segmentStore interface {
 	leaf.SegmentStore
 	leaf.SegmentAdmin
+	leaf.TagShaper
+	leaf.PeriodStore
+	allocPager
+	TagShapes(ctx context.Context, tags []string) (map[string]leaf.TagShape, error)
 }
 
 // storeOpenTimeout bounds connecting to the store and creating the table, so
@@ -50,22 +56,19 @@ func openStore(ctx context.Context, cfg config.Config, create storeCreate) (segm
 	defer cancel()
 	var (
 		s    segmentStore
-		desc string
+		desc = describeStore(cfg)
 		err  error
 	)
 	switch cfg.Segment.Store {
 	case config.StoreSQLite:
 		path := cfg.SQLitePath()
-		desc = "sqlite " + path
 		if create == mustExist && !fileExists(path) {
 			return nil, desc, fmt.Errorf("no segment store at %s: check --data-dir (data_dir) or --segment-dsn; 'leaf serve' or 'leaf tags create' makes one", path)
 		}
 		s, err = openSQLite(ctx, path)
 	case config.StoreMySQL:
-		desc = "mysql " + config.RedactDSN(cfg.Segment.DSN)
 		s, err = openMySQL(ctx, cfg.Segment.DSN)
 	case config.StorePostgres:
-		desc = "postgres " + config.RedactDSN(cfg.Segment.DSN)
 		s, err = openPostgres(ctx, cfg.Segment.DSN)
 	default:
 		// config.Validate rejects other names; reaching here is a bug.
@@ -75,6 +78,15 @@ func openStore(ctx context.Context, cfg config.Config, create storeCreate) (segm
 		return nil, desc, fmt.Errorf("open segment store (%s): %w", desc, err)
 	}
 	return s, desc, nil
+}
+
+// describeStore names the segment store for logs and messages: its kind and
+// its file or DSN, with any password hidden.
+func describeStore(cfg config.Config) string {
+	if cfg.Segment.Store == config.StoreSQLite {
+		return "sqlite " + cfg.SQLitePath()
+	}
+	return cfg.Segment.Store + " " + config.RedactDSN(cfg.Segment.DSN)
 }
 
 // fileExists reports whether path names something; an error other than "does

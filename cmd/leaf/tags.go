@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -13,15 +14,21 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/httpapi"
 	"github.com/leafgo/leaf/internal/config"
+	"github.com/leafgo/leaf/internal/idformat"
 	"github.com/leafgo/leaf/internal/tagpage"
+	"github.com/leafgo/leaf/segment"
 )
 
 const tagsUsage = `Usage:
   leaf tags list [--json] [--prefix P]
+  leaf tags get TAG [--json]
   leaf tags create TAG [--step N] [--start N] [--description S]
+                   [--period day|month|year] [--tz ZONE] [--format SPEC] [--opaque-bits N]
   leaf tags set-step TAG N
   leaf tags delete TAG
+  leaf tags prune TAG (--keep N | --before PERIOD)
 
 Manages the rows of leaf_alloc directly in the store named by the same
 configuration as 'leaf serve' (--config, --data-dir, --segment-store,
@@ -31,6 +38,14 @@ A tag name is 1-128 bytes of A-Z a-z 0-9 . _ : -
 
 A deleted tag leaves a tombstone: created again without --start it
 continues above every ID it issued before; a --start below that is refused.
+
+A periodic tag (--period) restarts at its start value every day, month or
+year of its time zone (--tz, default UTC): each period is a row of its own
+(TAG#20261124), made by the first server that needs it, and its name may
+have at most 119 bytes. prune removes its old periods, never the current
+one nor the one before, leaving tombstones so that no period starts again.
+A tag's period, time zone, format and opaque bits are its shape, fixed
+when it is created: a deleted tag can be created again only with the same.
 
 list, set-step and delete never create the store: with the embedded SQLite
 store, a file that is not there (a mistyped --data-dir) is an error naming
@@ -42,12 +57,16 @@ var storeKeys = []string{"data_dir", "segment.store", "segment.dsn"}
 
 func (a *app) tags(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return usageErrorf("tags needs a subcommand: list, create, set-step or delete")
+		return usageErrorf("tags needs a subcommand: list, get, create, set-step, delete or prune")
 	}
 	sub, rest := args[0], args[1:]
 	switch sub {
 	case "list":
 		return a.tagsList(ctx, rest)
+	case "get":
+		return a.tagsGet(ctx, rest)
+	case "prune":
+		return a.tagsPrune(ctx, rest)
 	case "create":
 		return a.tagsCreate(ctx, rest)
 	case "set-step":
@@ -58,13 +77,19 @@ func (a *app) tags(ctx context.Context, args []string) error {
 		fmt.Fprint(a.stdout, tagsUsage)
 		return errHelp
 	}
-	return usageErrorf("unknown tags subcommand %q; want list, create, set-step or delete", sub)
+	return usageErrorf("unknown tags subcommand %q; want list, get, create, set-step, delete or prune", sub)
 }
 
 // withStore loads the configuration, opens the store, runs f and closes the
 // store again. Only create may make a new embedded store, and says so on
 // stderr: a tag created in a mistyped --data-dir is one no server sees.
 func (a *app) withStore(ctx context.Context, flags *config.Flags, create storeCreate, f func(segmentStore) error) error {
+	return a.withStoreConfig(ctx, flags, create, func(s segmentStore, _ config.Config) error { return f(s) })
+}
+
+// withStoreConfig is withStore that also hands f the configuration, for
+// the opaque key.
+func (a *app) withStoreConfig(ctx context.Context, flags *config.Flags, create storeCreate, f func(segmentStore, config.Config) error) error {
 	cfg, err := config.Load(flags.Sources(a.env))
 	if err != nil {
 		return err
@@ -77,7 +102,7 @@ func (a *app) withStore(ctx context.Context, flags *config.Flags, create storeCr
 	if isNew {
 		fmt.Fprintf(a.stderr, "leaf tags create: created a new SQLite store at %s\n", cfg.SQLitePath())
 	}
-	ferr := f(s)
+	ferr := f(s, cfg)
 	if cerr := s.Close(); cerr != nil && ferr == nil {
 		return fmt.Errorf("close segment store: %w", cerr)
 	}
@@ -105,7 +130,7 @@ func wantArgs(got []string, names ...string) error {
 const listPage = 1000
 
 // allocPager is the paged listing every store offers (see
-// sqlstore.Store.AllocsPage).
+// sqlstore.Store.AllocsPage); httpapi.TagReader asks the same.
 type allocPager interface {
 	AllocsPage(ctx context.Context, prefix, after string, limit int) ([]leaf.Alloc, error)
 }
@@ -130,7 +155,17 @@ func (a *app) tagsList(ctx context.Context, args []string) error {
 		if *asJSON {
 			out = &jsonArrayWriter{w: a.stdout}
 		}
-		err := eachPage(ctx, s, *prefix, func(page []leaf.Alloc) error { return out.rows(page) })
+		err := eachPage(ctx, s, *prefix, func(page []leaf.Alloc) error {
+			tags := make([]string, len(page))
+			for i, al := range page {
+				tags[i] = al.Tag
+			}
+			shapes, err := s.TagShapes(ctx, tags)
+			if err != nil {
+				return err
+			}
+			return out.rows(page, shapes)
+		})
 		if err != nil {
 			return fmt.Errorf("list tags: %w", err)
 		}
@@ -140,16 +175,7 @@ func (a *app) tagsList(ctx context.Context, args []string) error {
 
 // eachPage calls f with the store's rows that begin with prefix, a page at
 // a time, so that a table of a million tags is never held in memory whole.
-func eachPage(ctx context.Context, s segmentStore, prefix string, f func([]leaf.Alloc) error) error {
-	p, ok := s.(allocPager)
-	if !ok {
-		all, err := s.Allocs(ctx)
-		if err != nil {
-			return err
-		}
-		all = slices.DeleteFunc(all, func(a leaf.Alloc) bool { return !strings.HasPrefix(a.Tag, prefix) })
-		return f(all)
-	}
+func eachPage(ctx context.Context, p allocPager, prefix string, f func([]leaf.Alloc) error) error {
 	after := ""
 	for {
 		page, err := p.AllocsPage(ctx, prefix, after, listPage)
@@ -166,9 +192,10 @@ func eachPage(ctx context.Context, s segmentStore, prefix string, f func([]leaf.
 	}
 }
 
-// rowWriter prints rows as they come, then ends the listing.
+// rowWriter prints rows, with their tags' shapes, as they come, then ends
+// the listing.
 type rowWriter interface {
-	rows([]leaf.Alloc) error
+	rows([]leaf.Alloc, map[string]leaf.TagShape) error
 	end() error
 }
 
@@ -179,10 +206,30 @@ type jsonArrayWriter struct {
 	n int
 }
 
-func (j *jsonArrayWriter) rows(page []leaf.Alloc) error {
+// shapeCell is a shape in one table cell without spaces: "-" for a plain
+// tag, else its settings as key=value, comma-separated.
+func shapeCell(sh leaf.TagShape) string {
+	r := httpapi.NewTagRow(leaf.Alloc{}, sh)
+	var parts []string
+	for _, kv := range [][2]string{{"period", r.Period}, {"tz", r.TimeZone}, {"format", r.Format}} {
+		if kv[1] != "" {
+			parts = append(parts, kv[0]+"="+kv[1])
+		}
+	}
+	if r.OpaqueBits != 0 {
+		parts = append(parts, "opaque_bits="+strconv.Itoa(r.OpaqueBits))
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ",")
+}
+
+func (j *jsonArrayWriter) rows(page []leaf.Alloc, shapes map[string]leaf.TagShape) error {
 	var b bytes.Buffer
 	for _, al := range page {
-		el, err := json.MarshalIndent(al, "  ", "  ")
+		row := httpapi.NewTagRow(al, shapes[al.Tag])
+		el, err := json.MarshalIndent(row, "  ", "  ")
 		if err != nil {
 			return err
 		}
@@ -217,9 +264,9 @@ type tableWriter struct {
 	header bool
 }
 
-var tableHeader = []string{"TAG", "MAX_ID", "STEP", "UPDATE_TIME", "DESCRIPTION"}
+var tableHeader = []string{"TAG", "MAX_ID", "STEP", "UPDATE_TIME", "SHAPE", "DESCRIPTION"}
 
-func (t *tableWriter) rows(page []leaf.Alloc) error {
+func (t *tableWriter) rows(page []leaf.Alloc, shapes map[string]leaf.TagShape) error {
 	cells := make([][]string, 0, len(page)+1)
 	if !t.header {
 		t.header = true
@@ -231,7 +278,8 @@ func (t *tableWriter) rows(page []leaf.Alloc) error {
 		if !al.UpdateTime.IsZero() {
 			updated = al.UpdateTime.Format(time.RFC3339)
 		}
-		cells = append(cells, []string{al.Tag, strconv.FormatInt(al.MaxID, 10), strconv.Itoa(al.Step), updated, printable(al.Description)})
+		cells = append(cells, []string{al.Tag, strconv.FormatInt(al.MaxID, 10), strconv.Itoa(al.Step), updated,
+			shapeCell(shapes[al.Tag]), printable(al.Description)})
 	}
 	for _, row := range cells {
 		for i := range t.widths {
@@ -252,7 +300,7 @@ func (t *tableWriter) rows(page []leaf.Alloc) error {
 }
 
 func (t *tableWriter) end() error {
-	return t.rows(nil) // the header of an empty table
+	return t.rows(nil, nil) // the header of an empty table
 }
 
 // printable keeps a description from breaking the table: control characters
@@ -266,11 +314,20 @@ func printable(s string) string {
 }
 
 func (a *app) tagsCreate(ctx context.Context, args []string) error {
-	fs, flags := tagFlagSet("create")
+	fs := newFlagSet("tags create")
+	// The opaque key is read as serve reads it (segment.opaque_key,
+	// LEAF_SEGMENT_OPAQUE_KEY or this file), never from a flag's value.
+	flags := config.BindFlags(fs, append(slices.Clone(storeKeys), "segment.opaque_key_file")...)
 	step := fs.Int("step", 1000, "IDs reserved per segment, 1..1000000 (the adaptive step never goes below it)")
 	start := fs.Int64("start", 0, "the first ID to issue, >= 1 (default: 1, or above every ID issued under a deleted tag of the same name)")
 	desc := fs.String("description", "", "free text, at most 256 bytes")
-	pos, err := a.parseFlags(fs, "Usage: leaf tags create TAG [--step N] [--start N] [--description S] [flags]\n\nCreates a tag in the store.\n", args)
+	period := fs.String("period", "", "day, month or year: the tag restarts at its start value each period (its name then has at most 119 bytes)")
+	tz := fs.String("tz", "", "the IANA time zone whose calendar the periods follow (default UTC); with --period only")
+	format := fs.String("format", "", "the format of the tag's IDs, e.g. 'ORD-{period}-{seq:6}' or 'INV{seq:8:36}': a prefix, {period}- for a periodic tag, then {seq}, {seq:WIDTH} or {seq:WIDTH:RADIX}")
+	opaque := fs.Int("opaque-bits", 0, "16..63: pass the tag's IDs through a keyed permutation of that many bits (0: plain)")
+	pos, err := a.parseFlags(fs, "Usage: leaf tags create TAG [--step N] [--start N] [--description S]\n"+
+		"                        [--period day|month|year] [--tz ZONE] [--format SPEC] [--opaque-bits N] [flags]\n\n"+
+		"Creates a tag in the store. --period, --tz, --format and --opaque-bits are its shape, fixed from then on.\n", args)
 	if err != nil {
 		return err
 	}
@@ -294,9 +351,25 @@ func (a *app) tagsCreate(ctx context.Context, args []string) error {
 	if isSet(fs, "start") && *start == 0 {
 		return fmt.Errorf("%w: start 0, want >= 1, or no --start to continue above any IDs of a deleted tag of the same name", leaf.ErrInvalidArgument)
 	}
-	return a.withStore(ctx, flags, mayCreate, func(s segmentStore) error {
-		if err := s.CreateTag(ctx, alloc); err != nil {
+	shape, err := parseShape(alloc.Tag, *period, *tz, *format, *opaque)
+	if err != nil {
+		return err
+	}
+	return a.withStoreConfig(ctx, flags, mayCreate, func(s segmentStore, cfg config.Config) error {
+		if shape.OpaqueBits != 0 {
+			key, err := cfg.OpaqueKey()
+			if err != nil {
+				return err
+			}
+			if shape, err = segment.PrepareShape(shape, key); err != nil {
+				return err
+			}
+		}
+		if err := s.CreateShapedTag(ctx, alloc, shape); err != nil {
 			return fmt.Errorf("create tag %s: %w", alloc.Tag, err)
+		}
+		if !shape.IsPlain() {
+			defer fmt.Fprintf(a.stdout, "shape: %s\n", strings.ReplaceAll(shapeCell(shape.Canonical()), ",", ", "))
 		}
 		if alloc.MaxID == 0 {
 			row, err := s.Alloc(ctx, alloc.Tag)
@@ -361,6 +434,166 @@ func (a *app) tagsDelete(ctx context.Context, args []string) error {
 			return fmt.Errorf("delete tag %s: %w", tag, err)
 		}
 		fmt.Fprintf(a.stdout, "deleted tag %s\n", tag)
+		return nil
+	})
+}
+
+// parseShape checks the shape flags of tags create and returns the shape:
+// bad ones are usage errors, found before the store is opened.
+func parseShape(tag, period, tz, format string, opaqueBits int) (leaf.TagShape, error) {
+	sh, err := idformat.ParseShape(tag, period, tz, format, opaqueBits)
+	if err != nil && !errors.Is(err, leaf.ErrInvalidTag) {
+		err = flagError(err)
+	}
+	return sh, err
+}
+
+// flagError names the flags in a shape error's words: Validate speaks of
+// a "time zone", the flag is --tz.
+func flagError(err error) error {
+	return fmt.Errorf("%w (flags --period, --tz, --format, --opaque-bits)", err)
+}
+
+func (a *app) tagsGet(ctx context.Context, args []string) error {
+	fs, flags := tagFlagSet("get")
+	asJSON := fs.Bool("json", false, "print the row as GET /v2/tags/{tag} answers it")
+	pos, err := a.parseFlags(fs, "Usage: leaf tags get TAG [--json] [flags]\n\n"+
+		"Shows a tag's row and shape, and for a periodic tag its period now and its latest periods.\n", args)
+	if err != nil {
+		return err
+	}
+	if err := wantArgs(pos, "TAG"); err != nil {
+		return err
+	}
+	tag := pos[0]
+	if err := leaf.ValidateTag(tag); err != nil {
+		return err
+	}
+	return a.withStore(ctx, flags, mustExist, func(s segmentStore) error {
+		al, err := s.Alloc(ctx, tag)
+		if err != nil {
+			return fmt.Errorf("get tag %s: %w", tag, err)
+		}
+		sh, err := s.TagShape(ctx, tag)
+		if err != nil {
+			return fmt.Errorf("get tag %s: %w", tag, err)
+		}
+		row := httpapi.NewTagRow(al, sh)
+		var latest []leaf.PeriodAlloc
+		if sh.Period != leaf.PeriodNone {
+			n, err := s.CountPeriods(ctx, tag)
+			if err != nil {
+				return fmt.Errorf("count the periods of %s: %w", tag, err)
+			}
+			row.PeriodCount = &n
+			if loc, err := leaf.Location(sh.TimeZone); err == nil {
+				row.CurrentPeriod = leaf.PeriodKey(sh.Period, time.Now().In(loc))
+			}
+			if latest, err = s.Periods(ctx, tag, "", getPeriods); err != nil {
+				return fmt.Errorf("list the periods of %s: %w", tag, err)
+			}
+		}
+		if *asJSON {
+			b, err := json.MarshalIndent(row, "", "  ")
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(a.stdout, "%s\n", b)
+			return err
+		}
+		return a.printTag(row, latest)
+	})
+}
+
+// getPeriods is how many of a periodic tag's latest periods tags get shows.
+const getPeriods = 10
+
+// printTag prints a tag's row as tags get shows it: one setting a line.
+func (a *app) printTag(row httpapi.TagRow, latest []leaf.PeriodAlloc) error {
+	var b bytes.Buffer
+	line := func(k, v string) { fmt.Fprintf(&b, "%-14s%s\n", k, v) }
+	line("tag", row.Tag)
+	if row.Period != "" {
+		line("max_id", strconv.FormatInt(row.MaxID, 10)+" (the start value of every period)")
+	} else {
+		line("max_id", strconv.FormatInt(row.MaxID, 10))
+	}
+	line("step", strconv.Itoa(row.Step))
+	line("description", printable(row.Description))
+	if !row.UpdateTime.IsZero() {
+		line("update_time", row.UpdateTime.Format(time.RFC3339))
+	}
+	if row.Period == "" && row.Format == "" && row.OpaqueBits == 0 {
+		line("shape", "plain")
+	} else {
+		for _, kv := range [][2]string{{"period", row.Period}, {"time_zone", row.TimeZone}, {"format", row.Format}} {
+			if kv[1] != "" {
+				line(kv[0], kv[1])
+			}
+		}
+		if row.OpaqueBits != 0 {
+			line("opaque_bits", strconv.Itoa(row.OpaqueBits))
+		}
+	}
+	if row.PeriodCount != nil {
+		line("period_now", row.CurrentPeriod)
+		var keys []string
+		for _, p := range latest {
+			keys = append(keys, fmt.Sprintf("%s (max_id %d)", p.Key, p.MaxID))
+		}
+		what := strconv.Itoa(*row.PeriodCount)
+		if len(keys) > 0 {
+			what += ", latest first: " + strings.Join(keys, ", ")
+		}
+		line("periods", what)
+	}
+	_, err := a.stdout.Write(b.Bytes())
+	return err
+}
+
+func (a *app) tagsPrune(ctx context.Context, args []string) error {
+	fs, flags := tagFlagSet("prune")
+	keep := fs.Int("keep", 0, "keep the N latest periods, the current one counted (N >= 2), and remove the older ones")
+	before := fs.String("before", "", "remove the periods below this one (yyyymmdd, yyyymm or yyyy), at most the one before the current")
+	pos, err := a.parseFlags(fs, "Usage: leaf tags prune TAG (--keep N | --before PERIOD) [flags]\n\n"+
+		"Removes a periodic tag's old periods from the store, each leaving a tombstone: a server whose\n"+
+		"clock is behind continues a pruned period above its IDs, never from the start value. The\n"+
+		"current period and the one before, by this machine's clock, are never removed.\n", args)
+	if err != nil {
+		return err
+	}
+	if err := wantArgs(pos, "TAG"); err != nil {
+		return err
+	}
+	tag := pos[0]
+	if err := leaf.ValidateTag(tag); err != nil {
+		return err
+	}
+	pr := leaf.Prune{Keep: *keep, Before: *before}
+	switch {
+	case isSet(fs, "keep") == isSet(fs, "before"):
+		return usageErrorf("prune needs --keep N or --before PERIOD, one of them")
+	case isSet(fs, "keep") && (pr.Keep < 2 || pr.Keep > leaf.MaxPruneKeep):
+		return fmt.Errorf("%w: --keep %d, want 2..%d: the current period and the one before are always kept", leaf.ErrInvalidArgument, pr.Keep, leaf.MaxPruneKeep)
+	case isSet(fs, "before"):
+		if err := leaf.ValidatePeriodKey(pr.Before); err != nil {
+			return err
+		}
+	}
+	return a.withStore(ctx, flags, mustExist, func(s segmentStore) error {
+		res, err := segment.PrunePeriods(ctx, s, tag, pr, time.Now())
+		if err != nil {
+			return fmt.Errorf("prune tag %s: %w", tag, err)
+		}
+		if len(res.Removed) == 0 {
+			fmt.Fprintf(a.stdout, "tag %s: no period below %s to remove\n", tag, res.Before)
+			return nil
+		}
+		keys := make([]string, len(res.Removed))
+		for i, p := range res.Removed {
+			keys[i] = p.Key
+		}
+		fmt.Fprintf(a.stdout, "tag %s: removed %d periods below %s: %s\n", tag, len(keys), res.Before, strings.Join(keys, " "))
 		return nil
 	})
 }

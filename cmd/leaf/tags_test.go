@@ -9,8 +9,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/httpapi"
 	"github.com/leafgo/leaf/inmem"
 	"github.com/leafgo/leaf/sqlite"
 )
@@ -53,11 +55,11 @@ func TestTagsListPages(t *testing.T) {
 
 	r := runCLI(t, env, "tags", "list")
 	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
-	if r.code != 0 || len(lines) != n+1 || !strings.HasPrefix(lines[0], "TAG    MAX_ID  STEP  UPDATE_TIME") {
+	if r.code != 0 || len(lines) != n+1 || !strings.HasPrefix(lines[0], "TAG    MAX_ID  STEP  UPDATE_TIME") || !strings.Contains(lines[0], "SHAPE  DESCRIPTION") {
 		t.Fatalf("list: exit %d, %d lines, header %q, stderr %q", r.code, len(lines), lines[0], r.stderr)
 	}
 	for i, line := range lines[1:] {
-		if f := strings.Fields(line); len(f) != 6 || f[0] != tags[i] || f[1] != fmt.Sprint(i+1) || f[5] != tags[i] {
+		if f := strings.Fields(line); len(f) != 7 || f[0] != tags[i] || f[1] != fmt.Sprint(i+1) || f[4] != "-" || f[6] != tags[i] {
 			t.Fatalf("line %d: %q, want the row of %s", i+1, line, tags[i])
 		}
 	}
@@ -65,7 +67,11 @@ func TestTagsListPages(t *testing.T) {
 	var want bytes.Buffer
 	enc := json.NewEncoder(&want)
 	enc.SetIndent("", "  ")
-	if err := enc.Encode(all); err != nil {
+	rows := make([]httpapi.TagRow, len(all))
+	for i, a := range all {
+		rows[i] = httpapi.TagRow{Tag: a.Tag, MaxID: a.MaxID, Step: a.Step, Description: a.Description, UpdateTime: a.UpdateTime}
+	}
+	if err := enc.Encode(rows); err != nil {
 		t.Fatal(err)
 	}
 	if r := runCLI(t, env, "tags", "list", "--json"); r.code != 0 || r.stdout != want.String() {
@@ -83,7 +89,7 @@ func TestTagsListPages(t *testing.T) {
 		{"x", "", 0},
 	} {
 		r := runCLI(t, env, "tags", "list", "--prefix", c.prefix, "--json")
-		var rows []leaf.Alloc
+		var rows []httpapi.TagRow
 		if err := json.Unmarshal([]byte(r.stdout), &rows); r.code != 0 || err != nil {
 			t.Fatalf("--prefix %s: exit %d, %v, stderr %q", c.prefix, r.code, err, r.stderr)
 		}
@@ -127,5 +133,137 @@ func TestTagsListStreams(t *testing.T) {
 	})
 	if err != nil || fmt.Sprint(pages) != fmt.Sprint([]int{listPage, 10}) || fmt.Sprint(s.limits) != fmt.Sprint([]int{listPage, listPage}) {
 		t.Errorf("pages %v, limits %v, err %v; want pages of %d and 10", pages, s.limits, err, listPage)
+	}
+}
+
+// TestTagsListJSON pins the rows tags list --json prints: the members and
+// encodings of GET /v2/tags, in an array json.Encoder would indent.
+func TestTagsListJSON(t *testing.T) {
+	var b bytes.Buffer
+	w := &jsonArrayWriter{w: &b}
+	rows := []leaf.Alloc{
+		{Tag: "a", MaxID: 1<<63 - 1, Step: 1000, Description: `<&> "q"`, UpdateTime: time.Date(2024, 5, 1, 14, 0, 0, 5, time.FixedZone("", 7200))},
+		{Tag: "b", MaxID: 1, Step: 1},
+	}
+	if err := w.rows(rows[:1], nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.rows(rows[1:], nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.end(); err != nil {
+		t.Fatal(err)
+	}
+	want := `[
+  {
+    "tag": "a",
+    "max_id": 9223372036854775807,
+    "step": 1000,
+    "description": "\u003c\u0026\u003e \"q\"",
+    "update_time": "2024-05-01T14:00:00.000000005+02:00"
+  },
+  {
+    "tag": "b",
+    "max_id": 1,
+    "step": 1,
+    "description": "",
+    "update_time": "0001-01-01T00:00:00Z"
+  }
+]
+`
+	if b.String() != want {
+		t.Errorf("tags list --json printed\n%s\nwant\n%s", b.String(), want)
+	}
+}
+
+// TestTagsShapes: create with a shape, list and get show it, bad shapes
+// and prune requests are usage errors (exit 2) before the store is opened,
+// and prune removes a periodic tag's old periods only.
+func TestTagsShapes(t *testing.T) {
+	t.Parallel()
+	env := storeEnv(t)
+	long := strings.Repeat("p", leaf.MaxPeriodicTagLen+1)
+	for _, tc := range []struct {
+		args   []string
+		code   int
+		stdout string
+		stderr string
+	}{
+		{[]string{"tags", "create", "t", "--period", "week"}, 2, "", `period "week", want day, month or year`},
+		{[]string{"tags", "create", "t", "--period", "day", "--tz", "Mars/Olympus"}, 2, "", `time zone "Mars/Olympus"`},
+		{[]string{"tags", "create", "t", "--tz", "Asia/Tokyo"}, 2, "", "is for periodic tags only"},
+		{[]string{"tags", "create", "t", "--format", "ORD-{seq"}, 2, "", "format spec"},
+		{[]string{"tags", "create", "t", "--period", "day", "--format", "ORD-{seq:6}"}, 2, "", "lacks {period}"},
+		{[]string{"tags", "create", "t", "--format", "{period}-{seq}"}, 2, "", "has no period"},
+		{[]string{"tags", "create", "t", "--opaque-bits", "8"}, 2, "", "opaque bits 8"},
+		{[]string{"tags", "create", long, "--period", "day"}, 2, "", "at most 119"},
+		{[]string{"tags", "prune", "orders"}, 2, "", "--keep N or --before PERIOD"},
+		{[]string{"tags", "prune", "orders", "--keep", "2", "--before", "202001"}, 2, "", "--keep N or --before PERIOD"},
+		{[]string{"tags", "prune", "orders", "--keep", "1"}, 2, "", "--keep 1, want 2..36500"},
+		{[]string{"tags", "prune", "orders", "--before", "2020-01"}, 2, "", `period "2020-01"`},
+		{[]string{"tags", "prune", "a b", "--keep", "2"}, 2, "", "invalid tag"},
+		{[]string{"tags", "get"}, 2, "", "missing TAG"},
+
+		{[]string{"tags", "create", "orders", "--period", "month", "--tz", "Asia/Shanghai", "--format", "ORD-{period}-{seq:6}", "--start", "100"}, 0,
+			"created tag orders: step 1000, first ID 100\nshape: period=month, tz=Asia/Shanghai, format=ORD-{period}-{seq:6}\n", ""},
+		{[]string{"tags", "create", "plain"}, 0, "created tag plain: step 1000, first ID 1\n", ""},
+		{[]string{"tags", "list"}, 0, "period=month,tz=Asia/Shanghai,format=ORD-{period}-{seq:6}", ""},
+		{[]string{"tags", "get", "orders"}, 0, "period        month\ntime_zone     Asia/Shanghai\nformat        ORD-{period}-{seq:6}\n", ""},
+		{[]string{"tags", "get", "plain"}, 0, "shape         plain\n", ""},
+		{[]string{"tags", "get", "missing"}, 1, "", "tag not found"},
+		{[]string{"tags", "prune", "plain", "--keep", "2"}, 2, "", "tag plain has no period"},
+		{[]string{"tags", "prune", "missing", "--keep", "2"}, 1, "", "tag not found"},
+		{[]string{"tags", "prune", "orders", "--before", "20200101"}, 2, "", "not a key of a month period"},
+	} {
+		r := runCLI(t, env, tc.args...)
+		if r.code != tc.code || !strings.Contains(r.stdout, tc.stdout) || !strings.Contains(r.stderr, tc.stderr) {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit %d, stdout ~%q, stderr ~%q",
+				tc.args, r.code, r.stdout, r.stderr, tc.code, tc.stdout, tc.stderr)
+		}
+	}
+
+	// Periods of 2020, long past whatever the date: made as servers make
+	// them, then pruned.
+	dir := strings.TrimPrefix(env[0], "LEAF_DATA_DIR=")
+	st, err := sqlite.Open(t.Context(), filepath.Join(dir, "leaf.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"202001", "202002", "202003", "202004"} {
+		if _, err := st.ReservePeriod(t.Context(), "orders", key, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var row httpapi.TagRow
+	r := runCLI(t, env, "tags", "get", "orders", "--json")
+	if err := json.Unmarshal([]byte(r.stdout), &row); err != nil || row.PeriodCount == nil || *row.PeriodCount != 4 || row.CurrentPeriod == "" || row.MaxID != 100 {
+		t.Errorf("get --json: %q, %v", r.stdout, err)
+	}
+	if r := runCLI(t, env, "tags", "get", "orders"); !strings.Contains(r.stdout, "periods       4, latest first: 202004 (max_id 1100), 202003 (max_id 1100)") {
+		t.Errorf("get: %q, want the periods", r.stdout)
+	}
+	for _, tc := range []struct {
+		args   []string
+		stdout string
+	}{
+		{[]string{"tags", "prune", "orders", "--before", "202003"}, "tag orders: removed 2 periods below 202003: 202001 202002\n"},
+		{[]string{"tags", "prune", "orders", "--before", "202003"}, "tag orders: no period below 202003 to remove\n"},
+		{[]string{"tags", "prune", "orders", "--keep", "2"}, "tag orders: removed 2 periods below "},
+	} {
+		if r := runCLI(t, env, tc.args...); r.code != 0 || !strings.HasPrefix(r.stdout, tc.stdout) {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want %q", tc.args, r.code, r.stdout, r.stderr, tc.stdout)
+		}
+	}
+	// The tombstones keep a pruned period from starting again.
+	st, err = sqlite.Open(t.Context(), filepath.Join(dir, "leaf.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if r, err := st.ReservePeriod(t.Context(), "orders", "202001", 0); err != nil || r.Start() != 1100 {
+		t.Errorf("a pruned period made again starts at %d, %v; want 1100, above its IDs", r.Start(), err)
 	}
 }

@@ -73,8 +73,19 @@ func (x *NextIDRequest) GetTag() string {
 }
 
 type NextIDResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// A periodic tag's period, which the ID belongs to: yyyymmdd, yyyymm or
+	// yyyy in the tag's time zone. Each period restarts at the tag's start
+	// value, so an ID is unique only together with its period. Empty for a
+	// plain tag.
+	Period string `protobuf:"bytes,2,opt,name=period,proto3" json:"period,omitempty"`
+	// The ID as the tag's format writes it (its prefix, the period for a
+	// periodic tag, the sequence zero-padded in the format's radix), e.g.
+	// "ORD-20261124-000123"; empty for a tag without a format. A sequence
+	// that outgrew the format's width is refused with FAILED_PRECONDITION,
+	// never answered truncated or longer.
+	Formatted     string `protobuf:"bytes,3,opt,name=formatted,proto3" json:"formatted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -114,6 +125,20 @@ func (x *NextIDResponse) GetId() int64 {
 		return x.Id
 	}
 	return 0
+}
+
+func (x *NextIDResponse) GetPeriod() string {
+	if x != nil {
+		return x.Period
+	}
+	return ""
+}
+
+func (x *NextIDResponse) GetFormatted() string {
+	if x != nil {
+		return x.Formatted
+	}
+	return ""
 }
 
 type NextIDsRequest struct {
@@ -172,7 +197,13 @@ func (x *NextIDsRequest) GetCount() int32 {
 type NextIDsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// count IDs, strictly increasing.
-	Ids           []int64 `protobuf:"varint,1,rep,packed,name=ids,proto3" json:"ids,omitempty"`
+	Ids []int64 `protobuf:"varint,1,rep,packed,name=ids,proto3" json:"ids,omitempty"`
+	// A periodic tag's period, which every ID of the answer belongs to (see
+	// NextIDResponse.period). Empty for a plain tag.
+	Period string `protobuf:"bytes,2,opt,name=period,proto3" json:"period,omitempty"`
+	// The IDs as the tag's format writes them, one per ID in the same order
+	// (see NextIDResponse.formatted); empty for a tag without a format.
+	Formatted     []string `protobuf:"bytes,3,rep,name=formatted,proto3" json:"formatted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -210,6 +241,20 @@ func (*NextIDsResponse) Descriptor() ([]byte, []int) {
 func (x *NextIDsResponse) GetIds() []int64 {
 	if x != nil {
 		return x.Ids
+	}
+	return nil
+}
+
+func (x *NextIDsResponse) GetPeriod() string {
+	if x != nil {
+		return x.Period
+	}
+	return ""
+}
+
+func (x *NextIDsResponse) GetFormatted() []string {
+	if x != nil {
+		return x.Formatted
 	}
 	return nil
 }
@@ -272,7 +317,10 @@ type RangeResponse struct {
 	// The first ID of the range.
 	Start int64 `protobuf:"varint,1,opt,name=start,proto3" json:"start,omitempty"`
 	// One past the last ID: the range is [start, end), 1 <= end-start <= count.
-	End           int64 `protobuf:"varint,2,opt,name=end,proto3" json:"end,omitempty"`
+	End int64 `protobuf:"varint,2,opt,name=end,proto3" json:"end,omitempty"`
+	// A periodic tag's period, which the whole range belongs to (see
+	// NextIDResponse.period). Empty for a plain tag.
+	Period        string `protobuf:"bytes,3,opt,name=period,proto3" json:"period,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -319,6 +367,13 @@ func (x *RangeResponse) GetEnd() int64 {
 		return x.End
 	}
 	return 0
+}
+
+func (x *RangeResponse) GetPeriod() string {
+	if x != nil {
+		return x.Period
+	}
+	return ""
 }
 
 type SnowflakeNextIDRequest struct {
@@ -628,20 +683,25 @@ const file_leaf_v1_leaf_proto_rawDesc = "" +
 	"\n" +
 	"\x12leaf/v1/leaf.proto\x12\aleaf.v1\"!\n" +
 	"\rNextIDRequest\x12\x10\n" +
-	"\x03tag\x18\x01 \x01(\tR\x03tag\" \n" +
+	"\x03tag\x18\x01 \x01(\tR\x03tag\"V\n" +
 	"\x0eNextIDResponse\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\x03R\x02id\"8\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x16\n" +
+	"\x06period\x18\x02 \x01(\tR\x06period\x12\x1c\n" +
+	"\tformatted\x18\x03 \x01(\tR\tformatted\"8\n" +
 	"\x0eNextIDsRequest\x12\x10\n" +
 	"\x03tag\x18\x01 \x01(\tR\x03tag\x12\x14\n" +
-	"\x05count\x18\x02 \x01(\x05R\x05count\"#\n" +
+	"\x05count\x18\x02 \x01(\x05R\x05count\"Y\n" +
 	"\x0fNextIDsResponse\x12\x10\n" +
-	"\x03ids\x18\x01 \x03(\x03R\x03ids\"6\n" +
+	"\x03ids\x18\x01 \x03(\x03R\x03ids\x12\x16\n" +
+	"\x06period\x18\x02 \x01(\tR\x06period\x12\x1c\n" +
+	"\tformatted\x18\x03 \x03(\tR\tformatted\"6\n" +
 	"\fRangeRequest\x12\x10\n" +
 	"\x03tag\x18\x01 \x01(\tR\x03tag\x12\x14\n" +
-	"\x05count\x18\x02 \x01(\x05R\x05count\"7\n" +
+	"\x05count\x18\x02 \x01(\x05R\x05count\"O\n" +
 	"\rRangeResponse\x12\x14\n" +
 	"\x05start\x18\x01 \x01(\x03R\x05start\x12\x10\n" +
-	"\x03end\x18\x02 \x01(\x03R\x03end\"*\n" +
+	"\x03end\x18\x02 \x01(\x03R\x03end\x12\x16\n" +
+	"\x06period\x18\x03 \x01(\tR\x06period\"*\n" +
 	"\x16SnowflakeNextIDRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\")\n" +
 	"\x17SnowflakeNextIDResponse\x12\x0e\n" +

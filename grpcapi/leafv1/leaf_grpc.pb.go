@@ -53,7 +53,8 @@ const (
 //	CANCELLED          the client cancelled the call
 //	INTERNAL           a bug; the message says nothing more, the server logs it
 type LeafClient interface {
-	// NextID issues one segment ID for a tag.
+	// NextID issues one segment ID for a tag. For a periodic tag it is the
+	// next ID of the period the server's clock is in, which the answer names.
 	NextID(ctx context.Context, in *NextIDRequest, opts ...grpc.CallOption) (*NextIDResponse, error)
 	// NextIDs issues count strictly increasing segment IDs for a tag. They are
 	// not necessarily contiguous: they may span two reserved ranges.
@@ -62,7 +63,8 @@ type LeafClient interface {
 	// client that hands them out itself. It holds at least one ID and at most
 	// count; it is shorter when the server's current range has fewer left (it
 	// never spans two ranges). IDs of a range the client does not use are lost,
-	// never issued again.
+	// never issued again. A tag with a format has no ranges (INVALID_ARGUMENT):
+	// a client leasing one would hand out bare numbers, not the tag's IDs.
 	Range(ctx context.Context, in *RangeRequest, opts ...grpc.CallOption) (*RangeResponse, error)
 	// SnowflakeNextID issues one snowflake ID.
 	SnowflakeNextID(ctx context.Context, in *SnowflakeNextIDRequest, opts ...grpc.CallOption) (*SnowflakeNextIDResponse, error)
@@ -161,7 +163,8 @@ func (c *leafClient) Decode(ctx context.Context, in *DecodeRequest, opts ...grpc
 //	CANCELLED          the client cancelled the call
 //	INTERNAL           a bug; the message says nothing more, the server logs it
 type LeafServer interface {
-	// NextID issues one segment ID for a tag.
+	// NextID issues one segment ID for a tag. For a periodic tag it is the
+	// next ID of the period the server's clock is in, which the answer names.
 	NextID(context.Context, *NextIDRequest) (*NextIDResponse, error)
 	// NextIDs issues count strictly increasing segment IDs for a tag. They are
 	// not necessarily contiguous: they may span two reserved ranges.
@@ -170,7 +173,8 @@ type LeafServer interface {
 	// client that hands them out itself. It holds at least one ID and at most
 	// count; it is shorter when the server's current range has fewer left (it
 	// never spans two ranges). IDs of a range the client does not use are lost,
-	// never issued again.
+	// never issued again. A tag with a format has no ranges (INVALID_ARGUMENT):
+	// a client leasing one would hand out bare numbers, not the tag's IDs.
 	Range(context.Context, *RangeRequest) (*RangeResponse, error)
 	// SnowflakeNextID issues one snowflake ID.
 	SnowflakeNextID(context.Context, *SnowflakeNextIDRequest) (*SnowflakeNextIDResponse, error)

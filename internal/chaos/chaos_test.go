@@ -2,17 +2,17 @@ package chaos
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/leafgo/leaf/internal/testutil"
 )
 
 // Environment variables read by the test.
@@ -45,45 +45,9 @@ func TestChaos(t *testing.T) {
 		}
 		duration = d
 	}
-	bin := buildLeaf(t)
+	bin := testutil.BuildLeaf(t, "chaos")
 	for _, registry := range []string{"zookeeper", "etcd"} {
 		t.Run(registry, func(t *testing.T) { runChaos(t, bin, registry, duration) })
-	}
-}
-
-// buildLeaf compiles cmd/leaf with the chaos tag, which lets the test step a
-// server's snowflake clock (cmd/leaf/chaos.go).
-func buildLeaf(t *testing.T) string {
-	t.Helper()
-	root, err := moduleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(t.TempDir(), "leaf")
-	cmd := exec.CommandContext(t.Context(), "go", "build", "-tags", "chaos", "-o", bin, "./cmd/leaf")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build -tags chaos ./cmd/leaf: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// moduleRoot is the directory holding go.mod, found upwards from the test's
-// working directory (the package directory).
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod above the working directory")
-		}
-		dir = parent
 	}
 }
 

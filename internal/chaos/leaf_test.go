@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/leafgo/leaf/internal/testutil"
 )
 
 // envClockFile is read by a chaos build of leaf (cmd/leaf/chaos.go): a Go
@@ -62,7 +64,7 @@ func newLeafServer(t *testing.T, idx int, bin string, registryArgs []string, seg
 	dir := t.TempDir()
 	s := &leafServer{
 		idx:       idx,
-		addr:      fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		addr:      fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)),
 		clockFile: filepath.Join(dir, "clock"),
 	}
 	args := append([]string{"serve",

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -163,16 +162,3 @@ func (p *proc) waitReady(ctx context.Context, ready func(context.Context) error)
 var errExited = errors.New("process exited")
 
 func indent(s string) string { return "\t" + strings.ReplaceAll(s, "\n", "\n\t") }
-
-// freePort asks the kernel for a free port. It may be taken again before the
-// caller binds it, but on loopback in one test run that does not happen in
-// practice.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/leafgo/leaf/internal/testutil"
 )
 
 // Programs the test runs; scripts/services.sh installs them from Debian's
@@ -76,7 +78,7 @@ func startMariaDB(ctx context.Context, t *testing.T) (*service, string) {
 	if out, err := install.CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v\n%s", mariadbInstallDB, err, out)
 	}
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	s := &service{addr: addr}
 	s.proc = newProc(t, dir, "mariadb", mariadbd, "--no-defaults", "--datadir="+data,
@@ -128,7 +130,7 @@ func startZooKeeper(ctx context.Context, t *testing.T) *service {
 		t.Fatalf("ZooKeeper is not installed (%v); scripts/services.sh installs it", err)
 	}
 	dir := t.TempDir()
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	cfg := filepath.Join(dir, "zoo.cfg")
 	err := os.WriteFile(cfg, fmt.Appendf(nil, `tickTime=500
 initLimit=10
@@ -187,8 +189,8 @@ func startEtcd(ctx context.Context, t *testing.T) *service {
 	t.Helper()
 	needPrograms(t, etcdBin)
 	dir := t.TempDir()
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	peer := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	peer := fmt.Sprintf("http://127.0.0.1:%d", testutil.FreePort(t))
 	s := &service{addr: addr}
 	// The initial-cluster flags only matter on the first start; restarts
 	// find the member in the data directory.

@@ -6,7 +6,7 @@
 //
 // leaf.properties is Java Leaf's own file, read as is so that a Leaf
 // deployment can switch servers without rewriting its configuration; its
-// keys map onto ours (see applyLeafProperties).
+// keys map onto ours as package leafprops says.
 //
 // Every key is a field of Config. Its YAML path comes from the yaml tags, its
 // environment variable is derived mechanically from the path (upper case, "."
@@ -34,6 +34,8 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/opaque"
+	"github.com/leafgo/leaf/ordinal"
 	"github.com/leafgo/leaf/snowflake"
 )
 
@@ -129,6 +131,9 @@ type Segment struct {
 	LookupRate      int           `yaml:"lookup_rate" help:"store lookups per second, shared by all names, for tag names this server does not know; requests for others are answered 404 at once (tags created elsewhere serve after the next refresh)"`
 	// Seed is a pointer because "not set" has its own meaning: see SeedMode.
 	Seed *bool `yaml:"seed" help:"insert the tag leaf-segment-test (step 2000, first ID 1); unset: only into an empty embedded SQLite store; true: into any store that lacks the tag; false: never"`
+	// OpaqueKey is secret, kept like admin.token: never logged, no flag.
+	OpaqueKey     string `yaml:"opaque_key" help:"key of the permutation opaque tags pass their IDs through: 32..128 hex digits (16..64 random bytes: openssl rand -hex 32), the same on every server and never changed; empty: no opaque tags"`
+	OpaqueKeyFile string `yaml:"opaque_key_file" flag:"opaque-key-file" arg:"file" help:"file whose first line is the opaque key; wins over segment.opaque_key"`
 }
 
 // Metrics bounds /metrics: the segment series over all tags are always
@@ -149,13 +154,24 @@ const (
 	RegistryZooKeeperRecycle = "zookeeper-recycle"
 	RegistryEtcd             = "etcd"
 	RegistryMySQL            = "mysql"
+	// RegistryOrdinal: the worker ID is the StatefulSet pod's ordinal plus
+	// snowflake.ordinal.offset, claimed where snowflake.ordinal.claim says.
+	RegistryOrdinal = "ordinal"
+)
+
+// Values of snowflake.ordinal.claim: where the ordinal registry claims its
+// worker ID.
+const (
+	ClaimNone  = "none"
+	ClaimEtcd  = "etcd"
+	ClaimMySQL = "mysql"
 )
 
 // Snowflake configures snowflake mode: the worker-ID registry, the layout and
 // the clock policy.
 type Snowflake struct {
 	Enabled  bool   `yaml:"enabled" help:"serve snowflake IDs (/api/snowflake/get/KEY)"`
-	Registry string `yaml:"registry" flag:"snowflake-registry" enum:"local,zookeeper,zookeeper-recycle,etcd,mysql" help:"where the worker ID comes from"`
+	Registry string `yaml:"registry" flag:"snowflake-registry" enum:"local,zookeeper,zookeeper-recycle,etcd,mysql,ordinal" help:"where the worker ID comes from"`
 	Name     string `yaml:"name" flag:"name" arg:"name" help:"cluster name, Leaf's leaf.name: the ZooKeeper path /snowflake/NAME, the etcd key prefix, the cache directory"`
 	// Endpoint ":PORT" is Java Leaf's leaf.snowflake.port: the detected
 	// address with a port of its own, which need not be the listen port.
@@ -168,6 +184,7 @@ type Snowflake struct {
 	Etcd       string        `yaml:"etcd" flag:"etcd" arg:"host:port,..." help:"etcd endpoints, for the etcd registry"`
 	DSN        string        `yaml:"dsn" flag:"snowflake-dsn" arg:"dsn" help:"mysql registry: the database holding leaf_workerid_alloc; empty: segment.dsn when segment.store is mysql"`
 	LeaseTTL   time.Duration `yaml:"lease_ttl" help:"zookeeper-recycle session timeout, etcd lease TTL and mysql live-claim lease: how long a silent server keeps its worker ID or claim"`
+	LayoutName string        `yaml:"layout" flag:"snowflake-layout" enum:"leaf,js-safe,custom" help:"the ID layout: leaf (Java Leaf's, 41/10/12 bits), js-safe (every ID below 2^53, for JavaScript: 40/5/8 bits from 2026-01-01, until 2060-11-03) or custom (epoch and the *_bits keys); setting those keys without a layout means custom"`
 	Epoch      int           `yaml:"epoch" help:"layout: the zero of the time part, Unix milliseconds"`
 	TimeBits   int           `yaml:"time_bits" help:"layout: bits of milliseconds"`
 	WorkerBits int           `yaml:"worker_bits" help:"layout: bits of worker ID"`
@@ -177,6 +194,40 @@ type Snowflake struct {
 	RandomStart  bool          `yaml:"random_start" help:"start each millisecond's sequence at a random number in [0, 100), as Leaf does, to spread IDs for id%n sharding"`
 	Window       time.Duration `yaml:"window" help:"how far ahead of the clock the high-water mark is persisted; a restart waits out at most this"`
 	MaxPeerSkew  time.Duration `yaml:"max_peer_skew" help:"refuse to start (and report degraded while running) when the clock differs from the live peers' average by more than this; 0 turns the check off"`
+	Ordinal      Ordinal       `yaml:"ordinal"`
+}
+
+// Ordinal configures the ordinal registry: the worker ID of the Kubernetes
+// StatefulSet pod NAME-N is N + Offset (package ordinal).
+type Ordinal struct {
+	Offset int `yaml:"offset" help:"ordinal registry: added to the pod's ordinal to make its worker ID, e.g. to give two StatefulSets sharing a registry distinct IDs"`
+	// Claim: the registry that refuses a second live server with the same
+	// worker ID; its connection settings are the registry's own keys.
+	Claim string `yaml:"claim" enum:"none,etcd,mysql" help:"ordinal registry: where the worker ID is claimed, so that a second live server with the same ordinal is refused: etcd (snowflake.etcd and lease_ttl), mysql (snowflake.dsn and lease_ttl), or none (only a high-water mark file in data_dir: a copy of this configuration on another host is not detected)"`
+	// Hostname overrides os.Hostname: a pod's host name is its name, unless
+	// the pod sets hostname or hostNetwork; the downward API's
+	// metadata.name is the name whatever the pod sets.
+	Hostname string `yaml:"hostname" arg:"name" help:"ordinal registry: the pod name NAME-N whose N is the ordinal; empty: this host's name. On Kubernetes, the downward API's metadata.name"`
+}
+
+// ClaimRegistry is the registry that claims the worker ID: Registry, or for
+// the ordinal registry its claim ("" for none).
+func (s Snowflake) ClaimRegistry() string {
+	if s.Registry != RegistryOrdinal {
+		return s.Registry
+	}
+	if s.Ordinal.Claim == ClaimNone {
+		return ""
+	}
+	return s.Ordinal.Claim
+}
+
+// OrdinalWorkerID is the ordinal registry's worker ID on the host or pod
+// named name: its ordinal plus the offset, within the layout. The error
+// wraps leaf.ErrInvalidArgument, not ErrInvalid: the caller names the
+// source of name.
+func (s Snowflake) OrdinalWorkerID(name string) (int64, error) {
+	return ordinal.WorkerID(name, int64(s.Ordinal.Offset), s.Layout().MaxWorkerID())
 }
 
 // Layout is the configured ID layout.
@@ -210,6 +261,8 @@ func Servers(list string) []string {
 // Default returns the zero-configuration defaults: listen on loopback, keep
 // segments in an embedded SQLite file under ./leaf-data, seed the test tag.
 func Default() Config {
+	// The generator's clock policy has one home: snowflake.DefaultSettings.
+	sfDefaults := snowflake.DefaultSettings()
 	return Config{
 		Listen:  "127.0.0.1:8080",
 		DataDir: "./leaf-data",
@@ -230,14 +283,16 @@ func Default() Config {
 			Registry:     RegistryLocal,
 			Name:         "leaf",
 			LeaseTTL:     10 * time.Second,
+			LayoutName:   snowflake.LayoutLeaf,
 			Epoch:        snowflake.LeafEpoch,
 			TimeBits:     snowflake.LeafLayout.TimeBits,
 			WorkerBits:   snowflake.LeafLayout.WorkerBits,
 			SeqBits:      snowflake.LeafLayout.SequenceBits,
-			MaxBackwards: 5 * time.Millisecond,
-			RandomStart:  true,
-			Window:       3 * time.Second,
-			MaxPeerSkew:  5 * time.Second,
+			MaxBackwards: sfDefaults.MaxBackwards,
+			RandomStart:  sfDefaults.RandomStart,
+			Window:       sfDefaults.Window,
+			MaxPeerSkew:  sfDefaults.MaxPeerSkew,
+			// No default claim: none is a choice to make knowingly.
 		},
 		Metrics:         Metrics{TopTags: 20, DegradedTags: 100},
 		ShutdownTimeout: 10 * time.Second,
@@ -313,11 +368,15 @@ func (c Config) validate(origin map[string]string) error {
 	if c.DataDir == "" {
 		bad("data_dir", "must not be empty")
 	}
+	def := Default()
 	for _, f := range fields() {
 		if f.enum == nil {
 			continue
 		}
-		if v := c.value(f).String(); !contains(f.enum, v) {
+		// An enum whose default is empty may stay unset; what unset means
+		// is checked below (snowflake.ordinal.claim must be chosen when
+		// the ordinal registry is).
+		if v := c.value(f).String(); !contains(f.enum, v) && (v != "" || def.value(f).String() != "") {
 			bad(f.path, "%q is not one of %s", v, strings.Join(f.enum, ", "))
 		}
 	}
@@ -368,6 +427,11 @@ func (c Config) validateSecurity(bad func(path, format string, args ...any)) {
 			bad("admin.token", "%v", err)
 		}
 	}
+	if k := c.Segment.OpaqueKey; k != "" {
+		if _, err := opaque.ParseKey(k); err != nil {
+			bad("segment.opaque_key", "%v", err)
+		}
+	}
 	if (c.TLS.Cert == "") != (c.TLS.Key == "") {
 		bad("tls", "tls.cert and tls.key go together: set both or neither")
 	}
@@ -412,6 +476,35 @@ func (c Config) AdminToken() (string, error) {
 	return line, nil
 }
 
+// OpaqueKey is the configured opaque key: the first line of
+// segment.opaque_key_file when set, else segment.opaque_key, both in
+// opaque.ParseKey's form; nil when neither is set. Errors never show the
+// key.
+func (c Config) OpaqueKey() ([]byte, error) {
+	s := c.Segment
+	if s.OpaqueKeyFile == "" {
+		if s.OpaqueKey == "" {
+			return nil, nil
+		}
+		key, err := opaque.ParseKey(s.OpaqueKey)
+		if err != nil { // Validate has said so already, unless it was skipped
+			return nil, fmt.Errorf("%w: segment.opaque_key: %w", ErrInvalid, err)
+		}
+		return key, nil
+	}
+	b, err := os.ReadFile(s.OpaqueKeyFile)
+	if err != nil {
+		return nil, fileError("segment.opaque_key_file", s.OpaqueKeyFile, err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	line = strings.TrimSuffix(line, "\r")
+	key, err := opaque.ParseKey(line)
+	if err != nil {
+		return nil, fmt.Errorf("%w: segment.opaque_key_file %s: %w", ErrInvalid, s.OpaqueKeyFile, err)
+	}
+	return key, nil
+}
+
 // ErrAdminExposed is wrapped by CheckAdminExposure's error.
 var ErrAdminExposed = errors.New("admin routes exposed without a token")
 
@@ -452,6 +545,7 @@ func (c Config) validateSnowflake(bad func(path, format string, args ...any)) {
 		bad("snowflake.endpoint", "%v", err)
 	}
 	layout := s.Layout()
+	s.validateLayoutName(bad)
 	if err := layout.Validate(); err != nil {
 		bad("snowflake.time_bits", "%v", err)
 	} else if s.WorkerID < 0 || int64(s.WorkerID) > layout.MaxWorkerID() {
@@ -460,21 +554,41 @@ func (c Config) validateSnowflake(bad func(path, format string, args ...any)) {
 	if _, err := s.LocalWorkerIDs(); err != nil {
 		bad("snowflake.worker_ids", "%v", err)
 	}
-	switch s.Registry {
+	// Where etcd or mysql was chosen: the registry, or the ordinal
+	// registry's claim.
+	chosen, chosenKey := "snowflake.registry is", "snowflake.registry"
+	if s.Registry == RegistryOrdinal {
+		chosen, chosenKey = "snowflake.ordinal.claim is", "snowflake.ordinal.claim"
+	}
+	switch s.ClaimRegistry() {
 	case RegistryZooKeeper, RegistryZooKeeperRecycle:
 		if len(Servers(s.ZooKeeper)) == 0 {
 			bad("snowflake.zk", "required when snowflake.registry is %s (set --zk host:port)", s.Registry)
 		}
 	case RegistryEtcd:
 		if len(Servers(s.Etcd)) == 0 {
-			bad("snowflake.etcd", "required when snowflake.registry is etcd (set --etcd host:port)")
+			bad("snowflake.etcd", "required when %s etcd (set --etcd host:port)", chosen)
 		}
 	case RegistryMySQL:
 		if s.DSN == "" && c.Segment.Store != StoreMySQL {
 			// Reported under the registry, so that the message says where
 			// mysql was chosen: leaf.properties' leaf.snowflake.mode sets it
 			// without any key named here.
-			bad("snowflake.registry", "mysql needs snowflake.dsn, or segment.store mysql and its segment.dsn (set --snowflake-dsn)")
+			bad(chosenKey, "mysql needs snowflake.dsn, or segment.store mysql and its segment.dsn (set --snowflake-dsn)")
+		}
+	}
+	if s.Registry == RegistryOrdinal && s.Ordinal.Claim == "" {
+		// A copied configuration, or two StatefulSets of one name
+		// sharing a store, would give two live servers one worker ID:
+		// going without a claim is a choice to make knowingly.
+		bad("snowflake.ordinal.claim", "required with registry ordinal: etcd or mysql, where a second live server with the same ordinal is refused, or none, where nothing checks across hosts (a copied configuration issues the same IDs)")
+	}
+	if o := s.Ordinal; layout.Validate() == nil && (o.Offset < 0 || int64(o.Offset) > layout.MaxWorkerID()) {
+		bad("snowflake.ordinal.offset", "%d is outside the layout's worker IDs 0..%d", o.Offset, layout.MaxWorkerID())
+	} else if s.Registry == RegistryOrdinal && o.Hostname != "" && layout.Validate() == nil {
+		// An unset host name is this host's, read by serve.
+		if _, err := s.OrdinalWorkerID(o.Hostname); err != nil {
+			bad("snowflake.ordinal.hostname", "%v", err)
 		}
 	}
 	if s.LeaseTTL < 2*time.Second {

@@ -192,7 +192,7 @@ func TestBindFlags(t *testing.T) {
 	var names []string
 	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
 	want := []string{"admin-token-file", "config", "data-dir", "etcd", "grpc-listen", "insecure-admin", "listen", "log-format", "log-level",
-		"name", "rate-limit", "segment-dsn", "segment-store", "single-node", "snowflake-dsn", "snowflake-endpoint", "snowflake-registry", "tls-cert", "tls-key",
+		"name", "opaque-key-file", "rate-limit", "segment-dsn", "segment-store", "single-node", "snowflake-dsn", "snowflake-endpoint", "snowflake-layout", "snowflake-registry", "tls-cert", "tls-key",
 		"worker-id", "zk"}
 	if !slices.Equal(names, want) {
 		t.Errorf("flags = %v, want %v", names, want)
@@ -283,6 +283,10 @@ func TestValidation(t *testing.T) {
 		{"negative degraded tags", Sources{Env: []string{"LEAF_METRICS_DEGRADED_TAGS=-1"}}, "metrics.degraded_tags (from LEAF_METRICS_DEGRADED_TAGS): -1 is negative"},
 		{"bad metrics tag", Sources{Env: []string{"LEAF_METRICS_TAGS=orders, bad tag"}}, "metrics.tags (from LEAF_METRICS_TAGS)"},
 		{"unknown flag key", Sources{Flags: map[string]string{"nope": "1"}}, `flag for unknown key "nope"`},
+		{"bad ordinal claim", Sources{Env: []string{"LEAF_SNOWFLAKE_ORDINAL_CLAIM=zookeeper"}},
+			`LEAF_SNOWFLAKE_ORDINAL_CLAIM: "zookeeper" is not one of none, etcd, mysql`},
+		{"pod name without an ordinal", Sources{Env: []string{"LEAF_SNOWFLAKE_REGISTRY=ordinal", "LEAF_SNOWFLAKE_ORDINAL_HOSTNAME=leaf-x"}},
+			`snowflake.ordinal.hostname (from LEAF_SNOWFLAKE_ORDINAL_HOSTNAME): invalid argument: host name "leaf-x" is not a StatefulSet pod name NAME-ORDINAL (like leaf-3): "x" after its last "-" is not a decimal number`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -427,9 +431,11 @@ func TestKeys(t *testing.T) {
 	want := []string{"listen", "data_dir", "grpc_listen", "single_node", "admin.token", "admin.token_file", "admin.insecure",
 		"tls.cert", "tls.key", "rate_limit.per_second", "rate_limit.burst", "log.level", "log.format", "segment.enabled", "segment.store", "segment.dsn",
 		"segment.refresh_interval", "segment.max_step", "segment.wait_timeout", "segment.give_back", "segment.low_buffer", "segment.idle_timeout", "segment.lookup_rate", "segment.seed",
+		"segment.opaque_key", "segment.opaque_key_file",
 		"snowflake.enabled", "snowflake.registry", "snowflake.name", "snowflake.endpoint", "snowflake.worker_id", "snowflake.worker_ids",
-		"snowflake.zk", "snowflake.etcd", "snowflake.dsn", "snowflake.lease_ttl", "snowflake.epoch", "snowflake.time_bits",
+		"snowflake.zk", "snowflake.etcd", "snowflake.dsn", "snowflake.lease_ttl", "snowflake.layout", "snowflake.epoch", "snowflake.time_bits",
 		"snowflake.worker_bits", "snowflake.sequence_bits", "snowflake.max_backwards", "snowflake.random_start", "snowflake.window", "snowflake.max_peer_skew",
+		"snowflake.ordinal.offset", "snowflake.ordinal.claim", "snowflake.ordinal.hostname",
 		"metrics.top_tags", "metrics.degraded_tags", "metrics.tags", "shutdown_timeout"}
 	if got := KeyPaths(); !slices.Equal(got, want) {
 		t.Errorf("KeyPaths = %v\nwant %v", got, want)
@@ -441,6 +447,8 @@ func TestKeys(t *testing.T) {
 		{Path: "segment.enabled", Env: "LEAF_SEGMENT_ENABLED", Type: "bool", Default: "true"},
 		{Path: "segment.max_step", Env: "LEAF_SEGMENT_MAX_STEP", Type: "int", Default: "1000000"},
 		{Path: "single_node", Env: "LEAF_SINGLE_NODE", Flag: "single-node", Type: "bool", Default: "false"},
+		{Path: "segment.opaque_key", Env: "LEAF_SEGMENT_OPAQUE_KEY", Type: "string"},
+		{Path: "segment.opaque_key_file", Env: "LEAF_SEGMENT_OPAQUE_KEY_FILE", Flag: "opaque-key-file", Type: "string"},
 	}
 	for _, c := range checks {
 		k := byPath[c.Path]
@@ -525,6 +533,11 @@ func TestRedactDSN(t *testing.T) {
 	}
 }
 
+// ordinalOn selects the ordinal registry with claim on the pod name.
+func ordinalOn(c *Config, claim, name string) {
+	c.Snowflake.Registry, c.Snowflake.Ordinal.Claim, c.Snowflake.Ordinal.Hostname = RegistryOrdinal, claim, name
+}
+
 func TestValidateSnowflake(t *testing.T) {
 	for _, c := range []struct {
 		name string
@@ -554,6 +567,24 @@ func TestValidateSnowflake(t *testing.T) {
 		{"negative max_backwards", func(c *Config) { c.Snowflake.MaxBackwards = -1 }, "snowflake.max_backwards"},
 		{"short window", func(c *Config) { c.Snowflake.Window = 100 * time.Millisecond }, "snowflake.window"},
 		{"negative peer skew", func(c *Config) { c.Snowflake.MaxPeerSkew = -time.Second }, "snowflake.max_peer_skew"},
+		{"ordinal without a claim chosen", func(c *Config) { c.Snowflake.Registry = RegistryOrdinal }, "snowflake.ordinal.claim: required with registry ordinal"},
+		{"ordinal, claim none, host name read at start", func(c *Config) { ordinalOn(c, ClaimNone, "") }, ""},
+		{"ordinal with a pod name", func(c *Config) { ordinalOn(c, ClaimNone, "leaf-12") }, ""},
+		{"ordinal claimed in etcd", func(c *Config) { ordinalOn(c, ClaimEtcd, "leaf-0"); c.Snowflake.Etcd = "etcd:2379" }, ""},
+		{"ordinal claimed in etcd without endpoints", func(c *Config) { ordinalOn(c, ClaimEtcd, "leaf-0") }, "snowflake.etcd: required when snowflake.ordinal.claim is etcd"},
+		{"ordinal claimed in mysql without DSN", func(c *Config) { ordinalOn(c, ClaimMySQL, "leaf-0") }, "snowflake.ordinal.claim: mysql needs snowflake.dsn"},
+		{"ordinal claimed in mysql", func(c *Config) { ordinalOn(c, ClaimMySQL, "leaf-0"); c.Snowflake.DSN = "root@tcp(db:3306)/leaf" }, ""},
+		{"ordinal host name without an ordinal", func(c *Config) { ordinalOn(c, ClaimNone, "leaf") }, `snowflake.ordinal.hostname: invalid argument: host name "leaf" is not a StatefulSet pod name`},
+		{"ordinal host name with a leading zero", func(c *Config) { ordinalOn(c, ClaimNone, "leaf-03") }, "leading zero"},
+		{"ordinal above the layout", func(c *Config) { ordinalOn(c, ClaimNone, "leaf-1024") }, "ordinal 1024 + offset 0 = worker ID 1024, above the layout's maximum 1023"},
+		{"ordinal pushed above the layout by the offset", func(c *Config) {
+			ordinalOn(c, ClaimNone, "leaf-3")
+			c.Snowflake.Ordinal.Offset = 1021
+		}, "ordinal 3 + offset 1021 = worker ID 1024"},
+		{"ordinal above fewer worker bits", func(c *Config) { ordinalOn(c, ClaimNone, "leaf-4"); c.Snowflake.WorkerBits = 2 }, "above the layout's maximum 3"},
+		{"offset above the layout", func(c *Config) { c.Snowflake.Ordinal.Offset = 1024 }, "snowflake.ordinal.offset: 1024 is outside the layout's worker IDs 0..1023"},
+		{"negative offset", func(c *Config) { c.Snowflake.Ordinal.Offset = -1 }, "snowflake.ordinal.offset"},
+		{"host name of another registry is not read", func(c *Config) { c.Snowflake.Ordinal.Hostname = "leaf" }, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := Default()

@@ -10,9 +10,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"unicode/utf16"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/leafgo/leaf/internal/javaprops"
+	"github.com/leafgo/leaf/snowflake"
 )
 
 // errLine is one line of a Load error: errors.Join puts each problem on a
@@ -57,21 +59,22 @@ func isKeyOrSection(p string) bool {
 	return false
 }
 
-// checkNoTokenInErrors checks that no message about admin.token quotes the
-// token, which is a secret. A short token may be in a message by chance
-// ("1" in "(1 bytes)"); one of 8 bytes or more is not.
-func checkNoTokenInErrors(t *testing.T, err error, token string) {
+// checkNoSecretInErrors checks that no message about the key at path
+// (admin.token, segment.opaque_key) quotes its value, which is a secret. A
+// short value may be in a message by chance ("1" in "(1 bytes)"); one of 8
+// bytes or more is not.
+func checkNoSecretInErrors(t *testing.T, err error, path, secret string) {
 	t.Helper()
-	if len(token) < 8 {
+	if len(secret) < 8 {
 		return
 	}
 	for _, line := range strings.Split(err.Error(), "\n") {
 		m := errLine.FindStringSubmatchIndex(line)
-		if m == nil || line[m[2]:m[3]] != "admin.token" {
+		if m == nil || line[m[2]:m[3]] != path {
 			continue
 		}
-		if msg := line[m[1]-1:]; strings.Contains(msg, token) {
-			t.Fatalf("Load error line %q quotes the admin token", line)
+		if msg := line[m[1]-1:]; strings.Contains(msg, secret) {
+			t.Fatalf("Load error line %q quotes %s", line, path)
 		}
 	}
 }
@@ -128,8 +131,10 @@ func FuzzLoadYAML(f *testing.F) {
 		"data_dir: [a, b]\n", "segment: sqlite\n", "- a\n- b\n", "listen: :1\nlisten: :2\n", "listen: [\n",
 		"listen: :1\n---\nlisten: :2\n", "segment:\n  store: mysql\n", "segment:\n  give_back: \"false\"\n  max_step: '10'\n",
 		"a: &x 1\nlisten: *x\n", "snowflake: &s\n  name: n\nsegment: *s\n", "segment:\n  seed: true\n",
-		"snowflake:\n  epoch: 9223372036854775807\n", "snowflake:\n  time_bits: 42\n", "snowflake:\n  worker_ids: '{\"10.0.0.1:80\": 1}'\n",
+		"snowflake:\n  epoch: 9223372036854775807\n", "snowflake:\n  time_bits: 42\n", "snowflake:\n  layout: js-safe\n",
+		"snowflake:\n  layout: js-safe\n  time_bits: 41\n", "snowflake:\n  layout: custom\n  worker_bits: 5\n", "snowflake:\n  worker_ids: '{\"10.0.0.1:80\": 1}'\n",
 		"admin:\n  token: 0123456789abcdef0123\n", "admin:\n  token: short-secret\n", "tls:\n  cert: c.pem\n",
+		"segment:\n  opaque_key: 00112233445566778899aabbccddeeff\n", "segment:\n  opaque_key: 00112233445566778899aabbccddeef\n",
 		"rate_limit:\n  per_second: -1\n", "shutdown_timeout: 1h\nsegment:\n  wait_timeout: 1ns\n", "? [a]\n: b\n",
 		"listen: \"\\u0000:1\"\n", "listen: !!binary aGVsbG8=\n",
 	} {
@@ -144,7 +149,8 @@ func FuzzLoadYAML(f *testing.F) {
 		if err != nil {
 			checkLoadError(t, err, func(where string) bool { return strings.HasPrefix(where, path) })
 			if raw, rerr := LoadFile(path); rerr == nil {
-				checkNoTokenInErrors(t, err, raw.Admin.Token)
+				checkNoSecretInErrors(t, err, "admin.token", raw.Admin.Token)
+				checkNoSecretInErrors(t, err, "segment.opaque_key", raw.Segment.OpaqueKey)
 			}
 			return
 		}
@@ -161,7 +167,8 @@ func FuzzLoadYAML(f *testing.F) {
 // variable or the key (and, for a key a variable set, that variable), never
 // quoting the admin token; in a configuration loaded, a key whose variable
 // is set (the last one wins, empty means unset) holds the value parsed
-// from it and every other key its default; it is valid and round-trips;
+// from it and every other key its default (but for the layout keys, which
+// snowflake.layout fills and numbers name); it is valid and round-trips;
 // names that are no key are reported by UnknownEnv.
 func FuzzEnv(f *testing.F) {
 	for _, kv := range [][4]string{
@@ -177,7 +184,12 @@ func FuzzEnv(f *testing.F) {
 		{"SNOWFLAKE_WORKER_IDS", `{"10.0.0.1:8080": 3}`, "SNOWFLAKE_ENDPOINT", ":2181"},
 		{"SNOWFLAKE_EPOCH", "9223372036854775807", "SNOWFLAKE_TIME_BITS", "30"},
 		{"SNOWFLAKE_NAME", "a/b", "SNOWFLAKE_LEASE_TTL", "1s"},
+		{"SNOWFLAKE_LAYOUT", "JS-Safe", "SNOWFLAKE_TIME_BITS", "41"},
+		{"SNOWFLAKE_LAYOUT", "js-safe", "SNOWFLAKE_WORKER_BITS", "5"},
+		{"SNOWFLAKE_LAYOUT", "js", "SNOWFLAKE_SEQUENCE_BITS", "8"},
+		{"SNOWFLAKE_LAYOUT", "custom", "SNOWFLAKE_EPOCH", "1767225600000"},
 		{"ADMIN_TOKEN", "s3cr3t", "ADMIN_TOKEN", "0123456789abcdef é"},
+		{"SEGMENT_OPAQUE_KEY", "00112233445566778899AABBCCDDEEFF", "SEGMENT_OPAQUE_KEY", "0x00112233445566778899aabbccddeeff"},
 		{"RATE_LIMIT_PER_SECOND", "-5", "TLS_KEY", "k.pem"},
 		{"TEST_X", "1", "NOPE", "1"},
 		{"LISTEN=x", "y", "", "z"},
@@ -201,20 +213,31 @@ func FuzzEnv(f *testing.F) {
 		cfg, err := Load(Sources{Env: env})
 		if err != nil {
 			checkLoadError(t, err, func(where string) bool { _, ok := set[where]; return ok })
-			checkNoTokenInErrors(t, err, strings.TrimSpace(set[EnvPrefix+"ADMIN_TOKEN"]))
+			checkNoSecretInErrors(t, err, "admin.token", strings.TrimSpace(set[EnvPrefix+"ADMIN_TOKEN"]))
+			checkNoSecretInErrors(t, err, "segment.opaque_key", strings.TrimSpace(set[EnvPrefix+"SEGMENT_OPAQUE_KEY"]))
 			return
 		}
 		def := Default()
+		layoutSet, numbersSet := false, false
+		for _, fl := range fields() {
+			if v := set[fl.env()]; v != "" {
+				if err := def.set(fl, v); err != nil {
+					t.Fatalf("%s=%q does not parse (%v), yet Load succeeded", fl.env(), v, err)
+				}
+				layoutSet = layoutSet || fl.path == "snowflake.layout"
+				numbersSet = numbersSet || slices.Contains(layoutKeys, fl.path)
+			}
+		}
+		// Except that a preset sets the numbers, and numbers without a
+		// layout name it.
+		if p, err := snowflake.Preset(def.Snowflake.LayoutName); layoutSet && err == nil {
+			def.Snowflake.setLayout(p)
+		} else if !layoutSet && numbersSet {
+			def.Snowflake.LayoutName = def.Snowflake.Layout().Name()
+		}
 		for _, fl := range fields() {
 			got := cfg.value(fl).Interface()
 			want := def.value(fl).Interface()
-			if v := set[fl.env()]; v != "" {
-				parsed, err := parseValue(fl, v)
-				if err != nil {
-					t.Fatalf("%s=%q does not parse (%v), yet Load succeeded", fl.env(), v, err)
-				}
-				want = parsed.Interface()
-			}
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("%q: %s = %#v, want %#v", env, fl.path, got, want)
 			}
@@ -240,33 +263,11 @@ func fieldByEnv(name string) (field, bool) {
 	return field{}, false
 }
 
-// escapeProperty writes s as a java.util.Properties key or value that reads
-// back as s: every character that could be taken for syntax, and every one
-// outside printable ASCII, is escaped.
-func escapeProperty(s string) string {
-	var b strings.Builder
-	for _, u := range utf16.Encode([]rune(s)) {
-		switch {
-		case strings.ContainsRune(`\=:#! `, rune(u)):
-			b.WriteByte('\\')
-			b.WriteByte(byte(u))
-		case u < 0x20 || u > 0x7e:
-			b.WriteString(`\u`)
-			h := strconv.FormatUint(uint64(u), 16)
-			b.WriteString(strings.Repeat("0", 4-len(h)) + h)
-		default:
-			b.WriteByte(byte(u))
-		}
-	}
-	return b.String()
-}
-
 // FuzzLeafProperties loads arbitrary bytes as Java Leaf's leaf.properties.
 //
-// Properties: no panic; ParseProperties numbers entries by increasing line
-// within the file, and what it reads, written out escaped, reads back the
-// same; Load fails exactly when parsing fails or with an error that wraps
-// ErrInvalid and names file:line on every line (a key's line says which
+// Properties: no panic; Load fails when parsing fails (javaprops.Parse,
+// fuzzed on its own), with that error wrapped in ErrInvalid, or with an
+// error that wraps ErrInvalid and names file:line on every line (a key's line says which
 // line of the file set it); a configuration loaded is valid and
 // round-trips, uses only the stores and registries the mapping produces,
 // with a MySQL DSN the driver parses, and every warning names a line of the
@@ -294,18 +295,16 @@ func FuzzLeafProperties(f *testing.F) {
 	}
 	path := filepath.Join(f.TempDir(), "leaf.properties")
 	f.Fuzz(func(t *testing.T, data []byte) {
-		lines := len(naturalLines(data))
-		props, perr := ParseProperties(path, data)
-		if perr == nil {
-			checkPropertiesRoundTrip(t, data, props, lines)
-		}
+		lines := countLines(data)
+		_, perr := javaprops.Parse(path, data)
 
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
 		cfg, warnings, err := LoadWithWarnings(Sources{LeafProperties: path})
-		if perr != nil && (err == nil || err.Error() != perr.Error()) {
-			t.Fatalf("%q: ParseProperties fails with %v, Load with %v", data, perr, err)
+		var se *javaprops.SyntaxError
+		if perr != nil && (!errors.Is(err, ErrInvalid) || !errors.As(err, &se) || se.Error() != perr.Error()) {
+			t.Fatalf("%q: javaprops.Parse fails with %v, Load with %v", data, perr, err)
 		}
 		atLine := func(where string) bool {
 			n, err := strconv.Atoi(strings.TrimPrefix(where, path+":"))
@@ -343,26 +342,17 @@ func FuzzLeafProperties(f *testing.F) {
 	})
 }
 
-// checkPropertiesRoundTrip checks what ParseProperties read from data.
-func checkPropertiesRoundTrip(t *testing.T, data []byte, props []Property, lines int) {
-	t.Helper()
-	var out strings.Builder
-	for i, p := range props {
-		if p.Line < 1 || p.Line > lines || i > 0 && p.Line <= props[i-1].Line {
-			t.Fatalf("%q: entry %d (%q) is on line %d, after line %d, in a file of %d lines", data, i, p.Key, p.Line, props[max(i-1, 0)].Line, lines)
+// countLines counts the lines of data as a properties file has them: ended
+// by \n, \r or \r\n, the last one unended.
+func countLines(data []byte) int {
+	n := 0
+	for i := 0; i < len(data); i++ {
+		if data[i] == '\r' && i+1 < len(data) && data[i+1] == '\n' {
+			i++
 		}
-		out.WriteString(escapeProperty(p.Key) + "=" + escapeProperty(p.Value) + "\n")
-	}
-	again, err := ParseProperties("again", []byte(out.String()))
-	if err != nil {
-		t.Fatalf("%q read as %+v, written as %q, fails to read back: %v", data, props, out.String(), err)
-	}
-	if len(again) != len(props) {
-		t.Fatalf("%q read as %+v, written as %q, reads back as %+v", data, props, out.String(), again)
-	}
-	for i := range props {
-		if again[i].Key != props[i].Key || again[i].Value != props[i].Value || again[i].Line != i+1 {
-			t.Fatalf("%q read as %+v, written as %q, reads back as %+v", data, props, out.String(), again)
+		if data[i] == '\n' || data[i] == '\r' || i == len(data)-1 {
+			n++
 		}
 	}
+	return n
 }

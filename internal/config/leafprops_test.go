@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"strconv"
 	"strings"
 	"testing"
 )
@@ -39,61 +38,6 @@ func TestLeafPropertiesEquivalentYAML(t *testing.T) {
 	if fromYAML.Segment.Store != StoreMySQL || fromYAML.Snowflake.Registry != RegistryZooKeeper ||
 		fromYAML.Snowflake.Endpoint != ":2181" || fromYAML.Snowflake.Name != "com.sankuai.leaf.opensource.test" {
 		t.Errorf("unexpected configuration %+v", fromYAML)
-	}
-}
-
-func TestParseProperties(t *testing.T) {
-	type kv = [3]string // key, value, line
-	tests := []struct {
-		name string
-		in   string
-		want []kv
-	}{
-		{"separators", "a=1\nb:2\nc 3\nd\t=\t4\ne :5\nf = = 6\ng==7\nh:=8\n", []kv{
-			{"a", "1", "1"}, {"b", "2", "2"}, {"c", "3", "3"}, {"d", "4", "4"}, {"e", "5", "5"}, {"f", "= 6", "6"}, {"g", "=7", "7"}, {"h", "=8", "8"}}},
-		{"key only and empty values", "alone\nempty=\nspaces =   \n", []kv{{"alone", "", "1"}, {"empty", "", "2"}, {"spaces", "", "3"}}},
-		{"leading blanks trimmed, trailing kept", "  \t\fkey = value  \n", []kv{{"key", "value  ", "1"}}},
-		{"comments and blank lines", "# hash\n! bang\n   # indented\n\n  \t\nk=v # not a comment\n", []kv{{"k", "v # not a comment", "6"}}},
-		{"comment line ending in a backslash does not continue", "# comment \\\nk=v\n", []kv{{"k", "v", "2"}}},
-		{"continuation", "k = one, \\\n      two, \\\n\tthree\nnext=x\n", []kv{{"k", "one, two, three", "1"}, {"next", "x", "4"}}},
-		{"continued line may start with #", "k=a\\\n#b\n", []kv{{"k", "a#b", "1"}}},
-		{"blank continuation ends the entry", "k=a\\\n\nj=b\n", []kv{{"k", "a", "1"}, {"j", "b", "3"}}},
-		{"even backslashes do not continue", "k=a\\\\\nj=b\n", []kv{{"k", `a\`, "1"}, {"j", "b", "2"}}},
-		{"backslash at end of file", "k=a\\", []kv{{"k", "a", "1"}}},
-		{"CRLF and CR", "a=1\r\nb=2\rc=3", []kv{{"a", "1", "1"}, {"b", "2", "2"}, {"c", "3", "3"}}},
-		{"CRLF continuation", "a=1\\\r\n  2\r\n", []kv{{"a", "12", "1"}}},
-		{"escapes", `k=\t\n\r\f\\\=\:\#\!\ x\q` + "\n", []kv{{"k", "\t\n\r\f\\=:#! xq", "1"}}},
-		{"escaped separators in the key", `a\=b\:c\ d=v` + "\n", []kv{{"a=b:c d", "v", "1"}}},
-		{"unicode escapes", `name=\u4e2d\u6587 \u00E9` + "\n", []kv{{"name", "中文 é", "1"}}},
-		{"surrogate pair", `e=\uD83D\uDE00` + "\n", []kv{{"e", "😀", "1"}}},
-		{"bytes are ISO 8859-1", "k=caf\xe9\n", []kv{{"k", "café", "1"}}},
-		{"duplicates kept in order", "k=1\nk=2\n", []kv{{"k", "1", "1"}, {"k", "2", "2"}}},
-		{"jdbc url", "leaf.jdbc.url=jdbc:mysql://h:3306/leaf?a=1&b=2\n", []kv{{"leaf.jdbc.url", "jdbc:mysql://h:3306/leaf?a=1&b=2", "1"}}},
-		{"empty file", "", nil},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			props, err := ParseProperties("x.properties", []byte(tt.in))
-			if err != nil {
-				t.Fatalf("ParseProperties: %v", err)
-			}
-			var got []kv
-			for _, p := range props {
-				got = append(got, kv{p.Key, p.Value, strconv.Itoa(p.Line)})
-			}
-			if !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("got  %q\nwant %q", got, tt.want)
-			}
-		})
-	}
-}
-
-func TestParsePropertiesErrors(t *testing.T) {
-	for _, in := range []string{"a=1\nk=\\u12\n", "a=1\nk=\\u12G4\n", "a=1\n\\uZZZZ=1\n", "a=1\nk=x\\\n \\u1"} {
-		_, err := ParseProperties("x.properties", []byte(in))
-		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "x.properties:2: malformed \\uxxxx escape") {
-			t.Errorf("ParseProperties(%q) = %v, want a malformed-escape error at x.properties:2", in, err)
-		}
 	}
 }
 
@@ -283,36 +227,5 @@ func TestValidateEndpoint(t *testing.T) {
 	c.Snowflake.Endpoint = ":99999"
 	if err := c.Validate(); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "snowflake.endpoint") {
 		t.Errorf("Validate with endpoint :99999 = %v", err)
-	}
-}
-
-func TestMySQLDSNFromJDBCRoundTrip(t *testing.T) {
-	// A user name the DSN syntax cannot hold is refused rather than mangled.
-	if _, _, err := mysqlDSNFromJDBC("jdbc:mysql://h/leaf", "a:b", "x"); err == nil {
-		t.Error("user name with ':' accepted")
-	}
-	if _, _, err := mysqlDSNFromJDBC("jdbc:mysql://h/leaf", "", "x"); err == nil || !strings.Contains(err.Error(), "a password but no user name") {
-		t.Errorf("password without a user: %v", err)
-	}
-	dsn, dropped, err := mysqlDSNFromJDBC("jdbc:MySQL://H:3306/leaf?useSSL=false&verifyServerCertificate=false&requireSSL=true&socketTimeout=0", "u", "")
-	if err != nil || dsn != "u@tcp(H:3306)/leaf" || len(dropped) != 0 {
-		t.Errorf("= %q %v %v", dsn, dropped, err)
-	}
-	for _, tt := range []struct{ params, tls string }{
-		{"useSSL=true&verifyServerCertificate=false", "preferred"},
-		{"useSSL=yes&verifyServerCertificate=no&requireSSL=true", "skip-verify"},
-		{"useSSL=true&requireSSL=true", "true"},
-		{"sslMode=VERIFY_CA", "true"},
-		{"sslMode=preferred", "preferred"},
-		{"sslMode=DISABLED&useSSL=true", ""},
-	} {
-		dsn, _, err := mysqlDSNFromJDBC("jdbc:mysql://h/leaf?"+tt.params, "", "")
-		want := "tcp(h:3306)/leaf"
-		if tt.tls != "" {
-			want += "?tls=" + tt.tls
-		}
-		if err != nil || dsn != want {
-			t.Errorf("%s: %q, %v; want %q", tt.params, dsn, err, want)
-		}
 	}
 }

@@ -4,13 +4,15 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/leafgo/leaf/snowflake"
 )
 
 // SnowflakeLifetime is how long the snowflake layout must still last when
 // serve starts: the default of snowflake.Settings.Lifetime, which serve
 // keeps. cmd/leaf's TestLayoutLifetimeAgreesWithGenerator holds the two
 // together.
-const SnowflakeLifetime = 10 * 365 * 24 * time.Hour
+const SnowflakeLifetime = snowflake.DefaultLifetime
 
 // layoutKeys are the keys that make up the snowflake layout.
 var layoutKeys = []string{"snowflake.epoch", "snowflake.time_bits", "snowflake.worker_bits", "snowflake.sequence_bits"}
@@ -27,7 +29,7 @@ func (c Config) CheckSnowflakeLifetime(now time.Time, o Origins) error {
 		return nil
 	}
 	var from []string
-	for _, k := range layoutKeys {
+	for _, k := range append([]string{"snowflake.layout"}, layoutKeys...) {
 		if o.Set(k) {
 			from = append(from, o[k])
 		}

@@ -30,7 +30,7 @@ type Sources struct {
 	// LeafProperties is a Java Leaf leaf.properties file (empty: none),
 	// applied right above the defaults, so that the YAML file, the
 	// environment and flags can each override what it sets. Its mapping is
-	// documented at applyLeafProperties.
+	// documented in package leafprops.
 	LeafProperties string
 	// File is the YAML file; empty means the LEAF_CONFIG variable of Env, and
 	// no file at all when that is empty too.
@@ -133,6 +133,9 @@ func LoadWithOrigins(src Sources) (Config, Origins, []Warning, error) {
 		}
 	}
 
+	if err := cfg.resolveLayout(origin); err != nil {
+		return Config{}, nil, nil, err
+	}
 	if err := cfg.validate(origin); err != nil {
 		return Config{}, nil, nil, err
 	}
@@ -150,14 +153,19 @@ func fileError(what, path string, err error) error {
 }
 
 // LoadFile reads only a YAML file over the defaults, without validation
-// beyond the types: for tests and tools that check a sample file.
+// beyond the types and the layout preset's (snowflake.layout): for tests and
+// tools that check a sample file.
 func LoadFile(path string) (Config, error) {
 	cfg := Default()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return Config{}, fmt.Errorf("config file: %w", err)
 	}
-	if err := cfg.applyYAML(path, data, map[string]string{}); err != nil {
+	origin := Origins{}
+	if err := cfg.applyYAML(path, data, origin); err != nil {
+		return Config{}, err
+	}
+	if err := cfg.resolveLayout(origin); err != nil {
 		return Config{}, err
 	}
 	return cfg, nil

@@ -60,16 +60,16 @@ func TestReadyzFollowsStoreOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.DiscardHandler)
-	gen, err := segment.New(ctx, segment.Settings{
-		Store: st, Logger: logger, MaxStep: 1000,
-		HealthInterval: 20 * time.Millisecond, StoreTimeout: time.Second,
-		RetryBackoff: 10 * time.Millisecond, MaxRetryBackoff: 100 * time.Millisecond,
-	})
+	set := segment.DefaultSettings()
+	set.Store, set.Logger, set.MaxStep = st, logger, 1000
+	set.HealthInterval, set.StoreTimeout = 20*time.Millisecond, time.Second
+	set.RetryBackoff, set.MaxRetryBackoff = 10*time.Millisecond, 100*time.Millisecond
+	gen, err := segment.New(ctx, set)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { gen.Close(ctx) })
-	srv := httptest.NewServer(httpapi.New(httpapi.Config{Segment: gen, Logger: logger}))
+	srv := httptest.NewServer(httpapi.New(httpapi.Config{Segment: gen, Tags: st, Logger: logger}))
 	t.Cleanup(srv.Close)
 
 	if code, body := get(t, srv.URL+"/readyz"); code != 200 || body != "ok\n" {

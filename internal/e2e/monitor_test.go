@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -21,9 +22,11 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/httpapi"
+	"github.com/leafgo/leaf/internal/history"
 	"github.com/leafgo/leaf/internal/testdb"
 	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/local"
+	"github.com/leafgo/leaf/metrics"
 	"github.com/leafgo/leaf/segment"
 	"github.com/leafgo/leaf/sqlite"
 )
@@ -153,8 +156,8 @@ var errBrokenRow = errors.New("the test breaks this row")
 // real server (segment on SQLite with 10,000 tags, snowflake on a local
 // worker ID): the page follows IDs issued through the API, shows the
 // busiest tags in order and a degraded one, finds tags and the store's
-// rows by name and pages through them, shows the worker, and decodes IDs,
-// errors included.
+// rows by name and pages through them, shows the worker, draws charts of
+// the history that move under load, and decodes IDs, errors included.
 func TestMonitorPage(t *testing.T) {
 	browserPath := chromium(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
@@ -175,7 +178,9 @@ func TestMonitorPage(t *testing.T) {
 		t.Fatal(err)
 	}
 	bulkInsert(t, st, monitorTags)
-	seg, err := segment.New(ctx, segment.Settings{Store: failingStore{st, "broken"}, Logger: logger})
+	set := segment.DefaultSettings()
+	set.Store, set.Logger = failingStore{st, "broken"}, logger
+	seg, err := segment.New(ctx, set)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,8 +193,25 @@ func TestMonitorPage(t *testing.T) {
 	sfSettings := leaftest.FastSnowflake(reg, leaftest.TestEndpoint(0))
 	sfSettings.Logger = logger
 	snow := leaftest.StartSnowflake(t, nil, sfSettings)
+	// The latency histogram and the history the charts draw, sampled once
+	// a second until the test ends (before the generators close).
+	m := metrics.New(metrics.Config{Segment: seg, Snowflake: snow})
+	hist := history.New(history.Config{Segment: seg, Snowflake: snow,
+		Latency:       func(dst []uint64) []uint64 { return m.RequestLatency(httpapi.IsIDRoute, dst) },
+		LatencyBounds: metrics.RequestBuckets()})
+	histCtx, stopHist := context.WithCancel(ctx)
+	histDone := make(chan struct{})
+	go func() {
+		defer close(histDone)
+		hist.Run(histCtx)
+	}()
+	t.Cleanup(func() {
+		stopHist()
+		<-histDone
+	})
 	srv := httptest.NewServer(httpapi.New(httpapi.Config{
-		Segment: seg, Snowflake: snow, Logger: logger, Version: "v0.0.0-monitor-test",
+		Segment: seg, Tags: st, Snowflake: snow, Logger: logger, Version: "v0.0.0-monitor-test",
+		Observer: m, History: hist,
 	}))
 	t.Cleanup(srv.Close)
 
@@ -228,8 +250,12 @@ func TestMonitorPage(t *testing.T) {
 		}
 	}()
 
-	shot := func(name string) {
-		buf, err := chromedp.Run(tabCtx, chromedp.FullScreenshot(100)) // 100: PNG
+	shot := func(name string, of ...string) {
+		capture := chromedp.FullScreenshot(100) // 100: PNG
+		if len(of) > 0 {
+			capture = chromedp.Screenshot(chromedp.CSS(of[0])) // one element
+		}
+		buf, err := chromedp.Run(tabCtx, capture)
 		if err != nil {
 			t.Errorf("screenshot: %v", err)
 			return
@@ -388,6 +414,52 @@ func TestMonitorPage(t *testing.T) {
 	// The snowflake worker.
 	worker := strconv.FormatInt(snow.Status().WorkerID, 10)
 	p.waitText(`#snowflake-fields [data-field="worker_id"]`, func(s string) bool { return s == worker })
+	if got, want := p.text(`#snowflake-fields [data-field="layout"]`), snow.Status().Layout; got != want {
+		t.Errorf("layout shown: %q, want %q", got, want)
+	}
+
+	// The charts of the last 10 minutes, under load: every chart draws its
+	// lines, and they move from one sample to the next.
+	stopLoad := load(ctx, srv.URL, "/api/segment/get/orders?count=20", "/api/segment/get/"+bulkTag(4242)+"?count=50",
+		"/v2/segment/"+bulkTag(7)+"/batch?count=10", "/api/snowflake/get/x?count=30")
+	charts := map[string][]string{
+		"ids":       {"segment", "snowflake"},
+		"tag-ids":   {"orders", bulkTag(4242), bulkTag(7)},
+		"latency":   {"p50", "p99"},
+		"remaining": {"orders", bulkTag(4242), bulkTag(7)},
+		"until-dry": {"orders", bulkTag(4242), bulkTag(7)},
+		"lead":      {"lead"},
+	}
+	first := p.waitCharts(func(lines map[string]string) bool {
+		for chart, series := range charts {
+			for _, name := range series {
+				// A line of at least three points: a sample's worth of
+				// traffic, and not a dot.
+				if strings.Count(lines[chart+" "+name], "L") < 2 {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	p.waitCharts(func(lines map[string]string) bool {
+		for line, d := range first {
+			if lines[line] == d {
+				return false
+			}
+		}
+		return true
+	})
+	for chart, series := range charts {
+		legend := p.text(`[data-chart="` + chart + `"] .legend`)
+		for _, name := range series {
+			if !strings.Contains(legend, name) {
+				t.Errorf("chart %s: the legend %q does not name %s", chart, legend, name)
+			}
+		}
+	}
+	shot("monitor-charts.png", "#charts")
+	stopLoad()
 
 	// Decode an ID: the page shows what /v2/snowflake/decode says.
 	code, id := get(t, srv.URL+"/api/snowflake/get/x")
@@ -440,6 +512,37 @@ func TestMonitorPage(t *testing.T) {
 		t.Errorf("decode abc: the page shows %q, want the server's %q", got, apiErr.Error)
 	}
 
+	// A periodic tag shows the period it issues in, a formatted one its
+	// format; a plain tag neither.
+	if err := st.CreateShapedTag(ctx, leaf.Alloc{Tag: "daily", MaxID: 1, Step: 10},
+		leaf.TagShape{Period: leaf.PeriodDay, Format: leaf.IDFormat{Prefix: "D", Width: 4}}); err != nil {
+		t.Fatal(err)
+	}
+	dayBefore := leaf.PeriodKey(leaf.PeriodDay, time.Now().UTC())
+	if code, body := get(t, srv.URL+"/v2/segment/daily"); code != http.StatusOK || !strings.Contains(body, `"period"`) {
+		t.Fatalf("ID of the periodic tag: %d %q", code, body)
+	}
+	dayAfter := leaf.PeriodKey(leaf.PeriodDay, time.Now().UTC())
+	const daily = `#search-body tr[data-tag="daily"] [data-field="period"]`
+	p.do("search daily",
+		clearInput("search-input"),
+		chromedp.SendKeys(chromedp.ID("search-input"), "daily"),
+		chromedp.Click(chromedp.ID("search-submit")),
+		chromedp.WaitVisible(chromedp.CSS(daily)),
+	)
+	if got := p.text(daily); got != "period "+dayBefore && got != "period "+dayAfter {
+		t.Errorf("the periodic tag's period: %q, want period %s", got, dayAfter)
+	}
+	if got := p.query(`#tags-body tr[data-tag="orders"] [data-field="period"]`, "hidden"); got != "true" {
+		t.Errorf("a plain tag's period shown: hidden = %q", got)
+	}
+	if got := p.text(`#search-body tr[data-tag="daily"] [data-field="format"]`); got != "format D{period}-{seq:4}" {
+		t.Errorf("the formatted tag's format: %q, want format D{period}-{seq:4}", got)
+	}
+	if got := p.query(`#tags-body tr[data-tag="orders"] [data-field="format"]`, "hidden"); got != "true" {
+		t.Errorf("a plain tag's format shown: hidden = %q", got)
+	}
+
 	// A server without segment mode, reached through the redirect of /: the
 	// page says so, shows why the rows cannot be read, and still shows the
 	// worker.
@@ -457,12 +560,15 @@ func TestMonitorPage(t *testing.T) {
 		t.Errorf("rows of a snowflake-only server: %q, want the 404's message", got)
 	}
 	p.waitText(`#snowflake-fields [data-field="worker_id"]`, func(s string) bool { return s == worker })
+	if got, want := p.text(`#snowflake-fields [data-field="layout"]`), snow.Status().Layout; got != want {
+		t.Errorf("layout shown: %q, want %q", got, want)
+	}
 
 	// A server with an admin token: the page shows the summary and asks for
 	// the token, refuses a wrong one, and shows everything with the right one.
 	const token = "monitor-admin-token-0123"
 	guarded := httptest.NewServer(httpapi.New(httpapi.Config{
-		Segment: seg, Snowflake: snow, Logger: logger, Version: "v0.0.0-guarded", AdminToken: token,
+		Segment: seg, Tags: st, Snowflake: snow, Logger: logger, Version: "v0.0.0-guarded", AdminToken: token, History: hist,
 	}))
 	t.Cleanup(guarded.Close)
 	p.do("open a server with an admin token",
@@ -480,6 +586,10 @@ func TestMonitorPage(t *testing.T) {
 	if n := p.query("#tags-body", "children.length"); n != "0" {
 		t.Errorf("%s buffer rows shown without the token", n)
 	}
+	p.waitText("#charts-note", func(s string) bool { return s == "Shown with the admin token." })
+	if !p.hidden("chart-grid") {
+		t.Errorf("charts shown without the token")
+	}
 	p.do("enter a wrong token",
 		chromedp.SendKeys(chromedp.ID("token-input"), "not-the-token-0000"),
 		chromedp.Click(chromedp.ID("token-submit")),
@@ -496,12 +606,71 @@ func TestMonitorPage(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`#db-body tr[data-tag="orders"]`)),
 	)
 	p.waitText(`#snowflake-fields [data-field="worker_id"]`, func(s string) bool { return s == worker })
+	if got, want := p.text(`#snowflake-fields [data-field="layout"]`), snow.Status().Layout; got != want {
+		t.Errorf("layout shown: %q, want %q", got, want)
+	}
+	p.waitCharts(func(lines map[string]string) bool { return strings.Count(lines["ids segment"], "L") >= 2 })
 	shot("monitor-token.png")
 
 	mu.Lock()
 	defer mu.Unlock()
 	for _, m := range problems {
 		t.Errorf("browser console: %s", m)
+	}
+}
+
+// waitCharts waits, at most 15 s, until ok accepts the charts' lines, and
+// returns them: the path of each, by "chart series" (as [data-chart] and
+// [data-series] name them).
+func (p *page) waitCharts(ok func(map[string]string) bool) map[string]string {
+	p.t.Helper()
+	const expr = `Object.fromEntries(Array.from(document.querySelectorAll("#charts [data-chart] path.line"),
+		(e) => [e.closest("[data-chart]").dataset.chart + " " + e.dataset.series, e.getAttribute("d")]))`
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		lines, err := chromedp.Run(p.ctx, chromedp.Evaluate[map[string]string](expr))
+		if err != nil {
+			p.t.Fatalf("the charts' lines: %v", err)
+		}
+		if ok(lines) {
+			return lines
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("charts: still %v after 15s", lines)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// load requests each of the paths on base in turn, one every 10 ms (the
+// machine is shared), until the returned stop is called; stop waits for
+// the last request.
+func load(ctx context.Context, base string, paths ...string) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+paths[i%len(paths)], nil)
+			if err != nil {
+				return
+			}
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
 	}
 }
 

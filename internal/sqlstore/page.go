@@ -91,7 +91,7 @@ func (s *Store) readPage(ctx context.Context, query string, args []any, prefix s
 // escaped, with ! rather than backslash, which MySQL and PostgreSQL read
 // differently in string literals.
 func (s *Store) pageQuery(prefix string) (query, pattern string) {
-	const cols = "SELECT biz_tag, max_id, step, description, update_time FROM leaf_alloc WHERE biz_tag > ?"
+	const cols = "SELECT biz_tag, max_id, step, description, update_time FROM leaf_alloc WHERE " + notPeriod + " AND biz_tag > ?"
 	switch {
 	case prefix == "":
 		query = cols + " ORDER BY biz_tag LIMIT ?"

@@ -1,11 +1,16 @@
 // Package sqlstore is the SQL shared by the sqlite, mysql and postgres
 // segment stores: the one reserve-a-range transaction, the conditional give
 // back, the listings and the tag admin statements, all on Leaf's leaf_alloc
-// table, plus two tables beside it: the tombstones of deleted tags in
-// leaf_alloc_tombstone, and in leaf_alloc_version a change counter that every
+// table, plus three tables beside it: the tombstones of deleted tags in
+// leaf_alloc_tombstone, in leaf_alloc_version a change counter that every
 // CreateTag and DeleteTag moves in its own transaction, so that a refresh
-// with nothing to do is one primary-key read (leaf_alloc itself stays exactly
-// Leaf's table, which Java Leaf nodes may share). The databases differ only
+// with nothing to do is one primary-key read, and in leaf_tag_shape the
+// shapes of tags created with one (leaf.TagShaper). leaf_alloc itself stays
+// exactly Leaf's table, which Java Leaf nodes may share.
+//
+// The periods of a periodic tag are rows of leaf_alloc named
+// leaf.PeriodRow(tag, key) ("orders#20261124"), made on first use (see
+// leaf.PeriodStore). The listings leave them out. The databases differ only
 // in a small Dialect: placeholder style, whether UPDATE ... RETURNING
 // exists, the upsert syntax, row locks, and how their drivers report a
 // duplicate key or a transient conflict.
@@ -78,6 +83,28 @@ const (
   PRIMARY KEY (id)
 )`
 	VersionSeed = `INSERT INTO leaf_alloc_version (id, version) VALUES (1, 0) ON CONFLICT (id) DO NOTHING`
+	// ShapeSchema holds the shapes of tags created with one (see
+	// leaf.TagShaper), in leaf.TagShape's Canonical spelling. A plain tag
+	// has no row. A row outlives its tag, as the tombstone does.
+	ShapeSchema = `CREATE TABLE IF NOT EXISTS leaf_tag_shape (
+  biz_tag     VARCHAR(128) NOT NULL,
+  period      VARCHAR(8)   NOT NULL DEFAULT '',
+  time_zone   VARCHAR(64)  NOT NULL DEFAULT '',
+  fmt_prefix  VARCHAR(32)  NOT NULL DEFAULT '',
+  fmt_width   INT          NOT NULL DEFAULT 0,
+  fmt_radix   INT          NOT NULL DEFAULT 0,
+  opaque_bits INT          NOT NULL DEFAULT 0,
+  key_check   VARCHAR(128) NOT NULL DEFAULT '',
+  created_at  TIMESTAMP    NOT NULL DEFAULT CURRENT_TIMESTAMP,
+  PRIMARY KEY (biz_tag)
+)`
+)
+
+// Widths of leaf_tag_shape's text columns that leaf.TagShape.Validate does
+// not bound.
+const (
+	maxTimeZoneLen = 64
+	maxKeyCheckLen = 128
 )
 
 // Settings tunes a Store; the zero value is the default.
@@ -93,8 +120,10 @@ type Settings struct {
 	RetryBackoff time.Duration
 }
 
-// Store implements leaf.SegmentStore and leaf.SegmentAdmin on a *sql.DB whose
-// leaf_alloc and leaf_alloc_tombstone tables already exist.
+// Store implements leaf.SegmentStore, leaf.SegmentAdmin, leaf.SegmentVersioner,
+// leaf.TagShaper and leaf.PeriodStore on a *sql.DB whose leaf_alloc,
+// leaf_alloc_tombstone, leaf_alloc_version and leaf_tag_shape tables already
+// exist.
 type Store struct {
 	db       *sql.DB
 	d        Dialect
@@ -108,6 +137,8 @@ var (
 	_ leaf.SegmentStore     = (*Store)(nil)
 	_ leaf.SegmentAdmin     = (*Store)(nil)
 	_ leaf.SegmentVersioner = (*Store)(nil)
+	_ leaf.TagShaper        = (*Store)(nil)
+	_ leaf.PeriodStore      = (*Store)(nil)
 )
 
 // VersionTable is the change counter's table: one row, id 1. Each store
@@ -126,6 +157,13 @@ type queries struct {
 	bury, setStart                      string
 	// The change counter: read it, and move it inside a create or delete.
 	version, bump string
+	// Shapes: read one (locking, inside a create), read one, add one.
+	shapeLocked, shape, addShape string
+	// Periods: read the tag's row under a shared lock, add a period's row
+	// unless it exists, raise a new row's start to its tombstone.
+	parentShared, addPeriod, raiseStart string
+	// The step of a tag's period rows, set with the tag's.
+	setPeriodStep string
 }
 
 // New wraps db. The Store owns db from now on: Close closes it.
@@ -143,9 +181,12 @@ func New(db *sql.DB, d Dialect, set Settings) *Store {
 		set.RetryBackoff = 10 * time.Millisecond
 	}
 	const cols = "SELECT biz_tag, max_id, step, description, update_time FROM leaf_alloc"
-	forUpdate := ""
+	forUpdate, forShare := "", ""
 	if d.LockingReads {
-		forUpdate = " FOR UPDATE"
+		forUpdate, forShare = " FOR UPDATE", " FOR SHARE"
+		if d.OnDuplicateKey {
+			forShare = " LOCK IN SHARE MODE" // MariaDB has no FOR SHARE
+		}
 	}
 	returning := ""
 	if d.Returning {
@@ -162,8 +203,8 @@ func New(db *sql.DB, d Dialect, set Settings) *Store {
 		giveBack: "UPDATE leaf_alloc SET max_id = ?, update_time = CURRENT_TIMESTAMP WHERE biz_tag = ? AND max_id = ?" +
 			" AND NOT EXISTS (SELECT 1 FROM leaf_alloc_tombstone WHERE biz_tag = ? AND max_id > ?)",
 
-		tags:    "SELECT biz_tag FROM leaf_alloc",
-		allocs:  cols,
+		tags:    "SELECT biz_tag FROM leaf_alloc WHERE " + notPeriod,
+		allocs:  cols + " WHERE " + notPeriod,
 		alloc:   cols + " WHERE biz_tag = ?",
 		create:  "INSERT INTO leaf_alloc (biz_tag, max_id, step, description, update_time) VALUES (?, ?, ?, ?, CURRENT_TIMESTAMP)",
 		setStep: "UPDATE leaf_alloc SET step = ?, update_time = CURRENT_TIMESTAMP WHERE biz_tag = ?",
@@ -176,7 +217,22 @@ func New(db *sql.DB, d Dialect, set Settings) *Store {
 
 		version: "SELECT version FROM " + VersionTable + " WHERE id = 1",
 		bump:    "UPDATE " + VersionTable + " SET version = version + 1 WHERE id = 1",
+
+		shapeLocked: shapeCols + " WHERE biz_tag = ?" + forUpdate,
+		shape:       shapeCols + " WHERE biz_tag = ?",
+		addShape: "INSERT INTO leaf_tag_shape (biz_tag, period, time_zone, fmt_prefix, fmt_width, fmt_radix, opaque_bits, key_check, created_at)" +
+			" VALUES (?, ?, ?, ?, ?, ?, ?, ?, CURRENT_TIMESTAMP)",
+
+		parentShared: "SELECT max_id, step FROM leaf_alloc WHERE biz_tag = ?" + forShare,
+		addPeriod:    "INSERT INTO leaf_alloc (biz_tag, max_id, step, update_time) VALUES (?, ?, ?, CURRENT_TIMESTAMP) ON CONFLICT (biz_tag) DO NOTHING",
+		raiseStart:   "UPDATE leaf_alloc SET max_id = ? WHERE biz_tag = ? AND max_id < ?",
 	}
+	if d.OnDuplicateKey {
+		// INSERT IGNORE also turns other errors into warnings; the values
+		// are checked before (the name's length) or copied from a row.
+		q.addPeriod = "INSERT IGNORE INTO leaf_alloc (biz_tag, max_id, step, update_time) VALUES (?, ?, ?, CURRENT_TIMESTAMP)"
+	}
+	q.setPeriodStep = "UPDATE leaf_alloc SET step = ? WHERE " + periodMatch(d)
 	// A re-delete keeps the highest max_id ever seen: a row created below its
 	// tombstone (never by CreateTag) must not lower it.
 	if d.OnDuplicateKey {
@@ -190,7 +246,8 @@ func New(db *sql.DB, d Dialect, set Settings) *Store {
 	if d.Dollar {
 		for _, p := range []*string{&q.reserveStored, &q.reserveStep, &q.readBack, &q.giveBack,
 			&q.tags, &q.allocs, &q.alloc, &q.create, &q.setStep, &q.remove,
-			&q.tombstone, &q.lockRow, &q.removeReturning, &q.bury, &q.setStart} {
+			&q.tombstone, &q.lockRow, &q.removeReturning, &q.bury, &q.setStart,
+			&q.shapeLocked, &q.shape, &q.addShape, &q.parentShared, &q.addPeriod, &q.raiseStart, &q.setPeriodStep} {
 			*p = Rebind(*p)
 		}
 	}
@@ -324,14 +381,18 @@ func (s *Store) GiveBack(ctx context.Context, tag string, from, expect int64) (b
 	if from < 1 || from > expect {
 		return false, fmt.Errorf("%w: give back %q from %d at max_id %d: want 1 <= from <= max_id", leaf.ErrInvalidArgument, tag, from, expect)
 	}
-	op := fmt.Sprintf("give back %q", tag)
+	return s.giveBackRow(ctx, fmt.Sprintf("give back %q", tag), tag, from, expect)
+}
+
+// giveBackRow is GiveBack on the row named name (a tag's, or a period's).
+func (s *Store) giveBackRow(ctx context.Context, op, name string, from, expect int64) (bool, error) {
 	if err := s.checkOpen(op); err != nil {
 		return false, err
 	}
 	var n int64
 	// Retrying is safe: the condition max_id = expect makes a repeat a no-op.
 	err := s.retry(ctx, func() error {
-		res, err := s.db.ExecContext(ctx, s.q.giveBack, from, tag, expect, tag, from)
+		res, err := s.db.ExecContext(ctx, s.q.giveBack, from, name, expect, name, from)
 		if err != nil {
 			return err
 		}
@@ -475,33 +536,86 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// CreateTag inserts a row whose max_id is the first ID to issue: a.MaxID, or
-// with a.MaxID 0 the tag's tombstone if it has one, else 1. A start below the
-// tombstone fails with a *leaf.TombstoneError. The primary key, not a prior
-// SELECT, decides a race between two creators.
+// CreateTag inserts a plain tag: CreateShapedTag with the zero shape.
 func (s *Store) CreateTag(ctx context.Context, a leaf.Alloc) error {
+	return s.CreateShapedTag(ctx, a, leaf.TagShape{})
+}
+
+// CreateShapedTag inserts a row whose max_id is the first ID to issue:
+// a.MaxID, or with a.MaxID 0 the tag's tombstone if it has one, else 1, and
+// the shape's row unless the shape is plain, in one transaction. A start
+// below the tombstone fails with a *leaf.TombstoneError; a shape other than
+// the one the tag was deleted with (plain included) with a
+// *leaf.ShapeError. The primary key, not a prior SELECT, decides a race
+// between two creators.
+func (s *Store) CreateShapedTag(ctx context.Context, a leaf.Alloc, shape leaf.TagShape) error {
 	if err := leaf.ValidateAlloc(a); err != nil {
 		return err
 	}
+	if err := shape.Validate(); err != nil {
+		return err
+	}
+	if err := leaf.ValidateShapedTag(a.Tag, shape); err != nil {
+		return err
+	}
+	if len(shape.TimeZone) > maxTimeZoneLen || len(shape.KeyCheck) > maxKeyCheckLen {
+		return fmt.Errorf("%w: time zone or key check too long (at most %d and %d bytes)", leaf.ErrInvalidArgument, maxTimeZoneLen, maxKeyCheckLen)
+	}
+	shape = shape.Canonical()
 	op := fmt.Sprintf("create %q", a.Tag)
 	if err := s.checkOpen(op); err != nil {
 		return err
 	}
 	// A deadlock or a busy database rolls the whole transaction back, so
 	// running it again is safe.
-	err := s.retry(ctx, func() error { return s.createOnce(ctx, a) })
+	err := s.retry(ctx, func() error { return s.createOnce(ctx, a, shape) })
 	if err != nil {
 		return s.wrap(op, err)
 	}
 	return nil
 }
 
-// createOnce inserts the row first and reads the tombstone second. The
-// insert waits for any transaction that is deleting an earlier row of the
-// tag, so the tombstone read after it (a locking read, or under SQLite's
-// database lock) sees what that delete recorded. Reading first could miss
-// it, and start the new row below IDs the deleted one issued.
-func (s *Store) createOnce(ctx context.Context, a leaf.Alloc) (err error) {
+// shapeCols are the columns of a shape read, in scanShape's order.
+const shapeCols = "SELECT period, time_zone, fmt_prefix, fmt_width, fmt_radix, opaque_bits, key_check FROM leaf_tag_shape"
+
+func scanShape(row *sql.Row) (sh leaf.TagShape, found bool, err error) {
+	var period string
+	var width, radix, bits int64
+	err = row.Scan(&period, &sh.TimeZone, &sh.Format.Prefix, &width, &radix, &bits, &sh.KeyCheck)
+	if errors.Is(err, sql.ErrNoRows) {
+		return leaf.TagShape{}, false, nil
+	}
+	if err != nil {
+		return leaf.TagShape{}, false, err
+	}
+	sh.Period, sh.Format.Width, sh.Format.Radix, sh.OpaqueBits = leaf.Period(period), int(width), int(radix), int(bits)
+	return sh, true, nil
+}
+
+// TagShape reads a tag's shape: the zero shape if it has no row.
+func (s *Store) TagShape(ctx context.Context, tag string) (leaf.TagShape, error) {
+	if err := leaf.ValidateTag(tag); err != nil {
+		return leaf.TagShape{}, err
+	}
+	op := fmt.Sprintf("shape of %q", tag)
+	if err := s.checkOpen(op); err != nil {
+		return leaf.TagShape{}, err
+	}
+	sh, _, err := scanShape(s.db.QueryRowContext(ctx, s.q.shape, tag))
+	if err != nil {
+		return leaf.TagShape{}, s.wrap(op, err)
+	}
+	return sh, nil
+}
+
+// createOnce inserts the row first and reads the tombstone and the shape
+// second. The insert waits for any transaction that is deleting an earlier
+// row of the tag, so the tombstone read after it (a locking read, or under
+// SQLite's database lock) sees what that delete recorded. Reading first
+// could miss it, and start the new row below IDs the deleted one issued.
+// The shape's row is written only here, under the new row's lock, so two
+// creators cannot both add one.
+func (s *Store) createOnce(ctx context.Context, a leaf.Alloc, shape leaf.TagShape) (err error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
@@ -520,12 +634,21 @@ func (s *Store) createOnce(ctx context.Context, a leaf.Alloc) (err error) {
 		return fmt.Errorf("insert: %w", err)
 	}
 	var tomb int64
+	hasTomb := true
 	err = tx.QueryRowContext(ctx, s.q.tombstone, a.Tag).Scan(&tomb)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		tomb, err = 0, nil
+		tomb, hasTomb, err = 0, false, nil
 	case err != nil:
 		return fmt.Errorf("read tombstone: %w", err)
+	}
+	kept, hasShape, err := scanShape(tx.QueryRowContext(ctx, s.q.shapeLocked, a.Tag))
+	if err != nil {
+		return fmt.Errorf("read shape: %w", err)
+	}
+	// A tag deleted plain has a tombstone and no shape row: it stays plain.
+	if hasShape && kept != shape || !hasShape && hasTomb && !shape.IsPlain() {
+		return &leaf.ShapeError{Tag: a.Tag, Kept: kept}
 	}
 	if tomb > start {
 		if a.MaxID != 0 {
@@ -533,6 +656,13 @@ func (s *Store) createOnce(ctx context.Context, a leaf.Alloc) (err error) {
 		}
 		if _, err = tx.ExecContext(ctx, s.q.setStart, tomb, a.Tag); err != nil {
 			return fmt.Errorf("start above tombstone: %w", err)
+		}
+	}
+	if !hasShape && !shape.IsPlain() {
+		f := shape.Format
+		if _, err = tx.ExecContext(ctx, s.q.addShape, a.Tag, string(shape.Period), shape.TimeZone,
+			f.Prefix, int64(f.Width), int64(f.Radix), int64(shape.OpaqueBits), shape.KeyCheck); err != nil {
+			return fmt.Errorf("add shape: %w", err)
 		}
 	}
 	if err = s.bumpVersion(ctx, tx); err != nil {
@@ -552,7 +682,48 @@ func (s *Store) SetStep(ctx context.Context, tag string, step int) error {
 	if err := leaf.ValidateStep(step); err != nil {
 		return err
 	}
-	return s.execOne(ctx, fmt.Sprintf("set step of %q", tag), s.q.setStep, int64(step), tag)
+	op := fmt.Sprintf("set step of %q", tag)
+	if err := s.checkOpen(op); err != nil {
+		return err
+	}
+	if err := s.retry(ctx, func() error { return s.setStepOnce(ctx, tag, step) }); err != nil {
+		return s.wrap(op, err)
+	}
+	return nil
+}
+
+// setStepOnce sets the step of the tag's row and of its period rows: new
+// periods copy the tag's, the current ones take it from their next range.
+// MySQL stores count matched rather than changed rows (clientFoundRows), or
+// setting the step a tag already has would look like a missing tag.
+func (s *Store) setStepOnce(ctx context.Context, tag string, step int) (err error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	res, err := tx.ExecContext(ctx, s.q.setStep, int64(step), tag)
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return leaf.ErrTagNotFound
+	}
+	if _, err = tx.ExecContext(ctx, s.q.setPeriodStep, append([]any{int64(step)}, s.periodArgs(tag)...)...); err != nil {
+		return fmt.Errorf("set the step of the periods: %w", err)
+	}
+	if err = tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
 }
 
 // DeleteTag removes the row and records its max_id in the tag's tombstone,
@@ -606,6 +777,13 @@ func (s *Store) deleteOnce(ctx context.Context, tag string) (err error) {
 	if _, err = tx.ExecContext(ctx, s.q.bury, args...); err != nil {
 		return fmt.Errorf("record tombstone: %w", err)
 	}
+	// The tag's periods go with it, each leaving its tombstone: created
+	// again, the tag continues every period above the IDs issued in it.
+	// Once the tag's row is gone no server makes a period row for it (that
+	// reads the tag's row under a shared lock), so none is left behind.
+	if _, err = s.buryPeriods(ctx, tx, tag, "", 0); err != nil {
+		return err
+	}
 	if err = s.bumpVersion(ctx, tx); err != nil {
 		return err
 	}
@@ -646,27 +824,6 @@ func (s *Store) TagsVersion(ctx context.Context) (int64, error) {
 		return 0, s.wrap(op, err)
 	}
 	return v, nil
-}
-
-// execOne runs a statement that must touch exactly the tag's row. MySQL
-// stores count matched rather than changed rows (clientFoundRows), or setting
-// the step a tag already has would look like a missing tag.
-func (s *Store) execOne(ctx context.Context, op, query string, args ...any) error {
-	if err := s.checkOpen(op); err != nil {
-		return err
-	}
-	res, err := s.db.ExecContext(ctx, query, args...)
-	if err != nil {
-		return s.wrap(op, err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return s.wrap(op, err)
-	}
-	if n == 0 {
-		return s.wrap(op, leaf.ErrTagNotFound)
-	}
-	return nil
 }
 
 // dbTime scans update_time whatever shape the driver gives it: time.Time

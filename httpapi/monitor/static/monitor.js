@@ -1,6 +1,8 @@
 // leaf monitor: reads ../v2/status/summary every second (a bounded view:
 // the busiest tags, the degraded ones, totals and the worker, whatever the
-// number of tags), a page of the tags found by name when a search is on,
+// number of tags), the samples taken since the last read from
+// ../v2/status/history (drawn as charts of the last 10 minutes), a page of
+// the tags found by name when a search is on,
 // and a page of the store's rows from ../v2/tags when they may have
 // changed, and renders them. Data only ever enters the page through
 // textContent, never as markup. URLs are relative to the page
@@ -170,6 +172,12 @@ function renderSegment(seg, hidden) {
 
 function renderTag(row, t) {
   set(row, 'tag', t.tag);
+  // A periodic tag restarts each period: which one its IDs are in now.
+  set(row, 'period', t.period ? `period ${t.period}` : '').hidden = !t.period;
+  // A formatted tag's IDs are written by its format: a prefix, the period,
+  // a sequence of fixed width that /readyz warns about before it runs out.
+  set(row, 'format', t.format ? `format ${t.format}` : '').hidden = !t.format;
+  set(row, 'opaque', t.opaque_bits ? `opaque ${t.opaque_bits} bits` : '').hidden = !t.opaque_bits;
   set(row, 'state', !t.init_ok ? 'not loaded' : t.loading ? 'loading' : '');
   // A degraded tag's reason, without the "tag NAME: " it leads with.
   const reason = t.reason ? t.reason.replace(/^tag \S+: /, '') : '';
@@ -342,6 +350,7 @@ function renderSnowflake(w) {
   set(box, 'worker_id', w.worker_id < 0 ? 'none (lost, re-registering)' : String(w.worker_id));
   set(box, 'registry', w.registry);
   set(box, 'endpoint', w.endpoint);
+  set(box, 'layout', w.layout);
   set(box, 'from_cache', w.from_cache ? 'yes (registry unreachable at start-up)' : 'no');
   const lead = (w.high_water_ms - Date.now()) / 1000;
   set(box, 'high_water', `${lead >= 0 ? '+' : '−'}${Math.abs(lead).toFixed(1)} s`, new Date(w.high_water_ms).toISOString())
@@ -391,6 +400,227 @@ async function decode(ev) {
   box.dataset.state = d ? 'ok' : 'error';
 }
 
+// ---- charts of the last 10 minutes
+
+const WINDOW_MS = 10 * 60 * 1000;
+const SVG_NS = 'http://www.w3.org/2000/svg';
+// The charts' viewBox and the plot area's margins inside it.
+const CW = 360, CH = 140, PAD_L = 44, PAD_R = 8, PAD_T = 8, PAD_B = 18;
+const MIN_SPAN_MS = 60 * 1000; // the narrowest time axis, for a young server
+const DRY_CAP = 600; // seconds: beyond 10 min a buffer is not a worry
+
+// hist holds the samples read so far, one array per series, all aligned
+// with t (the samples' times, Unix ms); null is no value. next is the
+// sample to ask from; seq numbers the reads, as for the search.
+const hist = {on: true, seq: 0, next: 0, t: [], modes: {}, tags: new Map()};
+const SCALARS = {
+  seg: (h) => h.segment?.ids_per_sec,
+  snow: (h) => h.snowflake?.ids_per_sec,
+  lead: (h) => h.snowflake?.lead_s,
+  p50: (h) => h.latency?.p50_ms,
+  p99: (h) => h.latency?.p99_ms,
+};
+
+// resetHistory forgets the samples held: the next read asks for them all.
+function resetHistory() {
+  hist.next = 0;
+  hist.t = [];
+  for (const k of Object.keys(SCALARS)) hist[k] = [];
+  hist.tags = new Map();
+}
+resetHistory();
+
+// mergeHistory appends an answer's samples, or starts afresh when they do
+// not follow those held (the first read, a gap, another server), and keeps
+// the last 10 minutes.
+function mergeHistory(h) {
+  if (h.first !== hist.next) resetHistory();
+  const held = hist.t.length;
+  const n = h.time_ms.length;
+  const nulls = (k) => new Array(k).fill(null);
+  hist.t.push(...h.time_ms);
+  for (const [k, get] of Object.entries(SCALARS)) hist[k].push(...(get(h) || nulls(n)));
+  // The tags in the server's order, which keeps each in its place (and
+  // colour) while it has series; a tag no longer listed is gone.
+  const tags = new Map();
+  for (const s of h.tags || []) {
+    const old = hist.tags.get(s.tag) || {ids: nulls(held), remaining: nulls(held), left: nulls(held)};
+    old.ids.push(...s.ids_per_sec);
+    old.remaining.push(...s.remaining);
+    old.left.push(...s.seconds_left);
+    tags.set(s.tag, old);
+  }
+  hist.tags = tags;
+  hist.next = h.next;
+  hist.modes = {segment: Boolean(h.segment), snowflake: Boolean(h.snowflake), latency: Boolean(h.latency)};
+  const end = hist.t[hist.t.length - 1];
+  const drop = hist.t.findIndex((t) => t > end - WINDOW_MS);
+  if (drop > 0) {
+    hist.t.splice(0, drop);
+    for (const k of Object.keys(SCALARS)) hist[k].splice(0, drop);
+    for (const s of hist.tags.values()) for (const a of Object.values(s)) a.splice(0, drop);
+  }
+}
+
+// refreshHistory reads the samples taken since the last read and draws
+// them; a server that keeps none (404) is not asked again.
+async function refreshHistory() {
+  if (!hist.on) return;
+  const seq = ++hist.seq;
+  const section = $('#charts');
+  const note = $('#charts-note');
+  try {
+    const h = await getJSON(`v2/status/history?since=${hist.next}`);
+    if (seq !== hist.seq) return;
+    section.hidden = false;
+    const hidden = h.detail === false;
+    $('#chart-grid').hidden = hidden;
+    note.hidden = !hidden;
+    note.textContent = 'Shown with the admin token.';
+    if (hidden) {
+      resetHistory();
+      return;
+    }
+    mergeHistory(h);
+    renderCharts();
+  } catch (e) {
+    if (seq !== hist.seq) return;
+    if (e.status === 404) {
+      hist.on = false;
+      section.hidden = true;
+      return;
+    }
+    note.textContent = `Cannot read the history: ${e.message}`;
+    note.hidden = false;
+  }
+}
+
+function svg(name, attrs, text) {
+  const el = document.createElementNS(SVG_NS, name);
+  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
+  if (text !== undefined) el.textContent = text;
+  return el;
+}
+
+// nice rounds a positive axis bound up to 1, 2, 2.5 or 5 times a power of ten.
+function nice(v) {
+  const mag = 10 ** Math.floor(Math.log10(v));
+  return [1, 2, 2.5, 5, 10].find((m) => m * mag >= v * (1 - 1e-9)) * mag;
+}
+
+const compact = new Intl.NumberFormat('en-US', {notation: 'compact', maximumFractionDigits: 1});
+const short = (v) => (Math.abs(v) >= 1000 ? compact.format(v) : Number(v.toPrecision(3)).toString());
+const ms = (v) => (v === 0 ? '0' : `${v < 10 ? v.toFixed(2) : Math.round(v)} ms`);
+const ago = (t) => (t === 0 ? 'now' : t % 60000 === 0 ? `−${t / 60000} min` : `−${t / 1000} s`);
+const signed = (v) => (v === 0 ? '0' : `${v > 0 ? '+' : '−'}${Math.abs(v).toFixed(1)} s`);
+
+// pathData draws values against the times ts as one path, broken where a
+// value is missing; a point alone is a dot.
+function pathData(ts, values, x, y) {
+  let d = '';
+  let run = 0;
+  values.forEach((v, i) => {
+    if (v === null || v === undefined) {
+      if (run === 1) d += 'h0.5';
+      run = 0;
+      return;
+    }
+    d += `${run ? 'L' : 'M'}${x(ts[i]).toFixed(1)} ${y(v).toFixed(1)}`;
+    run++;
+  });
+  if (run === 1) d += 'h0.5';
+  return d;
+}
+
+// drawChart draws lines ({name, values, cls}) into the figure
+// [data-chart=id], values clamped to cap, and lists them with their last
+// value written by fmt. The time axis spans the samples held, in whole
+// minutes: the last 10 minutes once the server has run that long.
+function drawChart(id, lines, fmt, cap = Infinity) {
+  const fig = $(`[data-chart="${id}"]`);
+  fig.hidden = false;
+  const ts = hist.t;
+  const end = ts.length ? ts[ts.length - 1] : Date.now();
+  const held = ts.length ? end - ts[0] : 0;
+  const span = Math.min(WINDOW_MS, Math.max(MIN_SPAN_MS, Math.ceil(held / 60000) * 60000));
+  const start = end - span;
+  const clamp = (v) => (v === null ? null : Math.min(v, cap));
+  lines = lines.map((l) => ({...l, values: l.values.map(clamp)}));
+  let lo = 0;
+  let hi = 0;
+  for (const l of lines) {
+    for (const v of l.values) {
+      if (v !== null) {
+        lo = Math.min(lo, v);
+        hi = Math.max(hi, v);
+      }
+    }
+  }
+  // A little headroom, so that a steady line does not run along the top.
+  hi = hi > 0 ? Math.min(nice(hi * 1.05), cap) : lo < 0 ? 0 : 1;
+  lo = lo < 0 ? -nice(-lo * 1.05) : 0;
+  const x = (t) => PAD_L + ((t - start) / span) * (CW - PAD_L - PAD_R);
+  const y = (v) => PAD_T + ((hi - v) / (hi - lo)) * (CH - PAD_T - PAD_B);
+  const nodes = [];
+  for (const v of lo < 0 ? [lo, 0, hi] : [0, hi / 2, hi]) {
+    nodes.push(svg('line', {class: v === 0 && lo < 0 ? 'zero' : 'grid', x1: PAD_L, x2: CW - PAD_R, y1: y(v), y2: y(v)}));
+    nodes.push(svg('text', {x: PAD_L - 4, y: y(v) + 3, 'text-anchor': 'end'}, fmt(v, true)));
+  }
+  const bottom = CH - PAD_B + 12;
+  nodes.push(svg('text', {x: PAD_L, y: bottom}, ago(span)));
+  nodes.push(svg('text', {x: (PAD_L + CW - PAD_R) / 2, y: bottom, 'text-anchor': 'middle'}, ago(span / 2)));
+  nodes.push(svg('text', {x: CW - PAD_R, y: bottom, 'text-anchor': 'end'}, ago(0)));
+  const shown = lines.filter((l) => l.values.some((v) => v !== null));
+  for (const l of shown) {
+    const path = svg('path', {class: `line ${l.cls}`, d: pathData(ts, l.values, x, y), 'data-series': l.name});
+    path.append(svg('title', {}, l.name));
+    nodes.push(path);
+  }
+  if (shown.length === 0) {
+    nodes.push(svg('text', {class: 'empty', x: (PAD_L + CW - PAD_R) / 2, y: (PAD_T + CH - PAD_B) / 2, 'text-anchor': 'middle'}, 'no data yet'));
+  }
+  fig.querySelector('svg').replaceChildren(...nodes);
+  fig.querySelector('.legend').replaceChildren(...shown.map((l) => {
+    const li = document.createElement('li');
+    const sw = document.createElement('span');
+    sw.className = `sw ${l.cls}`;
+    const name = document.createElement('span');
+    name.className = l.tag ? 'tag' : '';
+    name.textContent = l.name;
+    const last = l.values.findLast((v) => v !== null);
+    li.append(sw, name, ` ${last === undefined ? '–' : fmt(last)}`);
+    li.dataset.series = l.name;
+    return li;
+  }));
+}
+
+function renderCharts() {
+  const m = hist.modes;
+  const fig = (id) => $(`[data-chart="${id}"]`);
+  const modes = [];
+  if (m.segment) modes.push({name: 'segment', values: hist.seg, cls: 'c0'});
+  if (m.snowflake) modes.push({name: 'snowflake', values: hist.snow, cls: 'c1'});
+  drawChart('ids', modes, (v) => short(v));
+  if (m.latency) {
+    drawChart('latency', [{name: 'p50', values: hist.p50, cls: 'c0'}, {name: 'p99', values: hist.p99, cls: 'c2'}], ms);
+  } else {
+    fig('latency').hidden = true;
+  }
+  for (const id of ['tag-ids', 'remaining', 'until-dry']) fig(id).hidden = !m.segment;
+  if (m.segment) {
+    const tags = [...hist.tags].map(([tag, s], i) => ({tag, s, cls: `c${i % 10}`}));
+    const lines = (key) => tags.map(({tag, s, cls}) => ({name: tag, values: s[key], cls, tag: true}));
+    drawChart('tag-ids', lines('ids'), (v) => short(v));
+    drawChart('remaining', lines('remaining'), (v) => short(v));
+    drawChart('until-dry', lines('left'), (v, axis) => (axis && v >= DRY_CAP ? '10 min' : axis && v === 0 ? '0' : duration(v)), DRY_CAP);
+  }
+  if (m.snowflake) {
+    drawChart('lead', [{name: 'lead', values: hist.lead, cls: 'c4'}], signed);
+  } else {
+    fig('lead').hidden = true;
+  }
+}
+
 // ---- refresh loop
 
 let ticks = 0;
@@ -412,7 +642,7 @@ function useToken(ev) {
 }
 
 async function refresh() {
-  const [status] = await Promise.allSettled([getJSON(`v2/status/summary?top=${TOP}`), refreshSearch()]);
+  const [status] = await Promise.allSettled([getJSON(`v2/status/summary?top=${TOP}`), refreshSearch(), refreshHistory()]);
   if (status.status === 'rejected' && status.reason.status === 401) {
     // A wrong token: forget it, so the summary shows again, and ask anew.
     sessionStorage.removeItem(TOKEN_KEY);

@@ -1,12 +1,19 @@
-package config
+// Package javaprops reads and writes the java.util.Properties text format:
+// Java Leaf's leaf.properties and the workerID.properties cache its
+// snowflake holders keep. Reading follows Properties.load(InputStream) to
+// the letter, so that a file means here what it means to Java; writing
+// follows Properties.store(OutputStream), so that Java reads back what is
+// written here.
+package javaprops
 
 import (
 	"bytes"
 	"fmt"
+	"strconv"
 	"unicode/utf16"
 )
 
-// Property is one key=value entry of a java.util.Properties file.
+// Property is one key=value entry of a properties file.
 type Property struct {
 	Key, Value string
 	// Line is the line, counted from 1, on which the entry starts (an
@@ -14,8 +21,17 @@ type Property struct {
 	Line int
 }
 
-// ParseProperties reads data as java.util.Properties.load(InputStream) does,
-// which is how Java Leaf reads leaf.properties:
+// SyntaxError is a malformed \uXXXX escape, the one thing
+// Properties.load refuses.
+type SyntaxError struct {
+	Name string // the file, as given to Parse
+	Line int    // where the entry holding the escape starts
+	Msg  string
+}
+
+func (e *SyntaxError) Error() string { return e.Name + ":" + strconv.Itoa(e.Line) + ": " + e.Msg }
+
+// Parse reads data as java.util.Properties.load(InputStream) does:
 //
 //   - bytes are ISO 8859-1 characters; anything else is written \uXXXX;
 //   - lines end with \n, \r or \r\n; leading blanks (space, tab, form feed)
@@ -30,18 +46,18 @@ type Property struct {
 //     before any other character stands for that character.
 //
 // Entries come back in file order; a key given twice appears twice (Java
-// keeps the last). name is only for messages: a malformed \u escape, the one
-// syntax error, is reported as "name:line: ..." wrapping ErrInvalid.
-func ParseProperties(name string, data []byte) ([]Property, error) {
+// keeps the last). name is only for messages: a malformed \u escape is a
+// *SyntaxError, "name:line: ...".
+func Parse(name string, data []byte) ([]Property, error) {
 	var (
 		out     []Property
 		logical []uint16 // the entry being read, backslash-newlines removed
 		start   int      // its first line; 0 between entries
 	)
 	finish := func() error {
-		p, err := splitProperty(logical)
+		p, err := splitEntry(logical)
 		if err != nil {
-			return fmt.Errorf("%w: %s:%d: %v", ErrInvalid, name, start, err)
+			return &SyntaxError{Name: name, Line: start, Msg: err.Error()}
 		}
 		p.Line = start
 		out = append(out, p)
@@ -106,9 +122,9 @@ func trimBlanks(b []byte) []byte {
 	return b
 }
 
-// splitProperty splits one logical line into key and value, as Java's
+// splitEntry splits one logical line into key and value, as Java's
 // Properties.load0, and unescapes both.
-func splitProperty(line []uint16) (Property, error) {
+func splitEntry(line []uint16) (Property, error) {
 	keyLen, valueStart, hasSep, escaped := 0, len(line), false, false
 	for ; keyLen < len(line); keyLen++ {
 		c := line[keyLen]
@@ -133,21 +149,21 @@ func splitProperty(line []uint16) (Property, error) {
 		}
 		break
 	}
-	key, err := unescapeProperty(line[:keyLen])
+	key, err := unescape(line[:keyLen])
 	if err != nil {
 		return Property{}, err
 	}
-	value, err := unescapeProperty(line[valueStart:])
+	value, err := unescape(line[valueStart:])
 	if err != nil {
 		return Property{}, err
 	}
 	return Property{Key: key, Value: value}, nil
 }
 
-// unescapeProperty resolves the escapes of a key or value (Java's
+// unescape resolves the escapes of a key or value (Java's
 // loadConvert). The text is UTF-16, as in Java, so that a surrogate pair
 // written as two \u escapes decodes to one character.
-func unescapeProperty(s []uint16) (string, error) {
+func unescape(s []uint16) (string, error) {
 	out := make([]uint16, 0, len(s))
 	for i := 0; i < len(s); i++ {
 		c := s[i]
@@ -196,4 +212,15 @@ func hexDigit(c uint16) (uint16, bool) {
 		return c - 'A' + 10, true
 	}
 	return 0, false
+}
+
+// Lookup returns the entry for key that Java's getProperty would: the last
+// one given.
+func Lookup(props []Property, key string) (Property, bool) {
+	for i := len(props) - 1; i >= 0; i-- {
+		if props[i].Key == key {
+			return props[i], true
+		}
+	}
+	return Property{}, false
 }

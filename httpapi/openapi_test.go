@@ -1,0 +1,170 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+
+	"github.com/leafgo/leaf/internal/history"
+)
+
+// The OpenAPI document is held to the server from both sides: here, that
+// it is a valid OpenAPI 3.1 document and that its paths and methods are
+// exactly the server's route table; in cmd/leaf (TestOpenAPIConformance),
+// that the real server's answers, successes and errors, match it.
+
+// loadOpenAPI parses and checks the embedded document.
+func loadOpenAPI(t *testing.T) *openapi3.T {
+	t.Helper()
+	doc, err := parseOpenAPI(openAPIDoc)
+	if err != nil {
+		t.Fatalf("openapi.json is not a valid OpenAPI 3.1 document:\n%v", err)
+	}
+	return doc
+}
+
+// parseOpenAPI parses an OpenAPI 3.1 document and validates it: its
+// structure and, for 3.1, every schema as JSON Schema 2020-12, the
+// examples of its parameters and media types, and, which Validate leaves
+// out, the examples of its schemas.
+func parseOpenAPI(data []byte) (*openapi3.T, error) {
+	loader := openapi3.NewLoader()
+	doc, err := loader.LoadFromData(data)
+	if err != nil {
+		return nil, err
+	}
+	if !doc.IsOpenAPI31OrLater() || doc.OpenAPI != "3.1.0" {
+		return nil, fmt.Errorf("OpenAPI %q, want 3.1.0", doc.OpenAPI)
+	}
+	if err := doc.Validate(loader.Context, openapi3.EnableMultiError()); err != nil {
+		return nil, err
+	}
+	var errs []error
+	for name, s := range doc.Components.Schemas {
+		for i, ex := range s.Value.Examples {
+			if err := doc.ValidateSchemaJSON(s.Value, ex, openapi3.EnableJSONSchema2020()); err != nil {
+				errs = append(errs, fmt.Errorf("schema %s, example %d: %w", name, i, err))
+			}
+		}
+	}
+	return doc, errors.Join(errs...)
+}
+
+func TestOpenAPIDocumentIsValid(t *testing.T) {
+	loadOpenAPI(t)
+
+	// The checks above must be able to fail: the same document with a
+	// reference to nothing, an example its schema refuses, or a path whose
+	// parameter is not described, is refused.
+	for _, tt := range []struct{ name, old, new string }{
+		{"dangling reference", `"#/components/responses/HeadOK"`, `"#/components/responses/HeadOk"`},
+		{"example off its schema", `"code": "tag_not_found", "request_id"`, `"code": "no_such_code", "request_id"`},
+		{"undescribed path parameter", `"/v2/tags/{tag}": {`, `"/v2/tags/{name}": {`},
+	} {
+		broken := bytes.Replace(openAPIDoc, []byte(tt.old), []byte(tt.new), 1)
+		if bytes.Equal(broken, openAPIDoc) {
+			t.Fatalf("%s: %q not found in openapi.json", tt.name, tt.old)
+		}
+		if _, err := parseOpenAPI(broken); err == nil {
+			t.Errorf("%s: the broken document passes", tt.name)
+		}
+	}
+}
+
+// TestOpenAPIDescribesEveryRoute compares the document's paths and
+// methods with the route table the server is built from, both ways: a
+// route added without its description, or a description left behind by a
+// route removed, fails here.
+func TestOpenAPIDescribesEveryRoute(t *testing.T) {
+	doc := loadOpenAPI(t)
+	// Every route is registered whatever the configuration but /metrics
+	// and /v2/status/history, which need their sources.
+	s := New(Config{Metrics: http.NotFoundHandler(), History: history.New(history.Config{})})
+
+	documented := map[string]string{} // mux pattern -> Allow
+	for path, item := range doc.Paths.Map() {
+		var methods []string
+		for m := range item.Operations() {
+			methods = append(methods, m)
+		}
+		slices.Sort(methods)
+		documented[muxPattern(path)] = strings.Join(methods, ", ")
+	}
+	served := map[string]string{}
+	for _, r := range s.table {
+		if _, dup := served[r.pattern]; dup {
+			t.Errorf("route %s is in the route table twice", r.pattern)
+		}
+		served[r.pattern] = r.allow
+	}
+	for pattern, allow := range served {
+		switch got, ok := documented[pattern]; {
+		case !ok:
+			t.Errorf("route %s (%s) is not in openapi.json", pattern, allow)
+		case got != allow:
+			t.Errorf("route %s: openapi.json has the methods %s, the server %s", pattern, got, allow)
+		}
+	}
+	for pattern := range documented {
+		if _, ok := served[pattern]; !ok {
+			t.Errorf("openapi.json describes %s, which the server does not serve", pattern)
+		}
+	}
+	if len(served) < 20 {
+		t.Errorf("the route table has %d routes; is it filled?", len(served))
+	}
+}
+
+// muxPattern is the ServeMux pattern of a document path: the document's
+// "/" is the mux's exact-match "/{$}" (the mux's "/" matches everything).
+func muxPattern(path string) string {
+	if path == "/" {
+		return "/{$}"
+	}
+	return path
+}
+
+// TestOpenAPIServed: /openapi.json answers the document, and a known
+// path's other methods 405, as every route's do.
+func TestOpenAPIServed(t *testing.T) {
+	srv := httptest.NewServer(New(Config{}))
+	t.Cleanup(srv.Close)
+	for _, method := range []string{http.MethodGet, http.MethodHead} {
+		req, err := http.NewRequestWithContext(context.Background(), method, srv.URL+"/openapi.json", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		want := openAPIDoc
+		if method == http.MethodHead {
+			want = nil
+		}
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" ||
+			resp.ContentLength != int64(len(openAPIDoc)) || !bytes.Equal(body, want) {
+			t.Errorf("%s /openapi.json: %s, %q, length %d, %d bytes of body; want 200, the document",
+				method, resp.Status, resp.Header.Get("Content-Type"), resp.ContentLength, len(body))
+		}
+	}
+	resp, err := http.Post(srv.URL+"/openapi.json", "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "GET, HEAD" {
+		t.Errorf("POST /openapi.json: %s, Allow %q; want 405, GET, HEAD", resp.Status, resp.Header.Get("Allow"))
+	}
+}

@@ -1,0 +1,116 @@
+// Package testutil holds the helpers that the test files of several packages
+// would otherwise each carry a copy of: a logger that is quiet unless the
+// run is verbose, bounded contexts, free ports, an in-memory store holding
+// given rows, the leaf binary built once per test, and parsing of ID lists
+// as the servers print them.
+//
+// It is imported by tests only; nothing here may be used by production code.
+package testutil
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/inmem"
+)
+
+// Logger discards everything unless the tests run with -v, where it logs
+// to the default handler so a failure can be followed.
+func Logger() *slog.Logger {
+	if testing.Verbose() {
+		return slog.Default()
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// Context is the test's context bounded by d, so that a hang fails the test
+// instead of the whole run.
+func Context(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// FreePort returns a loopback port nothing listened on a moment ago. It may
+// be taken again before the caller binds it; on loopback within one test run
+// that does not happen in practice.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// ModuleRoot is the directory holding go.mod, found upwards from the test's
+// working directory (the package directory).
+func ModuleRoot(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("go.mod not found above the test's directory")
+		}
+		dir = parent
+	}
+}
+
+// BuildLeaf compiles cmd/leaf into the test's temporary directory, with the
+// given build tags ("chaos") and the version stamped as "e2e-test", and
+// returns the binary's path.
+func BuildLeaf(t testing.TB, tags ...string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "leaf")
+	cmd := exec.CommandContext(t.Context(), "go", "build", "-tags", strings.Join(tags, ","),
+		"-ldflags", "-X main.version=e2e-test", "-o", bin, "./cmd/leaf")
+	cmd.Dir = ModuleRoot(t)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/leaf: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// ParseIDs reads whitespace-separated decimal IDs, as the Leaf routes and
+// `leaf get` print them.
+func ParseIDs(t testing.TB, text string) []int64 {
+	t.Helper()
+	var ids []int64
+	for _, f := range strings.Fields(text) {
+		id, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			t.Fatalf("%q is not an ID (in %q)", f, text)
+		}
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// Store returns an in-memory leaf_alloc holding rows.
+func Store(t testing.TB, rows ...leaf.Alloc) *inmem.SegmentStore {
+	t.Helper()
+	st := inmem.NewSegmentStore()
+	for _, a := range rows {
+		if err := st.CreateTag(context.Background(), a); err != nil {
+			t.Fatalf("CreateTag(%s): %v", a.Tag, err)
+		}
+	}
+	return st
+}

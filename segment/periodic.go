@@ -1,0 +1,339 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/doublebuf"
+	"github.com/leafgo/leaf/internal/ratemeter"
+)
+
+// This file routes the requests of periodic tags (leaf.TagShape.Period):
+// each period is a row of its own in the store (leaf.PeriodStore), and
+// here a buffer of its own. A request takes from the buffer of the period
+// the generator's clock (Settings.Now) is in, in the tag's time zone; the
+// answer names the period. Nothing is reset on a timer: a new period is a
+// new row, made by the first server that needs it, so servers whose clocks
+// differ around the boundary issue from adjacent periods, and an ID is
+// unique within its period.
+//
+// A periodic tag's entry in the generator's maps is its buffer as for any
+// tag (the shell): its first load reads the tag's shape and, finding a
+// period, stops the shell with errPeriodic and hangs a periodic on it,
+// which holds the buffers of at most two periods: the current one and the
+// one before, for servers whose clocks step back across the boundary. A
+// third period evicts the older of the two; the idle sweep gives evicted
+// buffers' unused IDs back, as it does idle ones'.
+
+// errPeriodic stops a periodic tag's shell: its IDs come from its periods'
+// buffers. Takes that meet it look the tag up again.
+var errPeriodic = errors.New("segment: the tag is periodic")
+
+// periodic is a periodic tag's state: its shape, its zone, and the buffers
+// of its periods.
+type periodic struct {
+	g     *Generator
+	tag   string
+	shell *buffer
+	shape leaf.TagShape
+	loc   *time.Location
+	enc   *encoder // each period's buffer's: the bound holds per period
+
+	// cur is the period the last request was routed to: the hot path
+	// compares its date with the clock's, without a lock.
+	cur atomic.Pointer[period]
+
+	// mu guards the fields below. Lock order: g.mu, then mu, then a
+	// buffer's mu.
+	mu      sync.Mutex
+	live    [2]*period // the periods held, nil when free
+	evicted []*period  // stopped, waiting for the sweep to give their IDs back
+	retired counters   // the counters of periods no longer held
+	rate    ratemeter.Meter
+	// emptySince is when live last became empty (or the state was made);
+	// the sweep drops the tag once it has been empty for IdleTimeout.
+	emptySince time.Time
+	dead       bool // dropped: requests look the tag up again
+	// stopErr is the answer once stopAll dropped the state (the tag gone,
+	// the generator closed), where looking again would find it again.
+	stopErr error
+}
+
+// period is one period's buffer. y, m and d are the date of its start, as
+// the period's kind keeps them (0 for the parts it does not have), for the
+// hot path's comparison.
+type period struct {
+	y   int
+	m   time.Month
+	d   int
+	key string
+	b   *buffer
+}
+
+func newPeriodic(g *Generator, shell *buffer, shape leaf.TagShape, enc *encoder) (*periodic, error) {
+	loc, err := leaf.Location(shape.TimeZone)
+	if err != nil {
+		return nil, fmt.Errorf("tag %q: %w", shell.tag, err)
+	}
+	return &periodic{g: g, tag: shell.tag, shell: shell, shape: shape, loc: loc, enc: enc, emptySince: time.Now()}, nil
+}
+
+// date is the date of the period that holds t.
+func (p *periodic) date(t time.Time) (int, time.Month, int) {
+	y, m, d := t.In(p.loc).Date()
+	switch p.shape.Period {
+	case leaf.PeriodYear:
+		return y, 0, 0
+	case leaf.PeriodMonth:
+		return y, m, 0
+	}
+	return y, m, d
+}
+
+// fast is the period of now if it is the one the last request was routed
+// to; nil otherwise.
+func (p *periodic) fast(now time.Time) *period {
+	c := p.cur.Load()
+	if c == nil {
+		return nil
+	}
+	if y, m, d := p.date(now); y != c.y || m != c.m || d != c.d {
+		return nil
+	}
+	return c
+}
+
+// current is the period of now, its buffer made if this server holds none
+// for it. errRetired if the tag's state was dropped.
+func (p *periodic) current(now time.Time) (*period, error) {
+	if c := p.fast(now); c != nil {
+		return c, nil
+	}
+	y, m, d := p.date(now)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.dead {
+		if p.stopErr != nil {
+			return nil, p.stopErr
+		}
+		return nil, errRetired
+	}
+	for _, c := range p.live {
+		if c != nil && c.y == y && c.m == m && c.d == d {
+			p.cur.Store(c)
+			return c, nil
+		}
+	}
+	c := &period{y: y, m: m, d: d, key: leaf.PeriodKey(p.shape.Period, now.In(p.loc))}
+	c.b = newBuffer(p.g, p.tag, false)
+	c.b.period, c.b.owner = c.key, p
+	c.b.enc.Store(p.enc)
+	slot := 0
+	switch {
+	case p.live[0] == nil:
+	case p.live[1] == nil:
+		slot = 1
+	default:
+		// Two periods held: the older goes. Keys of one kind sort as
+		// their periods do.
+		if p.live[1].key < p.live[0].key {
+			slot = 1
+		}
+		old := p.live[slot]
+		old.b.ids.Stop(errRetired)
+		p.evicted = append(p.evicted, old)
+		p.g.s.Logger.Info("segment period evicted", "tag", p.tag, "period", old.key, "for", c.key)
+	}
+	p.live[slot] = c
+	p.cur.Store(c)
+	return c, nil
+}
+
+// stopAll stops every period's buffer with err, marks the state dropped,
+// and returns the buffers, for a give-back.
+func (p *periodic) stopAll(err error) []*buffer {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.dead = true
+	if p.stopErr == nil {
+		p.stopErr = err
+	}
+	var out []*buffer
+	for _, c := range p.all() {
+		c.b.ids.Stop(err)
+		out = append(out, c.b)
+	}
+	return out
+}
+
+// all lists the periods held and evicted. p.mu must be held.
+func (p *periodic) all() []*period {
+	out := slices.Clone(p.evicted)
+	for _, c := range p.live {
+		if c != nil {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// latest is the period held with the highest key, nil if none. p.mu must
+// be held.
+func (p *periodic) latest() *period {
+	var out *period
+	for _, c := range p.live {
+		if c != nil && (out == nil || c.key > out.key) {
+			out = c
+		}
+	}
+	return out
+}
+
+// addCounters adds the tag's counters over all its periods to c.
+func (p *periodic) addCounters(c *counters) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.addCountersLocked(c)
+}
+
+func (p *periodic) addCountersLocked(c *counters) {
+	c.merge(p.retired)
+	for _, x := range p.all() {
+		c.add(x.b)
+	}
+}
+
+// sample records the tag's issued count, over all its periods, for its rate.
+func (p *periodic) sample(now time.Time) {
+	var c counters
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.addCountersLocked(&c)
+	p.rate.Sample(now, c.issued)
+}
+
+// status is the tag's status: the buffers of its latest period, the
+// counters of all of them.
+func (p *periodic) status(now time.Time) leaf.SegmentStatus {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var c counters
+	p.addCountersLocked(&c)
+	st := leaf.SegmentStatus{Tag: p.tag, SecondsLeft: -1}
+	if l := p.latest(); l != nil {
+		st = l.b.status(now)
+	}
+	st.Issued, st.Loads, st.Waits, st.LoadErrors = c.issued, c.loads, c.waits, c.loadErrors
+	st.LoadSeconds, st.GivenBack, st.LoadLatency = c.loadSeconds, c.givenBack, loadHistogram(c.loadLatency)
+	st.Rate, st.SecondsLeft = p.rate.Rate(now, c.issued), -1
+	if st.Rate > 0 {
+		st.SecondsLeft = float64(st.Remaining) / st.Rate
+	}
+	return st
+}
+
+// sweep retires the idle periods' buffers (as the idle sweep retires a
+// tag's), and returns them with the evicted ones for the give-back; it
+// reports whether the tag has held no period for timeout, when its state
+// is dropped. g.mu must be held.
+func (p *periodic) sweep(now time.Time, timeout time.Duration) (giveBack []*period, drop bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, c := range p.live {
+		if c == nil {
+			continue
+		}
+		c.b.mu.Lock()
+		idle := c.b.retireIfIdleLocked(now, timeout)
+		c.b.mu.Unlock()
+		if idle {
+			p.live[i] = nil
+			p.evicted = append(p.evicted, c)
+			if p.cur.Load() == c {
+				p.cur.Store(nil)
+			}
+			if p.live[1-i] == nil {
+				p.emptySince = now
+			}
+		}
+	}
+	giveBack = slices.Clone(p.evicted)
+	if p.live[0] == nil && p.live[1] == nil && len(p.evicted) == 0 && now.Sub(p.emptySince) >= timeout {
+		p.dead = true
+		drop = true
+	}
+	return giveBack, drop
+}
+
+// retire drops an evicted period, given back (or not), folding its
+// counters into the tag's.
+func (p *periodic) retire(c *period) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	i := slices.Index(p.evicted, c)
+	if i < 0 {
+		return
+	}
+	p.evicted = slices.Delete(p.evicted, i, i+1)
+	p.retired.add(c.b)
+}
+
+// route finds the buffer to take from for the tag whose buffer (from the
+// maps) is b: for a periodic tag its current period's, and that period's
+// key; for a plain tag b itself and "".
+func (g *Generator) route(b *buffer) (*buffer, string, error) {
+	p := b.per.Load()
+	if p == nil {
+		return b, "", nil
+	}
+	c, err := p.current(g.s.Now())
+	if err != nil {
+		return nil, "", err
+	}
+	return c.b, c.key, nil
+}
+
+// stopTag stops a tag's buffer and, for a periodic tag, its periods'; it
+// returns every buffer stopped.
+func stopTag(b *buffer, err error) []*buffer {
+	b.ids.Stop(err)
+	out := []*buffer{b}
+	if p := b.per.Load(); p != nil {
+		out = append(out, p.stopAll(err)...)
+	}
+	return out
+}
+
+// nextFast is the hot path of a periodic tag's single ID: the period the
+// last request was routed to, if the clock is still in it.
+func (g *Generator) nextFast(b *buffer) (int64, string, bool) {
+	p := b.per.Load()
+	if p == nil {
+		return 0, "", false
+	}
+	c := p.fast(g.s.Now())
+	if c == nil {
+		return 0, "", false
+	}
+	v, got := c.b.ids.Next()
+	if got == doublebuf.None {
+		return 0, "", false
+	}
+	if got == doublebuf.AtMark {
+		c.b.ids.Prefetch()
+	}
+	if e := c.b.enc.Load(); e != nil {
+		// An encode error cannot happen (loads cut ranges at the
+		// bound); were it to, the slow path answers it.
+		if v, err := e.encode(v); err == nil {
+			return v, c.key, true
+		}
+		return 0, "", false
+	}
+	return v, c.key, true
+}
