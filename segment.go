@@ -29,6 +29,17 @@ type Reservation struct {
 	// StoredStep is the step column of the row as read in the same transaction;
 	// the adaptive step never goes below it.
 	StoredStep int
+	// Stripe is the zero Stripe when the store is one database: the IDs
+	// reserved are [Start(), MaxID). From a store that spans several, MaxID
+	// and Step are in the numbers of the database that reserved them, and
+	// the IDs are Stripe.Ranges(Start(), MaxID).
+	Stripe Stripe
+}
+
+// Ranges calls yield with each run [start, end) of consecutive IDs
+// reserved, in increasing order (see Stripe.Ranges).
+func (r Reservation) Ranges(yield func(start, end int64) bool) {
+	r.Stripe.Ranges(r.Start(), r.MaxID, yield)
 }
 
 // Start is the first ID of the reserved range.

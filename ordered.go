@@ -1,0 +1,108 @@
+package leaf
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// An ordered tag's IDs strictly increase in the order they are issued,
+// across the cluster: one server at a time, its owner, issues them, under a
+// lease on the tag kept in the segment store (table leaf_tag_owner, one row
+// per ordered tag: a row marks the tag ordered). The other servers forward
+// requests to the owner. Each new owner gets a higher fencing token and
+// issues from ranges it reserves after taking the lease, so above every ID
+// an earlier owner could have issued; an owner stops issuing before its
+// lease can run out.
+
+var (
+	// ErrNotOwner: an ordered tag's IDs are issued by another server, its
+	// owner; a *NotOwnerError says which.
+	ErrNotOwner = errors.New("not the owner of the ordered tag")
+	// ErrLeaseLost: a renewal found the lease expired or taken by another
+	// owner (another fencing token): the owner must have stopped issuing.
+	ErrLeaseLost = errors.New("lease of the ordered tag lost")
+	// ErrOrderedTag: an operation that would break an ordered tag's order,
+	// such as caching its IDs in a client or leasing them as a range to
+	// one; or a shape an ordered tag cannot have.
+	ErrOrderedTag = errors.New("not allowed for an ordered tag")
+)
+
+// TagLease is an ordered tag's row: who owns it and until when.
+type TagLease struct {
+	Tag string
+	// Owner identifies the owning server instance and says where to reach
+	// it: its advertised base URL, a '#' and a nonce of the process
+	// ("http://10.0.0.7:8080#5f2c…"). Empty when no one owns the tag.
+	Owner string
+	// Token is the fencing token: it grows with each new owner and never
+	// returns to a value it had.
+	Token int64
+	// Left is how long the lease had to run when the store answered, by the
+	// store's clock: the owner counts it from before it sent its request,
+	// so it stops before the store would let another take over. Zero or
+	// negative when the lease has run out.
+	Left time.Duration
+}
+
+// Held reports whether someone owns the tag and the lease has time left.
+func (l TagLease) Held() bool { return l.Owner != "" && l.Left > 0 }
+
+// OrderedStore keeps the leases of ordered tags. Stores that support
+// ordered tags implement it; found by type assertion on the segment store.
+// Every method is one short transaction on the tag's row.
+type OrderedStore interface {
+	// TagLease reads the tag's lease; ok is false when the tag is not
+	// ordered (no row).
+	TagLease(ctx context.Context, tag string) (l TagLease, ok bool, err error)
+	// AcquireTag makes owner the owner for ttl, with a new token, if no one
+	// holds the lease (no owner, or its lease ran out); otherwise it changes
+	// nothing. It answers the lease as it stands afterwards: the caller owns
+	// the tag when l.Owner == owner. ErrTagNotFound when the tag is not
+	// ordered.
+	AcquireTag(ctx context.Context, tag, owner string, ttl time.Duration) (TagLease, error)
+	// RenewTag extends the lease to ttl from now if owner still holds it
+	// with token and it has not run out; ErrLeaseLost otherwise.
+	RenewTag(ctx context.Context, tag, owner string, token int64, ttl time.Duration) (TagLease, error)
+	// ReleaseTag ends the lease at once if owner holds it with token (a
+	// graceful stop), so that another server takes over without waiting;
+	// it reports whether it did.
+	ReleaseTag(ctx context.Context, tag, owner string, token int64) (bool, error)
+	// SetOrdered marks the tag ordered (inserting its row, no owner) or
+	// plain (deleting it). ErrTagNotFound if the tag has no leaf_alloc row.
+	SetOrdered(ctx context.Context, tag string, ordered bool) error
+	// OrderedTags lists the ordered tags, in name order, after the tag
+	// after, at most limit of them (limit <= 0: no limit).
+	OrderedTags(ctx context.Context, after string, limit int) ([]TagLease, error)
+}
+
+// NotOwnerError is the answer of a server asked for an ordered tag it does
+// not own. It matches ErrNotOwner with errors.Is.
+type NotOwnerError struct {
+	Tag string
+	// Owner is the owner's identity (TagLease.Owner); URL the base URL to
+	// forward to. Both are empty while the owner is unknown or dead and its
+	// lease has not run out: Retry then says how long until a takeover.
+	Owner, URL string
+	Retry      time.Duration
+}
+
+func (e *NotOwnerError) Error() string {
+	if e.URL == "" {
+		return fmt.Sprintf("tag %s is ordered and no live server owns it; a server takes it over in %s", e.Tag, e.Retry.Round(time.Millisecond))
+	}
+	return fmt.Sprintf("tag %s is ordered and owned by %s", e.Tag, e.URL)
+}
+
+func (e *NotOwnerError) Unwrap() error { return ErrNotOwner }
+
+// OwnerURL is the base URL part of a TagLease.Owner: what precedes '#'.
+func OwnerURL(owner string) string {
+	for i := range len(owner) {
+		if owner[i] == '#' {
+			return owner[:i]
+		}
+	}
+	return owner
+}
