@@ -32,11 +32,12 @@ import (
 // starts above its tombstone). The token only tells renewals and releases
 // of one lease from those of another on the same row, and an owner of the
 // deleted row finds, at its next renewal, no row or a row it does not hold
-// (owner strings carry a nonce of the process): it stops issuing either
-// way.
-//
-// OwnerSchema is the table in portable SQL, as SQLite and PostgreSQL create
-// it (MySQL writes its own). owner is the empty string when no one holds the lease.
+// (owner strings carry a nonce of the process, which keeps one lease per
+// tag): it stops issuing either way.
+
+// OwnerSchema is leaf_tag_owner in portable SQL, as SQLite and PostgreSQL
+// create it (MySQL writes its own). owner is the empty string when no one
+// holds the lease.
 const OwnerSchema = `CREATE TABLE IF NOT EXISTS leaf_tag_owner (
   tag         VARCHAR(128) NOT NULL,
   owner       VARCHAR(512) NOT NULL DEFAULT '',
