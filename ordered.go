@@ -36,8 +36,11 @@ type TagLease struct {
 	// it: its advertised base URL, a '#' and a nonce of the process
 	// ("http://10.0.0.7:8080#5f2c…"). Empty when no one owns the tag.
 	Owner string
-	// Token is the fencing token: it grows with each new owner and never
-	// returns to a value it had.
+	// Token is the fencing token: it grows with each new owner of the
+	// tag's row. A row made again after the tag was deleted or unmarked
+	// starts over; that is safe because a token never guards IDs (a new
+	// owner reserves its ranges after taking the lease) and owners differ
+	// by their nonce.
 	Token int64
 	// Left is how long the lease had to run when the store answered, by the
 	// store's clock: the owner counts it from before it sent its request,
