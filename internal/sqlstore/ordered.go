@@ -48,7 +48,7 @@ const OwnerSchema = `CREATE TABLE IF NOT EXISTS leaf_tag_owner (
 )`
 
 // MaxOwnerLen is the width of leaf_tag_owner.owner in bytes.
-const MaxOwnerLen = 512
+const MaxOwnerLen = leaf.MaxOwnerLen
 
 // ownerQueries are the statements on leaf_tag_owner. clock is where the
 // database's clock is read in each: a column of the reads, a value of the
@@ -71,7 +71,7 @@ func newOwnerQueries(d Dialect, forUpdate string) ownerQueries {
 		list:      "SELECT tag, owner, token, lease_until" + clockCol + " FROM leaf_tag_owner WHERE tag > ? ORDER BY tag",
 		listLimit: "SELECT tag, owner, token, lease_until" + clockCol + " FROM leaf_tag_owner WHERE tag > ? ORDER BY tag LIMIT ?",
 		set:       "UPDATE leaf_tag_owner SET owner = ?, token = ?, lease_until = ?, updated_at = CURRENT_TIMESTAMP WHERE tag = ?",
-		// owner is never '' in the WHERE (checkOwner), so a matching row
+		// owner is never '' in the WHERE (leaf.ValidateOwner), so a matching row
 		// always changes: MySQL's count of changed rows would do as well
 		// as the matched rows the stores ask for (clientFoundRows).
 		release: "UPDATE leaf_tag_owner SET owner = ?, lease_until = " + clockVal + ", updated_at = CURRENT_TIMESTAMP WHERE tag = ? AND owner = ? AND token = ?",
@@ -154,41 +154,6 @@ func ttlMicros(ttl time.Duration) int64 {
 	return us
 }
 
-// checkOwner: owner is what renewals and releases compare. It is 1 to
-// MaxOwnerLen bytes of visible ASCII: no spaces, which MySQL's PAD SPACE
-// collations ignore at the end of a string, and nothing a column's
-// character set could refuse or change.
-func checkOwner(owner string) error {
-	if owner == "" {
-		return fmt.Errorf("%w: empty owner", leaf.ErrInvalidArgument)
-	}
-	if len(owner) > MaxOwnerLen {
-		return fmt.Errorf("%w: owner is %d bytes, at most %d", leaf.ErrInvalidArgument, len(owner), MaxOwnerLen)
-	}
-	for i := 0; i < len(owner); i++ {
-		if c := owner[i]; c <= ' ' || c > '~' {
-			return fmt.Errorf("%w: owner has byte %#02x at offset %d; allowed: visible ASCII (0x21-0x7e)", leaf.ErrInvalidArgument, c, i)
-		}
-	}
-	return nil
-}
-
-func checkTTL(ttl time.Duration) error {
-	if ttl <= 0 {
-		return fmt.Errorf("%w: lease ttl %v, want > 0", leaf.ErrInvalidArgument, ttl)
-	}
-	return nil
-}
-
-// checkToken: tokens start at 1 with a row's first owner, so a lower one
-// names no lease.
-func checkToken(token int64) error {
-	if token < 1 {
-		return fmt.Errorf("%w: token %d, want >= 1", leaf.ErrInvalidArgument, token)
-	}
-	return nil
-}
-
 // TagLease reads the tag's row; ok is false when the tag is not ordered.
 // Left is counted by the database's clock in the same statement.
 func (s *Store) TagLease(ctx context.Context, tag string) (leaf.TagLease, bool, error) {
@@ -224,10 +189,10 @@ func (s *Store) AcquireTag(ctx context.Context, tag, owner string, ttl time.Dura
 	if err := leaf.ValidateTag(tag); err != nil {
 		return leaf.TagLease{}, err
 	}
-	if err := checkOwner(owner); err != nil {
+	if err := leaf.ValidateOwner(owner); err != nil {
 		return leaf.TagLease{}, err
 	}
-	if err := checkTTL(ttl); err != nil {
+	if err := leaf.ValidateLeaseTTL(ttl); err != nil {
 		return leaf.TagLease{}, err
 	}
 	op := fmt.Sprintf("acquire %q for %s", tag, owner)
@@ -271,13 +236,13 @@ func (s *Store) RenewTag(ctx context.Context, tag, owner string, token int64, tt
 	if err := leaf.ValidateTag(tag); err != nil {
 		return leaf.TagLease{}, err
 	}
-	if err := checkOwner(owner); err != nil {
+	if err := leaf.ValidateOwner(owner); err != nil {
 		return leaf.TagLease{}, err
 	}
-	if err := checkToken(token); err != nil {
+	if err := leaf.ValidateToken(token); err != nil {
 		return leaf.TagLease{}, err
 	}
-	if err := checkTTL(ttl); err != nil {
+	if err := leaf.ValidateLeaseTTL(ttl); err != nil {
 		return leaf.TagLease{}, err
 	}
 	op := fmt.Sprintf("renew %q for %s token %d", tag, owner, token)
@@ -351,10 +316,10 @@ func (s *Store) ReleaseTag(ctx context.Context, tag, owner string, token int64) 
 	if err := leaf.ValidateTag(tag); err != nil {
 		return false, err
 	}
-	if err := checkOwner(owner); err != nil {
+	if err := leaf.ValidateOwner(owner); err != nil {
 		return false, err
 	}
-	if err := checkToken(token); err != nil {
+	if err := leaf.ValidateToken(token); err != nil {
 		return false, err
 	}
 	op := fmt.Sprintf("release %q for %s token %d", tag, owner, token)
