@@ -460,14 +460,15 @@ func TestMemberDown(t *testing.T) {
 			name  string
 			apply func()
 		}{{"down", proxy.Down}, {"stalled", proxy.Stall}} {
+			failures := s.Databases()[1].Failures
 			fault.apply()
 			by := reserve(30)
 			st := s.Databases()[1]
-			if st.Healthy || st.LastError == "" || st.Failures == 0 {
-				t.Errorf("%s: db1 status %+v, want unhealthy with its error", fault.name, st)
+			// Exactly one reserve reached it (and failed over to another
+			// database); it was skipped from then on.
+			if st.Healthy || st.LastError == "" || st.Failures != failures+1 {
+				t.Errorf("%s: db1 status %+v, want unhealthy with its error after one failed reserve (%d before)", fault.name, st, failures)
 			}
-			// At most one reserve reached it before it was marked (the
-			// one that failed over to another database).
 			if by[1] != 0 || by[0]+by[2] != 30 {
 				t.Errorf("%s: reserves by database %v, want all 30 from db0 and db2", fault.name, by)
 			}
@@ -530,6 +531,34 @@ func TestMemberUnreachableAtOpen(t *testing.T) {
 		}
 		proxy.Up()
 		waitFor(t, "db1 verified", func() bool { st := s.Databases()[1]; return st.Healthy && st.Verified })
+
+		// A database of another cluster in db1's place, down at open:
+		// once it answers, its record keeps it out.
+		others := newDBs(t, k, 2)
+		open(t, k, others, testOptions())
+		proxy2 := testdb.NewProxy(t, k.server(t, others[1]))
+		proxy2.Down()
+		wrong := k.via(t, others[1], proxy2.Addr())
+		list = append(members(t, k, dsns[:1]), multidb.Database{Name: "stranger", Connect: func(ctx context.Context) (multidb.Member, error) {
+			return k.member(ctx, wrong)
+		}})
+		w, err := multidb.Open(ctx, list, testOptions())
+		if err != nil {
+			t.Fatalf("open with the stranger down: %v", err)
+		}
+		t.Cleanup(func() { _ = w.Close() })
+		before := w.Databases()[1].ProbeFailures
+		proxy2.Up()
+		waitFor(t, "two probes of the stranger", func() bool { return w.Databases()[1].ProbeFailures >= before+2 })
+		st := w.Databases()[1]
+		if st.Healthy || st.Verified || !strings.Contains(st.LastError, "records that it is database 1 of 2") {
+			t.Errorf("stranger status %+v, want kept out for its record", st)
+		}
+		for range 4 {
+			if r, err := w.Reserve(ctx, "t", 0); err != nil || r.Stripe.Index != 0 {
+				t.Fatalf("reserve = %+v, %v; want db0's", r, err)
+			}
+		}
 	})
 }
 
