@@ -12,10 +12,11 @@
 //
 // Every database records its place in leaf_stripe (leaf.StripeRecord).
 // Open checks the records against the list it is given and refuses a list
-// in another order, of another length, or mixing clusters; it sets up
-// databases that have no record and no rows. A database that holds rows
-// and no record (a store of one database) becomes part of a multi-database
-// store only through Migrate, which also adds databases to one.
+// in another order, of another length, or mixing clusters. The operator
+// writes the records: Init sets up new, empty databases; a database that
+// holds rows and no record (a store of one database) becomes part of a
+// multi-database store only through Migrate, which also adds databases to
+// one.
 package multidb
 
 import (
@@ -80,7 +81,7 @@ type Options struct {
 	// ReadTimeout bounds the listings, tag administration and reading of
 	// stripe records on one database. Default 5s.
 	ReadTimeout time.Duration
-	// Block is the IDs per block of databases set up by Open or Migrate;
+	// Block is the IDs per block of databases set up by Init or Migrate;
 	// databases that have records keep theirs. Default 10000.
 	Block int64
 	// MinBackoff and MaxBackoff bound how long a failed database is
