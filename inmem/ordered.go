@@ -32,12 +32,19 @@ func leaseLocked(tag string, o *tagOwner, now time.Time) leaf.TagLease {
 	return l
 }
 
-func checkOwner(owner string, ttl time.Duration) error {
-	switch {
-	case owner == "":
-		return fmt.Errorf("%w: the owner of an ordered tag is empty", leaf.ErrInvalidArgument)
-	case ttl <= 0:
-		return fmt.Errorf("%w: lease of %s, want > 0", leaf.ErrInvalidArgument, ttl)
+// checkLease validates what names a lease: the owner, and the token when
+// one is given (> 0 asked), and the ttl when one is given.
+func checkLease(owner string, token int64, withToken bool, ttl time.Duration, withTTL bool) error {
+	if err := leaf.ValidateOwner(owner); err != nil {
+		return err
+	}
+	if withToken {
+		if err := leaf.ValidateToken(token); err != nil {
+			return err
+		}
+	}
+	if withTTL {
+		return leaf.ValidateLeaseTTL(ttl)
 	}
 	return nil
 }
@@ -64,7 +71,7 @@ func (s *SegmentStore) AcquireTag(ctx context.Context, tag, owner string, ttl ti
 	if err := leaf.ValidateTag(tag); err != nil {
 		return leaf.TagLease{}, err
 	}
-	if err := checkOwner(owner, ttl); err != nil {
+	if err := checkLease(owner, 0, false, ttl, true); err != nil {
 		return leaf.TagLease{}, err
 	}
 	op := fmt.Sprintf("acquire %q", tag)
@@ -90,7 +97,7 @@ func (s *SegmentStore) RenewTag(ctx context.Context, tag, owner string, token in
 	if err := leaf.ValidateTag(tag); err != nil {
 		return leaf.TagLease{}, err
 	}
-	if err := checkOwner(owner, ttl); err != nil {
+	if err := checkLease(owner, token, true, ttl, true); err != nil {
 		return leaf.TagLease{}, err
 	}
 	op := fmt.Sprintf("renew %q", tag)
@@ -118,12 +125,15 @@ func (s *SegmentStore) ReleaseTag(ctx context.Context, tag, owner string, token 
 	if err := leaf.ValidateTag(tag); err != nil {
 		return false, err
 	}
+	if err := checkLease(owner, token, true, 0, false); err != nil {
+		return false, err
+	}
 	if err := s.begin(ctx, fmt.Sprintf("release %q", tag)); err != nil {
 		return false, err
 	}
 	defer s.mu.Unlock()
 	o, ok := s.owners[tag]
-	if !ok || owner == "" || o.owner != owner || o.token != token {
+	if !ok || o.owner != owner || o.token != token {
 		return false, nil
 	}
 	o.owner, o.expires = "", time.Time{}
@@ -162,6 +172,11 @@ func (s *SegmentStore) SetOrdered(ctx context.Context, tag string, ordered bool)
 // OrderedTags lists the ordered tags after the tag after, in name order,
 // at most limit of them (limit <= 0: all).
 func (s *SegmentStore) OrderedTags(ctx context.Context, after string, limit int) ([]leaf.TagLease, error) {
+	if after != "" {
+		if err := leaf.ValidateTag(after); err != nil {
+			return nil, fmt.Errorf("%w: cursor after: %w", leaf.ErrInvalidArgument, err)
+		}
+	}
 	if err := s.begin(ctx, "list ordered tags"); err != nil {
 		return nil, err
 	}
