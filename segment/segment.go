@@ -441,6 +441,10 @@ func (g *Generator) NextIDsPeriod(ctx context.Context, tag string, n int, dst []
 		waitUntil time.Time // one budget for the whole batch
 		b         *buffer
 		key       string
+		// unsorted is set when a run starts below the run before it: the
+		// next range of a store over several databases may come from one
+		// that is behind the others.
+		unsorted bool
 	)
 	for left := int64(n); left > 0; {
 		if b == nil {
@@ -483,16 +487,18 @@ func (g *Generator) NextIDsPeriod(ctx context.Context, tag string, n int, dst []
 				dst = append(dst, v)
 			}
 		} else {
+			unsorted = unsorted || len(dst) > first && start < dst[len(dst)-1]
 			for id := start; id < end; id++ {
 				dst = append(dst, id)
 			}
 		}
 		left -= end - start
 	}
-	if e := b.enc.Load(); e.isOpaque() {
+	if e := b.enc.Load(); e.isOpaque() || unsorted {
 		// A batch's IDs increase, as every batch's do: the permutation
-		// scatters them, and their order within the batch tells nothing
-		// the batch itself does not.
+		// scatters them, and a range of another database may come below
+		// the one before; their order within the batch tells nothing the
+		// batch itself does not.
 		slices.Sort(dst[first:])
 	}
 	return dst, key, nil

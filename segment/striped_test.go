@@ -3,6 +3,7 @@ package segment_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -75,6 +76,10 @@ func TestStripedReservations(t *testing.T) {
 						ids, err := g.NextIDs(bg, tag, 5, nil)
 						if err != nil {
 							t.Error(err)
+							return
+						}
+						if !slices.IsSorted(ids) {
+							t.Errorf("batch %v does not increase", ids)
 							return
 						}
 						mine = append(mine, ids...)
