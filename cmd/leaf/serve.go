@@ -496,14 +496,15 @@ func (a *app) runServer(ctx context.Context, p *servePlan, log *slog.Logger) err
 	}
 
 	if cfg.Segment.Enabled {
-		if store, storeDesc, err = openStore(ctx, cfg, mayCreate); err != nil {
+		if store, storeDesc, err = openStore(ctx, cfg, mayCreate, log); err != nil {
 			return abort(err)
 		}
+		logDatabases(log, store)
 		if err := seedStore(ctx, store, cfg.Segment, log); err != nil {
 			return abort(err)
 		}
 		settings := segment.DefaultSettings()
-		settings.Store, settings.Logger = store, log
+		settings.Store, settings.Logger = generatorStore(store), log
 		settings.RefreshInterval = cfg.Segment.RefreshInterval
 		settings.MaxStep = cfg.Segment.MaxStep
 		settings.WaitTimeout = cfg.Segment.WaitTimeout
@@ -539,7 +540,8 @@ func (a *app) runServer(ctx context.Context, p *servePlan, log *slog.Logger) err
 		snowSrc = worker.gen
 	}
 	m := metrics.New(metrics.Config{Segment: segSrc, Snowflake: snowSrc, Version: buildVersion(),
-		TopTags: cfg.Metrics.TopTags, DegradedTags: cfg.Metrics.DegradedTags, Tags: cfg.Metrics.TagList(), LowBuffer: cfg.Segment.LowBuffer})
+		TopTags: cfg.Metrics.TopTags, DegradedTags: cfg.Metrics.DegradedTags, Tags: cfg.Metrics.TagList(), LowBuffer: cfg.Segment.LowBuffer,
+		Databases: metricDatabases(store)})
 	// The monitor page's charts: the last ten minutes, sampled once a
 	// second from what the generators and the latency histogram already
 	// keep, so that they cost the requests nothing.
@@ -557,7 +559,7 @@ func (a *app) runServer(ctx context.Context, p *servePlan, log *slog.Logger) err
 		<-histDone
 	}
 	hcfg := httpapi.Config{Segment: segGen, Snowflake: snowGen, Logger: log, Version: buildVersion(),
-		Metrics: m.Handler(), Observer: m, AdminToken: adminToken, History: hist}
+		Metrics: m.Handler(), Observer: m, AdminToken: adminToken, History: hist, Databases: httpDatabases(store)}
 	if segGen != nil {
 		// Tags change through the generator; their rows are read from the
 		// store, where they are.
