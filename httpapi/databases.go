@@ -12,12 +12,19 @@ type DatabaseStatus struct {
 	// Name is the database's DSN with any password hidden.
 	Name string `json:"name"`
 	// Healthy is false while the store skips the database: its last
-	// reserve or health check failed or timed out.
-	Healthy bool `json:"healthy"`
+	// reserve or health check failed or timed out. RetryAt is when an
+	// unhealthy database is tried again.
+	Healthy bool      `json:"healthy"`
+	RetryAt time.Time `json:"retry_at,omitzero"`
+	// Verified is false until the database's record of its place in the
+	// list has been read (it was unreachable since start): it serves
+	// nothing before.
+	Verified bool `json:"verified"`
 	// LastError is the cause of the last failure, "" if none since start;
-	// LastErrorAt when it happened.
-	LastError   string    `json:"last_error,omitempty"`
-	LastErrorAt time.Time `json:"last_error_at,omitzero"`
+	// it is kept after the database recovers.
+	LastError string `json:"last_error,omitempty"`
+	// LastReserve is when this server last reserved a range from it.
+	LastReserve time.Time `json:"last_reserve,omitzero"`
 	// Reserves and Failures count this server's reserve calls on the
 	// database since start that succeeded and that failed.
 	Reserves uint64 `json:"reserves"`

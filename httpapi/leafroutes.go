@@ -367,7 +367,7 @@ const pageTail = `{{with .Next}}<p><a href="{{.}}" rel="next">next page</a></p>{
 <thead><tr><th>db</th><th class="l">name</th><th class="l">health</th><th>reserves</th><th>failures</th><th>highest</th><th class="l">last error</th></tr></thead>
 <tbody>
 {{- range .}}
-<tr><td>{{.Index}}</td><td class="l">{{.Name}}</td><td class="l">{{if .Healthy}}up{{else}}DOWN{{end}}</td><td>{{.Reserves}}</td><td>{{.Failures}}</td><td>{{.HighestID}}</td><td class="l">{{.LastError}}{{if not .LastErrorAt.IsZero}} ({{.LastErrorAt.UTC.Format "2006-01-02 15:04:05 MST"}}){{end}}</td></tr>
+<tr><td>{{.Index}}</td><td class="l">{{.Name}}</td><td class="l">{{if not .Verified}}UNVERIFIED{{else if .Healthy}}up{{else}}DOWN{{end}}</td><td>{{.Reserves}}</td><td>{{.Failures}}</td><td>{{.HighestID}}</td><td class="l">{{.LastError}}</td></tr>
 {{- end}}
 </tbody></table>
 {{- end}}

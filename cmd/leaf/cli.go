@@ -34,6 +34,9 @@ var exitCodes = []struct {
 	{leaf.ErrInvalidTag, exitUsage},
 	{leaf.ErrInvalidCount, exitUsage},
 	{leaf.ErrInvalidArgument, exitUsage},
+	// The list of databases disagrees with what they record: the list is
+	// the setting to fix (its order, a database missing or added).
+	{leaf.ErrStripeLayout, exitUsage},
 	{leaf.ErrTagNotFound, exitFailure},
 	{leaf.ErrTagExists, exitFailure},
 	{leaf.ErrTagTombstoned, exitFailure},

@@ -252,32 +252,40 @@ func multiDatabaseFaults(t *testing.T, bin string, n int) {
 		case <-ctx.Done():
 		}
 	}
-	kill := func() {
-		faults.begin("db0 killed", load.since())
-		dbs[0].Kill9()
+	kill := func(i int) {
+		what := fmt.Sprintf("db%d killed", i)
+		faults.begin(what, load.since())
+		dbs[i].Kill9()
 		pause(down)
-		if err := dbs[0].Restart(ctx); err != nil {
+		if err := dbs[i].Restart(ctx); err != nil {
 			t.Error(err)
 		}
-		faults.end("db0 killed", load.since())
+		faults.end(what, load.since())
 	}
-	stop := func() {
-		faults.begin("db1 stopped", load.since())
-		dbs[1].Stop()
+	stop := func(i int) {
+		what := fmt.Sprintf("db%d stopped", i)
+		faults.begin(what, load.since())
+		dbs[i].Stop()
 		pause(down)
-		dbs[1].Cont()
-		faults.end("db1 stopped", load.since())
+		dbs[i].Cont()
+		faults.end(what, load.since())
 	}
 	pause(2 * time.Second) // the healthy rate first
 	if n == 2 {
-		kill()
+		kill(0)
 		pause(2 * time.Second)
-		stop()
+		stop(1)
 	} else {
+		// Two at a time, a third carrying on: db0 killed with db1
+		// stopped, then db2 killed with db0 stopped.
 		var wg sync.WaitGroup
-		wg.Go(kill)
+		wg.Go(func() { kill(0) })
 		pause(time.Second)
-		wg.Go(stop)
+		wg.Go(func() { stop(1) })
+		wg.Wait()
+		pause(time.Second)
+		wg.Go(func() { kill(2) })
+		wg.Go(func() { stop(0) })
 		wg.Wait()
 	}
 	pause(2 * time.Second) // and after
@@ -363,6 +371,7 @@ func TestMultiDatabaseRefused(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runBin(t, bin, dir, multiEnv(tc.dsns...), "serve", "--listen", "127.0.0.1:0")
+			t.Logf("exit %d: %s", r.code, lastLine(r.stderr))
 			if r.code != exitUsage || !strings.Contains(r.stderr, tc.want) {
 				t.Errorf("exit %d, stderr:\n%s\nwant exit %d and %q", r.code, r.stderr, exitUsage, tc.want)
 			}
@@ -460,3 +469,44 @@ func TestMultiDatabaseMigrate(t *testing.T) {
 		t.Errorf("migrate 3 → 2: exit 0, want a refusal:\n%s", r.stdout)
 	}
 }
+
+// TestMultiDatabaseCheck: serve --check takes a list of databases, and
+// refuses one that names a database twice (however spelled), a malformed
+// entry, or a list for the embedded store, without connecting.
+func TestMultiDatabaseCheck(t *testing.T) {
+	t.Parallel()
+	a := "leaf:s3cret@tcp(" + closedAddr(t) + ")/leaf"
+	b := "leaf:s3cret@tcp(" + closedAddr(t) + ")/leaf"
+	tests := []struct {
+		name   string
+		env    []string
+		code   int
+		stdout string
+		stderr string
+	}{
+		{"two databases", []string{"LEAF_SEGMENT_STORE=mysql", "LEAF_SEGMENT_DSN=" + a + "\n" + b}, 0,
+			"mysql over 2 databases: leaf:xxxxx@tcp(", ""},
+		{"one database twice, spelled differently", []string{"LEAF_SEGMENT_STORE=mysql", "LEAF_SEGMENT_DSN=" + a + "\n" + a + "?timeout=5s"}, 2,
+			"", "segment.dsn: databases 0 and 1 are one database"},
+		{"a malformed entry", []string{"LEAF_SEGMENT_STORE=mysql", "LEAF_SEGMENT_DSN=" + a + "\nleaf@tcp(db)"}, 2,
+			"", "segment.dsn: database 1 (leaf@tcp(db)): mysql: parse DSN"},
+		{"postgres schemas of one database", []string{"LEAF_SEGMENT_STORE=postgres",
+			"LEAF_SEGMENT_DSN=postgres://p@db/leaf?search_path=s1\npostgres://p@db/leaf?search_path=s2"}, 0, "postgres over 2 databases", ""},
+		{"the same schema twice", []string{"LEAF_SEGMENT_STORE=postgres",
+			"LEAF_SEGMENT_DSN=postgres://p@db/leaf?search_path=s1\nhost=db user=p dbname=leaf search_path=s1"}, 2, "", "are one database"},
+		{"sqlite", []string{"LEAF_SEGMENT_DSN=a.db\nb.db"}, 2, "", "segment.store sqlite is one file"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := runCLI(t, append(dataEnv(t), tc.env...), "serve", "--check")
+			if r.code != tc.code || !strings.Contains(r.stdout, tc.stdout) || !strings.Contains(r.stderr, tc.stderr) {
+				t.Errorf("exit %d\nstdout %s\nstderr %s\nwant exit %d, %q, %q", r.code, r.stdout, r.stderr, tc.code, tc.stdout, tc.stderr)
+			}
+			if strings.Contains(r.stdout+r.stderr, "s3cret") {
+				t.Error("a password was printed")
+			}
+		})
+	}
+}
+

@@ -7,6 +7,9 @@ import (
 	"log/slog"
 	"time"
 
+	gomysql "github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
+
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/httpapi"
 	"github.com/leafgo/leaf/internal/config"
@@ -152,8 +155,8 @@ func httpDatabases(s segmentStore) func() []httpapi.DatabaseStatus {
 		dbs := m.Databases()
 		out := make([]httpapi.DatabaseStatus, len(dbs))
 		for i, d := range dbs {
-			out[i] = httpapi.DatabaseStatus{Index: d.Index, Name: d.Name, Healthy: d.Healthy, LastError: d.LastError,
-				Reserves: d.Reserves, Failures: d.Failures, HighestID: d.MaxID}
+			out[i] = httpapi.DatabaseStatus{Index: d.Index, Name: d.Name, Healthy: d.Healthy, RetryAt: d.RetryAt, Verified: d.Verified,
+				LastError: d.LastError, LastReserve: d.LastReserve, Reserves: d.Reserves, Failures: d.Failures, HighestID: d.MaxID}
 		}
 		return out
 	}
@@ -168,13 +171,11 @@ func metricDatabases(s segmentStore) func() []metrics.Database {
 		dbs := m.Databases()
 		out := make([]metrics.Database, len(dbs))
 		for i, d := range dbs {
-			out[i] = metrics.Database{Index: d.Index, Up: d.Healthy, Reserves: d.Reserves, Failures: d.Failures, HighestID: d.MaxID}
+			out[i] = metrics.Database{Index: d.Index, Up: d.Healthy && d.Verified, Reserves: d.Reserves, Failures: d.Failures, HighestID: d.MaxID}
 		}
 		return out
 	}
 }
-
-var _ = errors.New
 
 // logDatabases logs each database of a store spread over several, once at
 // start, and what such a store cannot serve.
@@ -189,4 +190,53 @@ func logDatabases(log *slog.Logger, s segmentStore) {
 	}
 	log.Info("segment store spread over several databases: plain tags only (periodic, formatted, opaque and ordered tags need one database)",
 		"databases", len(dbs), "block", m.Block())
+}
+
+// checkDSNList checks a segment.dsn that lists several databases without
+// connecting: each DSN parses, and no two name one database (the same
+// address and database, however spelled), which would hand out one
+// stripe's IDs as two.
+func checkDSNList(store string, dsns []string) error {
+	var errs []error
+	seen := map[string]int{}
+	for i, dsn := range dsns {
+		id, err := databaseIdentity(store, dsn)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%w: segment.dsn: database %d (%s): %w", config.ErrInvalid, i, config.RedactDSN(dsn), err))
+			continue
+		}
+		if j, dup := seen[id]; dup {
+			errs = append(errs, fmt.Errorf("%w: segment.dsn: databases %d and %d are one database (%s)", config.ErrInvalid, j, i, id))
+			continue
+		}
+		seen[id] = i
+	}
+	return errors.Join(errs...)
+}
+
+// databaseIdentity is where a DSN leads: the server's address and the
+// database (for PostgreSQL also the schema its search_path names, as one
+// database may hold several stores).
+func databaseIdentity(store, dsn string) (string, error) {
+	switch store {
+	case config.StoreMySQL:
+		if err := mysql.CheckDSN(dsn); err != nil {
+			return "", err
+		}
+		c, err := gomysql.ParseDSN(dsn)
+		if err != nil {
+			return "", err
+		}
+		return c.Net + "(" + c.Addr + ")/" + c.DBName, nil
+	case config.StorePostgres:
+		if err := postgres.CheckDSN(dsn); err != nil {
+			return "", err
+		}
+		c, err := pgx.ParseConfig(dsn)
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("%s:%d/%s?search_path=%s", c.Host, c.Port, c.Database, c.RuntimeParams["search_path"]), nil
+	}
+	return "", fmt.Errorf("segment.store %s cannot span several databases", store)
 }

@@ -202,15 +202,19 @@ func ordinalHost(sc config.Snowflake, hostname func() (string, error)) (string, 
 func checkDSNs(cfg config.Config) error {
 	var errs []error
 	if seg := cfg.Segment; seg.Enabled {
-		var err error
-		switch seg.Store {
-		case config.StoreMySQL:
-			err = mysql.CheckDSN(seg.DSN)
-		case config.StorePostgres:
-			err = postgres.CheckDSN(seg.DSN)
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%w: segment.dsn: %w", config.ErrInvalid, err))
+		if seg.MultiDatabase() {
+			errs = append(errs, checkDSNList(seg.Store, seg.DSNs()))
+		} else {
+			var err error
+			switch seg.Store {
+			case config.StoreMySQL:
+				err = mysql.CheckDSN(seg.DSN)
+			case config.StorePostgres:
+				err = postgres.CheckDSN(seg.DSN)
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%w: segment.dsn: %w", config.ErrInvalid, err))
+			}
 		}
 	}
 	if sc := cfg.Snowflake; sc.Enabled && sc.ClaimRegistry() == config.RegistryMySQL {
@@ -297,6 +301,9 @@ func (p *servePlan) summarize(w io.Writer) {
 	segment := "off"
 	if cfg.Segment.Enabled {
 		segment = describeStore(cfg)
+		if cfg.Segment.MultiDatabase() {
+			segment += fmt.Sprintf("; each database gets %v of the %v wait, plain tags only", memberTimeout(cfg.Segment.WaitTimeout), cfg.Segment.WaitTimeout)
+		}
 	}
 	snow := "off"
 	if cfg.Snowflake.Enabled {
@@ -638,6 +645,11 @@ func (a *app) runServer(ctx context.Context, p *servePlan, log *slog.Logger) err
 	select {
 	case <-grpcStopped:
 	case <-sctx.Done():
+		// Both cases may be ready: without gRPC, grpcStopped is closed
+		// from the start.
+		if gsrv == nil {
+			break
+		}
 		gsrv.Stop() // cuts the calls still running; GracefulStop then returns
 		<-grpcStopped
 		runErr = errors.Join(runErr, fmt.Errorf("drain gRPC calls: %w", sctx.Err()))

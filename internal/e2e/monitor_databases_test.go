@@ -44,12 +44,12 @@ func TestMonitorDatabases(t *testing.T) {
 	var down atomic.Bool
 	databases := func() []httpapi.DatabaseStatus {
 		dbs := []httpapi.DatabaseStatus{
-			{Index: 0, Name: "root@tcp(db-a:3306)/leaf", Healthy: true, Reserves: 4, HighestID: 8000},
-			{Index: 1, Name: "root@tcp(db-b:3306)/leaf", Healthy: true, Reserves: 3, HighestID: 6000},
+			{Index: 0, Name: "root@tcp(db-a:3306)/leaf", Healthy: true, Verified: true, Reserves: 4, HighestID: 8000},
+			{Index: 1, Name: "root@tcp(db-b:3306)/leaf", Healthy: true, Verified: true, Reserves: 3, HighestID: 6000},
 		}
 		if down.Load() {
 			dbs[1].Healthy, dbs[1].Failures, dbs[1].LastError = false, 2, "reserve: i/o timeout"
-			dbs[1].LastErrorAt = time.Now()
+			dbs[1].RetryAt = time.Now().Add(time.Second)
 		}
 		return dbs
 	}
@@ -104,7 +104,7 @@ func TestMonitorDatabases(t *testing.T) {
 		t.Errorf("second row %q", got)
 	}
 	down.Store(true)
-	p.waitText("#databases-body tr:nth-child(2) td:nth-child(3)", func(s string) bool { return s == "down" })
+	p.waitText("#databases-body tr:nth-child(2) td:nth-child(3)", func(s string) bool { return strings.HasPrefix(s, "down, retried ") })
 	if got := row(1); !strings.Contains(got, "reserve: i/o timeout") {
 		t.Errorf("second row once down: %q, want its last error", got)
 	}

@@ -186,11 +186,12 @@ function renderDatabases(dbs) {
     };
     cell(String(d.index), 'num');
     cell(d.name);
-    cell(d.healthy ? 'up' : 'down', '', d.healthy ? '' : 'bad');
+    const health = !d.verified ? 'unverified' : d.healthy ? 'up' : `down, retried ${when(d.retry_at)}`;
+    cell(health, '', d.healthy && d.verified ? '' : 'bad');
     cell(count(d.reserves), 'num');
     cell(count(d.failures), 'num', d.failures > 0 ? 'warn' : '');
     cell(String(d.highest_id), 'num');
-    cell(d.last_error ? `${d.last_error} (${when(d.last_error_at)})` : '');
+    cell(d.last_error || '');
     return tr;
   });
   $('#databases-body').replaceChildren(...rows);
