@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/leafgo/leaf"
@@ -37,6 +38,26 @@ func Open(ctx context.Context, dbs []Database, opts Options) (*Store, error) {
 	if opts.Block > leaf.MaxBlock {
 		return nil, fmt.Errorf("multidb: %w: block %d, at most %d", leaf.ErrInvalidArgument, opts.Block, leaf.MaxBlock)
 	}
+	dbs = slices.Clone(dbs)
+	var lazies []*lazy
+	for i, d := range dbs {
+		if d.Store == nil {
+			l := &lazy{name: d.Name, connect: d.Connect}
+			lazies = append(lazies, l)
+			dbs[i].Store = l
+		}
+	}
+	s, err := open(ctx, dbs, opts)
+	if err != nil {
+		for _, l := range lazies {
+			_ = l.Close()
+		}
+		return nil, err
+	}
+	return s, nil
+}
+
+func open(ctx context.Context, dbs []Database, opts Options) (*Store, error) {
 	recs := readRecords(ctx, dbs, opts.ReadTimeout)
 	var (
 		reachable, recorded int
@@ -55,6 +76,12 @@ func Open(ctx context.Context, dbs []Database, opts Options) (*Store, error) {
 	}
 	if reachable == 0 {
 		return nil, fmt.Errorf("multidb: open: no database answered: %w", errors.Join(unreachable...))
+	}
+	if recorded > 0 && recorded < reachable && len(unreachable) == 0 {
+		// Some records and not all: another server may be setting the
+		// databases up right now, writing one record after the other.
+		// Give it the time to finish rather than refuse.
+		recs = awaitSetUp(ctx, dbs, recs, opts)
 	}
 	if recorded == 0 {
 		if len(unreachable) > 0 {
@@ -101,7 +128,7 @@ func checkList(dbs []Database) error {
 		return fmt.Errorf("multidb: %w: %d databases, want 1..%d", leaf.ErrInvalidArgument, len(dbs), leaf.MaxStripes)
 	}
 	for i, d := range dbs {
-		if d.Store == nil {
+		if d.Store == nil && d.Connect == nil {
 			return fmt.Errorf("multidb: %w: database %d (%s) has no store", leaf.ErrInvalidArgument, i, d.Name)
 		}
 		if d.Name == "" {
@@ -240,6 +267,46 @@ func initialise(ctx context.Context, dbs []Database, opts Options) ([]record, er
 		}
 	}
 	return recs, nil
+}
+
+// setUpWait bounds how long Open waits for another server to finish setting
+// the databases up, and setUpPoll is how often it reads the records then.
+const (
+	setUpWait = 3 * time.Second
+	setUpPoll = 50 * time.Millisecond
+)
+
+// awaitSetUp reads the records again until every database has one, while
+// no database holds a row (a set-up in progress creates none): it returns
+// the last records read.
+func awaitSetUp(ctx context.Context, dbs []Database, recs []record, opts Options) []record {
+	deadline := time.Now().Add(setUpWait)
+	for time.Now().Before(deadline) {
+		for _, d := range dbs {
+			rctx, cancel := context.WithTimeout(ctx, opts.ReadTimeout)
+			used, err := d.Store.Used(rctx)
+			cancel()
+			if err != nil || used {
+				return recs
+			}
+		}
+		t := time.NewTimer(setUpPoll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return recs
+		case <-t.C:
+		}
+		recs = readRecords(ctx, dbs, opts.ReadTimeout)
+		complete := true
+		for _, r := range recs {
+			complete = complete && r.err == nil && r.ok
+		}
+		if complete {
+			return recs
+		}
+	}
+	return recs
 }
 
 // NewCluster draws a cluster id: 16 random bytes in hex.

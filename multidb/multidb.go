@@ -19,7 +19,6 @@
 package multidb
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -53,8 +52,13 @@ type Member interface {
 // Database is one member and the name it goes by in messages and status:
 // the caller's choice, never a DSN with a password.
 type Database struct {
-	Name  string
-	Store Member
+	Name string
+	// Store is the open member. Or, when it is nil, Connect opens it (e.g.
+	// mysql.OpenMember): Open then calls it, and a database that is down
+	// does not keep the store from opening; it serves once a background
+	// probe has opened it and checked its record.
+	Store   Member
+	Connect func(ctx context.Context) (Member, error)
 }
 
 // Defaults of Options.
@@ -468,6 +472,3 @@ func joinErrs(op string, errs []error, sentinel error) error {
 	}
 	return fmt.Errorf("multidb: %s: %w", op, errors.Join(errs...))
 }
-
-// byIndex orders members by list position.
-func byIndex(a, b *member) int { return cmp.Compare(a.index, b.index) }
