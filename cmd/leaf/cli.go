@@ -105,6 +105,7 @@ func commands() []command {
 		{"bench", (*app).bench},
 		{"decode", (*app).decode},
 		{"tags", (*app).tags},
+		{"db", (*app).db},
 		{"version", (*app).versionCmd},
 		{"help", (*app).help},
 	}
@@ -140,6 +141,9 @@ func messagePrefix(name string, rest []string) string {
 			prefix += " " + rest[0]
 		}
 	}
+	if name == "db" && len(rest) > 0 && rest[0] == "migrate" {
+		prefix += " migrate"
+	}
 	return prefix
 }
 
@@ -171,6 +175,9 @@ Usage:
   leaf tags create TAG [--step N] [--start N] [--description S]
   leaf tags set-step TAG N
   leaf tags delete TAG
+  leaf db migrate --from DSN... --to DSN...
+                                          spread the segment store over more
+                                          databases (offline; see leaf db -h)
   leaf version                            print version and build information
                                           (also leaf --version, leaf -v)
   leaf help [COMMAND]                     show help for a command

@@ -413,7 +413,11 @@ func TestMultiDatabaseMigrate(t *testing.T) {
 			var ids []int64
 			for i := range 6 {
 				s := servers[i%2]
-				ids = append(ids, testutil.ParseIDs(t, runBin(t, bin, dir, env, "get", tag, "--count", "150", "--server", s.url("")).stdout)...)
+				r := runBin(t, bin, dir, env, "get", tag, "--count", "150", "--server", s.url(""))
+				if r.code != 0 {
+					t.Fatalf("leaf get %s on %d databases: exit %d: %s", tag, len(list), r.code, r.stderr)
+				}
+				ids = append(ids, testutil.ParseIDs(t, r.stdout)...)
 			}
 			if len(ids) != 900 {
 				t.Fatalf("%s: %d IDs, want 900", tag, len(ids))

@@ -87,61 +87,47 @@ func memberTimeout(wait time.Duration) time.Duration {
 	return min(multidb.DefaultMemberTimeout, max(wait/3, 50*time.Millisecond))
 }
 
-// openMulti opens every database of segment.dsn as a member and the store
-// over them. The members are the caller's until multidb.Open succeeds,
-// so a failure closes those already open.
+// openMulti opens the store over every database of segment.dsn. A
+// database that is down does not keep it from opening: multidb connects
+// to it in the background, and it serves once its record is checked.
 func openMulti(ctx context.Context, cfg config.Config, log *slog.Logger) (segmentStore, error) {
-	dbs, err := openMembers(ctx, cfg.Segment.Store, cfg.Segment.DSNs())
+	dbs, err := memberDatabases(cfg.Segment.Store, cfg.Segment.DSNs())
 	if err != nil {
 		return nil, err
 	}
 	st, err := multidb.Open(ctx, dbs, multidb.Options{MemberTimeout: memberTimeout(cfg.Segment.WaitTimeout), Logger: log})
 	if err != nil {
-		closeMembers(dbs)
 		return nil, err
 	}
 	return multiStore{st}, nil
 }
 
-// openMembers opens each DSN as a database of a multi-database store,
-// named by its place and its redacted DSN. A database that cannot be
-// reached is still a member: multidb decides whether the others suffice.
-// A DSN that does not parse fails the whole list.
-func openMembers(ctx context.Context, store string, dsns []string) ([]multidb.Database, error) {
-	dbs := make([]multidb.Database, 0, len(dsns))
+// memberDatabases names each DSN by its redacted self and connects to it
+// as a database of a multi-database store when multidb asks. The DSNs are
+// parsed here, so that a malformed one fails the list at once rather than
+// look like a database that is down.
+func memberDatabases(store string, dsns []string) ([]multidb.Database, error) {
+	if err := checkDSNList(store, dsns); err != nil {
+		return nil, err
+	}
+	dbs := make([]multidb.Database, len(dsns))
 	for i, dsn := range dsns {
-		name := config.RedactDSN(dsn)
-		var (
-			m   multidb.Member
-			err error
-		)
-		switch store {
-		case config.StoreMySQL:
-			var s *mysql.Store
-			if s, err = mysql.OpenMember(ctx, dsn); err == nil {
-				m = s
+		dbs[i] = multidb.Database{Name: config.RedactDSN(dsn), Connect: func(ctx context.Context) (multidb.Member, error) {
+			if store == config.StorePostgres {
+				s, err := postgres.OpenMember(ctx, dsn)
+				if err != nil {
+					return nil, err
+				}
+				return s, nil
 			}
-		case config.StorePostgres:
-			var s *postgres.Store
-			if s, err = postgres.OpenMember(ctx, dsn); err == nil {
-				m = s
+			s, err := mysql.OpenMember(ctx, dsn)
+			if err != nil {
+				return nil, err
 			}
-		default:
-			err = fmt.Errorf("%w: segment.store %s cannot span several databases", config.ErrInvalid, store)
-		}
-		if err != nil {
-			closeMembers(dbs)
-			return nil, fmt.Errorf("database %d (%s): %w", i, config.RedactDSN(dsn), err)
-		}
-		dbs = append(dbs, multidb.Database{Name: name, Store: m})
+			return s, nil
+		}}
 	}
 	return dbs, nil
-}
-
-func closeMembers(dbs []multidb.Database) {
-	for _, d := range dbs {
-		_ = d.Store.Close()
-	}
 }
 
 // httpDatabases and metricDatabases present the store's databases to the
