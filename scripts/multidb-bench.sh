@@ -123,8 +123,9 @@ echo "2 databases, 3 servers, leaf bench --concurrency $CONCURRENCY (single IDs 
 phase healthy
 
 kill -KILL "${db_pid[0]}"
+# Reaped at once, so that the shell does not report it killed.
+{ wait "${db_pid[0]}" || true; } 2>/dev/null
 phase killed
-{ wait "${db_pid[0]}" || true; } 2>/dev/null # the shell's "Killed" report
 start_db 0
 
 kill -STOP "${db_pid[1]}"
