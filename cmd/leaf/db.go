@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -111,6 +112,13 @@ func (a *app) dbMigrate(ctx context.Context, args []string) error {
 		return usageErrorf("--to lists %d database(s) and --from %d: a migration keeps every database and adds at least one", len(to), len(from))
 	case len(to) > leaf.MaxStripes:
 		return usageErrorf("--to lists %d databases, at most %d", len(to), leaf.MaxStripes)
+	}
+	// Checked here too, before connecting: a database of the old list
+	// left out of the new one would issue its IDs again.
+	for i, d := range from {
+		if !slices.Contains(to, d) {
+			return usageErrorf("database %d of --from (%s) is not in the new list: a migration keeps every database, spelled the same", i, config.RedactDSN(d))
+		}
 	}
 	fromDBs, err := memberDatabases(store, from)
 	if err != nil {

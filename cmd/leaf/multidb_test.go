@@ -514,3 +514,48 @@ func TestMultiDatabaseCheck(t *testing.T) {
 	}
 }
 
+
+// TestDBMigrateUsage: leaf db migrate refuses, exit 2 and before it
+// connects anywhere, what cannot be a migration.
+func TestDBMigrateUsage(t *testing.T) {
+	t.Parallel()
+	a := "leaf:s3cret@tcp(" + closedAddr(t) + ")/leaf"
+	b := "leaf:s3cret@tcp(" + closedAddr(t) + ")/leaf"
+	tests := []struct {
+		name   string
+		env    []string
+		args   []string
+		code   int
+		stdout string
+		stderr string
+	}{
+		{"help", nil, []string{"db", "-h"}, 0, "leaf db migrate --to DSN", ""},
+		{"migrate help", nil, []string{"db", "migrate", "-h"}, 0, "Stop every server", ""},
+		{"main help names it", nil, []string{"help"}, 0, "leaf db migrate", ""},
+		{"no subcommand", nil, []string{"db"}, 2, "", "db needs a subcommand: migrate"},
+		{"unknown subcommand", nil, []string{"db", "shrink"}, 2, "", `unknown db subcommand "shrink"`},
+		{"the embedded store", nil, []string{"db", "migrate", "--from", "a.db", "--to", "a.db", "--to", "b.db"}, 2, "",
+			"segment.store is sqlite: only mysql and postgres stores span several databases"},
+		{"no current list", []string{"LEAF_SEGMENT_STORE=mysql"}, []string{"db", "migrate", "--to", a, "--to", b}, 2, "",
+			"segment.dsn: required when segment.store is mysql"},
+		{"no database added", []string{"LEAF_SEGMENT_STORE=mysql"}, []string{"db", "migrate", "--from", a, "--from", b, "--to", a, "--to", b}, 2, "",
+			"leaf db migrate: --to lists 2 database(s) and --from 2: a migration keeps every database and adds at least one"},
+		{"one database twice", []string{"LEAF_SEGMENT_STORE=mysql"}, []string{"db", "migrate", "--from", a, "--to", a, "--to", a + "?timeout=3s"}, 2, "",
+			"--to: invalid configuration: segment.dsn: databases 0 and 1 are one database"},
+		{"an empty DSN", []string{"LEAF_SEGMENT_STORE=mysql"}, []string{"db", "migrate", "--from", a, "--to", " "}, 2, "", "an empty DSN"},
+		{"a database of the old list left out", []string{"LEAF_SEGMENT_STORE=mysql"}, []string{"db", "migrate", "--from", a, "--to", b, "--to", b + "x"}, 2, "",
+			"is not in the new list"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := runCLI(t, append(dataEnv(t), tc.env...), tc.args...)
+			if r.code != tc.code || !strings.Contains(r.stdout, tc.stdout) || !strings.Contains(r.stderr, tc.stderr) {
+				t.Errorf("exit %d\nstdout %s\nstderr %s\nwant exit %d, %q, %q", r.code, r.stdout, r.stderr, tc.code, tc.stdout, tc.stderr)
+			}
+			if strings.Contains(r.stdout+r.stderr, "s3cret") {
+				t.Error("a password was printed")
+			}
+		})
+	}
+}
