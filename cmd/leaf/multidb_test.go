@@ -514,7 +514,6 @@ func TestMultiDatabaseCheck(t *testing.T) {
 	}
 }
 
-
 // TestDBMigrateUsage: leaf db migrate refuses, exit 2 and before it
 // connects anywhere, what cannot be a migration.
 func TestDBMigrateUsage(t *testing.T) {

@@ -70,9 +70,9 @@ type run struct {
 	// than one, a server's IDs of a tag increase within each answer only,
 	// ranges from different databases interleaving.
 	databases int
-	reg      *service
-	servers  []*leafServer
-	rng      *rand.Rand // the scheduler's; only its goroutine uses it
+	reg       *service
+	servers   []*leafServer
+	rng       *rand.Rand // the scheduler's; only its goroutine uses it
 
 	mu          sync.Mutex
 	faults      []fault
