@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafgo/leaf/httpapi"
 	"github.com/leafgo/leaf/internal/config"
 	"github.com/leafgo/leaf/internal/testdb"
 	"github.com/leafgo/leaf/internal/testutil"
@@ -96,7 +98,7 @@ func (l *idLoad) run(ctx context.Context, servers []*serverProc, tags []string, 
 					tag := tags[(c+i)%len(tags)]
 					count := 1
 					if i%3 == 0 {
-						count = 50 + (i*7)%200
+						count = 10 + (i*7)%50
 					}
 					l.once(ctx, si, s, tag, count, faults)
 				}
@@ -334,7 +336,40 @@ func multiDatabaseFaults(t *testing.T, bin string, n int) {
 	}
 	t.Logf("%d IDs in all", len(all))
 
-	// Every server still serves, and shows the databases healthy again.
+	// The servers show the databases: /v2/status, /cache and /metrics.
+	reserves := make([]uint64, n)
+	for _, s := range servers {
+		var st struct {
+			Segment struct {
+				Databases []httpapi.DatabaseStatus `json:"databases"`
+			} `json:"segment"`
+		}
+		getJSON(t, s.url("/v2/status"), &st)
+		if len(st.Segment.Databases) != n {
+			t.Fatalf("/v2/status shows %d databases, want %d", len(st.Segment.Databases), n)
+		}
+		for i, d := range st.Segment.Databases {
+			if d.Index != i || d.Name != config.RedactDSN(dsns[i]) {
+				t.Errorf("/v2/status database %d: %+v", i, d)
+			}
+			reserves[i] += d.Reserves
+		}
+		for _, want := range []struct{ path, text string }{
+			{"/cache", "<h2>Databases</h2>"},
+			{"/metrics", `leaf_segment_database_up{db="` + fmt.Sprint(n-1) + `"}`},
+		} {
+			if body := getText(t, s.url(want.path)); !strings.Contains(body, want.text) {
+				t.Errorf("%s lacks %q", want.path, want.text)
+			}
+		}
+	}
+	for i, r := range reserves {
+		if r == 0 {
+			t.Errorf("no server reserved from database %d", i)
+		}
+	}
+
+	// Every server still serves.
 	for i, s := range servers {
 		fetchID(t, s.url("/api/segment/get/multi.a"))
 		if code := s.stop(t); code != 0 {
@@ -556,5 +591,27 @@ func TestDBMigrateUsage(t *testing.T) {
 				t.Error("a password was printed")
 			}
 		})
+	}
+}
+
+// getText and getJSON read a 200 answer.
+func getText(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %v %s %.200s", url, err, resp.Status, b)
+	}
+	return string(b)
+}
+
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	if err := json.Unmarshal([]byte(getText(t, url)), v); err != nil {
+		t.Fatalf("GET %s: %v", url, err)
 	}
 }
