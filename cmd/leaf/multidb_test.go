@@ -412,6 +412,13 @@ func TestMultiDatabaseRefused(t *testing.T) {
 			}
 		})
 	}
+	// Shaped tags need a store of one database.
+	for _, shape := range [][]string{{"--period", "day"}, {"--format", "INV-{seq:6}"}} {
+		r := runBin(t, bin, dir, multiEnv(dsns...), append([]string{"tags", "create", "refused.shaped"}, shape...)...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, "need a segment store of one database") {
+			t.Errorf("tags create %v: exit %d, stderr:\n%s", shape, r.code, r.stderr)
+		}
+	}
 	// The right list still serves.
 	s := startServer(t, bin, dir, multiEnv(dsns...), "--listen", "127.0.0.1:0")
 	fetchID(t, s.url("/api/segment/get/refused.a"))
