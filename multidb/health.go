@@ -2,6 +2,7 @@ package multidb
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -78,7 +79,13 @@ func (s *Store) probeOne(ctx context.Context, m *member) {
 		err = m.check(rec, ok)
 	}
 	if err != nil {
-		s.failed(m, fmt.Errorf("%s: probe: %w", m.name, err), 0, true)
+		err = fmt.Errorf("%s: probe: %w", m.name, err)
+		if errors.Is(err, leaf.ErrStripeLayout) {
+			// Not an outage: the database answers for another place or
+			// cluster. It stays out, and says so at every probe.
+			s.opts.Logger.Error("multidb database disagrees with the list; it serves nothing", "db", m.name, "index", m.index, "err", err)
+		}
+		s.failedProbe(m, err)
 		return
 	}
 	m.mu.Lock()

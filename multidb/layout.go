@@ -13,19 +13,12 @@ import (
 )
 
 // Open checks the databases' stripe records against the list and returns
-// the store over them.
-//
-//   - Every reachable database has a record: they must all record
-//     len(dbs) databases, one block size and one cluster, and database i
-//     index i. A database unreachable now is checked when it first answers,
-//     and serves nothing before.
-//   - No database has a record and none holds a row in leaf_alloc or its
-//     tombstones: Open sets them up, database 0 first with a new cluster id,
-//     then the others with the cluster database 0 records, each only if it
-//     has no record yet, so servers starting at once agree; then it checks
-//     them all. Every database must be reachable for this.
-//   - Anything else (some records missing, or databases with rows and no
-//     record) is refused: run Migrate.
+// the store over them. Every reachable database must have a record: they
+// must all record len(dbs) databases, one block size and one cluster, and
+// database i index i. A database unreachable now is checked when it first
+// answers, and serves nothing before. Open never writes a record: fresh
+// databases are set up once with Init, a used one spread over several
+// with Migrate, both run by the operator.
 //
 // Errors wrap leaf.ErrStripeLayout and name the database. The store owns
 // the databases once Open succeeds (Close closes them); when it fails they
@@ -77,20 +70,13 @@ func open(ctx context.Context, dbs []Database, opts Options) (*Store, error) {
 	if reachable == 0 {
 		return nil, fmt.Errorf("multidb: open: no database answered: %w", errors.Join(unreachable...))
 	}
-	if recorded > 0 && recorded < reachable && len(unreachable) == 0 {
-		// Some records and not all: another server may be setting the
-		// databases up right now, writing one record after the other.
-		// Give it the time to finish rather than refuse.
-		recs = awaitSetUp(ctx, dbs, recs, opts)
-	}
 	if recorded == 0 {
 		if len(unreachable) > 0 {
-			return nil, fmt.Errorf("multidb: open: the databases have no stripe records yet, and setting them up needs every database: %w", errors.Join(unreachable...))
+			return nil, fmt.Errorf("multidb: open: %w: the databases that answered have no stripe records, and the others did not answer: %w",
+				leaf.ErrStripeLayout, errors.Join(unreachable...))
 		}
-		var err error
-		if recs, err = initialise(ctx, dbs, opts); err != nil {
-			return nil, err
-		}
+		return nil, fmt.Errorf("multidb: open: %w: no database of the list has a stripe record: set up new, empty databases once with"+
+			" `leaf db init` (multidb.Init), or spread a database in use over several with `leaf db migrate` (multidb.Migrate)", leaf.ErrStripeLayout)
 	}
 	want, err := checkRecords(dbs, recs)
 	if err != nil {
@@ -210,103 +196,85 @@ func checkRecords(dbs []Database, recs []record) (leaf.StripeRecord, error) {
 	return want, nil
 }
 
-// initialise sets up databases with no record and no rows: database 0
-// first, with a new cluster id, then the others with the cluster database
-// 0 records, each written only where no record is. Two servers doing it at
-// once both adopt the cluster of whichever wrote database 0 first. It
-// returns the records as read back.
-func initialise(ctx context.Context, dbs []Database, opts Options) ([]record, error) {
-	for _, d := range dbs {
+// Init sets up new, empty databases as the stripes of one store, in list
+// order, under a new cluster id, and returns it. It is the operator's
+// step, run once before the servers start (`leaf db init`); Open never
+// sets databases up. Servers that set up databases as they start would
+// have to adopt a record another one wrote, and two servers given
+// different lists that share the first database would then both run,
+// with two databases in one stripe.
+//
+// Every database must answer, hold no tag or tombstone (else: Migrate)
+// and have no record. Each record is written only where none is and read
+// back: a concurrent Init stops at the first database the other one
+// wrote, and reports which databases hold this cluster's records; those
+// databases are empty, so deleting their leaf_stripe rows starts over.
+func Init(ctx context.Context, dbs []Database, opts Options) (string, error) {
+	opts = opts.withDefaults()
+	if err := checkList(dbs); err != nil {
+		return "", err
+	}
+	if opts.Block < 1 || opts.Block > leaf.MaxBlock {
+		return "", fmt.Errorf("multidb: init: %w: block %d, want 1..%d", leaf.ErrInvalidArgument, opts.Block, leaf.MaxBlock)
+	}
+	dbs = slices.Clone(dbs)
+	for i, d := range dbs {
+		if d.Store == nil {
+			m, err := d.Connect(ctx)
+			if err != nil {
+				return "", fmt.Errorf("multidb: init: %s: %w", d.Name, err)
+			}
+			defer m.Close()
+			dbs[i].Store = m
+		}
+	}
+	for i, r := range readRecords(ctx, dbs, opts.ReadTimeout) {
+		switch {
+		case r.err != nil:
+			return "", fmt.Errorf("multidb: init needs every database: %w", r.err)
+		case r.ok:
+			return "", fmt.Errorf("multidb: init: %w: %s already records %s", leaf.ErrStripeLayout, dbs[i].Name, r.rec)
+		}
 		rctx, cancel := context.WithTimeout(ctx, opts.ReadTimeout)
-		used, err := d.Store.Used(rctx)
+		used, err := dbs[i].Store.Used(rctx)
 		cancel()
 		if err != nil {
-			return nil, fmt.Errorf("multidb: open: %s: %w", d.Name, err)
+			return "", fmt.Errorf("multidb: init: %s: %w", dbs[i].Name, err)
 		}
 		if used {
-			return nil, fmt.Errorf("multidb: open: %w: database %s holds tags (or tombstones of deleted ones) and no stripe record:"+
+			return "", fmt.Errorf("multidb: init: %w: database %s holds tags (or tombstones of deleted ones):"+
 				" its IDs were issued without stripes, and a new layout could issue them again;"+
-				" stop the servers and run the migration (multidb.Migrate) to spread it over the databases",
-				leaf.ErrStripeLayout, d.Name)
+				" stop the servers and spread it over the databases with the migration (`leaf db migrate`)",
+				leaf.ErrStripeLayout, dbs[i].Name)
 		}
 	}
 	cluster, err := NewCluster()
 	if err != nil {
-		return nil, err
-	}
-	write := func(i int, rec leaf.StripeRecord) error {
-		wctx, cancel := context.WithTimeout(ctx, opts.ReadTimeout)
-		defer cancel()
-		if _, err := dbs[i].Store.WriteStripe(wctx, rec); err != nil {
-			return fmt.Errorf("multidb: open: set up %s: %w", dbs[i].Name, err)
-		}
-		return nil
+		return "", err
 	}
 	n := len(dbs)
-	if err := write(0, leaf.StripeRecord{Stripe: leaf.Stripe{Index: 0, Of: n, Block: opts.Block}, Cluster: cluster}); err != nil {
-		return nil, err
-	}
-	first := readRecords(ctx, dbs[:1], opts.ReadTimeout)[0]
-	if first.err != nil {
-		return nil, fmt.Errorf("multidb: open: set up: %w", first.err)
-	}
-	if !first.ok {
-		return nil, fmt.Errorf("multidb: open: set up %s: its stripe record is missing after writing it", dbs[0].Name)
-	}
-	r0 := first.rec
-	opts.Logger.Info("multidb setting up databases", "databases", n, "block", r0.Stripe.Block, "cluster", r0.Cluster)
-	for i := 1; i < n; i++ {
-		if err := write(i, leaf.StripeRecord{Stripe: leaf.Stripe{Index: i, Of: n, Block: r0.Stripe.Block}, Cluster: r0.Cluster}); err != nil {
-			return nil, err
+	var written []string
+	for i, d := range dbs {
+		want := leaf.StripeRecord{Stripe: leaf.Stripe{Index: i, Of: n, Block: opts.Block}, Cluster: cluster}
+		wctx, cancel := context.WithTimeout(ctx, opts.ReadTimeout)
+		_, err := d.Store.WriteStripe(wctx, want)
+		cancel()
+		if err != nil {
+			return "", fmt.Errorf("multidb: init: write the record of %s (records written so far: %v): %w", d.Name, written, err)
 		}
+		got := readRecords(ctx, dbs[i:i+1], opts.ReadTimeout)[0]
+		switch {
+		case got.err != nil:
+			return "", fmt.Errorf("multidb: init: read back the record of %s (records written so far: %v): %w", d.Name, written, got.err)
+		case !got.ok || !got.rec.Same(want):
+			return "", fmt.Errorf("multidb: init: %w: %s records %s, not the %s just written: another init ran at the same time;"+
+				" this one wrote the records of %v, empty databases whose leaf_stripe rows may be deleted to start over",
+				leaf.ErrStripeLayout, d.Name, got.rec, want, written)
+		}
+		written = append(written, d.Name)
 	}
-	recs := readRecords(ctx, dbs, opts.ReadTimeout)
-	for _, r := range recs {
-		if r.err != nil {
-			return nil, fmt.Errorf("multidb: open: set up: %w", r.err)
-		}
-	}
-	return recs, nil
-}
-
-// setUpWait bounds how long Open waits for another server to finish setting
-// the databases up, and setUpPoll is how often it reads the records then.
-const (
-	setUpWait = 3 * time.Second
-	setUpPoll = 50 * time.Millisecond
-)
-
-// awaitSetUp reads the records again until every database has one, while
-// no database holds a row (a set-up in progress creates none): it returns
-// the last records read.
-func awaitSetUp(ctx context.Context, dbs []Database, recs []record, opts Options) []record {
-	deadline := time.Now().Add(setUpWait)
-	for time.Now().Before(deadline) {
-		for _, d := range dbs {
-			rctx, cancel := context.WithTimeout(ctx, opts.ReadTimeout)
-			used, err := d.Store.Used(rctx)
-			cancel()
-			if err != nil || used {
-				return recs
-			}
-		}
-		t := time.NewTimer(setUpPoll)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return recs
-		case <-t.C:
-		}
-		recs = readRecords(ctx, dbs, opts.ReadTimeout)
-		complete := true
-		for _, r := range recs {
-			complete = complete && r.err == nil && r.ok
-		}
-		if complete {
-			return recs
-		}
-	}
-	return recs
+	opts.Logger.Info("multidb databases set up", "databases", n, "block", opts.Block, "cluster", cluster)
+	return cluster, nil
 }
 
 // NewCluster draws a cluster id: 16 random bytes in hex.

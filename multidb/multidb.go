@@ -12,10 +12,11 @@
 //
 // Every database records its place in leaf_stripe (leaf.StripeRecord).
 // Open checks the records against the list it is given and refuses a list
-// in another order, of another length, or mixing clusters; it sets up
-// databases that have no record and no rows. A database that holds rows
-// and no record (a store of one database) becomes part of a multi-database
-// store only through Migrate, which also adds databases to one.
+// in another order, of another length, or mixing clusters. The operator
+// writes the records: Init sets up new, empty databases; a database that
+// holds rows and no record (a store of one database) becomes part of a
+// multi-database store only through Migrate, which also adds databases to
+// one.
 package multidb
 
 import (
@@ -80,7 +81,7 @@ type Options struct {
 	// ReadTimeout bounds the listings, tag administration and reading of
 	// stripe records on one database. Default 5s.
 	ReadTimeout time.Duration
-	// Block is the IDs per block of databases set up by Open or Migrate;
+	// Block is the IDs per block of databases set up by Init or Migrate;
 	// databases that have records keep theirs. Default 10000.
 	Block int64
 	// MinBackoff and MaxBackoff bound how long a failed database is
@@ -147,16 +148,17 @@ type member struct {
 	// verified: its record was read and matches want. A member that was
 	// unreachable at Open is not, and serves nothing until a probe reads
 	// its record.
-	verified    bool
-	healthy     bool
-	lastErr     string
-	reserves    uint64
-	failures    uint64
-	lastReserve time.Time
-	lastLatency time.Duration
-	maxID       int64 // highest end, in IDs, of a range it reserved
-	backoff     time.Duration
-	retryAt     time.Time
+	verified      bool
+	healthy       bool
+	lastErr       string
+	reserves      uint64
+	failures      uint64
+	probeFailures uint64
+	lastReserve   time.Time
+	lastLatency   time.Duration
+	maxID         int64 // highest end, in IDs, of a range it reserved
+	backoff       time.Duration
+	retryAt       time.Time
 }
 
 // DatabaseStatus is one database's health and ranges, as Databases reports
@@ -170,9 +172,11 @@ type DatabaseStatus struct {
 	Healthy, Verified bool
 	LastError         string // the latest failure; kept after recovery
 	Reserves          uint64 // successful reserves since Open
-	Failures          uint64 // failed reserves and probes since Open
-	LastReserve       time.Time
-	LastLatency       time.Duration // of the latest reserve, failed or not
+	// Failures counts the failed calls since Open: reserves, reads and tag
+	// administration; ProbeFailures the failed background probes.
+	Failures, ProbeFailures uint64
+	LastReserve             time.Time
+	LastLatency             time.Duration // of the latest reserve, failed or not
 	// MaxID is the highest end, in IDs, of the ranges this server reserved
 	// from it (exclusive): 0 before the first.
 	MaxID int64
@@ -189,7 +193,7 @@ func (s *Store) Databases() []DatabaseStatus {
 		out[i] = DatabaseStatus{
 			Index: m.index, Name: m.name, Stripe: m.stripe,
 			Healthy: m.healthy, Verified: m.verified, LastError: m.lastErr,
-			Reserves: m.reserves, Failures: m.failures, LastReserve: m.lastReserve,
+			Reserves: m.reserves, Failures: m.failures, ProbeFailures: m.probeFailures, LastReserve: m.lastReserve,
 			LastLatency: m.lastLatency, MaxID: m.maxID,
 		}
 		if !m.healthy {
@@ -238,39 +242,40 @@ func (s *Store) Reserve(ctx context.Context, tag string, step int) (leaf.Reserva
 	return leaf.Reservation{}, joinErrs(op, errs, leaf.ErrTagNotFound)
 }
 
-// order is the members a reserve tries: the healthy ones, round-robin from
-// a moving start so that servers spread their load, then the unhealthy
-// ones whose probe is due first: a call tries every database before it
-// gives up. Members whose record is not verified are never tried.
+// order is the members a reserve tries: the healthy ones, round-robin
+// over them so that each takes an even share, then the unhealthy ones
+// whose probe is due first: a call tries every database before it gives
+// up. Members whose record is not verified are never tried.
 func (s *Store) order() []*member {
 	n := len(s.members)
-	start := int(s.rr.Add(1) % uint64(n))
 	healthy := make([]*member, 0, n)
-	var sick []*member
-	for k := range n {
-		m := s.members[(start+k)%n]
+	type sickMember struct {
+		m       *member
+		retryAt time.Time
+	}
+	var sick []sickMember
+	for _, m := range s.members {
 		m.mu.Lock()
-		ok, verified := m.healthy, m.verified
+		ok, verified, retryAt := m.healthy, m.verified, m.retryAt
 		m.mu.Unlock()
 		switch {
 		case ok:
 			healthy = append(healthy, m)
 		case verified:
-			sick = append(sick, m)
+			sick = append(sick, sickMember{m, retryAt})
 		}
 	}
-	slices.SortStableFunc(sick, func(a, b *member) int { return a.retryAtCompare(b) })
-	return append(healthy, sick...)
-}
-
-func (m *member) retryAtCompare(o *member) int {
-	m.mu.Lock()
-	a := m.retryAt
-	m.mu.Unlock()
-	o.mu.Lock()
-	b := o.retryAt
-	o.mu.Unlock()
-	return a.Compare(b)
+	out := make([]*member, 0, len(healthy)+len(sick))
+	if len(healthy) > 0 {
+		start := int(s.rr.Add(1) % uint64(len(healthy)))
+		out = append(out, healthy[start:]...)
+		out = append(out, healthy[:start]...)
+	}
+	slices.SortStableFunc(sick, func(a, b sickMember) int { return a.retryAt.Compare(b.retryAt) })
+	for _, sm := range sick {
+		out = append(out, sm.m)
+	}
+	return out
 }
 
 // errExhausted: a database's numbers reached the end of its stripe.
@@ -311,11 +316,27 @@ func (s *Store) reserveOn(ctx context.Context, m *member, tag string, step int) 
 	return r, nil
 }
 
-// failed counts a failure of m, and with down marks it unhealthy: skipped
-// for a backoff that doubles with each failure in a row.
+// failedProbe counts a failed probe of m and keeps it out for a longer
+// backoff.
+func (s *Store) failedProbe(m *member, err error) {
+	m.mu.Lock()
+	m.probeFailures++
+	m.mu.Unlock()
+	s.markDown(m, err, 0, true)
+}
+
+// failed counts a failed call on m, and with down marks it unhealthy.
 func (s *Store) failed(m *member, err error, latency time.Duration, down bool) {
 	m.mu.Lock()
 	m.failures++
+	m.mu.Unlock()
+	s.markDown(m, err, latency, down)
+}
+
+// markDown records err, and with down marks m unhealthy: skipped for a
+// backoff that doubles with each failure in a row.
+func (s *Store) markDown(m *member, err error, latency time.Duration, down bool) {
+	m.mu.Lock()
 	m.lastErr = err.Error()
 	if latency > 0 {
 		m.lastLatency = latency

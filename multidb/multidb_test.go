@@ -128,10 +128,24 @@ func testOptions() multidb.Options {
 	return multidb.Options{Block: 10, MinBackoff: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, Logger: quiet()}
 }
 
-// open opens a store over dsns (each opened anew, like a server would).
+// open opens a store over dsns (each opened anew, like a server would),
+// setting them up first (multidb.Init, the operator's step) when none has
+// a record yet.
 func open(t testing.TB, k kind, dsns []string, opts multidb.Options) *multidb.Store {
 	t.Helper()
-	s, err := multidb.Open(t.Context(), members(t, k, dsns), opts)
+	dbs := members(t, k, dsns)
+	fresh := true
+	for _, d := range dbs {
+		if _, ok, err := d.Store.ReadStripe(t.Context()); err != nil || ok {
+			fresh = false
+		}
+	}
+	if fresh {
+		if _, err := multidb.Init(t.Context(), dbs, opts); err != nil {
+			t.Fatalf("init: %v", err)
+		}
+	}
+	s, err := multidb.Open(t.Context(), dbs, opts)
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
@@ -299,36 +313,63 @@ func TestSetUp(t *testing.T) {
 	})
 }
 
-// TestSetUpConcurrent starts several servers on fresh databases at once:
-// they must agree on one cluster.
-func TestSetUpConcurrent(t *testing.T) {
+// TestInitConcurrent: Open never sets databases up, and of several Inits
+// run at once on the same fresh databases, or on lists that share the
+// first one, exactly one succeeds and the records are all its own: two
+// lists sharing a database cannot both be set up (the hole a server-side
+// set-up that adopts another's cluster would leave).
+func TestInitConcurrent(t *testing.T) {
 	eachKind(t, func(t *testing.T, k kind) {
-		dsns := newDBs(t, k, 3)
-		const servers = 4
-		lists := make([][]multidb.Database, servers)
-		for i := range lists {
-			lists[i] = members(t, k, dsns)
+		dsns := newDBs(t, k, 4)
+		if _, err := multidb.Open(t.Context(), members(t, k, dsns[:3]), testOptions()); !errors.Is(err, leaf.ErrStripeLayout) ||
+			!strings.Contains(err.Error(), "leaf db init") {
+			t.Fatalf("open of fresh databases: %v, want ErrStripeLayout naming leaf db init", err)
 		}
-		stores := make([]*multidb.Store, servers)
-		errs := make([]error, servers)
+		// Half the inits get [db0 db1 db2], half [db0 db3 db2].
+		const inits = 6
+		lists := make([][]multidb.Database, inits)
+		for i := range lists {
+			list := []string{dsns[0], dsns[1], dsns[2]}
+			if i%2 == 1 {
+				list[1] = dsns[3]
+			}
+			lists[i] = members(t, k, list)
+		}
+		clusters := make([]string, inits)
+		errs := make([]error, inits)
 		var wg sync.WaitGroup
-		for i := range servers {
-			wg.Go(func() { stores[i], errs[i] = multidb.Open(t.Context(), lists[i], testOptions()) })
+		for i := range inits {
+			wg.Go(func() { clusters[i], errs[i] = multidb.Init(t.Context(), lists[i], testOptions()) })
 		}
 		wg.Wait()
+		won := -1
 		for i, err := range errs {
-			if err != nil {
-				t.Fatalf("server %d: %v", i, err)
-			}
-			t.Cleanup(func() { _ = stores[i].Close() })
-			if stores[i].Cluster() != stores[0].Cluster() {
-				t.Errorf("server %d: cluster %s, server 0 %s", i, stores[i].Cluster(), stores[0].Cluster())
+			switch {
+			case err == nil && won >= 0:
+				t.Fatalf("inits %d and %d both succeeded", won, i)
+			case err == nil:
+				won = i
+			case !errors.Is(err, leaf.ErrStripeLayout):
+				t.Errorf("init %d: %v, want ErrStripeLayout", i, err)
 			}
 		}
-		for i, r := range records(t, k, dsns) {
-			if r.Cluster != stores[0].Cluster() || r.Stripe.Index != i {
-				t.Errorf("record %d = %+v", i, r)
-			}
+		if won < 0 {
+			t.Fatalf("no init succeeded: %v", errs)
+		}
+		winner := []string{dsns[0], dsns[1], dsns[2]}
+		if won%2 == 1 {
+			winner[1] = dsns[3]
+		}
+		s := open(t, k, winner, testOptions())
+		if s.Cluster() != clusters[won] {
+			t.Fatalf("cluster %s, the winning init's %s", s.Cluster(), clusters[won])
+		}
+		loser := []string{dsns[0], dsns[3], dsns[2]}
+		if won%2 == 1 {
+			loser[1] = dsns[1]
+		}
+		if _, err := multidb.Open(t.Context(), members(t, k, loser), testOptions()); !errors.Is(err, leaf.ErrStripeLayout) {
+			t.Fatalf("open of the losing list: %v, want ErrStripeLayout", err)
 		}
 	})
 }
@@ -370,7 +411,7 @@ func TestLayoutRefused(t *testing.T) {
 			{"fewer", abc[:2], "the list makes it database 0 of 2"},
 			{"more", append(append([]string{}, abc...), dsns[3]), "record a stripe and [db3] do not"},
 			{"duplicate", []string{abc[0], abc[0], abc[2]}, "list position 1"},
-			{"used without record", []string{used, dsns[3]}, "run the migration"},
+			{"used without record", []string{used, dsns[3]}, "leaf db migrate"},
 		}
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
@@ -379,6 +420,12 @@ func TestLayoutRefused(t *testing.T) {
 					t.Errorf("open: %v; want ErrStripeLayout saying %q", err, c.want)
 				}
 			})
+		}
+		// Init refuses a database in use, or one already set up.
+		for _, list := range [][]string{{used, dsns[3]}, {dsns[3], abc[2]}} {
+			if _, err := multidb.Init(ctx, members(t, k, list), testOptions()); !errors.Is(err, leaf.ErrStripeLayout) {
+				t.Errorf("init of %v: %v, want ErrStripeLayout", list, err)
+			}
 		}
 		// dsns[3] was not set up by any of the refusals.
 		m := members(t, k, dsns[3:])[0]
@@ -460,14 +507,15 @@ func TestMemberDown(t *testing.T) {
 			name  string
 			apply func()
 		}{{"down", proxy.Down}, {"stalled", proxy.Stall}} {
+			failures := s.Databases()[1].Failures
 			fault.apply()
 			by := reserve(30)
 			st := s.Databases()[1]
-			if st.Healthy || st.LastError == "" || st.Failures == 0 {
-				t.Errorf("%s: db1 status %+v, want unhealthy with its error", fault.name, st)
+			// Exactly one reserve reached it (and failed over to another
+			// database); it was skipped from then on.
+			if st.Healthy || st.LastError == "" || st.Failures != failures+1 {
+				t.Errorf("%s: db1 status %+v, want unhealthy with its error after one failed reserve (%d before)", fault.name, st, failures)
 			}
-			// At most one reserve reached it before it was marked (the
-			// one that failed over to another database).
 			if by[1] != 0 || by[0]+by[2] != 30 {
 				t.Errorf("%s: reserves by database %v, want all 30 from db0 and db2", fault.name, by)
 			}
@@ -530,6 +578,34 @@ func TestMemberUnreachableAtOpen(t *testing.T) {
 		}
 		proxy.Up()
 		waitFor(t, "db1 verified", func() bool { st := s.Databases()[1]; return st.Healthy && st.Verified })
+
+		// A database of another cluster in db1's place, down at open:
+		// once it answers, its record keeps it out.
+		others := newDBs(t, k, 2)
+		open(t, k, others, testOptions())
+		proxy2 := testdb.NewProxy(t, k.server(t, others[1]))
+		proxy2.Down()
+		wrong := k.via(t, others[1], proxy2.Addr())
+		list = append(members(t, k, dsns[:1]), multidb.Database{Name: "stranger", Connect: func(ctx context.Context) (multidb.Member, error) {
+			return k.member(ctx, wrong)
+		}})
+		w, err := multidb.Open(ctx, list, testOptions())
+		if err != nil {
+			t.Fatalf("open with the stranger down: %v", err)
+		}
+		t.Cleanup(func() { _ = w.Close() })
+		before := w.Databases()[1].ProbeFailures
+		proxy2.Up()
+		waitFor(t, "two probes of the stranger", func() bool { return w.Databases()[1].ProbeFailures >= before+2 })
+		st := w.Databases()[1]
+		if st.Healthy || st.Verified || !strings.Contains(st.LastError, "records that it is database 1 of 2") {
+			t.Errorf("stranger status %+v, want kept out for its record", st)
+		}
+		for range 4 {
+			if r, err := w.Reserve(ctx, "t", 0); err != nil || r.Stripe.Index != 0 {
+				t.Fatalf("reserve = %+v, %v; want db0's", r, err)
+			}
+		}
 	})
 }
 
