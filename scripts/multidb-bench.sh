@@ -92,6 +92,7 @@ done
 env_list=(env -i PATH="$PATH" HOME="$work" LEAF_SEGMENT_STORE=mysql
 	"LEAF_SEGMENT_DSN=${dsns[0]}
 ${dsns[1]}" LEAF_SNOWFLAKE_ENABLED=false LEAF_LOG_LEVEL=warn)
+"${env_list[@]}" "$leaf" db init >/dev/null
 "${env_list[@]}" "$leaf" tags create bench.multi --step 1000 >/dev/null
 
 servers=()

@@ -141,8 +141,8 @@ func messagePrefix(name string, rest []string) string {
 			prefix += " " + rest[0]
 		}
 	}
-	if name == "db" && len(rest) > 0 && rest[0] == "migrate" {
-		prefix += " migrate"
+	if name == "db" && len(rest) > 0 && (rest[0] == "init" || rest[0] == "migrate") {
+		prefix += " " + rest[0]
 	}
 	return prefix
 }
@@ -175,6 +175,8 @@ Usage:
   leaf tags create TAG [--step N] [--start N] [--description S]
   leaf tags set-step TAG N
   leaf tags delete TAG
+  leaf db init                            set up the databases of segment.dsn
+                                          as one store spread over them
   leaf db migrate --from DSN... --to DSN...
                                           spread the segment store over more
                                           databases (offline; see leaf db -h)

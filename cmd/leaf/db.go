@@ -14,9 +14,18 @@ import (
 )
 
 const dbUsage = `Usage:
+  leaf db init [--segment-dsn DSN --segment-dsn DSN ...]
   leaf db migrate --to DSN --to DSN [--to DSN ...] [--from DSN ...]
 
 Commands on the databases of the segment store itself.
+
+init sets up new, empty databases (mysql or postgres) as one segment store
+spread over them, in the order of segment.dsn (a list of 2 or more, from
+the configuration, LEAF_SEGMENT_DSN or --segment-dsn repeated): each
+records its place. Run it once, before the first server starts; servers
+never set databases up, so that two servers given different lists cannot
+both run. Every database must answer and hold no tag yet: a database in
+use is spread over several with migrate instead.
 
 migrate spreads a segment store (mysql or postgres) over more databases:
 one database to several, or N to N+1 and more. Every ID a tag issues after
@@ -37,22 +46,56 @@ periodic, formatted, opaque and ordered tags need a store of one database.
 A migration that failed part-way (a database down) can be run again with
 the same lists; one already done is reported as such and changes nothing.
 
-Exit status: 0 migrated (or already), 1 a database failed (run it again),
-2 lists that are no migration (see the message).
+Exit status: 0 done (migrate: or already done), 1 a database failed (run
+it again), 2 lists that cannot be set up or migrated (see the message).
 `
 
 func (a *app) db(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return usageErrorf("db needs a subcommand: migrate")
+		return usageErrorf("db needs a subcommand: init or migrate")
 	}
 	switch args[0] {
+	case "init":
+		return a.dbInit(ctx, args[1:])
 	case "migrate":
 		return a.dbMigrate(ctx, args[1:])
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(a.stdout, dbUsage)
 		return errHelp
 	}
-	return usageErrorf("unknown db subcommand %q; want migrate", args[0])
+	return usageErrorf("unknown db subcommand %q; want init or migrate", args[0])
+}
+
+func (a *app) dbInit(ctx context.Context, args []string) error {
+	fs := newFlagSet("db init")
+	flags := config.BindFlags(fs, "data_dir", "segment.store", "segment.dsn", "log.level", "log.format")
+	block := fs.Int64("block", multidb.DefaultBlock, "IDs per block: database i of N issues the blocks numbered i mod N")
+	pos, err := a.parseFlags(fs, dbUsage, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageErrorf("takes no arguments, got %q", pos[0])
+	}
+	cfg, err := config.Load(flags.Sources(a.env))
+	if err != nil {
+		return err
+	}
+	dsns := cfg.Segment.DSNs()
+	if !cfg.Segment.MultiDatabase() {
+		return usageErrorf("segment.dsn lists %d database(s); init sets up a store of 2 or more (a store of one database needs no set-up)", len(dsns))
+	}
+	dbs, err := memberDatabases(cfg.Segment.Store, dsns)
+	if err != nil {
+		return err
+	}
+	cluster, err := multidb.Init(ctx, dbs, multidb.Options{Block: *block, Logger: newLogger(cfg.Log, a.stderr)})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "set up %d databases as one segment store (blocks of %d IDs, cluster %s)\n", len(dbs), *block, cluster)
+	a.printList(dbs)
+	return nil
 }
 
 // dsnList is a repeated flag of DSNs; a value may also hold one per line.
@@ -167,8 +210,13 @@ func (a *app) printMigration(rep multidb.Report, from, to []multidb.Database) {
 			_ = tw.Flush()
 		}
 	}
-	fmt.Fprintf(w, "Start every server with segment.dsn listing these databases, in this order:\n")
-	for i, d := range to {
-		fmt.Fprintf(w, "  %d  %s\n", i, d.Name)
+	a.printList(to)
+}
+
+// printList writes the list the servers must be started with.
+func (a *app) printList(dbs []multidb.Database) {
+	fmt.Fprintf(a.stdout, "Start every server with segment.dsn listing these databases, in this order:\n")
+	for i, d := range dbs {
+		fmt.Fprintf(a.stdout, "  %d  %s\n", i, d.Name)
 	}
 }

@@ -52,6 +52,16 @@ func mariaDBs(t *testing.T, n int) ([]*testdb.MariaDB, []string) {
 	return dbs, dsns
 }
 
+// initDBs sets the databases up as one store, as an operator would
+// before the first server starts.
+func initDBs(t *testing.T, bin, dir string, dsns []string) {
+	t.Helper()
+	r := runBin(t, bin, dir, multiEnv(dsns...), "db", "init")
+	if r.code != 0 || !strings.Contains(r.stdout, fmt.Sprintf("set up %d databases as one segment store", len(dsns))) {
+		t.Fatalf("leaf db init: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
 // idLoad is concurrent clients asking servers for segment IDs, keeping
 // every ID and every failure.
 type idLoad struct {
@@ -218,6 +228,7 @@ func multiDatabaseFaults(t *testing.T, bin string, n int) {
 	dbs, dsns := mariaDBs(t, n)
 	env := multiEnv(dsns...)
 	dir := t.TempDir()
+	initDBs(t, bin, dir, dsns)
 	// Small steps, so that ranges run out and are reserved again all
 	// through the faults.
 	tags := []string{"multi.a", "multi.b"}
@@ -388,7 +399,15 @@ func TestMultiDatabaseRefused(t *testing.T) {
 	bin := testutil.BuildLeaf(t)
 	dbs, dsns := mariaDBs(t, 3)
 	dir := t.TempDir()
-	// The first use sets the three databases up, in this order.
+	// Servers never set databases up: that is leaf db init's job.
+	if r := runBin(t, bin, dir, multiEnv(dsns...), "serve", "--listen", "127.0.0.1:0"); r.code != exitUsage || !strings.Contains(r.stderr, "leaf db init") {
+		t.Errorf("serve on databases not set up: exit %d, stderr:\n%s\nwant exit %d and a pointer to leaf db init", r.code, r.stderr, exitUsage)
+	}
+	initDBs(t, bin, dir, dsns)
+	// Set up once, for good.
+	if r := runBin(t, bin, dir, multiEnv(dsns...), "db", "init"); r.code != exitUsage || !strings.Contains(r.stderr, "already records") {
+		t.Errorf("leaf db init again: exit %d, stderr:\n%s", r.code, r.stderr)
+	}
 	if r := runBin(t, bin, dir, multiEnv(dsns...), "tags", "create", "refused.a"); r.code != 0 {
 		t.Fatalf("tags create: %+v", r)
 	}
@@ -573,7 +592,12 @@ func TestDBMigrateUsage(t *testing.T) {
 		{"help", nil, []string{"db", "-h"}, 0, "leaf db migrate --to DSN", ""},
 		{"migrate help", nil, []string{"db", "migrate", "-h"}, 0, "Stop every server", ""},
 		{"main help names it", nil, []string{"help"}, 0, "leaf db migrate", ""},
-		{"no subcommand", nil, []string{"db"}, 2, "", "db needs a subcommand: migrate"},
+		{"no subcommand", nil, []string{"db"}, 2, "", "db needs a subcommand: init or migrate"},
+		{"init of one database", []string{"LEAF_SEGMENT_STORE=mysql", "LEAF_SEGMENT_DSN=" + a}, []string{"db", "init"}, 2, "",
+			"leaf db init: segment.dsn lists 1 database(s); init sets up a store of 2 or more"},
+		{"init of one database twice", []string{"LEAF_SEGMENT_STORE=mysql"}, []string{"db", "init", "--segment-dsn", a, "--segment-dsn", a + "?timeout=3s"}, 2, "",
+			"segment.dsn: databases 0 and 1 are one database"},
+		{"init of SQLite files", nil, []string{"db", "init", "--segment-dsn", "a.db", "--segment-dsn", "b.db"}, 2, "", "segment.store sqlite is one file"},
 		{"unknown subcommand", nil, []string{"db", "shrink"}, 2, "", `unknown db subcommand "shrink"`},
 		{"the embedded store", nil, []string{"db", "migrate", "--from", "a.db", "--to", "a.db", "--to", "b.db"}, 2, "",
 			"segment.store is sqlite: only mysql and postgres stores span several databases"},

@@ -122,6 +122,12 @@ func runChaos(t *testing.T, bin, registry string, databases int, duration time.D
 		r.logf("mariadbd on %s", db.addr)
 	}
 	r.logf("%s on %s", registry, r.reg.addr)
+	if databases > 1 {
+		// The operator's step before the first server starts.
+		if err := runLeaf(ctx, bin, append([]string{"db", "init"}, dsnArgs...)...); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, tag := range tags {
 		if err := runLeaf(ctx, bin, append([]string{"tags", "create", tag.name, "--step", strconv.Itoa(tag.step)}, dsnArgs...)...); err != nil {
 			t.Fatal(err)
