@@ -289,7 +289,7 @@ func (s *Server) cachePage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	page, next := statusPage(s.seg.Status(), q)
-	s.writePage(w, r, cacheTemplate, htmlPage{page, q.prefix, nextLink(q, next)})
+	s.writePage(w, r, cacheTemplate, htmlPage{Rows: page, Prefix: q.prefix, Next: nextLink(q, next), Databases: s.databases(true)})
 }
 
 // dbPage serves /db: a page (see parsePage) of the rows of leaf_alloc, with
@@ -309,15 +309,17 @@ func (s *Server) dbPage(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, textStyle, err)
 		return
 	}
-	s.writePage(w, r, dbTemplate, htmlPage{page, q.prefix, nextLink(q, next)})
+	s.writePage(w, r, dbTemplate, htmlPage{Rows: page, Prefix: q.prefix, Next: nextLink(q, next), Databases: s.databases(true)})
 }
 
 // htmlPage is what the /cache and /db templates render: the rows, the
-// prefix they were filtered by, and the next page's link, "" on the last.
+// prefix they were filtered by, the next page's link, "" on the last, and
+// the databases of a store spread over several, nil for one.
 type htmlPage struct {
-	Rows   any
-	Prefix string
-	Next   string
+	Rows      any
+	Prefix    string
+	Next      string
+	Databases []DatabaseStatus
 }
 
 // nextLink is the relative URL of the page after the one whose last tag is
@@ -355,8 +357,20 @@ nav a{margin-right:1em}
 <nav><a href="/cache">cache</a><a href="/db">db</a><a href="/v2/status">status</a></nav>
 `
 
-// pageTail ends a listing: the link to its next page, if there is one.
+// pageTail ends a listing: the link to its next page, if there is one,
+// then, below Leaf's table so that what reads Leaf's page still finds it
+// first and unchanged, the databases of a store spread over several.
 const pageTail = `{{with .Next}}<p><a href="{{.}}" rel="next">next page</a></p>{{end}}
+{{- with .Databases}}
+<h2>Databases</h2>
+<table class="databases">
+<thead><tr><th>db</th><th class="l">name</th><th class="l">health</th><th>reserves</th><th>failures</th><th>highest</th><th class="l">last error</th></tr></thead>
+<tbody>
+{{- range .}}
+<tr><td>{{.Index}}</td><td class="l">{{.Name}}</td><td class="l">{{if not .Verified}}UNVERIFIED{{else if .Healthy}}up{{else}}DOWN{{end}}</td><td>{{.Reserves}}</td><td>{{.Failures}}</td><td>{{.HighestID}}</td><td class="l">{{.LastError}}</td></tr>
+{{- end}}
+</tbody></table>
+{{- end}}
 </body></html>
 `
 

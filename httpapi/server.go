@@ -271,6 +271,11 @@ type Config struct {
 	// limit a request is answered 429 with Retry-After. Decoding, status and
 	// administration are not limited.
 	Limiter ClientLimiter
+	// Databases, when set, reports the databases of a segment store spread
+	// over several: /v2/status, its summary, /cache and /db show them to
+	// the admin. Nil for a store of one database. It is called once per
+	// request of those routes, never on the ID routes.
+	Databases func() []DatabaseStatus
 	// History, when set, serves GET /v2/status/history, the monitor page's
 	// charts; nil answers 404 there.
 	History HistorySource
@@ -311,6 +316,7 @@ type Server struct {
 	keys    keyCache       // the fast transport's interned ID-route keys
 	limiter ClientLimiter
 	history HistorySource
+	dbs     func() []DatabaseStatus // nil: a store of one database
 	// tokenHash is the SHA-256 of the admin token, when hasToken.
 	tokenHash [sha256.Size]byte
 	hasToken  bool
@@ -349,6 +355,7 @@ func New(cfg Config) *Server {
 		mux:     http.NewServeMux(),
 		limiter: cfg.Limiter,
 		history: cfg.History,
+		dbs:     cfg.Databases,
 		errLog:  errLogBudget(),
 	}
 	if cfg.AdminToken != "" {

@@ -42,6 +42,9 @@ type segmentSummary struct {
 	Enabled bool `json:"enabled"`
 	// StoreOK is false while the generator reports the store unreachable.
 	StoreOK bool `json:"store_ok"`
+	// Databases is, with the detail, every database of a store spread
+	// over several (at most leaf.MaxStripes); absent for one database.
+	Databases []DatabaseStatus `json:"databases,omitempty"`
 	// The rest is shown with detail only.
 	*tagSummary
 }
@@ -141,6 +144,7 @@ func (s *Server) v2StatusSummary(w http.ResponseWriter, r *http.Request) error {
 				}
 			}
 			resp.Segment.TagsKnown = s.seg.TagCount()
+			resp.Segment.Databases = s.databases(detail)
 		}
 	}
 	if s.snow != nil {

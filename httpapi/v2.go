@@ -372,6 +372,9 @@ type segmentStatus struct {
 	// Next is the cursor of the next page of tags: ?after=NEXT, with the
 	// same prefix and limit. Absent on the last page.
 	Next string `json:"next,omitempty"`
+	// Databases is, with the detail, every database of a store spread
+	// over several; absent for a store of one database.
+	Databases []DatabaseStatus `json:"databases,omitempty"`
 }
 
 // v2Status serves /v2/status. With detail, the tags are a page (see
@@ -404,6 +407,7 @@ func (s *Server) v2Status(w http.ResponseWriter, r *http.Request) error {
 				s.addFormats(r.Context(), &resp.Segment.Tags[i])
 			}
 		}
+		resp.Segment.Databases = s.databases(detail)
 	}
 	if s.snow != nil && detail {
 		resp.Snowflake = newWorkerStatus(s.snow.Status())

@@ -4,6 +4,7 @@ import (
 	"math"
 	"runtime"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -55,6 +56,12 @@ type collector struct {
 	segNextReady  *prometheus.Desc
 	segWaits      *prometheus.Desc
 	segGivenBack  *prometheus.Desc
+
+	// Per database of a store spread over several.
+	dbUp        *prometheus.Desc
+	dbReserves  *prometheus.Desc
+	dbFailures  *prometheus.Desc
+	dbHighestID *prometheus.Desc
 
 	sfWorkerID     *prometheus.Desc
 	sfLead         *prometheus.Desc
@@ -112,6 +119,11 @@ func newCollector(cfg Config) *collector {
 		segWaits:      d("leaf_segment_waits_total", "Requests for the tag that found both buffers empty and waited for a load.", tag, nil),
 		segGivenBack:  d("leaf_segment_given_back_ids_total", "Unused IDs of the tag returned to the store by a graceful shutdown.", tag, nil),
 
+		dbUp:        d("leaf_segment_database_up", "1 while the segment store uses the database, 0 while it skips it (its last reserve or health check failed or timed out). Only for a store spread over several databases; db is the database's place in segment.dsn, from 0.", []string{"db"}, nil),
+		dbReserves:  d("leaf_segment_database_reserves_total", "Ranges this server reserved from the database since start.", []string{"db"}, nil),
+		dbFailures:  d("leaf_segment_database_failures_total", "Failed or timed-out reserve calls of this server on the database since start.", []string{"db"}, nil),
+		dbHighestID: d("leaf_segment_database_highest_id", "The exclusive end, as an ID, of the highest range this server reserved from the database; 0 before the first.", []string{"db"}, nil),
+
 		sfWorkerID:     d("leaf_snowflake_worker_id", "The snowflake worker ID held by this server; -1 while it is lost and not yet re-registered.", nil, nil),
 		sfLead:         d("leaf_snowflake_high_water_lead_seconds", "Persisted high-water mark minus the current time: how far ahead of the clock IDs may be issued before the next heartbeat must land. Negative means issuing is blocked on a heartbeat.", nil, nil),
 		sfRollbacks:    d("leaf_snowflake_clock_rollbacks_total", "Clock steps backwards seen while issuing snowflake IDs.", nil, nil),
@@ -141,6 +153,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.segAllLoads, c.segAllLoadErrors, c.segAllWaits, c.segAllGivenBack, c.segLoadTime, c.segTags, c.segMinUntilDry,
 		c.segIssued, c.segLoads, c.segLoadErrors, c.segLoadSecs, c.segStep, c.segMinStep, c.segRemaining,
 		c.segRate, c.segUntilDry, c.segNextReady, c.segWaits, c.segGivenBack,
+		c.dbUp, c.dbReserves, c.dbFailures, c.dbHighestID,
 		c.sfWorkerID, c.sfLead, c.sfRollbacks, c.sfRollbackSecs, c.sfRollbackMax,
 		c.sfHBFailures, c.sfFromCache, c.sfLeaseLeft, c.sfPeers, c.sfPeerSkew,
 	} {
@@ -152,6 +165,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.buildInfo, prometheus.GaugeValue, 1, c.cfg.Version, runtime.Version())
 	if c.cfg.Segment != nil {
 		c.collectSegment(ch)
+		if c.cfg.Databases != nil {
+			c.collectDatabases(ch)
+		}
 	}
 	if c.cfg.Snowflake != nil {
 		c.collectSnowflake(ch)
@@ -216,6 +232,18 @@ func (c *collector) collectSegment(ch chan<- prometheus.Metric) {
 		gauge(c.segRate, st.Rate, tag)
 		gauge(c.segUntilDry, untilDry(st.SecondsLeft), tag)
 		gauge(c.segNextReady, boolValue(st.NextReady), tag)
+	}
+}
+
+// collectDatabases exports the databases of a store spread over several:
+// a handful of series each, bounded by leaf.MaxStripes.
+func (c *collector) collectDatabases(ch chan<- prometheus.Metric) {
+	for _, db := range c.cfg.Databases() {
+		label := strconv.Itoa(db.Index)
+		ch <- prometheus.MustNewConstMetric(c.dbUp, prometheus.GaugeValue, boolValue(db.Up), label)
+		ch <- prometheus.MustNewConstMetric(c.dbReserves, prometheus.CounterValue, float64(db.Reserves), label)
+		ch <- prometheus.MustNewConstMetric(c.dbFailures, prometheus.CounterValue, float64(db.Failures), label)
+		ch <- prometheus.MustNewConstMetric(c.dbHighestID, prometheus.GaugeValue, float64(db.HighestID), label)
 	}
 }
 

@@ -101,6 +101,24 @@ type Config struct {
 	// last less than this at its current rate counts as degraded. 0 turns
 	// the check off.
 	LowBuffer time.Duration
+	// Databases, when set with Segment, reports the databases of a segment
+	// store spread over several (package multidb), called once per
+	// scrape: one series per database and metric, at most
+	// leaf.MaxStripes. Nil for a store of one database.
+	Databases func() []Database
+}
+
+// Database is one database of a segment store spread over several, as the
+// leaf_segment_database_* series export it.
+type Database struct {
+	Index int  // its place in segment.dsn, the db label
+	Up    bool // false while the store skips it
+	// Reserves and Failures count this server's reserve calls on it since
+	// start that succeeded and that failed.
+	Reserves, Failures uint64
+	// HighestID is the exclusive end, as an ID, of the highest range this
+	// server reserved from it; 0 before the first.
+	HighestID int64
 }
 
 // requestBuckets are the upper bounds, in seconds, of

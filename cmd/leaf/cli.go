@@ -34,6 +34,9 @@ var exitCodes = []struct {
 	{leaf.ErrInvalidTag, exitUsage},
 	{leaf.ErrInvalidCount, exitUsage},
 	{leaf.ErrInvalidArgument, exitUsage},
+	// The list of databases disagrees with what they record: the list is
+	// the setting to fix (its order, a database missing or added).
+	{leaf.ErrStripeLayout, exitUsage},
 	{leaf.ErrTagNotFound, exitFailure},
 	{leaf.ErrTagExists, exitFailure},
 	{leaf.ErrTagTombstoned, exitFailure},
@@ -102,6 +105,7 @@ func commands() []command {
 		{"bench", (*app).bench},
 		{"decode", (*app).decode},
 		{"tags", (*app).tags},
+		{"db", (*app).db},
 		{"version", (*app).versionCmd},
 		{"help", (*app).help},
 	}
@@ -137,6 +141,9 @@ func messagePrefix(name string, rest []string) string {
 			prefix += " " + rest[0]
 		}
 	}
+	if name == "db" && len(rest) > 0 && (rest[0] == "init" || rest[0] == "migrate") {
+		prefix += " " + rest[0]
+	}
 	return prefix
 }
 
@@ -168,6 +175,11 @@ Usage:
   leaf tags create TAG [--step N] [--start N] [--description S]
   leaf tags set-step TAG N
   leaf tags delete TAG
+  leaf db init                            set up the databases of segment.dsn
+                                          as one store spread over them
+  leaf db migrate --from DSN... --to DSN...
+                                          spread the segment store over more
+                                          databases (offline; see leaf db -h)
   leaf version                            print version and build information
                                           (also leaf --version, leaf -v)
   leaf help [COMMAND]                     show help for a command

@@ -202,15 +202,19 @@ func ordinalHost(sc config.Snowflake, hostname func() (string, error)) (string, 
 func checkDSNs(cfg config.Config) error {
 	var errs []error
 	if seg := cfg.Segment; seg.Enabled {
-		var err error
-		switch seg.Store {
-		case config.StoreMySQL:
-			err = mysql.CheckDSN(seg.DSN)
-		case config.StorePostgres:
-			err = postgres.CheckDSN(seg.DSN)
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%w: segment.dsn: %w", config.ErrInvalid, err))
+		if seg.MultiDatabase() {
+			errs = append(errs, checkDSNList(seg.Store, seg.DSNs()))
+		} else {
+			var err error
+			switch seg.Store {
+			case config.StoreMySQL:
+				err = mysql.CheckDSN(seg.DSN)
+			case config.StorePostgres:
+				err = postgres.CheckDSN(seg.DSN)
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%w: segment.dsn: %w", config.ErrInvalid, err))
+			}
 		}
 	}
 	if sc := cfg.Snowflake; sc.Enabled && sc.ClaimRegistry() == config.RegistryMySQL {
@@ -297,6 +301,9 @@ func (p *servePlan) summarize(w io.Writer) {
 	segment := "off"
 	if cfg.Segment.Enabled {
 		segment = describeStore(cfg)
+		if cfg.Segment.MultiDatabase() {
+			segment += fmt.Sprintf("; each database gets %v of the %v wait, plain tags only", memberTimeout(cfg.Segment.WaitTimeout), cfg.Segment.WaitTimeout)
+		}
 	}
 	snow := "off"
 	if cfg.Snowflake.Enabled {
@@ -496,14 +503,15 @@ func (a *app) runServer(ctx context.Context, p *servePlan, log *slog.Logger) err
 	}
 
 	if cfg.Segment.Enabled {
-		if store, storeDesc, err = openStore(ctx, cfg, mayCreate); err != nil {
+		if store, storeDesc, err = openStore(ctx, cfg, mayCreate, log); err != nil {
 			return abort(err)
 		}
+		logDatabases(log, store)
 		if err := seedStore(ctx, store, cfg.Segment, log); err != nil {
 			return abort(err)
 		}
 		settings := segment.DefaultSettings()
-		settings.Store, settings.Logger = store, log
+		settings.Store, settings.Logger = generatorStore(store), log
 		settings.RefreshInterval = cfg.Segment.RefreshInterval
 		settings.MaxStep = cfg.Segment.MaxStep
 		settings.WaitTimeout = cfg.Segment.WaitTimeout
@@ -539,7 +547,8 @@ func (a *app) runServer(ctx context.Context, p *servePlan, log *slog.Logger) err
 		snowSrc = worker.gen
 	}
 	m := metrics.New(metrics.Config{Segment: segSrc, Snowflake: snowSrc, Version: buildVersion(),
-		TopTags: cfg.Metrics.TopTags, DegradedTags: cfg.Metrics.DegradedTags, Tags: cfg.Metrics.TagList(), LowBuffer: cfg.Segment.LowBuffer})
+		TopTags: cfg.Metrics.TopTags, DegradedTags: cfg.Metrics.DegradedTags, Tags: cfg.Metrics.TagList(), LowBuffer: cfg.Segment.LowBuffer,
+		Databases: metricDatabases(store)})
 	// The monitor page's charts: the last ten minutes, sampled once a
 	// second from what the generators and the latency histogram already
 	// keep, so that they cost the requests nothing.
@@ -557,7 +566,7 @@ func (a *app) runServer(ctx context.Context, p *servePlan, log *slog.Logger) err
 		<-histDone
 	}
 	hcfg := httpapi.Config{Segment: segGen, Snowflake: snowGen, Logger: log, Version: buildVersion(),
-		Metrics: m.Handler(), Observer: m, AdminToken: adminToken, History: hist}
+		Metrics: m.Handler(), Observer: m, AdminToken: adminToken, History: hist, Databases: httpDatabases(store)}
 	if segGen != nil {
 		// Tags change through the generator; their rows are read from the
 		// store, where they are.
@@ -636,6 +645,11 @@ func (a *app) runServer(ctx context.Context, p *servePlan, log *slog.Logger) err
 	select {
 	case <-grpcStopped:
 	case <-sctx.Done():
+		// Both cases may be ready: without gRPC, grpcStopped is closed
+		// from the start.
+		if gsrv == nil {
+			break
+		}
 		gsrv.Stop() // cuts the calls still running; GracefulStop then returns
 		<-grpcStopped
 		runErr = errors.Join(runErr, fmt.Errorf("drain gRPC calls: %w", sctx.Err()))

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/leafgo/leaf"
@@ -51,7 +52,9 @@ const (
 // returns a description fit for logs and messages: the DSN with any password
 // hidden. Server stores (MySQL, PostgreSQL) get their tables created either
 // way: the database is the operator's, and reaching it proves the address.
-func openStore(ctx context.Context, cfg config.Config, create storeCreate) (segmentStore, string, error) {
+// A segment.dsn that lists several databases opens a multiStore, whose
+// health changes go to log.
+func openStore(ctx context.Context, cfg config.Config, create storeCreate, log *slog.Logger) (segmentStore, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, storeOpenTimeout)
 	defer cancel()
 	var (
@@ -66,10 +69,16 @@ func openStore(ctx context.Context, cfg config.Config, create storeCreate) (segm
 			return nil, desc, fmt.Errorf("no segment store at %s: check --data-dir (data_dir) or --segment-dsn; 'leaf serve' or 'leaf tags create' makes one", path)
 		}
 		s, err = openSQLite(ctx, path)
-	case config.StoreMySQL:
-		s, err = openMySQL(ctx, cfg.Segment.DSN)
-	case config.StorePostgres:
-		s, err = openPostgres(ctx, cfg.Segment.DSN)
+	case config.StoreMySQL, config.StorePostgres:
+		if cfg.Segment.MultiDatabase() {
+			s, err = openMulti(ctx, cfg, log)
+			break
+		}
+		if cfg.Segment.Store == config.StoreMySQL {
+			s, err = openMySQL(ctx, cfg.Segment.DSN)
+		} else {
+			s, err = openPostgres(ctx, cfg.Segment.DSN)
+		}
 	default:
 		// config.Validate rejects other names; reaching here is a bug.
 		return nil, "", fmt.Errorf("unknown segment store %q", cfg.Segment.Store)
@@ -86,7 +95,15 @@ func describeStore(cfg config.Config) string {
 	if cfg.Segment.Store == config.StoreSQLite {
 		return "sqlite " + cfg.SQLitePath()
 	}
-	return cfg.Segment.Store + " " + config.RedactDSN(cfg.Segment.DSN)
+	dsns := cfg.Segment.DSNs()
+	if len(dsns) < 2 {
+		return cfg.Segment.Store + " " + config.RedactDSN(cfg.Segment.DSN)
+	}
+	names := make([]string, len(dsns))
+	for i, d := range dsns {
+		names[i] = config.RedactDSN(d)
+	}
+	return fmt.Sprintf("%s over %d databases: %s", cfg.Segment.Store, len(dsns), strings.Join(names, ", "))
 }
 
 // fileExists reports whether path names something; an error other than "does

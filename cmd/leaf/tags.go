@@ -95,7 +95,8 @@ func (a *app) withStoreConfig(ctx context.Context, flags *config.Flags, create s
 		return err
 	}
 	isNew := cfg.Segment.Store == config.StoreSQLite && !fileExists(cfg.SQLitePath())
-	s, _, err := openStore(ctx, cfg, create)
+	// A store over several databases warns of one that does not answer.
+	s, _, err := openStore(ctx, cfg, create, newLogger(config.Log{Level: "warn", Format: cfg.Log.Format}, a.stderr))
 	if err != nil {
 		return err
 	}

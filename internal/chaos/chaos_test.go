@@ -46,8 +46,15 @@ func TestChaos(t *testing.T) {
 		duration = d
 	}
 	bin := testutil.BuildLeaf(t, "chaos")
-	for _, registry := range []string{"zookeeper", "etcd"} {
-		t.Run(registry, func(t *testing.T) { runChaos(t, bin, registry, duration) })
+	// The etcd run spreads the segment store over two databases: its
+	// tags are multi-database tags, and the database outage kills one of
+	// the two. The zookeeper run keeps the store of one database, whose
+	// buffers alone must carry the outage.
+	for _, c := range []struct {
+		registry  string
+		databases int
+	}{{"zookeeper", 1}, {"etcd", 2}} {
+		t.Run(c.registry, func(t *testing.T) { runChaos(t, bin, c.registry, c.databases, duration) })
 	}
 }
 
@@ -57,10 +64,15 @@ type run struct {
 	registry string
 	duration time.Duration
 	t0       time.Time
-	db       *service
-	reg      *service
-	servers  []*leafServer
-	rng      *rand.Rand // the scheduler's; only its goroutine uses it
+	db       *service   // the database the outage kills: dbs[0]
+	dbs      []*service // every database of the segment store
+	// databases is how many databases the segment store spans: with more
+	// than one, a server's IDs of a tag increase within each answer only,
+	// ranges from different databases interleaving.
+	databases int
+	reg       *service
+	servers   []*leafServer
+	rng       *rand.Rand // the scheduler's; only its goroutine uses it
 
 	mu          sync.Mutex
 	faults      []fault
@@ -77,15 +89,27 @@ func (r *run) logf(format string, args ...any) {
 	r.t.Logf("%6.1fs  %s", r.now().Seconds(), fmt.Sprintf(format, args...))
 }
 
-func runChaos(t *testing.T, bin, registry string, duration time.Duration) {
+func runChaos(t *testing.T, bin, registry string, databases int, duration time.Duration) {
 	ctx := t.Context()
 	seed := rand.Uint64()
 	r := &run{t: t, registry: registry, duration: duration, t0: time.Now(), clockServer: -1,
-		rng: rand.New(rand.NewPCG(seed, 1))}
-	t.Logf("registry %s, %v of load, seed %d", registry, duration, seed)
+		rng: rand.New(rand.NewPCG(seed, 1)), databases: databases}
+	t.Logf("registry %s, segment store over %d database(s), %v of load, seed %d", registry, databases, duration, seed)
 
-	var dsn string
-	r.db, dsn = startMariaDB(ctx, t)
+	var dsns []string
+	for i := range databases {
+		name := "mariadb"
+		if i > 0 {
+			name = fmt.Sprintf("mariadb-%d", i)
+		}
+		db, dsn := startMariaDB(ctx, t, name)
+		r.dbs, dsns = append(r.dbs, db), append(dsns, dsn)
+	}
+	r.db = r.dbs[0]
+	dsnArgs := []string{"--segment-store", "mysql"}
+	for _, d := range dsns {
+		dsnArgs = append(dsnArgs, "--segment-dsn", d)
+	}
 	var registryArgs []string
 	if registry == "zookeeper" {
 		r.reg = startZooKeeper(ctx, t)
@@ -94,15 +118,23 @@ func runChaos(t *testing.T, bin, registry string, duration time.Duration) {
 		r.reg = startEtcd(ctx, t)
 		registryArgs = []string{"--snowflake-registry", "etcd", "--etcd", r.reg.addr}
 	}
-	r.logf("mariadbd on %s, %s on %s", r.db.addr, registry, r.reg.addr)
+	for _, db := range r.dbs {
+		r.logf("mariadbd on %s", db.addr)
+	}
+	r.logf("%s on %s", registry, r.reg.addr)
+	if databases > 1 {
+		// The operator's step before the first server starts.
+		if err := runLeaf(ctx, bin, append([]string{"db", "init"}, dsnArgs...)...); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, tag := range tags {
-		if err := runLeaf(ctx, bin, "tags", "create", tag.name, "--step", strconv.Itoa(tag.step),
-			"--segment-store", "mysql", "--segment-dsn", dsn); err != nil {
+		if err := runLeaf(ctx, bin, append([]string{"tags", "create", tag.name, "--step", strconv.Itoa(tag.step)}, dsnArgs...)...); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for i := range leafServers {
-		r.servers = append(r.servers, newLeafServer(t, i, bin, registryArgs, dsn))
+		r.servers = append(r.servers, newLeafServer(t, i, bin, registryArgs, dsnArgs))
 	}
 	t.Cleanup(func() { r.keepLogs(t) })
 	for _, s := range r.servers {
@@ -166,8 +198,8 @@ func writeArtifact(name string, data []byte) error {
 // failed, prints their tails.
 func (r *run) keepLogs(t *testing.T) {
 	procs := []*proc{}
-	if r.db != nil {
-		procs = append(procs, r.db.proc)
+	for _, db := range r.dbs {
+		procs = append(procs, db.proc)
 	}
 	if r.reg != nil {
 		procs = append(procs, r.reg.proc)

@@ -4,7 +4,11 @@
 // servers are killed with SIGKILL and restarted, the database and the
 // registry are killed and brought back, and one server's clock steps back.
 // Every ID returned is kept and checked for duplicates and order, and every
-// error against the few the server promises.
+// error against the few the server promises. The etcd run spreads the
+// segment store over two MariaDB instances (segment.dsn lists both), so its
+// tags are multi-database tags: the outage kills one of the two, and IDs
+// are checked to increase within each answer, ranges from the two
+// databases interleaving; the zookeeper run keeps one database.
 //
 // Why a separate harness: the unit and conformance suites prove each part
 // with fakes and injected clocks, one fault at a time. The guarantees of

@@ -59,7 +59,7 @@ type leafServer struct {
 }
 
 // newLeafServer prepares server idx on a fixed port.
-func newLeafServer(t *testing.T, idx int, bin string, registryArgs []string, segmentDSN string) *leafServer {
+func newLeafServer(t *testing.T, idx int, bin string, registryArgs, storeArgs []string) *leafServer {
 	t.Helper()
 	dir := t.TempDir()
 	s := &leafServer{
@@ -70,9 +70,9 @@ func newLeafServer(t *testing.T, idx int, bin string, registryArgs []string, seg
 	args := append([]string{"serve",
 		"--listen", s.addr,
 		"--data-dir", filepath.Join(dir, "data"),
-		"--segment-store", "mysql", "--segment-dsn", segmentDSN,
 		"--name", "chaos",
-	}, registryArgs...)
+	}, storeArgs...)
+	args = append(args, registryArgs...)
 	s.proc = newProc(t, dir, fmt.Sprintf("leaf-%d", idx), bin, args...)
 	s.env = append(leaflessEnv(), envClockFile+"="+s.clockFile)
 	return s

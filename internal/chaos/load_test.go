@@ -256,6 +256,11 @@ func (w *worker) once(ctx context.Context, r *run) {
 	}
 	w.records = append(w.records, rec)
 	if w.mode == segmentMode {
+		if r.databases > 1 {
+			// Ranges from different databases interleave: the next
+			// answer may start below this one.
+			w.lastSeg[srv][tag] = 0
+		}
 		w.checkSegment(rec.end, srv, tag, ids)
 	} else {
 		w.checkSnowflake(rec.end, srv, ids)

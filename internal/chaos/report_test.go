@@ -266,7 +266,8 @@ func (r *run) scanLog(res *results, s *leafServer) {
 func (r *run) summary(res *results, load time.Duration) string {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 2, 8, 2, ' ', 0)
-	fmt.Fprintf(&b, "leaf chaos run: registry %s, %d servers, load %.1fs (asked %v)\n\n", r.registry, len(r.servers), load.Seconds(), r.duration)
+	fmt.Fprintf(&b, "leaf chaos run: registry %s, %d servers, segment store over %d database(s), load %.1fs (asked %v)\n\n",
+		r.registry, len(r.servers), r.databases, load.Seconds(), r.duration)
 
 	fmt.Fprintln(tw, "IDs\trequests\tanswered\tIDs\tIDs/s\tduplicates")
 	for m := range 2 {

@@ -65,7 +65,7 @@ func needPrograms(t *testing.T, paths ...string) {
 // startMariaDB initialises a data directory and starts a mariadbd of the
 // test's own on a free port; root logs in over TCP without a password. It
 // returns the service and a DSN for the database leaf uses.
-func startMariaDB(ctx context.Context, t *testing.T) (*service, string) {
+func startMariaDB(ctx context.Context, t *testing.T, name string) (*service, string) {
 	t.Helper()
 	needPrograms(t, mariadbInstallDB, mariadbd)
 	dir := t.TempDir()
@@ -81,7 +81,7 @@ func startMariaDB(ctx context.Context, t *testing.T) (*service, string) {
 	port := testutil.FreePort(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	s := &service{addr: addr}
-	s.proc = newProc(t, dir, "mariadb", mariadbd, "--no-defaults", "--datadir="+data,
+	s.proc = newProc(t, dir, name, mariadbd, "--no-defaults", "--datadir="+data,
 		fmt.Sprintf("--port=%d", port), "--bind-address=127.0.0.1", "--skip-name-resolve",
 		"--socket="+filepath.Join(dir, "mysqld.sock"), "--pid-file="+filepath.Join(dir, "mysqld.pid"),
 		"--user=root", "--innodb-buffer-pool-size=64M")

@@ -120,8 +120,12 @@ type Segment struct {
 	Enabled bool   `yaml:"enabled" help:"serve segment IDs (/api/segment/get/TAG)"`
 	Store   string `yaml:"store" flag:"segment-store" enum:"sqlite,mysql,postgres" help:"where leaf_alloc lives"`
 	// DSN is a file path for sqlite (empty: <data_dir>/leaf.db) and a driver
-	// DSN for mysql and postgres, where it is required.
-	DSN             string        `yaml:"dsn" flag:"segment-dsn" arg:"dsn" help:"sqlite: database file (empty: <data_dir>/leaf.db); mysql: user:pass@tcp(host:3306)/db; postgres: postgres://user:pass@host/db (required for mysql and postgres)"`
+	// DSN for mysql and postgres, where it is required. For mysql and
+	// postgres it may list several databases, one per line (see DSNs): a
+	// store spread over them, database i of N issuing its share of the IDs.
+	// The newline is the separator because no DSN of either driver has one,
+	// while commas, semicolons and spaces all occur in real ones.
+	DSN             string        `yaml:"dsn" list:"true" flag:"segment-dsn" arg:"dsn" help:"sqlite: database file (empty: <data_dir>/leaf.db); mysql: user:pass@tcp(host:3306)/db; postgres: postgres://user:pass@host/db (required for mysql and postgres); mysql and postgres take a list of 2..64 databases for one store spread over them: a YAML sequence, the flag repeated, or one DSN per line in the variable, in the same order on every server"`
 	RefreshInterval time.Duration `yaml:"refresh_interval" help:"how often the tag list is re-read from the store"`
 	MaxStep         int           `yaml:"max_step" help:"cap of the adaptive step (1..1000000)"`
 	WaitTimeout     time.Duration `yaml:"wait_timeout" help:"the longest a request waits for a segment load when both buffers are empty, whatever its own deadline"`
@@ -308,6 +312,29 @@ func (c Config) SQLitePath() string {
 	return filepath.Join(c.DataDir, "leaf.db")
 }
 
+// DSNs splits segment.dsn into its databases, in order: none when unset,
+// one for a store of one database.
+func (s Segment) DSNs() []string { return splitList(s.DSN) }
+
+// MultiDatabase reports whether segment.dsn lists several databases: the
+// segment store is spread over them (see package multidb).
+func (s Segment) MultiDatabase() bool { return len(s.DSNs()) > 1 }
+
+// JoinDSNs is segment.dsn's value for a list of databases: one per line.
+func JoinDSNs(dsns []string) string { return strings.Join(dsns, "\n") }
+
+// splitList splits a list key's value at newlines, trimming each entry and
+// dropping blank ones (a trailing newline in a variable is no database).
+func splitList(v string) []string {
+	var out []string
+	for _, line := range strings.Split(v, "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
 // SeedMode says how the test tag is seeded.
 type SeedMode int
 
@@ -386,6 +413,7 @@ func (c Config) validate(origin map[string]string) error {
 	if s := c.Segment; s.DSN == "" && (s.Store == StoreMySQL || s.Store == StorePostgres) {
 		bad("segment.dsn", "required when segment.store is %s (set LEAF_SEGMENT_DSN or --segment-dsn)", s.Store)
 	}
+	c.validateDSNList(bad)
 	if c.Segment.RefreshInterval < time.Second {
 		bad("segment.refresh_interval", "%v is too short, want at least 1s", c.Segment.RefreshInterval)
 	}
@@ -418,6 +446,32 @@ func (c Config) validate(origin map[string]string) error {
 	c.validateSnowflake(bad)
 	c.validateSecurity(bad)
 	return errors.Join(errs...)
+}
+
+// validateDSNList checks a segment.dsn that lists several databases: a
+// server store, at most leaf.MaxStripes of them, none twice. Whether each
+// parses, and whether two spellings name one database, is the drivers'
+// call (serve's checks).
+func (c Config) validateDSNList(bad func(path, format string, args ...any)) {
+	dsns := c.Segment.DSNs()
+	if len(dsns) < 2 {
+		return
+	}
+	if c.Segment.Store != StoreMySQL && c.Segment.Store != StorePostgres {
+		bad("segment.dsn", "lists %d databases, but segment.store %s is one file: only mysql and postgres stores span several databases", len(dsns), c.Segment.Store)
+		return
+	}
+	if len(dsns) > leaf.MaxStripes {
+		bad("segment.dsn", "lists %d databases, want at most %d", len(dsns), leaf.MaxStripes)
+	}
+	seen := make(map[string]int, len(dsns))
+	for i, d := range dsns {
+		if j, dup := seen[d]; dup {
+			bad("segment.dsn", "database %d (%s) is database %d again: each database may appear once", i, RedactDSN(d), j)
+			continue
+		}
+		seen[d] = i
+	}
 }
 
 // validateSecurity checks the admin, tls and rate_limit keys.
@@ -570,7 +624,11 @@ func (c Config) validateSnowflake(bad func(path, format string, args ...any)) {
 			bad("snowflake.etcd", "required when %s etcd (set --etcd host:port)", chosen)
 		}
 	case RegistryMySQL:
-		if s.DSN == "" && c.Segment.Store != StoreMySQL {
+		if s.DSN == "" && c.Segment.Store == StoreMySQL && c.Segment.MultiDatabase() {
+			// Which of the databases would hold the worker table is a
+			// choice the operator makes, not one made for them.
+			bad(chosenKey, "mysql needs snowflake.dsn when segment.dsn lists several databases (set --snowflake-dsn)")
+		} else if s.DSN == "" && c.Segment.Store != StoreMySQL {
 			// Reported under the registry, so that the message says where
 			// mysql was chosen: leaf.properties' leaf.snowflake.mode sets it
 			// without any key named here.

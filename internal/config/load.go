@@ -267,16 +267,49 @@ func (c *Config) applyMapping(file, prefix string, t reflect.Type, node *yaml.No
 		if isNull(v) {
 			continue
 		}
-		if v.Kind != yaml.ScalarNode {
-			return fmt.Errorf("%w: %s:%d: %s wants a single value, got %s", ErrInvalid, file, v.Line, path, kindName(v))
-		}
 		f, _ := fieldByPath(path)
-		if err := c.set(f, v.Value); err != nil {
+		value := v.Value
+		switch {
+		case v.Kind == yaml.SequenceNode && f.list:
+			var err error
+			if value, err = sequenceValue(v); err != nil {
+				return fmt.Errorf("%w: %s:%d: %s: %v", ErrInvalid, file, v.Line, path, err)
+			}
+		case v.Kind != yaml.ScalarNode:
+			want := "a single value"
+			if f.list {
+				want = "a value or a list of values"
+			}
+			return fmt.Errorf("%w: %s:%d: %s wants %s, got %s", ErrInvalid, file, v.Line, path, want, kindName(v))
+		}
+		if err := c.set(f, value); err != nil {
 			return fmt.Errorf("%w: %s:%d: %s: %v", ErrInvalid, file, v.Line, path, err)
 		}
 		origin[path] = fmt.Sprintf("%s:%d", file, v.Line)
 	}
 	return nil
+}
+
+// sequenceValue joins a YAML sequence of scalars into a list key's value,
+// one entry per line. An entry that is empty or spans lines would shift
+// every database after it, so it is refused rather than dropped.
+func sequenceValue(n *yaml.Node) (string, error) {
+	if len(n.Content) == 0 {
+		return "", fmt.Errorf("the list is empty")
+	}
+	entries := make([]string, len(n.Content))
+	for i, e := range n.Content {
+		e = deref(e)
+		if e.Kind != yaml.ScalarNode || isNull(e) {
+			return "", fmt.Errorf("entry %d (line %d) must be a single value, got %s", i, e.Line, kindName(e))
+		}
+		v := strings.TrimSpace(e.Value)
+		if v == "" || strings.Contains(v, "\n") {
+			return "", fmt.Errorf("entry %d (line %d) must be one non-empty line", i, e.Line)
+		}
+		entries[i] = v
+	}
+	return strings.Join(entries, "\n"), nil
 }
 
 func deref(n *yaml.Node) *yaml.Node {
@@ -311,6 +344,9 @@ type field struct {
 	arg   string   // the flag argument's name in usage text
 	enum  []string // accepted values, nil if any
 	help  string
+	// list: the key takes one value or several, kept one per line (a YAML
+	// sequence, a repeated flag, a variable with one value per line).
+	list bool
 }
 
 // env is the key's environment variable: LEAF_ + path upper-cased, "." → "_".
@@ -339,7 +375,11 @@ var fields = sync.OnceValue(func() []field {
 				walk(sf.Type, path, idx)
 				continue
 			}
-			f := field{path: path, index: idx, typ: sf.Type, flag: sf.Tag.Get("flag"), arg: sf.Tag.Get("arg"), help: sf.Tag.Get("help")}
+			f := field{path: path, index: idx, typ: sf.Type, flag: sf.Tag.Get("flag"), arg: sf.Tag.Get("arg"), help: sf.Tag.Get("help"),
+				list: sf.Tag.Get("list") == "true"}
+			if f.list && sf.Type.Kind() != reflect.String {
+				panic(fmt.Sprintf("config: list key %s must be a string", path))
+			}
 			if e := sf.Tag.Get("enum"); e != "" {
 				f.enum = strings.Split(e, ",")
 			}
@@ -440,6 +480,9 @@ func parseValue(f field, s string) (reflect.Value, error) {
 		t = t.Elem()
 	}
 	s = strings.TrimSpace(s)
+	if f.list {
+		s = strings.Join(splitList(s), "\n")
+	}
 	if t == durationType {
 		d, err := time.ParseDuration(s)
 		if err != nil {
@@ -484,7 +527,7 @@ type Key struct {
 	Path    string // YAML path: "segment.refresh_interval"
 	Env     string // environment variable: "LEAF_SEGMENT_REFRESH_INTERVAL"
 	Flag    string // command-line flag without dashes, "" if none
-	Type    string // "string", "bool", "int", "duration", "bool (optional)"
+	Type    string // "string", "bool", "int", "duration", "bool (optional)", "string (list)"
 	Default string // the default, as it would be written in YAML; "" if unset
 	Enum    []string
 	Help    string
@@ -497,6 +540,9 @@ func Keys() []Key {
 	var keys []Key
 	for _, f := range fields() {
 		k := Key{Path: f.path, Env: f.env(), Flag: f.flag, Type: typeName(f.typ), Enum: f.enum, Help: f.help}
+		if f.list {
+			k.Type += " (list)"
+		}
 		v := reflect.ValueOf(&def).Elem().FieldByIndex(f.index)
 		if v.Kind() != reflect.Pointer || !v.IsNil() {
 			k.Default = formatValue(def.value(f))
@@ -613,6 +659,12 @@ func (v *flagValue) String() string { return v.s }
 func (v *flagValue) Set(s string) error {
 	if _, err := parseValue(v.f, s); err != nil {
 		return err
+	}
+	if v.f.list && v.s != "" {
+		// Repeated, a list key's flag adds an entry; the whole list still
+		// replaces the file's and the environment's.
+		v.s += "\n" + s
+		return nil
 	}
 	v.s = s
 	return nil

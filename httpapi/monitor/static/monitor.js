@@ -161,6 +161,7 @@ function renderSegment(seg, hidden) {
   $('#degraded-box').hidden = degraded.length === 0;
   $('#degraded-count').textContent =
     seg.degraded_tags_count > degraded.length ? `${degraded.length} of ${count(seg.degraded_tags_count)}` : '';
+  renderDatabases(detail && seg.databases ? seg.databases : []);
   if (!detail) return;
   const totals = $('#totals');
   set(totals, 'tags_known', count(seg.tags_known));
@@ -168,6 +169,32 @@ function renderSegment(seg, hidden) {
   set(totals, 'ids_per_sec', rate(seg.ids_per_sec));
   set(totals, 'issued', count(seg.issued));
   set(totals, 'store', seg.store_ok ? 'ok' : 'unreachable').dataset.level = seg.store_ok ? '' : 'bad';
+}
+
+// renderDatabases fills the table of a store spread over several databases
+// (at most 64 rows, rebuilt each time); hidden for a store of one.
+function renderDatabases(dbs) {
+  $('#databases-box').hidden = dbs.length === 0;
+  const rows = dbs.map((d) => {
+    const tr = document.createElement('tr');
+    const cell = (text, cls, level) => {
+      const td = document.createElement('td');
+      td.textContent = text;
+      if (cls) td.className = cls;
+      if (level) td.dataset.level = level;
+      tr.append(td);
+    };
+    cell(String(d.index), 'num');
+    cell(d.name);
+    const health = !d.verified ? 'unverified' : d.healthy ? 'up' : `down, retried ${when(d.retry_at)}`;
+    cell(health, '', d.healthy && d.verified ? '' : 'bad');
+    cell(count(d.reserves), 'num');
+    cell(count(d.failures), 'num', d.failures > 0 ? 'warn' : '');
+    cell(String(d.highest_id), 'num');
+    cell(d.last_error || '');
+    return tr;
+  });
+  $('#databases-body').replaceChildren(...rows);
 }
 
 function renderTag(row, t) {
