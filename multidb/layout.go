@@ -180,7 +180,7 @@ func checkRecords(dbs []Database, recs []record) (leaf.StripeRecord, error) {
 	if len(missing) > 0 {
 		return want, fmt.Errorf("multidb: open: %w: %v record a stripe and %v do not;"+
 			" a database with no record is not part of this store: to add databases, or to spread a store of one database over several,"+
-			" stop the servers and run the migration (multidb.Migrate); if setting up new, empty databases was interrupted, delete their leaf_stripe rows and start again",
+			" stop the servers and run the migration (`leaf db migrate`); if setting up new, empty databases was interrupted, delete their leaf_stripe rows and run `leaf db init` again",
 			leaf.ErrStripeLayout, recorded, missing)
 	}
 	for i, r := range recs {
