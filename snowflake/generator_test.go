@@ -291,12 +291,15 @@ func TestHungRegistryKeepsIssuing(t *testing.T) {
 	s.RegistryTimeout = 2 * time.Second
 	g := start(t, s)
 	reg.hang.Store(true)
-	// Each request has a deadline well under the registry's timeout, so a
-	// request that waited on the registry would fail.
+	// A request that waited on the hung registry would fail: an extension
+	// of the mark waits for it at most extendBudget (1s) and then fails.
+	// The deadline only bounds the test; it is generous because a request
+	// may wait for the local cache file's fsync, which on a machine busy
+	// with other builds took over 200ms.
 	var last int64
 	n := 0
 	for end := time.Now().Add(4 * time.Second); time.Now().Before(end); n++ {
-		rctx, cancel := context.WithTimeout(ctx(t), 200*time.Millisecond)
+		rctx, cancel := context.WithTimeout(ctx(t), 5*time.Second)
 		id, err := g.NextID(rctx, "")
 		cancel()
 		if err != nil || id <= last {
