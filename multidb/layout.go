@@ -142,6 +142,12 @@ func readRecords(ctx context.Context, dbs []Database, timeout time.Duration) []r
 			rec, ok, err := d.Store.ReadStripe(rctx)
 			if err != nil {
 				err = fmt.Errorf("%s: read stripe record: %w", d.Name, err)
+			} else if ok {
+				// A hand-edited record (a block of 0) must not reach the
+				// arithmetic of the stripes.
+				if verr := rec.Validate(); verr != nil {
+					err = fmt.Errorf("%s: %w: its stripe record is invalid: %w", d.Name, leaf.ErrStripeLayout, verr)
+				}
 			}
 			out[i] = record{rec: rec, ok: ok, err: err}
 		}()
@@ -210,6 +216,9 @@ func checkRecords(dbs []Database, recs []record) (leaf.StripeRecord, error) {
 // wrote, and reports which databases hold this cluster's records; those
 // databases are empty, so deleting their leaf_stripe rows starts over.
 func Init(ctx context.Context, dbs []Database, opts Options) (string, error) {
+	if opts.Block < 0 {
+		return "", fmt.Errorf("multidb: init: %w: block %d, want 1..%d (or 0: the default)", leaf.ErrInvalidArgument, opts.Block, leaf.MaxBlock)
+	}
 	opts = opts.withDefaults()
 	if err := checkList(dbs); err != nil {
 		return "", err

@@ -96,8 +96,8 @@ func Migrate(ctx context.Context, from, to []Database, opts Options) (Report, er
 	if len(to) <= len(from) {
 		return Report{}, fmt.Errorf("multidb: migrate: %w: %d databases to %d; a migration adds databases", leaf.ErrInvalidArgument, len(from), len(to))
 	}
-	if explicitBlock > leaf.MaxBlock {
-		return Report{}, fmt.Errorf("multidb: migrate: %w: block %d, at most %d", leaf.ErrInvalidArgument, explicitBlock, leaf.MaxBlock)
+	if explicitBlock < 0 || explicitBlock > leaf.MaxBlock {
+		return Report{}, fmt.Errorf("multidb: migrate: %w: block %d, want 1..%d (or 0: the old layout's)", leaf.ErrInvalidArgument, explicitBlock, leaf.MaxBlock)
 	}
 	// Every database must be open: connect those given by Connect, for the
 	// length of the migration.
@@ -146,6 +146,25 @@ func Migrate(ctx context.Context, from, to []Database, opts Options) (Report, er
 	for _, r := range append(slices.Clone(fromRecs), toRecs...) {
 		if r.err != nil {
 			return Report{}, fmt.Errorf("multidb: migrate: every database must answer: %w", r.err)
+		}
+	}
+	// A database added by the migration with no record yet must hold
+	// nothing: the bounds are collected from the old list only, so rows it
+	// holds (a backup of another database, a leftover) would stay below
+	// them, and a deleted tag's row could issue its IDs again.
+	for i, r := range toRecs {
+		if r.ok || slices.Contains(pos, i) {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, opts.ReadTimeout)
+		used, err := to[i].Store.Used(rctx)
+		cancel()
+		if err != nil {
+			return Report{}, fmt.Errorf("multidb: migrate: %s: %w", to[i].Name, err)
+		}
+		if used {
+			return Report{}, fmt.Errorf("multidb: migrate: %w: %s, new in the list at place %d, holds tags (or tombstones) and no record;"+
+				" a database added by a migration must be empty", leaf.ErrStripeLayout, to[i].Name, i)
 		}
 	}
 	lay, err := layouts(from, to, pos, fromRecs, toRecs, explicitBlock)

@@ -225,7 +225,8 @@ func (s *Store) Reserve(ctx context.Context, tag string, step int) (leaf.Reserva
 		return leaf.Reservation{}, fmt.Errorf("multidb: %s: %w", op, leaf.ErrClosed)
 	}
 	var errs []error
-	for _, m := range s.order() {
+	list := s.order()
+	for _, m := range list {
 		if err := ctx.Err(); err != nil {
 			errs = append(errs, err)
 			break
@@ -238,6 +239,12 @@ func (s *Store) Reserve(ctx context.Context, tag string, step int) (leaf.Reserva
 	}
 	if len(errs) == 0 {
 		errs = append(errs, errors.New("no database verified yet"))
+	}
+	if unverified := len(s.members) - len(list); unverified > 0 {
+		// A database not tried (its record not verified yet) may hold the
+		// tag: "not found" from the others would make the generator forget
+		// a tag that exists.
+		errs = append(errs, fmt.Errorf("%d of %d databases not verified yet: %w", unverified, len(s.members), leaf.ErrNotReady))
 	}
 	return leaf.Reservation{}, joinErrs(op, errs, leaf.ErrTagNotFound)
 }

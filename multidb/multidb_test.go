@@ -2,6 +2,7 @@ package multidb_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -36,11 +37,15 @@ type kind struct {
 	// server is the server's host:port.
 	via    func(t testing.TB, dsn, addr string) string
 	server func(t testing.TB, dsn string) string
+	// driver is the database/sql driver name, for statements the stores
+	// do not offer (a hand edit).
+	driver string
 }
 
 var kinds = []kind{
 	{
 		name:   "mysql",
+		driver: "mysql",
 		newDB:  testdb.MySQL,
 		member: func(ctx context.Context, dsn string) (multidb.Migratable, error) { return mysql.OpenMember(ctx, dsn) },
 		single: func(ctx context.Context, dsn string) (leaf.SegmentStore, error) { return mysql.Open(ctx, dsn) },
@@ -61,8 +66,9 @@ var kinds = []kind{
 		},
 	},
 	{
-		name:  "postgres",
-		newDB: testdb.Postgres,
+		name:   "postgres",
+		driver: "pgx",
+		newDB:  testdb.Postgres,
 		member: func(ctx context.Context, dsn string) (multidb.Migratable, error) {
 			return postgres.OpenMember(ctx, dsn)
 		},
@@ -576,6 +582,17 @@ func TestMemberUnreachableAtOpen(t *testing.T) {
 				t.Fatalf("reserve = %+v, %v; want db0's", r, err)
 			}
 		}
+		// A tag db0 lacks (a create that reached db1 only) may be db1's:
+		// not found from db0 alone is not the store's answer.
+		only1, err := k.member(ctx, dsns[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		create(t, only1, "on1", 0, 5)
+		only1.Close()
+		if _, err := s.Reserve(ctx, "on1", 0); errors.Is(err, leaf.ErrTagNotFound) || !errors.Is(err, leaf.ErrNotReady) {
+			t.Fatalf("reserve of a tag only the unverified db1 holds: %v, want not ready, not not found", err)
+		}
 		proxy.Up()
 		waitFor(t, "db1 verified", func() bool { st := s.Databases()[1]; return st.Healthy && st.Verified })
 
@@ -855,6 +872,52 @@ func TestMigrateRefused(t *testing.T) {
 		}
 		if _, err := multidb.Migrate(ctx, members(t, k, dsns), members(t, k, dsns[:1]), testOptions()); !errors.Is(err, leaf.ErrInvalidArgument) {
 			t.Errorf("migrate 2 to 1: %v, want refused", err)
+		}
+		// A database added with rows of its own (a backup of another, a
+		// leftover): its rows would stay below the bounds collected from
+		// the old list.
+		old, added := k.newDB(t), k.newDB(t)
+		for i, dsn := range []string{old, added} {
+			st, err := k.single(ctx, dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			create(t, st.(leaf.SegmentAdmin), fmt.Sprintf("t%d", i), 0, 10)
+			st.Close()
+		}
+		if _, err := multidb.Migrate(ctx, members(t, k, []string{old}), members(t, k, []string{old, added}), testOptions()); !errors.Is(err, leaf.ErrStripeLayout) ||
+			!strings.Contains(err.Error(), "must be empty") {
+			t.Errorf("migrate onto a database in use: %v, want refused", err)
+		}
+		if _, err := multidb.Migrate(ctx, members(t, k, []string{old}), members(t, k, []string{old, k.newDB(t)}), multidb.Options{Block: -1}); !errors.Is(err, leaf.ErrInvalidArgument) {
+			t.Errorf("migrate with block -1: %v, want refused", err)
+		}
+		if _, err := multidb.Init(ctx, members(t, k, []string{k.newDB(t), k.newDB(t)}), multidb.Options{Block: -1}); !errors.Is(err, leaf.ErrInvalidArgument) {
+			t.Errorf("init with block -1: %v, want refused", err)
+		}
+	})
+}
+
+// TestHandEditedRecord: records edited by hand into something no stripe
+// can be (a block of 0) are refused at open, with the database named,
+// instead of reaching the stripes' arithmetic.
+func TestHandEditedRecord(t *testing.T) {
+	eachKind(t, func(t *testing.T, k kind) {
+		dsns := newDBs(t, k, 2)
+		open(t, k, dsns, testOptions())
+		for _, dsn := range dsns {
+			db, err := sql.Open(k.driver, dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.ExecContext(t.Context(), "UPDATE leaf_stripe SET block = 0"); err != nil {
+				t.Fatal(err)
+			}
+			db.Close()
+		}
+		_, err := multidb.Open(t.Context(), members(t, k, dsns), testOptions())
+		if !errors.Is(err, leaf.ErrStripeLayout) || !strings.Contains(err.Error(), "invalid") {
+			t.Fatalf("open with blocks of 0: %v, want ErrStripeLayout saying the record is invalid", err)
 		}
 	})
 }

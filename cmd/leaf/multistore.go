@@ -82,9 +82,11 @@ func generatorStore(s segmentStore) leaf.SegmentStore {
 
 // memberTimeout bounds one reserve on one database of several: a third of
 // the wait budget, so that a database that hangs costs one try and the next
-// still answers within the wait, and at most multidb's default.
+// still answers within the wait, and at most multidb's default. It is at
+// least 200ms: below that, a database merely slow (a commit that lands
+// after the timeout wastes its range) would be taken out again and again.
 func memberTimeout(wait time.Duration) time.Duration {
-	return min(multidb.DefaultMemberTimeout, max(wait/3, 50*time.Millisecond))
+	return min(multidb.DefaultMemberTimeout, max(wait/3, 200*time.Millisecond))
 }
 
 // openMulti opens the store over every database of segment.dsn. A
