@@ -204,6 +204,13 @@ func (b *buffer) deliver(r leaf.Reservation, deliver func(doublebuf.Range) error
 		}
 		first = false
 		if o := b.orderedBy; o != nil {
+			if w := o.cur.Load(); w == nil || w.b != b {
+				// A late load of an ownership that ended: its range is
+				// never issued, and must not raise the floor the current
+				// ownership's ranges are admitted by.
+				err = errOwnershipEnded
+				return false
+			}
 			if err = o.admit(start, end); err != nil {
 				b.g.s.Logger.Error("segment ordered tag: range refused", "tag", b.tag, "err", err)
 				return false

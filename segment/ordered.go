@@ -52,7 +52,16 @@ import (
 // server at once, on the others when they next ask the store about it: at
 // their tag refresh (RefreshInterval), or at once for a server whose lease
 // cache runs out or whose renewal finds the row gone. IDs issued before
-// every server made the switch are not ordered with those after it.
+// every server made the switch are not ordered with those after it. So
+// with a switch to plain and back while a server owns the tag: the row
+// made again has no owner, another server may take it at once, and the
+// old owner issues below it until its next renewal (a third of the lease)
+// finds its lease gone.
+//
+// The deadline is kept on the monotonic clock, which runs while a process
+// is stopped (SIGSTOP) but not while its host or VM is suspended: an owner
+// suspended past its lease would issue after it wakes, before its next
+// renewal. Hosts that suspend should not own ordered tags.
 
 var (
 	// errOrdered stops an ordered tag's shell: its IDs come from the
@@ -224,6 +233,14 @@ func (o *ordered) takeRun(ctx context.Context, n int64, waitUntil *time.Time) (i
 // check (or that ended meanwhile), and is the answer of that take, whose
 // IDs are discarded.
 func (o *ordered) lapsed(w *ownership) error {
+	o.mu.Lock()
+	dead, stopErr := o.dead, o.stopErr
+	o.mu.Unlock()
+	if dead {
+		// Dropped (switched plain, idle, closing): the caller looks the
+		// tag up again, or gets why it cannot.
+		return stopErr
+	}
 	if w.end() {
 		o.g.s.Logger.Warn("segment ordered tag: lease ran out here before it was renewed; stopped issuing", "tag", o.tag, "token", w.token)
 	}

@@ -129,6 +129,9 @@ const (
 	MaxOwnerLease = 10 * time.Minute
 )
 
+// ownersInUse holds the Owner of every generator not closed yet.
+var ownersInUse sync.Map
+
 // maxOwnerLen bounds Settings.Owner, as the stores' owner column does.
 const maxOwnerLen = 255
 
@@ -292,6 +295,14 @@ const maxNegative = 10000
 func New(ctx context.Context, s Settings) (*Generator, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
+	}
+	if s.Owner != "" {
+		// Two generators of one process (a reload, a test) given one
+		// identity would both renew one lease and both issue.
+		if _, taken := ownersInUse.LoadOrStore(s.Owner, struct{}{}); taken {
+			return nil, fmt.Errorf("segment: %w: Settings.Owner %q is the identity of another generator of this process that is not closed;"+
+				" each needs its own (a nonce after '#')", leaf.ErrInvalidArgument, s.Owner)
+		}
 	}
 	g := &Generator{
 		s:            s,
@@ -1040,6 +1051,10 @@ func (g *Generator) drop(tag string) {
 func (g *Generator) Close(ctx context.Context) error {
 	if !g.closed.CompareAndSwap(false, true) {
 		return nil
+	}
+	if g.s.Owner != "" {
+		// Deferred first, so run last: after the leases are released.
+		defer ownersInUse.Delete(g.s.Owner)
 	}
 	close(g.done)
 	// The idle sweep checks closed under g.mu: a buffer it has not taken
