@@ -149,6 +149,12 @@ type TagRow struct {
 	TimeZone    string    `json:"time_zone,omitempty"`
 	Format      string    `json:"format,omitempty"`
 	OpaqueBits  int       `json:"opaque_bits,omitempty"`
+	// Ordered: the tag's IDs strictly increase in the order they are
+	// issued, across the cluster (leaf.OrderedStore). GET /v2/tags/{tag}
+	// of an ordered tag adds Owner, the URL of the server that owns it
+	// while its lease holds.
+	Ordered bool   `json:"ordered,omitempty"`
+	Owner   string `json:"owner,omitempty"`
 	// GET /v2/tags/{tag} of a periodic tag adds the period the server's
 	// clock is in and how many periods have a row.
 	CurrentPeriod string `json:"current_period,omitempty"`

@@ -1,0 +1,187 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/forward"
+)
+
+// Ordered tags. An ordered tag's IDs are issued by one server at a time,
+// its owner (leaf.OrderedStore). What this package does about it:
+//
+//   - The ID routes serve them like any tag: the generator they are given
+//     (cmd/leaf gives them a forward.Generator in forward mode) issues the
+//     IDs, here or at the owner. A generator that answers a
+//     *leaf.NotOwnerError naming the owner (redirect mode) makes the answer
+//     a 307 to the same route on the owner; one naming none is 503
+//     "no_owner" with a Retry-After of when a server takes the tag over.
+//   - /v2/segment/{tag}/range refuses an ordered tag (409 "ordered_tag"):
+//     a client's cache would hand its IDs out of order. A request with
+//     the Leaf-Forward header is another server's forwarded batch: it is
+//     served from the tag's ordered sequence (OrderedGenerator), never
+//     forwarded or redirected again (409 "not_owner", 503 "no_owner"
+//     from a server that is not the owner), needs the admin token when
+//     one is set, and is not rate limited (its clients were, at the
+//     server that forwarded them).
+//   - POST /v2/tags takes "ordered": true, PATCH /v2/tags/{tag}
+//     "ordered": true|false; the rows show "ordered" and, for one tag,
+//     the owner's URL.
+
+// OrderedGenerator is what ordered tags need of the segment generator
+// beyond SegmentGenerator; *segment.Generator satisfies it. It is found by
+// type assertion: with a generator without it, forwarded requests are
+// refused and tags cannot be made ordered.
+type OrderedGenerator interface {
+	// NextOrderedRange issues [start, end), 1 <= end-start <= n, of an
+	// ordered tag this server owns, for a server that forwards its
+	// requests; a *leaf.NotOwnerError when it is not the owner.
+	NextOrderedRange(ctx context.Context, tag string, n int) (start, end int64, err error)
+	// SetOrdered marks a tag ordered or plain.
+	SetOrdered(ctx context.Context, tag string, ordered bool) error
+}
+
+// ownerRedirect is the owner's base URL when err is a *leaf.NotOwnerError
+// naming one, else "". A request for an ordered tag the generator did not
+// forward goes there: the same route and query, answered 307.
+func ownerRedirect(err error) string {
+	if noe, ok := errors.AsType[*leaf.NotOwnerError](err); ok {
+		return noe.URL
+	}
+	return ""
+}
+
+// isForwarded reports whether r is another server's forwarded request.
+func isForwarded(r *http.Request) bool { return r.Header.Get(forward.Header) != "" }
+
+// v2SegmentRangeRoute serves /v2/segment/{tag}/range: a client's lease
+// (v2SegmentRange, rate limited), or another server's forwarded batch.
+func (s *Server) v2SegmentRangeRoute(w http.ResponseWriter, r *http.Request) error {
+	if isForwarded(r) {
+		return s.forwardedRange(w, r)
+	}
+	if err := s.limit(r.RemoteAddr); err != nil {
+		return err
+	}
+	return s.v2SegmentRange(w, r)
+}
+
+// errNoOrdered refuses a forwarded request on a server whose generator
+// serves no ordered tags: it owns none.
+var errNoOrdered = fmt.Errorf("%w: this server serves no ordered tags", leaf.ErrNotOwner)
+
+// forwardedRange serves a forwarded batch: [start, end) of the tag's
+// ordered sequence, in the range route's body.
+func (s *Server) forwardedRange(w http.ResponseWriter, r *http.Request) error {
+	if err := s.checkAdmin(r); err != nil {
+		return err
+	}
+	tag, err := s.segmentTag(r)
+	if err != nil {
+		return err
+	}
+	c, ok := queryValue(r.URL.RawQuery, "count")
+	if !ok {
+		return asClient(fmt.Errorf("%w: the query parameter count is required (1..%d)", leaf.ErrInvalidCount, leaf.MaxRange))
+	}
+	n, err := leaf.ParseRangeCount(c)
+	if err != nil {
+		return asClient(err)
+	}
+	og, ok := s.seg.(OrderedGenerator)
+	if !ok {
+		return errNoOrdered
+	}
+	if r.Method == http.MethodHead {
+		return s.v2Head(w, r, s.segmentTagKnown(r.Context(), tag))
+	}
+	start, end, err := og.NextOrderedRange(r.Context(), tag, n)
+	if err == nil && (start < 1 || end <= start || end-start > int64(n)) {
+		err = fmt.Errorf("httpapi: generator returned ordered range [%d, %d) for count %d", start, end, n)
+	}
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, r, http.StatusOK, rangeResponse{
+		Tag: tag, Start: start, End: end,
+		StartStr: strconv.FormatInt(start, 10), EndStr: strconv.FormatInt(end, 10), Count: end - start,
+	})
+}
+
+// setOrdered marks tag ordered or plain through the generator.
+func (s *Server) setOrdered(ctx context.Context, tag string, ordered bool) error {
+	og, ok := s.seg.(OrderedGenerator)
+	if !ok {
+		return errNoOrderedStore
+	}
+	return og.SetOrdered(ctx, tag, ordered)
+}
+
+// errNoOrderedStore refuses to make a tag ordered where the generator or
+// its store cannot.
+var errNoOrderedStore = &clientError{leaf.ErrInvalidArgument, "ordered tags are not supported by this server's store"}
+
+// orderedStore is the store's lease table, for the rows' "ordered" and
+// "owner"; nil when the store keeps none.
+func (s *Server) orderedStore() leaf.OrderedStore {
+	os, _ := s.tags.(leaf.OrderedStore)
+	return os
+}
+
+// addOwner sets row's Ordered and, while a lease holds, Owner.
+func (s *Server) addOwner(ctx context.Context, row *TagRow) error {
+	os := s.orderedStore()
+	if os == nil {
+		return nil
+	}
+	l, ok, err := os.TagLease(ctx, row.Tag)
+	if err != nil {
+		return err
+	}
+	row.Ordered = ok
+	if ok && l.Held() {
+		row.Owner = leaf.OwnerURL(l.Owner)
+	}
+	return nil
+}
+
+// markOrdered sets the Ordered of the rows, a page in the store's order of
+// biz_tag, from the store's list of ordered tags: a few reads of the
+// ordered tags within the page's bounds, not one per row.
+func (s *Server) markOrdered(ctx context.Context, rows []TagRow) error {
+	os := s.orderedStore()
+	if os == nil || len(rows) == 0 {
+		return nil
+	}
+	at := make(map[string]int, len(rows))
+	for i, r := range rows {
+		at[r.Tag] = i
+	}
+	last := rows[len(rows)-1].Tag
+	// The store lists ordered tags in its order of names, as it lists
+	// rows; start just before the page's first tag.
+	after := ""
+	if first := rows[0].Tag; first != "" {
+		after = first[:len(first)-1]
+	}
+	const page = 1000
+	for {
+		ls, err := os.OrderedTags(ctx, after, page)
+		if err != nil {
+			return err
+		}
+		for _, l := range ls {
+			if i, ok := at[l.Tag]; ok {
+				rows[i].Ordered = true
+			}
+		}
+		if len(ls) < page || ls[len(ls)-1].Tag >= last {
+			return nil
+		}
+		after = ls[len(ls)-1].Tag
+	}
+}
