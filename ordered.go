@@ -36,8 +36,11 @@ type TagLease struct {
 	// it: its advertised base URL, a '#' and a nonce of the process
 	// ("http://10.0.0.7:8080#5f2c…"). Empty when no one owns the tag.
 	Owner string
-	// Token is the fencing token: it grows with each new owner and never
-	// returns to a value it had.
+	// Token is the fencing token: it grows with each new owner of the
+	// tag's row. A row made again after the tag was deleted or unmarked
+	// starts over; that is safe because a token never guards IDs (a new
+	// owner reserves its ranges after taking the lease) and owners differ
+	// by their nonce.
 	Token int64
 	// Left is how long the lease had to run when the store answered, by the
 	// store's clock: the owner counts it from before it sent its request,
@@ -105,4 +108,43 @@ func OwnerURL(owner string) string {
 		}
 	}
 	return owner
+}
+
+// MaxOwnerLen bounds TagLease.Owner, in bytes.
+const MaxOwnerLen = 512
+
+// ValidateOwner checks an owner identity: 1 to MaxOwnerLen bytes of
+// visible ASCII. Renewals and releases compare it: no spaces, which MySQL's
+// PAD SPACE collations ignore at the end of a string, and nothing a
+// column's character set could refuse or change.
+func ValidateOwner(owner string) error {
+	if owner == "" {
+		return fmt.Errorf("%w: empty owner", ErrInvalidArgument)
+	}
+	if len(owner) > MaxOwnerLen {
+		return fmt.Errorf("%w: owner is %d bytes, at most %d", ErrInvalidArgument, len(owner), MaxOwnerLen)
+	}
+	for i := 0; i < len(owner); i++ {
+		if c := owner[i]; c <= ' ' || c > '~' {
+			return fmt.Errorf("%w: owner has byte %#02x at offset %d; allowed: visible ASCII (0x21-0x7e)", ErrInvalidArgument, c, i)
+		}
+	}
+	return nil
+}
+
+// ValidateLeaseTTL checks a lease's length: > 0.
+func ValidateLeaseTTL(ttl time.Duration) error {
+	if ttl <= 0 {
+		return fmt.Errorf("%w: lease ttl %v, want > 0", ErrInvalidArgument, ttl)
+	}
+	return nil
+}
+
+// ValidateToken checks a fencing token: tokens start at 1 with a row's
+// first owner, so a lower one names no lease.
+func ValidateToken(token int64) error {
+	if token < 1 {
+		return fmt.Errorf("%w: token %d, want >= 1", ErrInvalidArgument, token)
+	}
+	return nil
 }

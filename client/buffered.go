@@ -24,8 +24,9 @@ const (
 	// MaxRangeSize is the largest lease size the options accept.
 	MaxRangeSize = 100 * leaf.MaxRange
 	// DefaultLeaseLifetime is how long a lease should last at the rate
-	// observed: the lease size doubles while leases last less, and halves
-	// when they last over four times as long.
+	// observed: while leases last less, the next is what would last it (at
+	// least twice the last); the size halves when they last over four
+	// times as long.
 	DefaultLeaseLifetime = time.Second
 	// DefaultPrefetch is how much of the current lease is used when the
 	// next one is requested.
@@ -96,8 +97,9 @@ func WithMaxRangeSize(n int) BufferOption {
 
 // WithAdaptiveRange sets how long a lease should last at the rate the
 // Buffered observes (IDs handed out per second since the previous lease
-// was asked for): each lease doubles the size (up to WithMaxRangeSize) while a
-// lease of the current size would last less, and halves it (never below
+// was asked for): while a lease of the current size would last less, the
+// next one is as large as would last that long at that rate, and at least
+// twice as large (up to WithMaxRangeSize); the size halves (never below
 // WithRangeSize) when one would last more than four times as long, as after
 // an idle spell. Default: DefaultLeaseLifetime (1s).
 func WithAdaptiveRange(lifetime time.Duration) BufferOption {
@@ -393,7 +395,11 @@ func (b *Buffered) leaseSize() int {
 	}
 	switch {
 	case lasts < b.cfg.lifetime:
-		b.size = min(2*b.size, b.cfg.maxSize)
+		// Straight to what lasts the lifetime at the rate seen, not one
+		// doubling per lease: under a saturating load each lease too
+		// small is a wait, and doubling from 10,000 takes ten of them.
+		want := float64(n) / float64(elapsed) * float64(b.cfg.lifetime)
+		b.size = int(min(max(2*float64(b.size), want), float64(b.cfg.maxSize)))
 	case lasts > 4*b.cfg.lifetime:
 		b.size = max(b.size/2, b.cfg.size)
 	}

@@ -129,9 +129,10 @@ func TestBufferedShortRanges(t *testing.T) {
 	}
 }
 
-// TestBufferedAdaptive: the lease size doubles while leases would last
-// less than the lifetime, past leaf.MaxBatch (leases of several ranges) up
-// to the cap, and halves back to the range size when the rate drops.
+// TestBufferedAdaptive: while leases would last less than the lifetime, the
+// next lease is what would last it at the rate seen, at least twice the
+// last, past leaf.MaxBatch (leases of several ranges) up to the cap; the
+// size halves back to the range size when the rate drops.
 func TestBufferedAdaptive(t *testing.T) {
 	// Server segments of a million: the ranges come whole.
 	s := serve(t, httpapi.Config{Segment: startSegment(t, newStore(t, 1_000_000, "test"), nil)})
@@ -152,11 +153,12 @@ func TestBufferedAdaptive(t *testing.T) {
 		return now
 	})
 	// sizes draws until the Buffered has loaded leases more leases, and
-	// returns the lease sizes it saw asked for, in order, without repeats.
+	// returns the lease size before and those it saw asked for, in order,
+	// without repeats.
 	var all []int64
 	sizes := func(leases uint64) []int {
 		t.Helper()
-		var seen []int
+		seen := []int{b.Stats().RangeSize}
 		until := b.Stats().Leases + leases
 		for b.Stats().Leases < until {
 			ids, err := b.NextIDs(testutil.Context(t, time.Minute), 1000)
@@ -170,9 +172,9 @@ func TestBufferedAdaptive(t *testing.T) {
 		}
 		return seen
 	}
-	if got := sizes(6); !slices.Equal(got, []int{5000, 10_000, 20_000, 40_000}) &&
-		!slices.Equal(got, []int{10_000, 20_000, 40_000}) {
-		t.Errorf("lease sizes while busy: %v, want doubling from 5000 to the cap 40000", got)
+	// No time passes: the rate is beyond measure, and the next lease the cap.
+	if got := sizes(3); !slices.Equal(got, []int{5000, 40_000}) {
+		t.Errorf("lease sizes while busy: %v, want 5000 then the cap 40000", got)
 	}
 	if st := b.Stats(); st.Ranges < st.Leases || st.LeasedIDs <= uint64(leaf.MaxBatch)*st.Leases/2 {
 		t.Errorf("Stats = %+v, want leases past a batch, a range or more each", st)
@@ -180,12 +182,29 @@ func TestBufferedAdaptive(t *testing.T) {
 	mu.Lock()
 	tick = 1000 * time.Hour
 	mu.Unlock()
-	if got := sizes(4); !slices.Equal(got, []int{40_000, 20_000, 10_000, 5000}) &&
-		!slices.Equal(got, []int{20_000, 10_000, 5000}) {
+	if got := sizes(4); !slices.Equal(got, []int{40_000, 20_000, 10_000, 5000}) {
 		t.Errorf("lease sizes once idle: %v, want halving from 40000 to the range size 5000", got)
 	}
 	if got := sizes(2); !slices.Equal(got, []int{5000}) {
 		t.Errorf("lease sizes idle at the floor: %v, want 5000", got)
+	}
+	// Ten minutes a lease, with leases meant to last an hour: each lease
+	// would last the hour at six times its size, so the size grows by
+	// more than doubling where the IDs issued since the last lease allow
+	// it, up to the cap.
+	mu.Lock()
+	tick = 10 * time.Minute
+	mu.Unlock()
+	got := sizes(5)
+	jumped := false
+	for i := 1; i < len(got); i++ {
+		if got[i] <= got[i-1] {
+			t.Fatalf("lease sizes growing: %v, want increasing", got)
+		}
+		jumped = jumped || got[i] > 2*got[i-1]
+	}
+	if !jumped || got[len(got)-1] != 40_000 {
+		t.Errorf("lease sizes growing: %v, want one more than doubling, and the cap 40000 at last", got)
 	}
 	// One server, its ranges in order within each lease: every ID in turn.
 	if !contiguous(all, 1) {

@@ -84,10 +84,12 @@
 // IDs with one atomic add (no lock, no allocation; tens of millions of IDs
 // per second), and the next one, leased in the background once the current
 // one is 20% used (WithPrefetch). The lease size follows the rate: from
-// 10,000 IDs (WithRangeSize) it doubles while a lease would last under a
-// second (WithAdaptiveRange) up to 1,000,000 (WithMaxRangeSize), in one
-// range request when the server's current segment holds it (else several,
-// each handed out as it arrives), and halves back when the rate drops. A call that finds no
+// 10,000 IDs (WithRangeSize), while a lease would last under a second
+// (WithAdaptiveRange) the next is what would last a second at the rate
+// seen, at least twice the last, up to 10,000,000 (WithMaxRangeSize), in
+// ranges of up to leaf.MaxRange (1,000,000) IDs, one request each, as far
+// as the server's current segment holds them, each handed out as it
+// arrives; it halves back when the rate drops. A call that finds no
 // ID at hand waits for the lease in flight until its context is done. No ID
 // is ever handed out twice; IDs increase within a range, and from range to
 // range while the ranges come from one server, but may go back when a

@@ -32,8 +32,8 @@ const (
 type Opener = func() (leaf.SegmentStore, error)
 
 // TestSegmentStore runs the leaf.SegmentStore and leaf.SegmentAdmin
-// conformance suite, and that of leaf.TagShaper and leaf.PeriodStore for
-// stores that implement them. newDB makes a fresh, empty database for one subtest and
+// conformance suite, and that of leaf.TagShaper, leaf.PeriodStore and
+// leaf.OrderedStore for stores that implement them. newDB makes a fresh, empty database for one subtest and
 // returns its Opener; the subtests run in parallel.
 func TestSegmentStore(t *testing.T, newDB func(t *testing.T) func() (leaf.SegmentStore, error)) {
 	var s storeSuite
@@ -72,6 +72,17 @@ func TestSegmentStore(t *testing.T, newDB func(t *testing.T) func() (leaf.Segmen
 		{"PeriodRows", s.periodRows},
 		{"PeriodInvalid", s.periodInvalid},
 		{"PeriodConcurrent", s.periodConcurrent},
+		{"OrderedMark", s.orderedMark},
+		{"OrderedNotFound", s.orderedNotFound},
+		{"OrderedAcquire", s.orderedAcquire},
+		{"OrderedExpiry", s.orderedExpiry},
+		{"OrderedRenew", s.orderedRenew},
+		{"OrderedRelease", s.orderedRelease},
+		{"OrderedDeleteTag", s.orderedDeleteTag},
+		{"OrderedDeleteRace", s.orderedDeleteRace},
+		{"OrderedInvalid", s.orderedInvalid},
+		{"OrderedRace", s.orderedRace},
+		{"OrderedTagsPage", s.orderedTagsPage},
 		{"Close", s.close},
 	}
 	for _, c := range cases {

@@ -70,8 +70,23 @@ const ShapeSchema = "CREATE TABLE IF NOT EXISTS `leaf_tag_shape` (\n" +
 	"  PRIMARY KEY (`biz_tag`)\n" +
 	") ENGINE=InnoDB"
 
+// OwnerSchema creates the leases of ordered tags beside leaf_alloc (see
+// leaf.OrderedStore and sqlstore.OwnerSchema): one row per ordered tag.
+// lease_until is microseconds since the Unix epoch by the server's clock
+// (UTC_TIMESTAMP(6), which no session time zone shifts). owner is compared
+// byte for byte (ascii_bin), not under the default collation, which ignores
+// case. Java Leaf never reads it.
+const OwnerSchema = "CREATE TABLE IF NOT EXISTS `leaf_tag_owner` (\n" +
+	"  `tag` varchar(128) NOT NULL,\n" +
+	"  `owner` varchar(512) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT '',\n" +
+	"  `token` bigint(20) NOT NULL DEFAULT '0',\n" +
+	"  `lease_until` bigint(20) NOT NULL DEFAULT '0',\n" +
+	"  `updated_at` timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP,\n" +
+	"  PRIMARY KEY (`tag`)\n" +
+	") ENGINE=InnoDB"
+
 // schema is what Open runs, in order.
-var schema = []string{Schema, TombstoneSchema, VersionSchema, VersionSeed, ShapeSchema}
+var schema = []string{Schema, TombstoneSchema, VersionSchema, VersionSeed, ShapeSchema, OwnerSchema}
 
 // MySQL and MariaDB error numbers the store reacts to.
 const (
@@ -92,6 +107,7 @@ var (
 	_ leaf.SegmentVersioner = (*Store)(nil)
 	_ leaf.TagShaper        = (*Store)(nil)
 	_ leaf.PeriodStore      = (*Store)(nil)
+	_ leaf.OrderedStore     = (*Store)(nil)
 )
 
 var dialect = sqlstore.Dialect{
@@ -108,6 +124,12 @@ var dialect = sqlstore.Dialect{
 		var e *mysql.MySQLError
 		return errors.As(err, &e) && (e.Number == erLockDeadlock || e.Number == erLockWaitTimeout)
 	},
+	// The server's clock, the same for every session: UTC_TIMESTAMP is
+	// NOW in UTC, and like NOW keeps one value within a statement.
+	// TIMESTAMPDIFF from the epoch as a DATETIME is plain arithmetic,
+	// where UNIX_TIMESTAMP(NOW(6)) would convert through the session's
+	// time zone.
+	ClockMicros: "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))",
 }
 
 // config parses dsn and forces the settings Open documents, so that the
@@ -140,8 +162,8 @@ func config(dsn, op string) (*mysql.Config, error) {
 
 // Open connects to the database named in dsn (go-sql-driver syntax, e.g.
 // "user:pass@tcp(127.0.0.1:3306)/leaf") and creates leaf_alloc if it is
-// missing, and leaf_alloc_tombstone, leaf_alloc_version and leaf_tag_shape
-// beside it.
+// missing, and leaf_alloc_tombstone, leaf_alloc_version, leaf_tag_shape
+// and leaf_tag_owner beside it.
 //
 // Some DSN settings are forced because the store depends on them:
 // interpolateParams (one round trip per statement, no server-side prepared

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -113,7 +114,7 @@ func TestTagsNeverReachSQLText(t *testing.T) {
 		}
 	}
 	s := sqlstore.New(db, dialect, sqlstore.Settings{})
-	const victim = "victim"
+	const victim, owner = "victim", "http://10.0.0.1:8080#p1"
 	if err := s.CreateTag(ctx, leaf.Alloc{Tag: victim, MaxID: 1, Step: 10}); err != nil {
 		t.Fatal(err)
 	}
@@ -127,6 +128,18 @@ func TestTagsNeverReachSQLText(t *testing.T) {
 		{"Alloc", func(tag string) error { _, err := s.Alloc(ctx, tag); return err }},
 		{"SetStep", func(tag string) error { return s.SetStep(ctx, tag, 20) }},
 		{"GiveBack", func(tag string) error { _, err := s.GiveBack(ctx, tag, 15, 21); return err }},
+		{"SetOrdered(true)", func(tag string) error { return s.SetOrdered(ctx, tag, true) }},
+		{"TagLease", func(tag string) error { _, _, err := s.TagLease(ctx, tag); return err }},
+		{"AcquireTag", func(tag string) error { _, err := s.AcquireTag(ctx, tag, owner, time.Minute); return err }},
+		{"RenewTag", func(tag string) error { _, err := s.RenewTag(ctx, tag, owner, 1, time.Minute); return err }},
+		{"ReleaseTag", func(tag string) error {
+			ok, err := s.ReleaseTag(ctx, tag, owner, 1)
+			if err == nil && !ok {
+				err = errors.New("not released")
+			}
+			return err
+		}},
+		{"SetOrdered(false)", func(tag string) error { return s.SetOrdered(ctx, tag, false) }},
 		{"DeleteTag", func(tag string) error { return s.DeleteTag(ctx, tag) }},
 	}
 	hostile := []string{

@@ -56,6 +56,7 @@ var (
 	_ leaf.SegmentVersioner = (*Store)(nil)
 	_ leaf.TagShaper        = (*Store)(nil)
 	_ leaf.PeriodStore      = (*Store)(nil)
+	_ leaf.OrderedStore     = (*Store)(nil)
 )
 
 func sqlState(err error) string {
@@ -81,12 +82,19 @@ var dialect = sqlstore.Dialect{
 		}
 		return false
 	},
+	// The server's clock when the expression runs (not the transaction's
+	// start, as now() would be): after a wait for a row lock, the time of
+	// the read. The epoch of a timestamptz is independent of the session's
+	// time zone.
+	ClockMicros: "floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint",
 }
 
 // Open connects to the database named in dsn (a postgres:// URL or
 // key=value string, as pgx and libpq accept) and creates leaf_alloc if it is
-// missing, and leaf_alloc_tombstone, leaf_alloc_version and leaf_tag_shape beside it. Unless the DSN sets timezone, the session runs in UTC, so
-// update_time (a TIMESTAMP without zone) is written and read in UTC.
+// missing, and leaf_alloc_tombstone, leaf_alloc_version, leaf_tag_shape
+// and leaf_tag_owner beside it. Unless the DSN sets timezone, the session
+// runs in UTC, so update_time (a TIMESTAMP without zone) is written and
+// read in UTC.
 func Open(ctx context.Context, dsn string) (*Store, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
@@ -123,12 +131,12 @@ func hasParam(params map[string]string, name string) bool {
 }
 
 // createSchema runs Schema and sqlstore's TombstoneSchema, VersionSchema,
-// VersionSeed and ShapeSchema, tolerating a concurrent creator: CREATE TABLE IF
+// VersionSeed, ShapeSchema and OwnerSchema, tolerating a concurrent creator: CREATE TABLE IF
 // NOT EXISTS is not atomic in PostgreSQL, and the loser of a race fails with
 // a unique violation on pg_type (or duplicate_table) although the table is
 // now there. Running it again then finds the table.
 func createSchema(ctx context.Context, db *sql.DB) error {
-	for _, q := range []string{Schema, sqlstore.TombstoneSchema, sqlstore.VersionSchema, sqlstore.VersionSeed, sqlstore.ShapeSchema} {
+	for _, q := range []string{Schema, sqlstore.TombstoneSchema, sqlstore.VersionSchema, sqlstore.VersionSeed, sqlstore.ShapeSchema, sqlstore.OwnerSchema} {
 		var err error
 		for range 3 {
 			_, err = db.ExecContext(ctx, q)

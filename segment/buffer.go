@@ -51,6 +51,10 @@ type buffer struct {
 	// usedUp is set once a reservation started past the tag's bound (see
 	// opaque.go): every load fails with it, without asking the store.
 	usedUp error
+	// striped is set once a range came from one database of several: its
+	// IDs are runs of a stripe, and what follows the last ID handed out is
+	// not a range of the row's numbers to give back.
+	striped bool
 	// seen is the activity count (issued + waits + loads) the idle sweep
 	// saw last, at activeAt (wall clock).
 	seen     uint64
@@ -132,27 +136,7 @@ func (b *buffer) load(ctx context.Context, deliver func(doublebuf.Range) error) 
 			b.mu.Unlock()
 			g.storeOK()
 			g.promote(b)
-			// A hand-edited row could put the range below 1; IDs are
-			// promised positive. Once stopped (Close), the buffer keeps the
-			// range for the give-back.
-			start, end := max(r.Start(), 1), r.MaxID
-			if e := b.enc.Load(); e != nil && end-1 > e.bound {
-				if start > e.bound {
-					// The IDs still buffered are issued; then every take
-					// gets this error, and no load reserves again.
-					err := e.exhausted(b.period)
-					b.mu.Lock()
-					b.usedUp = err
-					b.mu.Unlock()
-					g.s.Logger.Error("segment tag cannot issue", "tag", b.tag, "period", b.period, "err", err)
-					return err
-				}
-				end = e.bound + 1 // the rest of the reservation is never issued
-			}
-			if err := deliver(doublebuf.Range{Start: start, End: end, Step: r.Step}); err != nil && !errors.Is(err, doublebuf.ErrStopped) {
-				return err
-			}
-			return nil
+			return b.deliver(r, deliver)
 		}
 	}
 	if isNotFound(err) {
@@ -171,6 +155,52 @@ func (b *buffer) load(ctx context.Context, deliver func(doublebuf.Range) error) 
 		b.ids.Stop(notFound)
 		g.s.Logger.Debug("segment tag not found in store", "tag", b.tag)
 	}
+	return err
+}
+
+// deliver hands the IDs of r to the double buffer: one range, or from a
+// store spread over several databases the runs of its stripe, in
+// increasing order. A hand-edited row could put the range below 1; IDs are
+// promised positive. Once stopped (Close), the buffer keeps the ranges for
+// the give-back.
+func (b *buffer) deliver(r leaf.Reservation, deliver func(doublebuf.Range) error) error {
+	if r.Stripe.Striped() {
+		b.mu.Lock()
+		b.striped = true
+		b.mu.Unlock()
+	}
+	e := b.enc.Load()
+	var err error
+	first := true
+	r.Ranges(func(start, end int64) bool {
+		start = max(start, 1)
+		if start >= end {
+			return true
+		}
+		if e != nil && end-1 > e.bound {
+			if start > e.bound {
+				if first {
+					// The IDs still buffered are issued; then every take
+					// gets this error, and no load reserves again.
+					err = e.exhausted(b.period)
+					b.mu.Lock()
+					b.usedUp = err
+					b.mu.Unlock()
+					b.g.s.Logger.Error("segment tag cannot issue", "tag", b.tag, "period", b.period, "err", err)
+				}
+				return false
+			}
+			end = e.bound + 1 // the rest of the reservation is never issued
+		}
+		first = false
+		if derr := deliver(doublebuf.Range{Start: start, End: end, Step: r.Step}); derr != nil {
+			if !errors.Is(derr, doublebuf.ErrStopped) {
+				err = derr
+			}
+			return false
+		}
+		return true
+	})
 	return err
 }
 
@@ -267,14 +297,28 @@ func (b *buffer) reserve(ctx context.Context) (leaf.Reservation, error) {
 	if r.Step <= 0 || r.MaxID-int64(r.Step) >= r.MaxID {
 		return r, fmt.Errorf("reserve %q: store returned an invalid range (max_id %d, step %d)", b.tag, r.MaxID, r.Step)
 	}
+	if r.Stripe.Striped() && r.Start() < 0 {
+		return r, fmt.Errorf("reserve %q: store returned a range of numbers below 0 (max_id %d, step %d)", b.tag, r.MaxID, r.Step)
+	}
+	if err := r.Stripe.Validate(); err != nil {
+		return r, fmt.Errorf("reserve %q: store returned an invalid stripe: %w", b.tag, err)
+	}
+	if r.MaxID-1 > r.Stripe.MaxNumber() {
+		return r, fmt.Errorf("reserve %q: the range ends at %d, past the last number (%d) whose ID fits in 64 bits", b.tag, r.MaxID, r.Stripe.MaxNumber())
+	}
 	if step > 0 && step != prevStep {
 		b.g.s.Logger.Info("segment step changed", "tag", b.tag, "from", prevStep, "to", step, "reason", reason)
 	}
 	// One line per load: at the adaptive step's pace that is a few lines per
 	// tag per quarter hour, and each marks a database write worth seeing.
-	if b.owner != nil {
+	switch {
+	case b.owner != nil:
 		b.g.s.Logger.Info("segment loaded", "tag", b.tag, "period", b.period, "start", r.Start(), "end", r.MaxID, "step", r.Step)
-	} else {
+	case r.Stripe.Striped():
+		// start and end are the database's numbers, not IDs.
+		b.g.s.Logger.Info("segment loaded", "tag", b.tag, "database", r.Stripe.Index, "start", r.Start(), "end", r.MaxID, "step", r.Step,
+			"first_id", r.Stripe.ID(r.Start()), "last_id", r.Stripe.ID(r.MaxID-1))
+	default:
 		b.g.s.Logger.Info("segment loaded", "tag", b.tag, "start", r.Start(), "end", r.MaxID, "step", r.Step)
 	}
 	return r, nil

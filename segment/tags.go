@@ -381,6 +381,12 @@ func (g *Generator) givePeriodsBack(ctx context.Context, periods []*period) {
 // giveBackRange returns [from, expect) of b's row to the store if no one
 // reserved since: the tag's row, or its period's.
 func (g *Generator) giveBackRange(ctx context.Context, b *buffer, from, expect int64) (bool, error) {
+	b.mu.Lock()
+	striped := b.striped
+	b.mu.Unlock()
+	if striped {
+		return false, nil
+	}
 	if b.owner != nil {
 		return g.periods.GiveBackPeriod(ctx, b.tag, b.period, from, expect)
 	}

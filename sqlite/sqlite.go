@@ -55,6 +55,7 @@ var (
 	_ leaf.SegmentVersioner = (*Store)(nil)
 	_ leaf.TagShaper        = (*Store)(nil)
 	_ leaf.PeriodStore      = (*Store)(nil)
+	_ leaf.OrderedStore     = (*Store)(nil)
 )
 
 var dialect = sqlstore.Dialect{
@@ -83,7 +84,9 @@ func code(err error) (int, bool) {
 
 // Open opens (creating it and its directory if needed) the SQLite database at
 // path and makes sure leaf_alloc, leaf_alloc_tombstone,
-// leaf_alloc_version and leaf_tag_shape exist.
+// leaf_alloc_version, leaf_tag_shape and leaf_tag_owner exist. The leases
+// of ordered tags in leaf_tag_owner are counted by Go's clock: the file,
+// and so every store sharing it, is on one host.
 func Open(ctx context.Context, path string) (*Store, error) {
 	if path == "" {
 		return nil, fmt.Errorf("sqlite: open: %w: empty path", leaf.ErrInvalidArgument)
@@ -153,7 +156,7 @@ func setupOnce(ctx context.Context, db *sql.DB) error {
 	if !strings.EqualFold(mode, "wal") {
 		return fmt.Errorf("enable WAL: journal mode is still %q; is the file on a network file system?", mode)
 	}
-	for _, q := range []string{Schema, sqlstore.TombstoneSchema, sqlstore.VersionSchema, sqlstore.VersionSeed, sqlstore.ShapeSchema} {
+	for _, q := range []string{Schema, sqlstore.TombstoneSchema, sqlstore.VersionSchema, sqlstore.VersionSeed, sqlstore.ShapeSchema, sqlstore.OwnerSchema} {
 		if _, err := db.ExecContext(ctx, q); err != nil {
 			return fmt.Errorf("create schema: %w", err)
 		}

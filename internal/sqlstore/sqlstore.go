@@ -5,8 +5,10 @@
 // leaf_alloc_tombstone, in leaf_alloc_version a change counter that every
 // CreateTag and DeleteTag moves in its own transaction, so that a refresh
 // with nothing to do is one primary-key read, and in leaf_tag_shape the
-// shapes of tags created with one (leaf.TagShaper). leaf_alloc itself stays
-// exactly Leaf's table, which Java Leaf nodes may share.
+// shapes of tags created with one (leaf.TagShaper), and in leaf_tag_owner
+// the leases of ordered tags (leaf.OrderedStore, see OwnerSchema).
+// leaf_alloc itself stays exactly Leaf's table, which Java Leaf nodes may
+// share.
 //
 // The periods of a periodic tag are rows of leaf_alloc named
 // leaf.PeriodRow(tag, key) ("orders#20261124"), made on first use (see
@@ -61,6 +63,13 @@ type Dialect struct {
 	// IsRetryable reports a transient conflict (deadlock, serialization
 	// failure, busy database) after which the statement may simply run again.
 	IsRetryable func(error) bool
+	// ClockMicros is an SQL expression for the database's clock in
+	// microseconds since the Unix epoch, which the leases of ordered tags
+	// are counted by, so that servers whose clocks differ agree when one
+	// runs out. It must keep one value within a statement, or be used
+	// once per statement (the store does the latter). Empty: Go's clock
+	// (SQLite, on one host).
+	ClockMicros string
 }
 
 // The tables beside leaf_alloc in portable SQL, as SQLite and PostgreSQL
@@ -121,13 +130,14 @@ type Settings struct {
 }
 
 // Store implements leaf.SegmentStore, leaf.SegmentAdmin, leaf.SegmentVersioner,
-// leaf.TagShaper and leaf.PeriodStore on a *sql.DB whose leaf_alloc,
-// leaf_alloc_tombstone, leaf_alloc_version and leaf_tag_shape tables already
-// exist.
+// leaf.TagShaper, leaf.PeriodStore and leaf.OrderedStore on a *sql.DB whose
+// leaf_alloc, leaf_alloc_tombstone, leaf_alloc_version, leaf_tag_shape and
+// leaf_tag_owner tables already exist.
 type Store struct {
 	db       *sql.DB
 	d        Dialect
 	q        queries
+	o        ownerQueries
 	attempts int
 	backoff  time.Duration
 	closed   atomic.Bool
@@ -139,6 +149,7 @@ var (
 	_ leaf.SegmentVersioner = (*Store)(nil)
 	_ leaf.TagShaper        = (*Store)(nil)
 	_ leaf.PeriodStore      = (*Store)(nil)
+	_ leaf.OrderedStore     = (*Store)(nil)
 )
 
 // VersionTable is the change counter's table: one row, id 1. Each store
@@ -251,7 +262,7 @@ func New(db *sql.DB, d Dialect, set Settings) *Store {
 			*p = Rebind(*p)
 		}
 	}
-	return &Store{db: db, d: d, q: q, attempts: set.MaxAttempts, backoff: set.RetryBackoff}
+	return &Store{db: db, d: d, q: q, o: newOwnerQueries(d, forUpdate), attempts: set.MaxAttempts, backoff: set.RetryBackoff}
 }
 
 // Rebind turns ? placeholders into $1, $2, ... . The statements here have
@@ -727,7 +738,8 @@ func (s *Store) setStepOnce(ctx context.Context, tag string, step int) (err erro
 }
 
 // DeleteTag removes the row and records its max_id in the tag's tombstone,
-// in one transaction; leaf.ErrTagNotFound if there is no row.
+// in one transaction, which also deletes the tag's periods and its lease
+// (leaf_tag_owner); leaf.ErrTagNotFound if there is no row.
 func (s *Store) DeleteTag(ctx context.Context, tag string) error {
 	if err := leaf.ValidateTag(tag); err != nil {
 		return err
@@ -783,6 +795,12 @@ func (s *Store) deleteOnce(ctx context.Context, tag string) (err error) {
 	// reads the tag's row under a shared lock), so none is left behind.
 	if _, err = s.buryPeriods(ctx, tx, tag, "", 0); err != nil {
 		return err
+	}
+	// A tag created again starts plain. Its lease goes with it, under the
+	// tag's row lock that SetOrdered's shared read waits for, so no
+	// marking can slip in between.
+	if _, err = tx.ExecContext(ctx, s.o.unmark, tag); err != nil {
+		return fmt.Errorf("delete the lease: %w", err)
 	}
 	if err = s.bumpVersion(ctx, tx); err != nil {
 		return err

@@ -1,0 +1,456 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/leafgo/leaf"
+)
+
+// The leases of ordered tags (leaf.OrderedStore) live in leaf_tag_owner,
+// one row per ordered tag.
+//
+// lease_until is a BIGINT of microseconds since the Unix epoch, not a
+// TIMESTAMP: the type is the same in all three databases, Left is integer
+// arithmetic, and no conversion through a session time zone is involved.
+// MySQL converts TIMESTAMP columns and NOW() through the session's
+// time_zone, where an hour repeats when daylight saving ends (a lease could
+// look an hour longer or shorter), and SQLite has no time type at all. The
+// clock is the database's (Dialect.ClockMicros) where it has one that all
+// servers share, Go's on SQLite, whose file lives on one host.
+//
+// A new row's token is 0 and its first owner's 1. Deleting the row
+// (SetOrdered false, DeleteTag) forgets the token, so a row made again
+// counts from 0 once more, and a token can return to a value it had. That
+// is safe because the token fences nothing in leaf_alloc: what keeps a new
+// owner's IDs above an old owner's is that it reserves its ranges after it
+// takes the lease, from a max_id that only grows (and that a re-created tag
+// starts above its tombstone). The token only tells renewals and releases
+// of one lease from those of another on the same row, and an owner of the
+// deleted row finds, at its next renewal, no row or a row it does not hold
+// (owner strings carry a nonce of the process, which keeps one lease per
+// tag): it stops issuing either way.
+
+// OwnerSchema is leaf_tag_owner in portable SQL, as SQLite and PostgreSQL
+// create it (MySQL writes its own). owner is the empty string when no one
+// holds the lease.
+const OwnerSchema = `CREATE TABLE IF NOT EXISTS leaf_tag_owner (
+  tag         VARCHAR(128) NOT NULL,
+  owner       VARCHAR(512) NOT NULL DEFAULT '',
+  token       BIGINT       NOT NULL DEFAULT 0,
+  lease_until BIGINT       NOT NULL DEFAULT 0,
+  updated_at  TIMESTAMP    NOT NULL DEFAULT CURRENT_TIMESTAMP,
+  PRIMARY KEY (tag)
+)`
+
+// MaxOwnerLen is the width of leaf_tag_owner.owner in bytes.
+const MaxOwnerLen = leaf.MaxOwnerLen
+
+// ownerQueries are the statements on leaf_tag_owner. clock is where the
+// database's clock is read in each: a column of the reads, a value of the
+// writes; with Go's clock the reads have no such column and the writes take
+// the time as an argument.
+type ownerQueries struct {
+	read, lock, list, listLimit string
+	set, release, mark, unmark  string
+}
+
+func newOwnerQueries(d Dialect, forUpdate string) ownerQueries {
+	clockCol, clockVal := "", "?"
+	if d.ClockMicros != "" {
+		clockCol, clockVal = ", "+d.ClockMicros, d.ClockMicros
+	}
+	const cols = "SELECT owner, token, lease_until"
+	q := ownerQueries{
+		read:      cols + clockCol + " FROM leaf_tag_owner WHERE tag = ?",
+		lock:      cols + clockCol + " FROM leaf_tag_owner WHERE tag = ?" + forUpdate,
+		list:      "SELECT tag, owner, token, lease_until" + clockCol + " FROM leaf_tag_owner WHERE tag > ? ORDER BY tag",
+		listLimit: "SELECT tag, owner, token, lease_until" + clockCol + " FROM leaf_tag_owner WHERE tag > ? ORDER BY tag LIMIT ?",
+		set:       "UPDATE leaf_tag_owner SET owner = ?, token = ?, lease_until = ?, updated_at = CURRENT_TIMESTAMP WHERE tag = ?",
+		// owner is never '' in the WHERE (leaf.ValidateOwner), so a matching row
+		// always changes: MySQL's count of changed rows would do as well
+		// as the matched rows the stores ask for (clientFoundRows).
+		release: "UPDATE leaf_tag_owner SET owner = ?, lease_until = " + clockVal + ", updated_at = CURRENT_TIMESTAMP WHERE tag = ? AND owner = ? AND token = ?",
+		mark:    "INSERT INTO leaf_tag_owner (tag, owner, token, lease_until, updated_at) VALUES (?, ?, 0, " + clockVal + ", CURRENT_TIMESTAMP) ON CONFLICT (tag) DO NOTHING",
+		unmark:  "DELETE FROM leaf_tag_owner WHERE tag = ?",
+	}
+	if d.OnDuplicateKey {
+		// Not INSERT IGNORE, which would turn any other error into a warning.
+		q.mark = "INSERT INTO leaf_tag_owner (tag, owner, token, lease_until, updated_at) VALUES (?, ?, 0, " + clockVal + ", CURRENT_TIMESTAMP) ON DUPLICATE KEY UPDATE tag = tag"
+	}
+	if d.Dollar {
+		for _, p := range []*string{&q.read, &q.lock, &q.list, &q.listLimit, &q.set, &q.release, &q.mark, &q.unmark} {
+			*p = Rebind(*p)
+		}
+	}
+	return q
+}
+
+// goClock reports whether the store reads Go's clock rather than the
+// database's.
+func (s *Store) goClock() bool { return s.d.ClockMicros == "" }
+
+// nowArgs are the arguments a write takes for clockVal: the time, with
+// Go's clock, else none.
+func (s *Store) nowArgs() []any {
+	if s.goClock() {
+		return []any{time.Now().UnixMicro()}
+	}
+	return nil
+}
+
+// scanLease scans a row of read or lock (tag already known) or of list,
+// and the database's time with it. With Go's clock the time is read after
+// the row: a later now only makes the lease look shorter.
+func (s *Store) scanLease(row interface{ Scan(...any) error }, l *leaf.TagLease, withTag bool) (until, now int64, err error) {
+	dest := []any{&l.Owner, &l.Token, &until}
+	if withTag {
+		dest = append([]any{&l.Tag}, dest...)
+	}
+	if !s.goClock() {
+		dest = append(dest, &now)
+	}
+	if err = row.Scan(dest...); err != nil {
+		return 0, 0, err
+	}
+	if s.goClock() {
+		now = time.Now().UnixMicro()
+	}
+	l.Left = leftOf(until, now)
+	return until, now, nil
+}
+
+// leftOf is until - now in microseconds as a Duration, saturated: the
+// columns may hold anything a hand-written UPDATE put there.
+func leftOf(until, now int64) time.Duration {
+	d := until - now
+	if (until >= now) != (d >= 0) { // the subtraction overflowed
+		if until >= now {
+			return math.MaxInt64
+		}
+		return math.MinInt64
+	}
+	const limit = math.MaxInt64 / int64(time.Microsecond)
+	switch {
+	case d > limit:
+		return math.MaxInt64
+	case d < -limit:
+		return math.MinInt64
+	}
+	return time.Duration(d) * time.Microsecond
+}
+
+// ttlMicros is ttl in whole microseconds, rounded up: the store's lease may
+// outlast what the owner counts, never fall short of it.
+func ttlMicros(ttl time.Duration) int64 {
+	us := int64(ttl / time.Microsecond)
+	if ttl%time.Microsecond != 0 {
+		us++
+	}
+	return us
+}
+
+// TagLease reads the tag's row; ok is false when the tag is not ordered.
+// Left is counted by the database's clock in the same statement.
+func (s *Store) TagLease(ctx context.Context, tag string) (leaf.TagLease, bool, error) {
+	if err := leaf.ValidateTag(tag); err != nil {
+		return leaf.TagLease{}, false, err
+	}
+	op := fmt.Sprintf("read the lease of %q", tag)
+	if err := s.checkOpen(op); err != nil {
+		return leaf.TagLease{}, false, err
+	}
+	l := leaf.TagLease{Tag: tag}
+	_, _, err := s.scanLease(s.db.QueryRowContext(ctx, s.o.read, tag), &l, false)
+	if errors.Is(err, sql.ErrNoRows) {
+		return leaf.TagLease{}, false, nil
+	}
+	if err != nil {
+		return leaf.TagLease{}, false, s.wrap(op, err)
+	}
+	return l, true, nil
+}
+
+// AcquireTag takes the lease for owner if its row has no owner or the
+// lease has run out, with the next token, until ttl from now; otherwise it
+// changes nothing. It answers the row as it stands afterwards. The row is
+// read under its lock, so of servers racing for a free row exactly one
+// finds it free; the others find the winner.
+//
+// With MySQL the time is that of the locking read's start, which may be
+// before a wait for the row's lock: an earlier now makes a lease look
+// longer (no takeover too early) and a new lease end earlier (the owner,
+// counting from before it sent its request, still stops in time).
+func (s *Store) AcquireTag(ctx context.Context, tag, owner string, ttl time.Duration) (leaf.TagLease, error) {
+	if err := leaf.ValidateTag(tag); err != nil {
+		return leaf.TagLease{}, err
+	}
+	if err := leaf.ValidateOwner(owner); err != nil {
+		return leaf.TagLease{}, err
+	}
+	if err := leaf.ValidateLeaseTTL(ttl); err != nil {
+		return leaf.TagLease{}, err
+	}
+	op := fmt.Sprintf("acquire %q for %s", tag, owner)
+	if err := s.checkOpen(op); err != nil {
+		return leaf.TagLease{}, err
+	}
+	var l leaf.TagLease
+	// Running it again is safe: an attempt that did commit left the lease
+	// with owner, which the next attempt finds and keeps.
+	err := s.retry(ctx, func() error {
+		var err error
+		l, err = s.leaseTx(ctx, tag, func(tx *sql.Tx, cur leaf.TagLease, until, now int64) (leaf.TagLease, error) {
+			if cur.Owner != "" && until > now {
+				return cur, nil
+			}
+			next := leaf.TagLease{Tag: tag, Owner: owner, Token: cur.Token + 1}
+			lease := ttlMicros(ttl)
+			if _, err := tx.ExecContext(ctx, s.o.set, owner, next.Token, now+lease, tag); err != nil {
+				return cur, fmt.Errorf("take the lease: %w", err)
+			}
+			next.Left = leftOf(now+lease, now)
+			return next, nil
+		})
+		return err
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		err = fmt.Errorf("%w: the tag is not ordered", leaf.ErrTagNotFound)
+	}
+	if err != nil {
+		return leaf.TagLease{}, s.wrap(op, err)
+	}
+	return l, nil
+}
+
+// RenewTag moves the end of owner's lease to ttl from now if owner holds it
+// with token and it has not run out; otherwise it fails with
+// leaf.ErrLeaseLost, saying what it found. A tag that is no longer ordered
+// (no row) has lost its lease too; that error also matches
+// leaf.ErrTagNotFound.
+func (s *Store) RenewTag(ctx context.Context, tag, owner string, token int64, ttl time.Duration) (leaf.TagLease, error) {
+	if err := leaf.ValidateTag(tag); err != nil {
+		return leaf.TagLease{}, err
+	}
+	if err := leaf.ValidateOwner(owner); err != nil {
+		return leaf.TagLease{}, err
+	}
+	if err := leaf.ValidateToken(token); err != nil {
+		return leaf.TagLease{}, err
+	}
+	if err := leaf.ValidateLeaseTTL(ttl); err != nil {
+		return leaf.TagLease{}, err
+	}
+	op := fmt.Sprintf("renew %q for %s token %d", tag, owner, token)
+	if err := s.checkOpen(op); err != nil {
+		return leaf.TagLease{}, err
+	}
+	var l leaf.TagLease
+	err := s.retry(ctx, func() error {
+		var err error
+		l, err = s.leaseTx(ctx, tag, func(tx *sql.Tx, cur leaf.TagLease, until, now int64) (leaf.TagLease, error) {
+			switch {
+			case cur.Owner == "":
+				return cur, fmt.Errorf("%w: no one holds it (released or taken over and released; token now %d)", leaf.ErrLeaseLost, cur.Token)
+			case cur.Owner != owner || cur.Token != token:
+				return cur, fmt.Errorf("%w: held by %s with token %d", leaf.ErrLeaseLost, cur.Owner, cur.Token)
+			case until <= now:
+				return cur, fmt.Errorf("%w: ran out %v ago", leaf.ErrLeaseLost, -leftOf(until, now))
+			}
+			lease := ttlMicros(ttl)
+			if _, err := tx.ExecContext(ctx, s.o.set, owner, token, now+lease, tag); err != nil {
+				return cur, fmt.Errorf("extend the lease: %w", err)
+			}
+			cur.Left = leftOf(now+lease, now)
+			return cur, nil
+		})
+		return err
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		err = fmt.Errorf("%w: the tag is not ordered any more (%w)", leaf.ErrLeaseLost, leaf.ErrTagNotFound)
+	}
+	if err != nil {
+		return leaf.TagLease{}, s.wrap(op, err)
+	}
+	return l, nil
+}
+
+// leaseTx runs change on the tag's row read under its lock, in one
+// transaction that commits what change wrote unless it fails.
+// sql.ErrNoRows when there is no row.
+func (s *Store) leaseTx(ctx context.Context, tag string, change func(tx *sql.Tx, cur leaf.TagLease, until, now int64) (leaf.TagLease, error)) (l leaf.TagLease, err error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return l, fmt.Errorf("begin: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	cur := leaf.TagLease{Tag: tag}
+	until, now, err := s.scanLease(tx.QueryRowContext(ctx, s.o.lock, tag), &cur, false)
+	if errors.Is(err, sql.ErrNoRows) {
+		return l, err
+	}
+	if err != nil {
+		return l, fmt.Errorf("read the lease: %w", err)
+	}
+	if l, err = change(tx, cur, until, now); err != nil {
+		return l, err
+	}
+	if err = tx.Commit(); err != nil {
+		return l, fmt.Errorf("commit: %w", err)
+	}
+	return l, nil
+}
+
+// ReleaseTag ends owner's lease at once if it holds it with token: the row
+// keeps its token (tokens never go back) and has no owner. It reports
+// whether it did.
+func (s *Store) ReleaseTag(ctx context.Context, tag, owner string, token int64) (bool, error) {
+	if err := leaf.ValidateTag(tag); err != nil {
+		return false, err
+	}
+	if err := leaf.ValidateOwner(owner); err != nil {
+		return false, err
+	}
+	if err := leaf.ValidateToken(token); err != nil {
+		return false, err
+	}
+	op := fmt.Sprintf("release %q for %s token %d", tag, owner, token)
+	if err := s.checkOpen(op); err != nil {
+		return false, err
+	}
+	var n int64
+	// A retryable error rolled the statement back; a repeat that finds the
+	// lease released already changes nothing.
+	err := s.retry(ctx, func() error {
+		args := append(append([]any{""}, s.nowArgs()...), tag, owner, token)
+		res, err := s.db.ExecContext(ctx, s.o.release, args...)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return false, s.wrap(op, err)
+	}
+	return n == 1, nil
+}
+
+// SetOrdered marks the tag ordered, adding its row with no owner unless it
+// has one, or plain, deleting its row. Marking reads the tag's leaf_alloc
+// row under a shared lock first, so that a DeleteTag under way either
+// finishes first (and the tag is not found) or waits and deletes the new
+// row with the tag: no row outlives its tag. Unmarking deletes a row even
+// when its tag is gone (a row left by hand-made SQL); ErrTagNotFound only
+// when there was neither.
+func (s *Store) SetOrdered(ctx context.Context, tag string, ordered bool) error {
+	if err := leaf.ValidateTag(tag); err != nil {
+		return err
+	}
+	op := fmt.Sprintf("mark %q ordered", tag)
+	if !ordered {
+		op = fmt.Sprintf("mark %q plain", tag)
+	}
+	if err := s.checkOpen(op); err != nil {
+		return err
+	}
+	err := s.retry(ctx, func() error { return s.setOrderedOnce(ctx, tag, ordered) })
+	if err != nil {
+		return s.wrap(op, err)
+	}
+	return nil
+}
+
+func (s *Store) setOrderedOnce(ctx context.Context, tag string, ordered bool) (err error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	if !ordered {
+		res, err := tx.ExecContext(ctx, s.o.unmark, tag)
+		if err != nil {
+			return fmt.Errorf("delete the lease: %w", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("delete the lease: %w", err)
+		}
+		if n == 0 {
+			var maxID, step int64
+			err = tx.QueryRowContext(ctx, s.q.readBack, tag).Scan(&maxID, &step)
+			if errors.Is(err, sql.ErrNoRows) {
+				return leaf.ErrTagNotFound
+			}
+			if err != nil {
+				return fmt.Errorf("read the tag's row: %w", err)
+			}
+		}
+	} else {
+		var maxID, step int64
+		err = tx.QueryRowContext(ctx, s.q.parentShared, tag).Scan(&maxID, &step)
+		if errors.Is(err, sql.ErrNoRows) {
+			return leaf.ErrTagNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("read the tag's row: %w", err)
+		}
+		args := append([]any{tag, ""}, s.nowArgs()...)
+		if _, err = tx.ExecContext(ctx, s.o.mark, args...); err != nil {
+			return fmt.Errorf("add the lease: %w", err)
+		}
+	}
+	if err = tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// OrderedTags lists the rows of ordered tags after the tag after ("" for
+// the first), at most limit of them (limit <= 0: all), in the database's
+// order of the tag column, as AllocsPage does: the last tag of a page,
+// passed as after, reads the next.
+func (s *Store) OrderedTags(ctx context.Context, after string, limit int) ([]leaf.TagLease, error) {
+	if after != "" {
+		if err := leaf.ValidateTag(after); err != nil {
+			return nil, fmt.Errorf("%w: cursor after: %w", leaf.ErrInvalidArgument, err)
+		}
+	}
+	const op = "list ordered tags"
+	if err := s.checkOpen(op); err != nil {
+		return nil, err
+	}
+	query, args := s.o.list, []any{after}
+	if limit > 0 {
+		query, args = s.o.listLimit, []any{after, limit}
+	}
+	rows, err := s.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, s.wrap(op, err)
+	}
+	defer rows.Close()
+	out := []leaf.TagLease{}
+	for rows.Next() {
+		var l leaf.TagLease
+		if _, _, err := s.scanLease(rows, &l, true); err != nil {
+			return nil, s.wrap(op, err)
+		}
+		out = append(out, l)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.wrap(op, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,619 @@
+package leaftest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leafgo/leaf"
+)
+
+// The ordered-tag subtests of TestSegmentStore: leaf.OrderedStore, the
+// leases of ordered tags. Each skips on a store without it.
+
+// Owners as servers write them: a base URL, '#', a nonce of the process.
+const (
+	ownerA = "http://10.0.0.1:8080#a1f3"
+	ownerB = "http://10.0.0.2:8080#b7c9"
+)
+
+// longTTL is a lease no test outlives, so that "held" is not a race with
+// the clock; shortTTL one a test waits out.
+const (
+	longTTL  = 10 * time.Minute
+	shortTTL = 200 * time.Millisecond
+)
+
+func (storeSuite) ordered(t *testing.T, st leaf.SegmentStore) leaf.OrderedStore {
+	t.Helper()
+	os, ok := st.(leaf.OrderedStore)
+	if !ok {
+		t.Skipf("%T keeps no ordered tags", st)
+	}
+	return os
+}
+
+// openOrdered opens an instance and makes the ordered tags given (plain
+// tags created, then marked).
+func (s storeSuite) openOrdered(t *testing.T, open Opener, tags ...string) (leaf.SegmentStore, leaf.SegmentAdmin, leaf.OrderedStore) {
+	t.Helper()
+	st, adm := s.open(t, open)
+	os := s.ordered(t, st)
+	for _, tag := range tags {
+		s.create(t, adm, tag, 1, 10)
+		if err := os.SetOrdered(t.Context(), tag, true); err != nil {
+			t.Fatalf("SetOrdered(%s, true): %v", tag, err)
+		}
+	}
+	return st, adm, os
+}
+
+// lease reads the tag's lease, failing the test if it is not ordered.
+func (storeSuite) lease(t *testing.T, os leaf.OrderedStore, tag string) leaf.TagLease {
+	t.Helper()
+	l, ok, err := os.TagLease(t.Context(), tag)
+	if err != nil || !ok {
+		t.Fatalf("TagLease(%s) = %+v, %v, %v; want an ordered tag", tag, l, ok, err)
+	}
+	if l.Tag != tag {
+		t.Errorf("TagLease(%s).Tag = %q", tag, l.Tag)
+	}
+	return l
+}
+
+func (storeSuite) notOrdered(t *testing.T, os leaf.OrderedStore, tag string) {
+	t.Helper()
+	if l, ok, err := os.TagLease(t.Context(), tag); err != nil || ok {
+		t.Errorf("TagLease(%s) = %+v, %v, %v; want not ordered", tag, l, ok, err)
+	}
+}
+
+func (storeSuite) acquire(t *testing.T, os leaf.OrderedStore, tag, owner string, ttl time.Duration) leaf.TagLease {
+	t.Helper()
+	l, err := os.AcquireTag(t.Context(), tag, owner, ttl)
+	if err != nil {
+		t.Fatalf("AcquireTag(%s, %s, %v): %v", tag, owner, ttl, err)
+	}
+	if l.Tag != tag {
+		t.Errorf("AcquireTag(%s).Tag = %q", tag, l.Tag)
+	}
+	return l
+}
+
+// wantHeld checks that owner holds the lease with token, with time left
+// but no more than ttl.
+func (storeSuite) wantHeld(t *testing.T, what string, l leaf.TagLease, owner string, token int64, ttl time.Duration) {
+	t.Helper()
+	if l.Owner != owner || l.Token != token || !l.Held() || l.Left > ttl {
+		t.Errorf("%s = owner %q token %d left %v; want %q, token %d, 0 < left <= %v", what, l.Owner, l.Token, l.Left, owner, token, ttl)
+	}
+}
+
+// waitExpired polls the tag's lease until the store says it ran out: the
+// store's clock decides, not the test's.
+func (s storeSuite) waitExpired(t *testing.T, os leaf.OrderedStore, tag string) leaf.TagLease {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	for {
+		l, ok, err := os.TagLease(ctx, tag)
+		if err != nil || !ok {
+			t.Fatalf("TagLease(%s) while waiting for expiry = %+v, %v, %v", tag, l, ok, err)
+		}
+		if l.Left <= 0 {
+			return l
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("lease of %s still has %v left after 30s", tag, l.Left)
+		case <-time.After(min(l.Left, 10*time.Millisecond)):
+		}
+	}
+}
+
+// orderedMark: marking adds a row with no owner and token 0, seen by every
+// instance; marking again changes nothing (not even a held lease);
+// unmarking removes the row, and again is harmless.
+func (s storeSuite) orderedMark(t *testing.T, open Opener) {
+	ctx := t.Context()
+	st, adm := s.open(t, open)
+	os := s.ordered(t, st)
+	st2, _ := s.open(t, open)
+	os2 := s.ordered(t, st2)
+	s.create(t, adm, "m", 1, 10)
+	s.create(t, adm, "plain", 1, 10)
+	s.notOrdered(t, os, "m")
+	if err := os.SetOrdered(ctx, "m", true); err != nil {
+		t.Fatalf("SetOrdered(m, true): %v", err)
+	}
+	for _, x := range []leaf.OrderedStore{os, os2} {
+		if l := s.lease(t, x, "m"); l.Owner != "" || l.Token != 0 || l.Held() {
+			t.Errorf("new ordered tag: %+v, want no owner, token 0", l)
+		}
+	}
+	s.notOrdered(t, os, "plain")
+	s.wantHeld(t, "AcquireTag(m)", s.acquire(t, os, "m", ownerA, longTTL), ownerA, 1, longTTL)
+	if err := os2.SetOrdered(ctx, "m", true); err != nil {
+		t.Fatalf("SetOrdered(m, true) again: %v", err)
+	}
+	s.wantHeld(t, "lease after marking again", s.lease(t, os2, "m"), ownerA, 1, longTTL)
+	if err := os2.SetOrdered(ctx, "m", false); err != nil {
+		t.Fatalf("SetOrdered(m, false): %v", err)
+	}
+	s.notOrdered(t, os, "m")
+	s.notOrdered(t, os2, "m")
+	if err := os.SetOrdered(ctx, "m", false); err != nil {
+		t.Errorf("SetOrdered(m, false) on a plain tag: %v", err)
+	}
+	_, err := os.AcquireTag(ctx, "m", ownerA, longTTL)
+	s.wantErr(t, "AcquireTag on an unmarked tag", err, leaf.ErrTagNotFound)
+	// Marked again, the row starts over: no owner, token 0 (see
+	// sqlstore's note on why a token may come back after a new row).
+	if err := os.SetOrdered(ctx, "m", true); err != nil {
+		t.Fatalf("SetOrdered(m, true) after unmarking: %v", err)
+	}
+	if l := s.lease(t, os, "m"); l.Owner != "" || l.Held() {
+		t.Errorf("marked again: %+v, want no owner", l)
+	}
+	// The tag itself is untouched by all of it.
+	s.wantRange(t, s.reserve(t, st, "m", 0), 1, 10, 10)
+}
+
+// orderedNotFound: a tag without a leaf_alloc row cannot be marked, has no
+// lease to take, renew or release.
+func (s storeSuite) orderedNotFound(t *testing.T, open Opener) {
+	ctx := t.Context()
+	_, _, os := s.openOrdered(t, open, "exists")
+	for _, ordered := range []bool{true, false} {
+		s.wantErr(t, fmt.Sprintf("SetOrdered(ghost, %v)", ordered), os.SetOrdered(ctx, "ghost", ordered), leaf.ErrTagNotFound)
+	}
+	s.notOrdered(t, os, "ghost")
+	_, err := os.AcquireTag(ctx, "ghost", ownerA, longTTL)
+	s.wantErr(t, "AcquireTag(ghost)", err, leaf.ErrTagNotFound)
+	if err != nil && !strings.Contains(err.Error(), "ghost") {
+		t.Errorf("AcquireTag(ghost) error %q does not name the tag", err)
+	}
+	_, err = os.RenewTag(ctx, "ghost", ownerA, 1, longTTL)
+	s.wantErr(t, "RenewTag(ghost)", err, leaf.ErrLeaseLost)
+	if ok, err := os.ReleaseTag(ctx, "ghost", ownerA, 1); ok || err != nil {
+		t.Errorf("ReleaseTag(ghost) = %v, %v; want false, nil", ok, err)
+	}
+	if ls, err := os.OrderedTags(ctx, "", 0); err != nil || len(ls) != 1 || ls[0].Tag != "exists" {
+		t.Errorf("OrderedTags = %+v, %v; want only exists", ls, err)
+	}
+}
+
+// orderedAcquire: a free lease goes to the first taker with token 1; a
+// held one changes for no other owner, and all instances see its holder.
+// The holder asking again keeps it, token and all. An owner of the full
+// width fits the store.
+func (s storeSuite) orderedAcquire(t *testing.T, open Opener) {
+	_, _, os := s.openOrdered(t, open, "acq", "wide")
+	st2, _ := s.open(t, open)
+	os2 := s.ordered(t, st2)
+	s.wantHeld(t, "AcquireTag(free)", s.acquire(t, os, "acq", ownerA, longTTL), ownerA, 1, longTTL)
+	s.wantHeld(t, "AcquireTag(held) by another owner", s.acquire(t, os2, "acq", ownerB, longTTL), ownerA, 1, longTTL)
+	s.wantHeld(t, "AcquireTag(held) by another owner, same instance", s.acquire(t, os, "acq", ownerB, time.Second), ownerA, 1, longTTL)
+	s.wantHeld(t, "AcquireTag(held) by the holder", s.acquire(t, os2, "acq", ownerA, longTTL), ownerA, 1, longTTL)
+	for _, x := range []leaf.OrderedStore{os, os2} {
+		s.wantHeld(t, "TagLease(acq)", s.lease(t, x, "acq"), ownerA, 1, longTTL)
+	}
+	wide := "http://" + strings.Repeat("w", 512-len("http://#n")) + "#n"
+	if len(wide) != 512 {
+		t.Fatalf("test owner is %d bytes", len(wide))
+	}
+	s.wantHeld(t, "AcquireTag by a 512-byte owner", s.acquire(t, os, "wide", wide, longTTL), wide, 1, longTTL)
+	s.wantHeld(t, "TagLease(wide)", s.lease(t, os2, "wide"), wide, 1, longTTL)
+	if _, err := os.RenewTag(t.Context(), "wide", wide, 1, longTTL); err != nil {
+		t.Errorf("RenewTag by a 512-byte owner: %v", err)
+	}
+}
+
+// orderedExpiry: a lease that ran out by the store's clock cannot be
+// renewed or released by its old holder, and goes to the next taker with
+// the next token.
+func (s storeSuite) orderedExpiry(t *testing.T, open Opener) {
+	ctx := t.Context()
+	_, _, os := s.openOrdered(t, open, "exp")
+	st2, _ := s.open(t, open)
+	os2 := s.ordered(t, st2)
+	s.wantHeld(t, "AcquireTag(exp, short)", s.acquire(t, os, "exp", ownerA, shortTTL), ownerA, 1, shortTTL)
+	l := s.waitExpired(t, os2, "exp")
+	if l.Owner != ownerA || l.Token != 1 || l.Held() {
+		t.Errorf("expired lease = %+v, want still naming %s, token 1, not held", l, ownerA)
+	}
+	_, err := os.RenewTag(ctx, "exp", ownerA, 1, longTTL)
+	s.wantErr(t, "RenewTag after expiry", err, leaf.ErrLeaseLost)
+	if err != nil && !strings.Contains(err.Error(), "exp") {
+		t.Errorf("RenewTag error %q does not name the tag", err)
+	}
+	s.wantHeld(t, "AcquireTag after expiry", s.acquire(t, os2, "exp", ownerB, longTTL), ownerB, 2, longTTL)
+	_, err = os.RenewTag(ctx, "exp", ownerA, 1, longTTL)
+	s.wantErr(t, "RenewTag by the old owner after a takeover", err, leaf.ErrLeaseLost)
+	if ok, err := os.ReleaseTag(ctx, "exp", ownerA, 1); ok || err != nil {
+		t.Errorf("ReleaseTag by the old owner = %v, %v; want false, nil", ok, err)
+	}
+	s.wantHeld(t, "lease after the old owner's attempts", s.lease(t, os, "exp"), ownerB, 2, longTTL)
+	// Its own lease run out, an owner taking it again gets a new token.
+	s.create(t, s.admin(t, st2), "exp2", 1, 10)
+	if err := os.SetOrdered(ctx, "exp2", true); err != nil {
+		t.Fatal(err)
+	}
+	s.acquire(t, os, "exp2", ownerA, shortTTL)
+	s.waitExpired(t, os, "exp2")
+	s.wantHeld(t, "AcquireTag by the same owner after expiry", s.acquire(t, os, "exp2", ownerA, longTTL), ownerA, 2, longTTL)
+}
+
+func (storeSuite) admin(t *testing.T, st leaf.SegmentStore) leaf.SegmentAdmin {
+	t.Helper()
+	adm, ok := st.(leaf.SegmentAdmin)
+	if !ok {
+		t.Fatalf("%T has no admin", st)
+	}
+	return adm
+}
+
+// orderedRenew: only the holder with its token renews, to ttl from now;
+// any other owner (one differing only in case included) or token is told
+// the lease is lost, and the lease stays as it was.
+func (s storeSuite) orderedRenew(t *testing.T, open Opener) {
+	ctx := t.Context()
+	_, _, os := s.openOrdered(t, open, "ren", "plain-now")
+	st2, _ := s.open(t, open)
+	os2 := s.ordered(t, st2)
+	s.acquire(t, os, "ren", ownerA, time.Minute)
+	l, err := os2.RenewTag(ctx, "ren", ownerA, 1, 2*time.Minute)
+	if err != nil {
+		t.Fatalf("RenewTag: %v", err)
+	}
+	// Left is the new end less the store's now, in one transaction: the
+	// lease reaches past the minute it had.
+	s.wantHeld(t, "RenewTag", l, ownerA, 1, 2*time.Minute)
+	if l.Left <= time.Minute {
+		t.Errorf("RenewTag to 2m left %v, want more than the 1m it had", l.Left)
+	}
+	for _, c := range []struct {
+		name  string
+		owner string
+		token int64
+	}{
+		{"WrongToken", ownerA, 2},
+		{"OlderToken", ownerA, 7},
+		{"OtherOwner", ownerB, 1},
+		{"OwnerInOtherCase", strings.ToUpper(ownerA), 1},
+		{"OwnerPrefix", ownerA[:len(ownerA)-1], 1},
+	} {
+		_, err := os.RenewTag(ctx, "ren", c.owner, c.token, longTTL)
+		s.wantErr(t, "RenewTag "+c.name, err, leaf.ErrLeaseLost)
+	}
+	s.wantHeld(t, "lease after refused renewals", s.lease(t, os, "ren"), ownerA, 1, 2*time.Minute)
+	if l := s.lease(t, os, "ren"); l.Left <= time.Minute {
+		t.Errorf("a refused renewal shortened the lease to %v", l.Left)
+	}
+	// Unmarked under its holder: the holder's next renewal fails.
+	s.acquire(t, os, "plain-now", ownerA, longTTL)
+	if err := os2.SetOrdered(ctx, "plain-now", false); err != nil {
+		t.Fatal(err)
+	}
+	_, err = os.RenewTag(ctx, "plain-now", ownerA, 1, longTTL)
+	s.wantErr(t, "RenewTag of an unmarked tag", err, leaf.ErrLeaseLost)
+}
+
+// orderedRelease: the holder with its token ends its lease at once; the
+// token stays, and another server takes over without waiting, with the
+// next token.
+func (s storeSuite) orderedRelease(t *testing.T, open Opener) {
+	ctx := t.Context()
+	_, _, os := s.openOrdered(t, open, "rel")
+	st2, _ := s.open(t, open)
+	os2 := s.ordered(t, st2)
+	s.acquire(t, os, "rel", ownerA, longTTL)
+	for _, c := range []struct {
+		owner string
+		token int64
+	}{{ownerA, 2}, {ownerB, 1}, {strings.ToUpper(ownerA), 1}} {
+		if ok, err := os.ReleaseTag(ctx, "rel", c.owner, c.token); ok || err != nil {
+			t.Errorf("ReleaseTag(%s, %d) of another's lease = %v, %v; want false, nil", c.owner, c.token, ok, err)
+		}
+	}
+	s.wantHeld(t, "lease after refused releases", s.lease(t, os, "rel"), ownerA, 1, longTTL)
+	if ok, err := os.ReleaseTag(ctx, "rel", ownerA, 1); !ok || err != nil {
+		t.Fatalf("ReleaseTag by the holder = %v, %v; want true", ok, err)
+	}
+	if l := s.lease(t, os2, "rel"); l.Owner != "" || l.Token != 1 || l.Held() || l.Left > 0 {
+		t.Errorf("released lease = %+v, want no owner, token 1, no time left", l)
+	}
+	if ok, err := os.ReleaseTag(ctx, "rel", ownerA, 1); ok || err != nil {
+		t.Errorf("ReleaseTag again = %v, %v; want false, nil", ok, err)
+	}
+	_, err := os.RenewTag(ctx, "rel", ownerA, 1, longTTL)
+	s.wantErr(t, "RenewTag after release", err, leaf.ErrLeaseLost)
+	s.wantHeld(t, "AcquireTag right after the release", s.acquire(t, os2, "rel", ownerB, longTTL), ownerB, 2, longTTL)
+}
+
+// orderedDeleteTag: deleting a tag deletes its lease in the same
+// transaction; created again, the tag is plain.
+func (s storeSuite) orderedDeleteTag(t *testing.T, open Opener) {
+	ctx := t.Context()
+	_, adm, os := s.openOrdered(t, open, "del", "kept")
+	s.acquire(t, os, "del", ownerA, longTTL)
+	s.acquire(t, os, "kept", ownerA, longTTL)
+	if err := adm.DeleteTag(ctx, "del"); err != nil {
+		t.Fatalf("DeleteTag: %v", err)
+	}
+	s.notOrdered(t, os, "del")
+	_, err := os.RenewTag(ctx, "del", ownerA, 1, longTTL)
+	s.wantErr(t, "RenewTag of a deleted tag", err, leaf.ErrLeaseLost)
+	_, err = os.AcquireTag(ctx, "del", ownerB, longTTL)
+	s.wantErr(t, "AcquireTag of a deleted tag", err, leaf.ErrTagNotFound)
+	s.wantErr(t, "SetOrdered of a deleted tag", os.SetOrdered(ctx, "del", true), leaf.ErrTagNotFound)
+	if ls, err := os.OrderedTags(ctx, "", 0); err != nil || len(ls) != 1 || ls[0].Tag != "kept" {
+		t.Errorf("OrderedTags after the delete = %+v, %v; want only kept", ls, err)
+	}
+	s.create(t, adm, "del", 0, 10)
+	s.notOrdered(t, os, "del")
+	if err := os.SetOrdered(ctx, "del", true); err != nil {
+		t.Fatalf("SetOrdered on the re-created tag: %v", err)
+	}
+	if l := s.lease(t, os, "del"); l.Owner != "" || l.Held() {
+		t.Errorf("re-created and marked: %+v, want no owner", l)
+	}
+	s.wantHeld(t, "the other tag's lease", s.lease(t, os, "kept"), ownerA, 1, longTTL)
+}
+
+// orderedDeleteRace: a tag deleted while another server marks it leaves
+// no lease behind, whichever goes first.
+func (s storeSuite) orderedDeleteRace(t *testing.T, open Opener) {
+	ctx := t.Context()
+	_, adm, os := s.openOrdered(t, open)
+	st2, _ := s.open(t, open)
+	os2 := s.ordered(t, st2)
+	for round := range 12 {
+		s.create(t, adm, "race", 0, 10)
+		var wg sync.WaitGroup
+		var delErr, markErr error
+		wg.Go(func() { delErr = adm.DeleteTag(ctx, "race") })
+		wg.Go(func() { markErr = os2.SetOrdered(ctx, "race", true) })
+		wg.Wait()
+		if delErr != nil {
+			t.Fatalf("round %d: DeleteTag: %v", round, delErr)
+		}
+		if markErr != nil && !errors.Is(markErr, leaf.ErrTagNotFound) {
+			t.Fatalf("round %d: SetOrdered: %v", round, markErr)
+		}
+		s.notOrdered(t, os, "race")
+	}
+}
+
+// orderedInvalid: malformed input is refused with its own error before
+// any SQL (on a closed instance too), and changes nothing; valid input on
+// a closed instance fails with leaf.ErrClosed.
+func (s storeSuite) orderedInvalid(t *testing.T, open Opener) {
+	ctx := t.Context()
+	_, _, os := s.openOrdered(t, open, "victim")
+	s.acquire(t, os, "victim", ownerA, longTTL)
+	closedSt, err := open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := s.ordered(t, closedSt)
+	if err := closedSt.Close(); err != nil {
+		t.Fatal(err)
+	}
+	badTags := []string{"", strings.Repeat("a", leaf.MaxTagLen+1), "victim' OR '1'='1", "victim%", "vic tim", "?", "$1", "ünï", "a#b"}
+	badOwners := []string{"", strings.Repeat("o", 513), "http://x:1#a b", "http://x:1#a ", "http://x:1#a\x00", "http://x:1#a\n", "http://ünï#a", "http://x:1#a\x7f"}
+	type call struct {
+		name string
+		err  error
+	}
+	for _, x := range []leaf.OrderedStore{closed, os} {
+		for _, tag := range badTags {
+			for _, c := range []call{
+				{"TagLease", func() error { _, _, err := x.TagLease(ctx, tag); return err }()},
+				{"AcquireTag", func() error { _, err := x.AcquireTag(ctx, tag, ownerA, longTTL); return err }()},
+				{"RenewTag", func() error { _, err := x.RenewTag(ctx, tag, ownerA, 1, longTTL); return err }()},
+				{"ReleaseTag", func() error { _, err := x.ReleaseTag(ctx, tag, ownerA, 1); return err }()},
+				{"SetOrdered(true)", x.SetOrdered(ctx, tag, true)},
+				{"SetOrdered(false)", x.SetOrdered(ctx, tag, false)},
+			} {
+				s.wantErr(t, fmt.Sprintf("%s(%q)", c.name, tag), c.err, leaf.ErrInvalidTag)
+			}
+			if tag != "" {
+				_, err := x.OrderedTags(ctx, tag, 10)
+				s.wantErr(t, fmt.Sprintf("OrderedTags(after %q)", tag), err, leaf.ErrInvalidArgument)
+			}
+		}
+		var calls []call
+		for _, owner := range badOwners {
+			calls = append(calls,
+				call{"AcquireTag owner " + fmt.Sprintf("%.20q", owner), func() error { _, err := x.AcquireTag(ctx, "victim", owner, longTTL); return err }()},
+				call{"RenewTag owner " + fmt.Sprintf("%.20q", owner), func() error { _, err := x.RenewTag(ctx, "victim", owner, 1, longTTL); return err }()},
+				call{"ReleaseTag owner " + fmt.Sprintf("%.20q", owner), func() error { _, err := x.ReleaseTag(ctx, "victim", owner, 1); return err }()},
+			)
+		}
+		for _, ttl := range []time.Duration{0, -time.Second} {
+			calls = append(calls,
+				call{fmt.Sprintf("AcquireTag ttl %v", ttl), func() error { _, err := x.AcquireTag(ctx, "victim", ownerB, ttl); return err }()},
+				call{fmt.Sprintf("RenewTag ttl %v", ttl), func() error { _, err := x.RenewTag(ctx, "victim", ownerA, 1, ttl); return err }()},
+			)
+		}
+		for _, token := range []int64{0, -1} {
+			calls = append(calls,
+				call{fmt.Sprintf("RenewTag token %d", token), func() error { _, err := x.RenewTag(ctx, "victim", ownerA, token, longTTL); return err }()},
+				call{fmt.Sprintf("ReleaseTag token %d", token), func() error { _, err := x.ReleaseTag(ctx, "victim", ownerA, token); return err }()},
+			)
+		}
+		for _, c := range calls {
+			s.wantErr(t, c.name, c.err, leaf.ErrInvalidArgument)
+		}
+	}
+	s.wantHeld(t, "lease after invalid calls", s.lease(t, os, "victim"), ownerA, 1, longTTL)
+	if ls, err := os.OrderedTags(ctx, "", 0); err != nil || len(ls) != 1 {
+		t.Errorf("OrderedTags after invalid calls = %+v, %v; want only victim", ls, err)
+	}
+
+	for _, c := range []call{
+		{"TagLease", func() error { _, _, err := closed.TagLease(ctx, "victim"); return err }()},
+		{"AcquireTag", func() error { _, err := closed.AcquireTag(ctx, "victim", ownerB, longTTL); return err }()},
+		{"RenewTag", func() error { _, err := closed.RenewTag(ctx, "victim", ownerA, 1, longTTL); return err }()},
+		{"ReleaseTag", func() error { _, err := closed.ReleaseTag(ctx, "victim", ownerA, 1); return err }()},
+		{"SetOrdered", closed.SetOrdered(ctx, "victim", false)},
+		{"OrderedTags", func() error { _, err := closed.OrderedTags(ctx, "", 0); return err }()},
+	} {
+		s.wantErr(t, c.name+" on a closed instance", c.err, leaf.ErrClosed)
+	}
+}
+
+// orderedRace: servers, each on its own instance, race to take a free
+// lease, round after round. Exactly one wins each round, every loser is
+// told who did, and the winner's token is the last one plus one: exactly
+// one take was written.
+func (s storeSuite) orderedRace(t *testing.T, open Opener) {
+	const servers = 16
+	rounds := 6
+	if testing.Short() {
+		rounds = 3
+	}
+	ctx := t.Context()
+	_, _, first := s.openOrdered(t, open, "race")
+	oss := []leaf.OrderedStore{first}
+	for len(oss) < servers {
+		st, _ := s.open(t, open)
+		oss = append(oss, s.ordered(t, st))
+	}
+	owner := func(i int) string { return fmt.Sprintf("http://10.0.1.%d:8080#n%d", i, i) }
+	var last int64
+	for round := range rounds {
+		got := make([]leaf.TagLease, servers)
+		errs := make([]error, servers)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i, os := range oss {
+			wg.Go(func() {
+				<-start
+				got[i], errs[i] = os.AcquireTag(ctx, "race", owner(i), longTTL)
+			})
+		}
+		close(start)
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Fatalf("round %d: AcquireTag: %v", round, err)
+		}
+		var winners []int
+		for i, l := range got {
+			if l.Owner == owner(i) {
+				winners = append(winners, i)
+			}
+		}
+		if len(winners) != 1 {
+			t.Fatalf("round %d: %d servers own the tag (%v), want exactly 1: %+v", round, len(winners), winners, got)
+		}
+		w := got[winners[0]]
+		if w.Token != last+1 {
+			t.Errorf("round %d: winner's token %d, want %d (the last + 1)", round, w.Token, last+1)
+		}
+		if w.Token <= last {
+			t.Fatalf("round %d: token %d not above the last round's %d", round, w.Token, last)
+		}
+		for i, l := range got {
+			if l.Owner != w.Owner || l.Token != w.Token || !l.Held() {
+				t.Errorf("round %d: server %d was told %+v, want the winner %s with token %d held", round, i, l, w.Owner, w.Token)
+			}
+		}
+		if ok, err := oss[winners[0]].ReleaseTag(ctx, "race", w.Owner, w.Token); !ok || err != nil {
+			t.Fatalf("round %d: winner's ReleaseTag = %v, %v", round, ok, err)
+		}
+		last = w.Token
+	}
+	if l := s.lease(t, first, "race"); l.Token != int64(rounds) || l.Owner != "" {
+		t.Errorf("after %d rounds: %+v, want token %d and no owner", rounds, l, rounds)
+	}
+}
+
+// orderedTagsPage: OrderedTags walks the ordered tags (not the plain ones)
+// in name order, in pages of at most limit, each lease as TagLease reads
+// it.
+func (s storeSuite) orderedTagsPage(t *testing.T, open Opener) {
+	ctx := t.Context()
+	var want []string
+	for i := range 10 {
+		want = append(want, fmt.Sprintf("o%02d", i))
+	}
+	st, adm, os := s.openOrdered(t, open, want...)
+	s.create(t, adm, "a-plain", 1, 10)
+	s.create(t, adm, "z-plain", 1, 10)
+	if err := os.SetOrdered(ctx, "o05", false); err != nil {
+		t.Fatal(err)
+	}
+	want = slices.DeleteFunc(want, func(tag string) bool { return tag == "o05" })
+	s.acquire(t, os, "o03", ownerA, longTTL)
+	// Another instance walks, as another server would.
+	st2, _ := s.open(t, open)
+	os2 := s.ordered(t, st2)
+	for _, limit := range []int{1, 3, 4, 9, 100} {
+		var walked []string
+		after := ""
+		for pages := 0; ; pages++ {
+			if pages > len(want)+1 {
+				t.Fatalf("limit %d: more pages than tags", limit)
+			}
+			page, err := os2.OrderedTags(ctx, after, limit)
+			if err != nil {
+				t.Fatalf("OrderedTags(%q, %d): %v", after, limit, err)
+			}
+			if len(page) > limit {
+				t.Errorf("OrderedTags(%q, %d) has %d rows", after, limit, len(page))
+			}
+			for _, l := range page {
+				walked = append(walked, l.Tag)
+				if l.Tag == "o03" {
+					s.wantHeld(t, "listed o03", l, ownerA, 1, longTTL)
+				} else if l.Owner != "" || l.Token != 0 || l.Held() {
+					t.Errorf("listed %s = %+v, want no owner, token 0", l.Tag, l)
+				}
+			}
+			if len(page) < limit {
+				break
+			}
+			after = page[len(page)-1].Tag
+		}
+		if !slices.Equal(walked, want) {
+			t.Errorf("walk with limit %d = %v, want %v", limit, walked, want)
+		}
+	}
+	for _, c := range []struct {
+		after string
+		limit int
+		want  []string
+	}{
+		{"", 0, want},
+		{"", -1, want},
+		{"o04", 2, []string{"o06", "o07"}},
+		{"o05", 0, want[5:]},
+		{"o09", 5, nil},
+		{"p", 0, nil},
+		{"a", 1, []string{"o00"}},
+	} {
+		ls, err := os.OrderedTags(ctx, c.after, c.limit)
+		if err != nil {
+			t.Errorf("OrderedTags(%q, %d): %v", c.after, c.limit, err)
+			continue
+		}
+		var tags []string
+		for _, l := range ls {
+			tags = append(tags, l.Tag)
+		}
+		if !slices.Equal(tags, c.want) {
+			t.Errorf("OrderedTags(%q, %d) = %v, want %v", c.after, c.limit, tags, c.want)
+		}
+	}
+	// The plain tags are still plain and listed by Tags as ever.
+	if tags := s.tags(t, st); len(tags) != 12 {
+		t.Errorf("Tags = %v, want the 12 tags", tags)
+	}
+}
