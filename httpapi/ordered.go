@@ -132,9 +132,19 @@ func (s *Server) orderedStore() leaf.OrderedStore {
 	return os
 }
 
-// addOwner sets row's Ordered and, while a lease holds, Owner.
+// addOwner sets row's Ordered and Owner from the store (AddOwner).
 func (s *Server) addOwner(ctx context.Context, row *TagRow) error {
-	os := s.orderedStore()
+	return AddOwner(ctx, s.orderedStore(), row)
+}
+
+// markOrdered sets the Ordered of a page of rows (MarkOrdered).
+func (s *Server) markOrdered(ctx context.Context, rows []TagRow) error {
+	return MarkOrdered(ctx, s.orderedStore(), rows)
+}
+
+// AddOwner sets row's Ordered from os (nil: a store without ordered tags)
+// and, while a lease holds, its Owner's URL.
+func AddOwner(ctx context.Context, os leaf.OrderedStore, row *TagRow) error {
 	if os == nil {
 		return nil
 	}
@@ -149,11 +159,10 @@ func (s *Server) addOwner(ctx context.Context, row *TagRow) error {
 	return nil
 }
 
-// markOrdered sets the Ordered of the rows, a page in the store's order of
-// biz_tag, from the store's list of ordered tags: a few reads of the
-// ordered tags within the page's bounds, not one per row.
-func (s *Server) markOrdered(ctx context.Context, rows []TagRow) error {
-	os := s.orderedStore()
+// MarkOrdered sets the Ordered of rows, a page in the store's order of
+// biz_tag, from os's list of ordered tags (nil: a store without them): a
+// few reads of the ordered tags within the page's bounds, not one per row.
+func MarkOrdered(ctx context.Context, os leaf.OrderedStore, rows []TagRow) error {
 	if os == nil || len(rows) == 0 {
 		return nil
 	}
@@ -163,11 +172,10 @@ func (s *Server) markOrdered(ctx context.Context, rows []TagRow) error {
 	}
 	last := rows[len(rows)-1].Tag
 	// The store lists ordered tags in its order of names, as it lists
-	// rows; start just before the page's first tag.
-	after := ""
-	if first := rows[0].Tag; first != "" {
-		after = first[:len(first)-1]
-	}
+	// rows: start just before the page's first tag (a prefix of a name
+	// sorts before it).
+	first := rows[0].Tag
+	after := first[:len(first)-1]
 	const page = 1000
 	for {
 		ls, err := os.OrderedTags(ctx, after, page)
