@@ -121,8 +121,8 @@ type Forwarder struct {
 	tls      *tls.Config
 	log      *slog.Logger
 
+	queues sync.Map // tag → *tagQueue; read on every forwarded request
 	mu     sync.Mutex
-	queues map[string]*tagQueue
 	owners map[string]*owner
 
 	calls, forwarded, failures atomic.Uint64
@@ -144,7 +144,7 @@ func New(s Settings) (*Forwarder, error) {
 		return nil, fmt.Errorf("forward: %w: negative Wait or MaxQueue", leaf.ErrInvalidArgument)
 	}
 	f := &Forwarder{local: s.Local, self: s.Self, selfURL: leaf.OwnerURL(s.Self), wait: s.Wait, maxQueue: s.MaxQueue,
-		tls: s.TLS, log: s.Logger, queues: map[string]*tagQueue{}, owners: map[string]*owner{}}
+		tls: s.TLS, log: s.Logger, owners: map[string]*owner{}}
 	if f.wait == 0 {
 		f.wait = DefaultWait
 	}
@@ -329,14 +329,11 @@ func retryable(err error) bool {
 // queue is tag's queue, made on first use. Queues are few (the ordered
 // tags this server forwards) and kept for the process's life.
 func (f *Forwarder) queue(tag string) *tagQueue {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	q := f.queues[tag]
-	if q == nil {
-		q = &tagQueue{f: f, tag: tag}
-		f.queues[tag] = q
+	if q, ok := f.queues.Load(tag); ok {
+		return q.(*tagQueue)
 	}
-	return q
+	q, _ := f.queues.LoadOrStore(tag, &tagQueue{f: f, tag: tag})
+	return q.(*tagQueue)
 }
 
 // ownerFor is the connection pool to the owner at base, made on first use.
