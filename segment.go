@@ -184,6 +184,16 @@ type SegmentStatus struct {
 	// SecondsLeft is Remaining/Rate: how long the buffers last at the current
 	// rate if no range arrives. -1 when nothing is being issued.
 	SecondsLeft float64
+	// Ordered says the tag is ordered (see OrderedStore): one server at a
+	// time, its owner, issues its IDs. The buffers are this server's while
+	// it owns the tag, empty otherwise.
+	Ordered bool
+	// Owner is the ordered tag's owner as this server last saw it
+	// (TagLease.Owner; this server's own identity while it owns the tag),
+	// "" when unknown or no one owns it; OwnerToken is that lease's
+	// fencing token.
+	Owner      string
+	OwnerToken int64
 }
 
 // Histogram counts durations by upper bound, as a Prometheus histogram

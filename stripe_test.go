@@ -75,7 +75,7 @@ func TestStripeMaxNumber(t *testing.T) {
 		if m%s.Block != s.Block-1 {
 			next = id + 1
 		}
-		if next >= 0 && next <= math.MaxInt64 && next > id && s.Owns(next) {
+		if next >= 0 && next > id && s.Owns(next) {
 			t.Fatalf("%+v: MaxNumber %d, but the ID %d of the next number fits", s, m, next)
 		}
 	}

@@ -22,10 +22,14 @@ import (
 // shared by any number of generators, like one database by many servers.
 // The zero value is not usable; call NewSegmentStore.
 type SegmentStore struct {
-	mu       sync.Mutex
-	rows     map[string]leaf.Alloc
-	tombs    map[string]int64 // leaf_alloc_tombstone: tag -> highest deleted max_id
-	shapes   map[string]leaf.TagShape
+	mu     sync.Mutex
+	rows   map[string]leaf.Alloc
+	tombs  map[string]int64 // leaf_alloc_tombstone: tag -> highest deleted max_id
+	shapes map[string]leaf.TagShape
+	// owners is leaf_tag_owner: a row per ordered tag. tokens keeps each
+	// tag's highest fencing token, across the rows deleted and made again.
+	owners   map[string]*tagOwner
+	tokens   map[string]int64
 	version  int64 // leaf_alloc_version: moved by CreateTag and DeleteTag
 	down     error
 	delay    time.Duration
@@ -41,7 +45,8 @@ var (
 
 // NewSegmentStore returns an empty store.
 func NewSegmentStore() *SegmentStore {
-	return &SegmentStore{rows: map[string]leaf.Alloc{}, tombs: map[string]int64{}, shapes: map[string]leaf.TagShape{}}
+	return &SegmentStore{rows: map[string]leaf.Alloc{}, tombs: map[string]int64{}, shapes: map[string]leaf.TagShape{},
+		owners: map[string]*tagOwner{}, tokens: map[string]int64{}}
 }
 
 // SetDown makes every call fail with err (wrapped) until SetDown(nil).
@@ -334,8 +339,9 @@ func (s *SegmentStore) SetStep(ctx context.Context, tag string, step int) error 
 	return nil
 }
 
-// DeleteTag removes the row and records its max_id in the tag's tombstone;
-// leaf.ErrTagNotFound if there is no row.
+// DeleteTag removes the row, and the tag's lease if it is ordered, and
+// records its max_id in the tag's tombstone; leaf.ErrTagNotFound if there
+// is no row.
 func (s *SegmentStore) DeleteTag(ctx context.Context, tag string) error {
 	if err := leaf.ValidateTag(tag); err != nil {
 		return err
@@ -350,6 +356,7 @@ func (s *SegmentStore) DeleteTag(ctx context.Context, tag string) error {
 		return fmt.Errorf("inmem: %s: %w", op, leaf.ErrTagNotFound)
 	}
 	delete(s.rows, tag)
+	delete(s.owners, tag) // a tag created again is plain
 	s.tombs[tag] = max(s.tombs[tag], a.MaxID)
 	for _, key := range s.periodKeysLocked(tag) {
 		s.buryLocked(leaf.PeriodRow(tag, key))

@@ -86,7 +86,7 @@ const OwnerSchema = "CREATE TABLE IF NOT EXISTS `leaf_tag_owner` (\n" +
 	") ENGINE=InnoDB"
 
 // schema is what Open runs, in order.
-var schema = []string{Schema, TombstoneSchema, VersionSchema, VersionSeed, ShapeSchema, OwnerSchema}
+var schema = []string{Schema, TombstoneSchema, VersionSchema, VersionSeed, ShapeSchema, OwnerSchema, StripeSchema}
 
 // MySQL and MariaDB error numbers the store reacts to.
 const (
@@ -99,6 +99,7 @@ const (
 // Its methods come from the embedded shared SQL store.
 type Store struct {
 	*sqlstore.Store
+	stripes *sqlstore.Stripes
 }
 
 var (
@@ -162,15 +163,24 @@ func config(dsn, op string) (*mysql.Config, error) {
 
 // Open connects to the database named in dsn (go-sql-driver syntax, e.g.
 // "user:pass@tcp(127.0.0.1:3306)/leaf") and creates leaf_alloc if it is
-// missing, and leaf_alloc_tombstone, leaf_alloc_version, leaf_tag_shape
-// and leaf_tag_owner beside it.
+// missing, and leaf_alloc_tombstone, leaf_alloc_version, leaf_tag_shape,
+// leaf_tag_owner and leaf_stripe beside it.
 //
 // Some DSN settings are forced because the store depends on them:
 // interpolateParams (one round trip per statement, no server-side prepared
 // statements), parseTime, and clientFoundRows (so that an UPDATE that
 // matches a row but changes nothing still counts it). Unless the DSN sets
 // loc or time_zone, the session runs in UTC so update_time reads back right.
+//
+// A database that records in leaf_stripe that it is one of several of a
+// segment store spread over several databases is refused
+// (leaf.ErrStripeLayout): on its own it would issue the other databases'
+// IDs. OpenMember opens such a database for that store.
 func Open(ctx context.Context, dsn string) (*Store, error) {
+	return open(ctx, dsn, true)
+}
+
+func open(ctx context.Context, dsn string, guard bool) (*Store, error) {
 	cfg, err := config(dsn, "open")
 	if err != nil {
 		return nil, err
@@ -192,5 +202,13 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 			return nil, fmt.Errorf("mysql: open %s: create schema: %w", cfg.DBName, err)
 		}
 	}
-	return &Store{Store: sqlstore.New(db, dialect, sqlstore.Settings{})}, nil
+	st := sqlstore.New(db, dialect, sqlstore.Settings{})
+	s := &Store{Store: st, stripes: sqlstore.NewStripes(st)}
+	if guard {
+		if err := s.stripes.Guard(ctx, "open "+cfg.DBName); err != nil {
+			_ = s.Close()
+			return nil, err
+		}
+	}
+	return s, nil
 }

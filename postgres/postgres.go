@@ -48,6 +48,7 @@ const (
 // methods come from the embedded shared SQL store.
 type Store struct {
 	*sqlstore.Store
+	stripes *sqlstore.Stripes
 }
 
 var (
@@ -91,11 +92,20 @@ var dialect = sqlstore.Dialect{
 
 // Open connects to the database named in dsn (a postgres:// URL or
 // key=value string, as pgx and libpq accept) and creates leaf_alloc if it is
-// missing, and leaf_alloc_tombstone, leaf_alloc_version, leaf_tag_shape
-// and leaf_tag_owner beside it. Unless the DSN sets timezone, the session
-// runs in UTC, so update_time (a TIMESTAMP without zone) is written and
-// read in UTC.
+// missing, and leaf_alloc_tombstone, leaf_alloc_version, leaf_tag_shape,
+// leaf_tag_owner and leaf_stripe beside it. Unless the DSN sets timezone,
+// the session runs in UTC, so update_time (a TIMESTAMP without zone) is
+// written and read in UTC.
+//
+// A database that records in leaf_stripe that it is one of several of a
+// segment store spread over several databases is refused
+// (leaf.ErrStripeLayout): on its own it would issue the other databases'
+// IDs. OpenMember opens such a database for that store.
 func Open(ctx context.Context, dsn string) (*Store, error) {
+	return open(ctx, dsn, true)
+}
+
+func open(ctx context.Context, dsn string, guard bool) (*Store, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: open: %w: %w", leaf.ErrInvalidArgument, err)
@@ -116,7 +126,15 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("postgres: open %s: create schema: %w", cfg.Database, err)
 	}
-	return &Store{Store: sqlstore.New(db, dialect, sqlstore.Settings{})}, nil
+	st := sqlstore.New(db, dialect, sqlstore.Settings{})
+	s := &Store{Store: st, stripes: sqlstore.NewStripes(st)}
+	if guard {
+		if err := s.stripes.Guard(ctx, "open "+cfg.Database); err != nil {
+			_ = s.Close()
+			return nil, err
+		}
+	}
+	return s, nil
 }
 
 // hasParam reports whether params sets name; PostgreSQL parameter names are
@@ -131,12 +149,13 @@ func hasParam(params map[string]string, name string) bool {
 }
 
 // createSchema runs Schema and sqlstore's TombstoneSchema, VersionSchema,
-// VersionSeed, ShapeSchema and OwnerSchema, tolerating a concurrent creator: CREATE TABLE IF
+// VersionSeed, ShapeSchema, OwnerSchema and StripeSchema, tolerating a
+// concurrent creator: CREATE TABLE IF
 // NOT EXISTS is not atomic in PostgreSQL, and the loser of a race fails with
 // a unique violation on pg_type (or duplicate_table) although the table is
 // now there. Running it again then finds the table.
 func createSchema(ctx context.Context, db *sql.DB) error {
-	for _, q := range []string{Schema, sqlstore.TombstoneSchema, sqlstore.VersionSchema, sqlstore.VersionSeed, sqlstore.ShapeSchema, sqlstore.OwnerSchema} {
+	for _, q := range []string{Schema, sqlstore.TombstoneSchema, sqlstore.VersionSchema, sqlstore.VersionSeed, sqlstore.ShapeSchema, sqlstore.OwnerSchema, sqlstore.StripeSchema} {
 		var err error
 		for range 3 {
 			_, err = db.ExecContext(ctx, q)

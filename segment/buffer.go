@@ -26,6 +26,10 @@ type buffer struct {
 	// tag's own buffer (the shell), which is stopped: the IDs come from
 	// its periods' buffers (see periodic.go).
 	per atomic.Pointer[periodic]
+	// ord is set, once the first load found the tag ordered, on the
+	// tag's shell, which is stopped: the IDs come from the buffer of this
+	// server's ownership of the tag, if any (see ordered.go).
+	ord atomic.Pointer[ordered]
 	// tailClaimed is set by the one claimTail that may give the unused
 	// tail back.
 	tailClaimed atomic.Bool
@@ -33,6 +37,9 @@ type buffer struct {
 	// tag: the period's key and the tag's state.
 	period string
 	owner  *periodic
+	// orderedBy is set on the buffer of one ownership of an ordered tag:
+	// the tag's state.
+	orderedBy *ordered
 	// enc, set before the first range is delivered, encodes and bounds
 	// the IDs of an opaque or formatted tag (see opaque.go); nil for a
 	// plain tag, whose IDs leave as they are.
@@ -121,8 +128,8 @@ func (b *buffer) load(ctx context.Context, deliver func(doublebuf.Range) error) 
 			g.learn(b.tag)
 		}
 	}
-	if err == nil && b.owner == nil {
-		if err = b.readShape(ctx); errors.Is(err, errPeriodic) {
+	if err == nil && b.owner == nil && b.orderedBy == nil {
+		if err = b.readShape(ctx); errors.Is(err, errPeriodic) || errors.Is(err, errOrdered) {
 			return err
 		}
 	}
@@ -146,8 +153,11 @@ func (b *buffer) load(ctx context.Context, deliver func(doublebuf.Range) error) 
 		// meanwhile, so requests queue behind it. A period's row is
 		// missing only with its tag's: the whole tag goes.
 		tagBuf := b
-		if b.owner != nil {
+		switch {
+		case b.owner != nil:
 			tagBuf = b.owner.shell
+		case b.orderedBy != nil:
+			tagBuf = b.orderedBy.shell
 		}
 		g.forgetMissing(tagBuf, creates)
 		notFound := fmt.Errorf("tag %q: %w", b.tag, leaf.ErrTagNotFound)
@@ -193,6 +203,12 @@ func (b *buffer) deliver(r leaf.Reservation, deliver func(doublebuf.Range) error
 			end = e.bound + 1 // the rest of the reservation is never issued
 		}
 		first = false
+		if o := b.orderedBy; o != nil {
+			if err = o.admit(start, end); err != nil {
+				b.g.s.Logger.Error("segment ordered tag: range refused", "tag", b.tag, "err", err)
+				return false
+			}
+		}
 		if derr := deliver(doublebuf.Range{Start: start, End: end, Step: r.Step}); derr != nil {
 			if !errors.Is(derr, doublebuf.ErrStopped) {
 				err = derr
@@ -204,26 +220,37 @@ func (b *buffer) deliver(r leaf.Reservation, deliver func(doublebuf.Range) error
 	return err
 }
 
-// readShape reads the shape of the tag, on the first load of its buffer,
-// before anything is reserved from the tag's row: a periodic tag's row is
-// never reserved from. Finding a period, it hangs the tag's periodic state
-// on the buffer and stops it with errPeriodic. A store without shapes holds
-// plain tags only.
+// readShape reads the shape of the tag, and whether it is ordered, on the
+// first load of its buffer, before anything is reserved from the tag's
+// row: a periodic tag's row is never reserved from, nor an ordered tag's
+// but by its owner. Finding a period, it hangs the tag's periodic state on
+// the buffer and stops it with errPeriodic; finding the tag ordered, the
+// ordered state and errOrdered (see readLease). A store without shapes
+// holds plain tags only, one without leases no ordered tags.
 func (b *buffer) readShape(ctx context.Context) error {
 	g := b.g
 	b.mu.Lock()
 	read := b.shapeRead
 	b.mu.Unlock()
-	if read || g.shaper == nil {
+	if read || g.shaper == nil && g.ordered == nil {
 		return nil
 	}
-	sctx, cancel := context.WithTimeout(ctx, g.s.StoreTimeout)
-	shape, err := g.shaper.TagShape(sctx, b.tag)
-	cancel()
-	if err != nil {
-		return fmt.Errorf("read the shape of tag %q: %w", b.tag, err)
+	var shape leaf.TagShape
+	if g.shaper != nil {
+		sctx, cancel := context.WithTimeout(ctx, g.s.StoreTimeout)
+		var err error
+		shape, err = g.shaper.TagShape(sctx, b.tag)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("read the shape of tag %q: %w", b.tag, err)
+		}
+		g.rememberShape(b.tag, shape)
 	}
-	g.rememberShape(b.tag, shape)
+	if g.ordered != nil {
+		if err := b.readLease(ctx, shape); err != nil {
+			return err
+		}
+	}
 	enc, err := g.newEncoder(b.tag, shape)
 	if err != nil {
 		// No key, or another key than the tag's: retrying would not
@@ -497,11 +524,16 @@ type counters struct {
 	loadLatency                                 []uint64 // per bucket, not cumulative
 }
 
-// add adds b's counters, for a periodic tag's those of all its periods.
+// add adds b's counters, for a periodic tag's those of all its periods,
+// for an ordered tag's those of all its ownerships here.
 // It takes b.mu (and the periodic state's lock).
 func (c *counters) add(b *buffer) {
 	if p := b.per.Load(); p != nil {
 		p.addCounters(c)
+		return
+	}
+	if o := b.ord.Load(); o != nil {
+		o.addCounters(c)
 		return
 	}
 	ids := b.ids.Stats()

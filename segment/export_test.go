@@ -26,3 +26,12 @@ func (g *Generator) Held(tag string) (func(n int64) (int64, int64, error), error
 		return b.take(context.Background(), n, &waitUntil)
 	}, nil
 }
+
+// Refresh runs the tag refresh the background loop runs every
+// RefreshInterval.
+func (g *Generator) Refresh() error { return g.refresh(context.Background()) }
+
+// PauseAfterTake makes every take of an ordered tag's IDs call f between
+// the take and the look at the lease's deadline, as a process paused
+// there would. Set it before the generator's first request.
+func (g *Generator) PauseAfterTake(f func(tag string, start, end int64)) { g.afterTake = f }

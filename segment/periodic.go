@@ -298,13 +298,17 @@ func (g *Generator) route(b *buffer) (*buffer, string, error) {
 	return c.b, c.key, nil
 }
 
-// stopTag stops a tag's buffer and, for a periodic tag, its periods'; it
-// returns every buffer stopped.
+// stopTag stops a tag's buffer and, for a periodic tag, its periods', for
+// an ordered tag its ownership's (ending the ownership); it returns every
+// buffer stopped.
 func stopTag(b *buffer, err error) []*buffer {
 	b.ids.Stop(err)
 	out := []*buffer{b}
 	if p := b.per.Load(); p != nil {
 		out = append(out, p.stopAll(err)...)
+	}
+	if o := b.ord.Load(); o != nil {
+		out = append(out, o.stopAll(err)...)
 	}
 	return out
 }

@@ -18,6 +18,12 @@
 // "not found" at once, so made-up names cannot drive the store. The set is
 // kept current by a refresh that, on stores with a change counter, reads
 // one row unless tags were created or deleted.
+//
+// An ordered tag (leaf.OrderedStore) is issued by one server at a time, its
+// owner, under a lease on the tag: its IDs strictly increase in the order
+// they are issued, across the cluster. The other servers answer
+// *leaf.NotOwnerError, and their transports forward to the owner with
+// NextOrderedRange. See ordered.go for why the order holds across owners.
 package segment
 
 import (
@@ -101,7 +107,30 @@ type Settings struct {
 	// to issue for opaque tags. It is secret: never logged or answered;
 	// only its opaque.KeyCheck is.
 	OpaqueKey []byte
+	// Owner is this server instance's identity as the owner of ordered
+	// tags: its advertised base URL, '#' and a nonce of the process
+	// ("http://10.0.0.7:8080#5f2c…"; see leaf.TagLease.Owner), which the
+	// other servers forward to. It must differ between processes, and
+	// between generators of one process. Empty: this server takes no
+	// ordered tag; it answers the owner's *leaf.NotOwnerError while there
+	// is one, else an error wrapping leaf.ErrNotReady.
+	Owner string
+	// OwnerLease is the lease an owner takes on an ordered tag, renewed
+	// every third of it. An owner that dies holds the tag up to this long;
+	// one that cannot renew stops issuing a margin (a tenth, at least
+	// 100ms) before its lease runs out.
+	OwnerLease time.Duration
 }
+
+// Bounds of Settings.OwnerLease: a lease shorter than the minimum leaves
+// the renewals too little room; a dead owner holds its tags for a lease.
+const (
+	MinOwnerLease = 500 * time.Millisecond
+	MaxOwnerLease = 10 * time.Minute
+)
+
+// maxOwnerLen bounds Settings.Owner, as the stores' owner column does.
+const maxOwnerLen = 255
 
 // DefaultSettings returns the settings a server runs with, but for Store,
 // which the caller sets.
@@ -122,6 +151,7 @@ func DefaultSettings() Settings {
 		IdleTimeout:      time.Hour,
 		LookupRate:       20,
 		LookupBurst:      10,
+		OwnerLease:       10 * time.Second,
 	}
 }
 
@@ -150,6 +180,14 @@ func (s Settings) Validate() error {
 		return bad("Settings.LowBuffer is %s, want >= 0 (0 turns the check off)", s.LowBuffer)
 	case s.MaxRetryBackoff < s.RetryBackoff:
 		return bad("Settings.MaxRetryBackoff %s is below RetryBackoff %s", s.MaxRetryBackoff, s.RetryBackoff)
+	case s.OwnerLease < MinOwnerLease || s.OwnerLease > MaxOwnerLease:
+		return bad("Settings.OwnerLease is %s, want %s..%s", s.OwnerLease, MinOwnerLease, MaxOwnerLease)
+	case len(s.Owner) > maxOwnerLen:
+		return bad("Settings.Owner is %d bytes, at most %d", len(s.Owner), maxOwnerLen)
+	case s.Owner != "" && leaf.OwnerURL(s.Owner) == "":
+		return bad("Settings.Owner %q has no URL before '#'", s.Owner)
+	case strings.ContainsFunc(s.Owner, func(r rune) bool { return r <= ' ' || r == 0x7f }):
+		return bad("Settings.Owner %q holds a space or a control character", s.Owner)
 	}
 	if s.OpaqueKey != nil {
 		if err := opaque.ValidateKey(s.OpaqueKey); err != nil {
@@ -183,6 +221,15 @@ type Generator struct {
 	vers    leaf.SegmentVersioner // nil if the store keeps no change counter
 	shaper  leaf.TagShaper        // nil if the store keeps no shapes: every tag is plain
 	periods leaf.PeriodStore      // nil if the store keeps no periods
+	ordered leaf.OrderedStore     // nil if the store keeps no ordered tags
+	// epoch is the origin of mono, the clock of ordered tags' leases.
+	epoch time.Time
+	// tokens holds, by tag, the highest fencing token of an ordered tag's
+	// lease this generator took (int64): see ordered.fly.
+	tokens sync.Map
+	// afterTake, set by tests before any request, runs between an ordered
+	// tag's take and the look at its deadline: a pause there.
+	afterTake func(tag string, start, end int64)
 	// keyCheck is opaque.KeyCheck(s.OpaqueKey), "" without a key.
 	keyCheck string
 
@@ -258,6 +305,8 @@ func New(ctx context.Context, s Settings) (*Generator, error) {
 	g.vers, _ = s.Store.(leaf.SegmentVersioner)
 	g.shaper, _ = s.Store.(leaf.TagShaper)
 	g.periods, _ = s.Store.(leaf.PeriodStore)
+	g.ordered, _ = s.Store.(leaf.OrderedStore)
+	g.epoch = time.Now()
 	if s.OpaqueKey != nil {
 		g.keyCheck = opaque.KeyCheck(s.OpaqueKey)
 	}
@@ -288,6 +337,10 @@ func (g *Generator) sample(context.Context) error {
 	for _, b := range *g.hot.Load() {
 		if p := b.per.Load(); p != nil {
 			p.sample(now)
+			continue
+		}
+		if o := b.ord.Load(); o != nil {
+			o.sample(now)
 			continue
 		}
 		b.sample(now)
@@ -326,9 +379,14 @@ func (g *Generator) NextID(ctx context.Context, tag string) (int64, error) {
 		if v, _, ok := g.nextFast(b); ok {
 			return v, nil
 		}
+		if o := b.ord.Load(); o != nil {
+			if v, err := o.nextID(ctx); err != errRetired {
+				return v, err
+			}
+		}
 	}
 	var waitUntil time.Time
-	start, _, _, enc, err := g.take(ctx, tag, 1, &waitUntil, false)
+	start, _, _, enc, err := g.take(ctx, tag, 1, &waitUntil, takeIDs)
 	if err != nil {
 		return 0, err
 	}
@@ -350,9 +408,14 @@ func (g *Generator) NextIDPeriod(ctx context.Context, tag string) (int64, string
 			v, err := b.enc.Load().encode(v)
 			return v, "", err
 		}
+		if o := b.ord.Load(); o != nil {
+			if v, err := o.nextID(ctx); err != errRetired {
+				return v, "", err
+			}
+		}
 	}
 	var waitUntil time.Time
-	start, _, key, enc, err := g.take(ctx, tag, 1, &waitUntil, false)
+	start, _, key, enc, err := g.take(ctx, tag, 1, &waitUntil, takeIDs)
 	if err != nil {
 		return 0, "", err
 	}
@@ -387,6 +450,17 @@ func (g *Generator) NextIDsPeriod(ctx context.Context, tag string, n int, dst []
 			}
 		}
 		start, end, err := b.take(ctx, left, &waitUntil)
+		if err == errOrdered {
+			// The tag is ordered: its batch comes from its
+			// ownership's buffer. IDs taken before it was found ordered
+			// (from a buffer dropped since) are lost, never reissued.
+			var oerr error
+			if dst, oerr = b.ord.Load().appendIDs(ctx, int64(n), dst[:first], &waitUntil); oerr == errRetired {
+				b, left = nil, int64(n)
+				continue
+			}
+			return dst, "", oerr
+		}
 		if err == errRetired || err == errPeriodic {
 			// The buffer was dropped (idle, or its period evicted) or
 			// turned out periodic: look again. A period's IDs are not
@@ -427,7 +501,9 @@ func (g *Generator) NextIDsPeriod(ctx context.Context, tag string, n int, dst []
 // NextRange leases a contiguous run [start, end) of at most n IDs from the
 // current range, for clients that hand IDs out themselves. It is shorter than
 // n when the current range has fewer left. An opaque tag's IDs come one by
-// one: its ranges are refused with leaf.ErrOpaqueRange.
+// one: its ranges are refused with leaf.ErrOpaqueRange. An ordered tag's
+// are refused with leaf.ErrOrderedTag: a client handing a range out would
+// issue its IDs out of order (see NextOrderedRange).
 func (g *Generator) NextRange(ctx context.Context, tag string, n int) (int64, int64, error) {
 	start, end, _, err := g.NextRangePeriod(ctx, tag, n)
 	return start, end, err
@@ -440,14 +516,46 @@ func (g *Generator) NextRangePeriod(ctx context.Context, tag string, n int) (int
 		return 0, 0, "", err
 	}
 	var waitUntil time.Time
-	start, end, key, _, err := g.take(ctx, tag, int64(n), &waitUntil, true)
+	start, end, key, _, err := g.take(ctx, tag, int64(n), &waitUntil, takeRange)
 	return start, end, key, err
 }
 
+// NextOrderedRange is NextRange that also serves ordered tags, for a server
+// forwarding requests to the tag's owner: it hands the run's IDs out at
+// once, in order, to the requests it batched (a batch is one forward).
+// Here too the run is one take, shorter than n when the current range has
+// fewer left; on a server that does not own the tag it fails with a
+// *leaf.NotOwnerError. A periodic tag's range is refused: its IDs need their
+// period's key (NextRangePeriod).
+func (g *Generator) NextOrderedRange(ctx context.Context, tag string, n int) (start, end int64, err error) {
+	if err := leaf.ValidateRangeCount(n); err != nil {
+		return 0, 0, err
+	}
+	var waitUntil time.Time
+	start, end, key, _, err := g.take(ctx, tag, int64(n), &waitUntil, takeOrderedRange)
+	if err == nil && key != "" {
+		// Taken from a tag found periodic on this very request: the IDs
+		// are lost, never handed out.
+		return 0, 0, fmt.Errorf("%w: tag %s is periodic: take its ranges with their period (NextRangePeriod)", leaf.ErrInvalidArgument, tag)
+	}
+	return start, end, err
+}
+
+// takeKind says what a take is for.
+type takeKind uint8
+
+const (
+	takeIDs          takeKind = iota // IDs to answer
+	takeRange                        // a range a client hands out: refused for opaque, formatted and ordered tags
+	takeOrderedRange                 // a range a forwarding server hands out at once: refused for opaque and formatted tags
+)
+
 // take claims up to n IDs of tag, from one range of one period; waitUntil
 // is the request's wait budget (see buffer.take). It returns raw IDs and
-// the encoder they leave through; ranged refuses an opaque tag's.
-func (g *Generator) take(ctx context.Context, tag string, n int64, waitUntil *time.Time, ranged bool) (int64, int64, string, *encoder, error) {
+// the encoder they leave through; a range refuses an opaque tag's, and
+// one of kind takeRange an ordered tag's.
+func (g *Generator) take(ctx context.Context, tag string, n int64, waitUntil *time.Time, kind takeKind) (int64, int64, string, *encoder, error) {
+	ranged := kind != takeIDs
 	for {
 		b, key, err := g.resolve(tag)
 		if err != nil {
@@ -459,6 +567,17 @@ func (g *Generator) take(ctx context.Context, tag string, n int64, waitUntil *ti
 			}
 		}
 		start, end, err := b.take(ctx, n, waitUntil)
+		if err == errOrdered {
+			o := b.ord.Load()
+			if kind == takeRange {
+				return 0, 0, "", nil, o.rangeRefusal()
+			}
+			start, end, err = o.takeRun(ctx, n, waitUntil)
+			if err == errRetired {
+				continue // the ordered state was dropped: look again
+			}
+			return start, end, "", nil, err
+		}
 		if err == errRetired || err == errPeriodic {
 			// The idle sweep dropped the buffer after this request found
 			// it, or its period was evicted, or its first load found the
@@ -712,6 +831,10 @@ func (g *Generator) Status() []leaf.SegmentStatus {
 			out = append(out, p.status(now))
 			continue
 		}
+		if o := b.ord.Load(); o != nil {
+			out = append(out, o.status(now))
+			continue
+		}
 		out = append(out, b.status(now))
 	}
 	slices.SortFunc(out, func(a, b leaf.SegmentStatus) int { return strings.Compare(a.Tag, b.Tag) })
@@ -733,6 +856,10 @@ func (g *Generator) Busiest(n int, also ...string) []leaf.SegmentStatus {
 			ranks[i] = p.status(now)
 			continue
 		}
+		if o := b.ord.Load(); o != nil {
+			ranks[i] = o.status(now)
+			continue
+		}
 		ranks[i].Tag = b.tag
 		ranks[i].Rate, ranks[i].Issued = b.rank(now)
 	}
@@ -742,7 +869,7 @@ func (g *Generator) Busiest(n int, also ...string) []leaf.SegmentStatus {
 	}
 	out := make([]leaf.SegmentStatus, 0, top.Len()+len(also))
 	pick := func(i int) {
-		if p := bufs[i].per.Load(); p != nil {
+		if bufs[i].per.Load() != nil || bufs[i].ord.Load() != nil {
 			out = append(out, ranks[i]) // already full
 			return
 		}
@@ -899,9 +1026,11 @@ func (g *Generator) drop(tag string) {
 	}
 }
 
-// Close stops issuing, waits for background loads, and (with GiveBack)
+// Close stops issuing, waits for background loads, (with GiveBack)
 // returns each tag's unused IDs to the store with a conditional update that
-// applies only if no one reserved since. It does not close the store.
+// applies only if no one reserved since, and releases the leases of the
+// ordered tags this server owns, so that another server takes them over at
+// once. It does not close the store.
 func (g *Generator) Close(ctx context.Context) error {
 	if !g.closed.CompareAndSwap(false, true) {
 		return nil
@@ -918,11 +1047,27 @@ func (g *Generator) Close(ctx context.Context) error {
 	g.mu.Unlock()
 	// Stop first: from here no ID leaves this generator. A periodic tag's
 	// periods are given back each to its own row.
-	var all []*buffer
+	var (
+		all   []*buffer
+		owned []*ordered
+	)
 	for _, b := range bufs {
 		all = append(all, stopTag(b, fmt.Errorf("tag %q: %w", b.tag, leaf.ErrClosed))...)
+		if o := b.ord.Load(); o != nil {
+			owned = append(owned, o)
+		}
 	}
 	bufs = all
+	// An ordered tag's lease goes last, after its give-back: while it is
+	// held, no other owner reserves from the tag's row, so the give-back
+	// lands and the next owner continues right above the last ID issued.
+	// Released first, it would be as safe: the give-back is conditional,
+	// and the buffer was frozen, so [from, expect) was never issued.
+	defer func() {
+		for _, o := range owned {
+			o.release(ctx)
+		}
+	}()
 	// Let in-flight loads finish their attempt, so a range reserved just now
 	// is known and can be given back; ctx bounds the wait.
 	stopped := make(chan struct{})

@@ -103,7 +103,17 @@ func (b *tokenBucket) take(now time.Time) bool {
 // primary-key read, and lists the tags only when it moved or at every
 // FullRefreshEvery-th refresh: rows written by other tools or by Java Leaf
 // do not move the counter. Tags gone from the listing lose their state.
+// On a store with ordered tags it also lists those, at every refresh, and
+// drops the state of the tags in use whose ordered flag changed.
 func (g *Generator) refresh(ctx context.Context) error {
+	err := g.refreshNames(ctx)
+	if err == nil {
+		err = g.refreshOrdered(ctx)
+	}
+	return err
+}
+
+func (g *Generator) refreshNames(ctx context.Context) error {
 	g.refreshMu.Lock()
 	defer g.refreshMu.Unlock()
 	started := time.Now()
@@ -164,12 +174,16 @@ func (g *Generator) refresh(ctx context.Context) error {
 			gone = append(gone, b)
 		}
 	})
+	for _, b := range gone {
+		// Stopped before they leave the maps: an ordered tag's
+		// ownership ends before a later state of the tag could start one.
+		stopTag(b, fmt.Errorf("tag %q: %w", b.tag, leaf.ErrTagNotFound))
+	}
 	g.removeLocked(gone...)
 	g.forgetShapesLocked(started)
 	g.mu.Unlock()
 	g.listed.Store(true)
 	for _, b := range gone {
-		stopTag(b, fmt.Errorf("tag %q: %w", b.tag, leaf.ErrTagNotFound))
 		g.s.Logger.Info("segment tag removed from store; dropped", "tag", b.tag)
 	}
 	return nil
@@ -301,9 +315,20 @@ func (g *Generator) sweep(ctx context.Context) error {
 	}
 	var (
 		idle    []*buffer
-		periods []*period // of periodic tags: evicted, or idle
+		periods []*period  // of periodic tags: evicted, or idle
+		owned   []*ordered // of ordered tags, idle: their leases to release
 	)
 	g.eachActiveLocked(func(b *buffer) {
+		if o := b.ord.Load(); o != nil {
+			if o.idle(now, g.s.IdleTimeout) {
+				// Ended before the state leaves the maps (see
+				// convert); its unused IDs are abandoned.
+				stopTag(b, errRetired)
+				idle = append(idle, b)
+				owned = append(owned, o)
+			}
+			return
+		}
 		if p := b.per.Load(); p != nil {
 			give, drop := p.sweep(now, g.s.IdleTimeout)
 			periods = append(periods, give...)
@@ -325,6 +350,9 @@ func (g *Generator) sweep(ctx context.Context) error {
 		g.shapes.Delete(b.tag)
 	}
 	g.mu.Unlock()
+	for _, o := range owned {
+		o.release(ctx)
+	}
 	g.givePeriodsBack(ctx, periods)
 	if len(idle) == 0 {
 		return nil
@@ -337,8 +365,8 @@ func (g *Generator) sweep(ctx context.Context) error {
 		if !g.s.GiveBack {
 			continue
 		}
-		if b.per.Load() != nil {
-			continue // its periods were given back as they went
+		if b.per.Load() != nil || b.ord.Load() != nil {
+			continue // its periods were given back as they went; an ordered tag's IDs are abandoned
 		}
 		from, expect, ok := b.claimTail()
 		if !ok {

@@ -1,0 +1,157 @@
+package inmem_test
+
+import (
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/inmem"
+	"github.com/leafgo/leaf/leaftest"
+)
+
+// The leases of ordered tags, on the store's clock (the bubble's fake
+// one): one owner at a time, a new token per owner, renewals fenced by
+// token, a release that lets another take over at once.
+func TestOrderedLeases(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		s := inmem.NewSegmentStore()
+		for _, tag := range []string{"a", "b", "c"} {
+			if err := s.CreateTag(ctx, leaf.Alloc{Tag: tag, MaxID: 1, Step: 10}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, ok, err := s.TagLease(ctx, "a"); ok || err != nil {
+			t.Fatalf("TagLease of a plain tag: ok %v, %v", ok, err)
+		}
+		if _, err := s.AcquireTag(ctx, "a", "x#1", time.Second); !errors.Is(err, leaf.ErrTagNotFound) {
+			t.Fatalf("AcquireTag of a plain tag: %v, want ErrTagNotFound", err)
+		}
+		if err := s.SetOrdered(ctx, "nope", true); !errors.Is(err, leaf.ErrTagNotFound) {
+			t.Fatalf("SetOrdered of a missing tag: %v", err)
+		}
+		for _, tag := range []string{"c", "a"} {
+			if err := s.SetOrdered(ctx, tag, true); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if l, ok, err := s.TagLease(ctx, "a"); !ok || err != nil || l.Held() || l.Owner != "" {
+			t.Fatalf("TagLease of a new ordered tag: %+v %v %v", l, ok, err)
+		}
+
+		l1, err := s.AcquireTag(ctx, "a", "http://x#1", 10*time.Second)
+		if err != nil || l1.Owner != "http://x#1" || l1.Left != 10*time.Second || l1.Token < 1 {
+			t.Fatalf("first AcquireTag: %+v, %v", l1, err)
+		}
+		l2, err := s.AcquireTag(ctx, "a", "http://y#2", 10*time.Second)
+		if err != nil || l2.Owner != "http://x#1" || l2.Token != l1.Token {
+			t.Fatalf("AcquireTag of a held tag changed it: %+v, %v", l2, err)
+		}
+		time.Sleep(4 * time.Second)
+		if l, err := s.RenewTag(ctx, "a", "http://x#1", l1.Token, 10*time.Second); err != nil || l.Left != 10*time.Second {
+			t.Fatalf("RenewTag: %+v, %v", l, err)
+		}
+		for _, c := range []struct {
+			owner string
+			token int64
+		}{{"http://y#2", l1.Token}, {"http://x#1", l1.Token + 1}} {
+			if _, err := s.RenewTag(ctx, "a", c.owner, c.token, time.Second); !errors.Is(err, leaf.ErrLeaseLost) {
+				t.Errorf("RenewTag by %s with token %d: %v, want ErrLeaseLost", c.owner, c.token, err)
+			}
+		}
+		time.Sleep(10 * time.Second) // the lease runs out
+		if l, _, _ := s.TagLease(ctx, "a"); l.Held() || l.Left > 0 {
+			t.Errorf("lease after it ran out: %+v", l)
+		}
+		if _, err := s.RenewTag(ctx, "a", "http://x#1", l1.Token, time.Second); !errors.Is(err, leaf.ErrLeaseLost) {
+			t.Errorf("RenewTag after the lease ran out: %v", err)
+		}
+		l3, err := s.AcquireTag(ctx, "a", "http://y#2", 10*time.Second)
+		if err != nil || l3.Owner != "http://y#2" || l3.Token <= l1.Token {
+			t.Fatalf("AcquireTag after the lease ran out: %+v, %v (first token %d)", l3, err, l1.Token)
+		}
+		if ok, err := s.ReleaseTag(ctx, "a", "http://y#2", l1.Token); ok || err != nil {
+			t.Errorf("ReleaseTag with an old token: %v, %v", ok, err)
+		}
+		if ok, err := s.ReleaseTag(ctx, "a", "http://y#2", l3.Token); !ok || err != nil {
+			t.Errorf("ReleaseTag: %v, %v", ok, err)
+		}
+		l4, err := s.AcquireTag(ctx, "a", "http://x#1", 10*time.Second)
+		if err != nil || l4.Owner != "http://x#1" || l4.Token <= l3.Token {
+			t.Fatalf("AcquireTag after a release: %+v, %v", l4, err)
+		}
+
+		// Tokens never return to a value they had, across a plain spell.
+		if err := s.SetOrdered(ctx, "a", false); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.RenewTag(ctx, "a", "http://x#1", l4.Token, time.Second); !errors.Is(err, leaf.ErrLeaseLost) {
+			t.Errorf("RenewTag of a tag made plain: %v", err)
+		}
+		if err := s.SetOrdered(ctx, "a", true); err != nil {
+			t.Fatal(err)
+		}
+		if l, err := s.AcquireTag(ctx, "a", "http://x#1", time.Second); err != nil || l.Token <= l4.Token {
+			t.Errorf("token after a plain spell %d, want above %d (%v)", l.Token, l4.Token, err)
+		}
+
+		list, err := s.OrderedTags(ctx, "", 0)
+		if err != nil || len(list) != 2 || list[0].Tag != "a" || list[1].Tag != "c" || list[0].Owner != "http://x#1" {
+			t.Fatalf("OrderedTags: %+v, %v", list, err)
+		}
+		if list, err := s.OrderedTags(ctx, "a", 1); err != nil || len(list) != 1 || list[0].Tag != "c" {
+			t.Fatalf("OrderedTags after a: %+v, %v", list, err)
+		}
+
+		// Deleting the tag takes its lease; created again, it is plain.
+		if err := s.DeleteTag(ctx, "a"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.CreateTag(ctx, leaf.Alloc{Tag: "a", Step: 10}); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok, _ := s.TagLease(ctx, "a"); ok {
+			t.Error("a tag deleted and created again is still ordered")
+		}
+	})
+}
+
+// Bad input and an unreachable store: precise errors.
+func TestOrderedErrors(t *testing.T) {
+	ctx := t.Context()
+	s := inmem.NewSegmentStore()
+	if err := s.CreateShapedTag(ctx, leaf.Alloc{Tag: "daily", MaxID: 1, Step: 10},
+		leaf.TagShape{Period: leaf.PeriodDay, TimeZone: "UTC"}); err != nil {
+		t.Fatal(err)
+	}
+	leaftest.ErrIs(t, s.SetOrdered(ctx, "daily", true), leaf.ErrOrderedTag)
+	if err := s.CreateTag(ctx, leaf.Alloc{Tag: "t", MaxID: 1, Step: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetOrdered(ctx, "t", true); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.AcquireTag(ctx, "t", "", time.Second)
+	leaftest.ErrIs(t, err, leaf.ErrInvalidArgument)
+	_, err = s.AcquireTag(ctx, "t", "x#1", 0)
+	leaftest.ErrIs(t, err, leaf.ErrInvalidArgument)
+	_, _, err = s.TagLease(ctx, "bad tag")
+	leaftest.ErrIs(t, err, leaf.ErrInvalidTag)
+
+	s.SetDown(errBoom)
+	calls := map[string]func() error{
+		"TagLease":    func() error { _, _, err := s.TagLease(ctx, "t"); return err },
+		"AcquireTag":  func() error { _, err := s.AcquireTag(ctx, "t", "x#1", time.Second); return err },
+		"RenewTag":    func() error { _, err := s.RenewTag(ctx, "t", "x#1", 1, time.Second); return err },
+		"ReleaseTag":  func() error { _, err := s.ReleaseTag(ctx, "t", "x#1", 1); return err },
+		"SetOrdered":  func() error { return s.SetOrdered(ctx, "t", false) },
+		"OrderedTags": func() error { _, err := s.OrderedTags(ctx, "", 0); return err },
+	}
+	for name, call := range calls {
+		if err := call(); !errors.Is(err, errBoom) {
+			t.Errorf("%s while down: %v, want %v", name, err, errBoom)
+		}
+	}
+}

@@ -1,0 +1,460 @@
+package multidb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/leafgo/leaf"
+)
+
+// Migratable is a Member that Migrate can move: mysql.Store and
+// postgres.Store.
+type Migratable interface {
+	Member
+	// Tombstones lists every tombstone: name → max_id.
+	Tombstones(ctx context.Context) (map[string]int64, error)
+	// RaiseAlloc makes a.Tag's max_id at least a.MaxID, inserting the row
+	// (with a's step and description) if it is missing; it never lowers it.
+	RaiseAlloc(ctx context.Context, a leaf.Alloc) error
+	// RaiseTombstone makes tag's tombstone at least maxID; it never lowers
+	// it.
+	RaiseTombstone(ctx context.Context, tag string, maxID int64) error
+}
+
+// Report says what Migrate did.
+type Report struct {
+	Cluster   string // the new layout's cluster id
+	Block     int64  // its IDs per block
+	Databases int    // len(to)
+	// Already: an earlier run had finished the migration; nothing changed.
+	Already bool
+	// Tags lists every tag and deleted tag moved, by name.
+	Tags []Moved
+}
+
+// Moved is one tag (or deleted tag) as Migrate moved it.
+type Moved struct {
+	Tag string
+	// Bound is the highest ID bound under the old layout: every ID issued
+	// under the tag is below it.
+	Bound int64
+	// Number is what Migrate raised the tag's max_id (or tombstone) to, at
+	// least, on every new database: its IDs there are all >= Bound.
+	Number int64
+	Live   bool // the tag has a row; else it is deleted and has a tombstone
+	// Tombstone: it has a tombstone (a live tag may have one too).
+	Tombstone bool
+
+	step int    // of the first row found, for the rows Migrate creates
+	desc string // likewise
+}
+
+// Migrate moves the tags from the layout of the databases from to that of
+// to, so that every ID issued after it, for every tag, is above every ID
+// issued before it: one database to N (from is a store of one database
+// with no stripe record, its numbers being IDs), or N to N+1, or any list
+// to a longer one that keeps every database of from (recognised by the
+// same Store or the same Name). It is offline: stop every server (Go and
+// Java) that issues from these databases first, and start them with the
+// new list after it; a server still running could reserve above the
+// bounds Migrate computed.
+//
+// For each tag and each deleted tag's tombstone it computes M, the highest
+// ID bound under the old layout (max over from's databases of
+// ID(max_id-1)+1 under the stripe it records), raises the tag's max_id on
+// every database of to (creating the row with the tag's step and
+// description where it is missing) or its tombstone to
+//
+//	x = ceil(M / (N·Block)) · Block    (N = len(to))
+//
+// and then writes the new stripe records (a new cluster id) and checks
+// them. Why x suffices: database i's number y is the ID
+// (y/Block)·N·Block + i·Block + y mod Block >= (y/Block)·N·Block. x is a
+// multiple of Block, so every y >= x has y/Block >= x/Block =
+// ceil(M/(N·Block)), and ID(y) >= ceil(M/(N·Block))·N·Block >= M. A
+// database only issues numbers at or above its max_id, and a tag created
+// again only above its tombstone, so none issues an ID below M again. x is
+// the smallest block-aligned number that is right for database 0.
+//
+// Raises never lower a row, so a run that failed part-way can be run
+// again with the same lists: it recognises the records the failed run
+// wrote. Block is opts.Block if set, else the old layout's (DefaultBlock
+// for a single database). Tags with a shape (periodic, formatted, opaque),
+// live or deleted, are refused: the store serves plain tags only.
+func Migrate(ctx context.Context, from, to []Database, opts Options) (Report, error) {
+	explicitBlock := opts.Block
+	opts = opts.withDefaults()
+	if err := checkList(from); err != nil {
+		return Report{}, fmt.Errorf("multidb: migrate: from: %w", err)
+	}
+	if err := checkList(to); err != nil {
+		return Report{}, fmt.Errorf("multidb: migrate: to: %w", err)
+	}
+	if len(to) <= len(from) {
+		return Report{}, fmt.Errorf("multidb: migrate: %w: %d databases to %d; a migration adds databases", leaf.ErrInvalidArgument, len(from), len(to))
+	}
+	if explicitBlock > leaf.MaxBlock {
+		return Report{}, fmt.Errorf("multidb: migrate: %w: block %d, at most %d", leaf.ErrInvalidArgument, explicitBlock, leaf.MaxBlock)
+	}
+	// Every database must be open: connect those given by Connect, for the
+	// length of the migration.
+	from, to = slices.Clone(from), slices.Clone(to)
+	for _, list := range [][]Database{from, to} {
+		for i, d := range list {
+			if d.Store != nil {
+				continue
+			}
+			m, err := d.Connect(ctx)
+			if err != nil {
+				return Report{}, fmt.Errorf("multidb: migrate: connect %s: %w", d.Name, err)
+			}
+			defer m.Close()
+			list[i].Store = m
+		}
+	}
+	mig := func(d Database) (Migratable, error) {
+		m, ok := d.Store.(Migratable)
+		if !ok {
+			return nil, fmt.Errorf("multidb: migrate: %s: %T cannot be migrated", d.Name, d.Store)
+		}
+		return m, nil
+	}
+	// pos[j] is from[j]'s place in to.
+	pos := make([]int, len(from))
+	for j, f := range from {
+		if _, err := mig(f); err != nil {
+			return Report{}, err
+		}
+		pos[j] = slices.IndexFunc(to, func(d Database) bool { return d.Store == f.Store || d.Name == f.Name })
+		if pos[j] < 0 {
+			return Report{}, fmt.Errorf("multidb: migrate: %w: %s is not in the new list; a migration keeps every database", leaf.ErrInvalidArgument, f.Name)
+		}
+	}
+	shared := make([]int, len(to)) // to[i]'s place in from, or -1
+	for i, d := range to {
+		if _, err := mig(d); err != nil {
+			return Report{}, err
+		}
+		shared[i] = slices.Index(pos, i)
+	}
+
+	fromRecs := readRecords(ctx, from, opts.ReadTimeout)
+	toRecs := readRecords(ctx, to, opts.ReadTimeout)
+	for _, r := range append(slices.Clone(fromRecs), toRecs...) {
+		if r.err != nil {
+			return Report{}, fmt.Errorf("multidb: migrate: every database must answer: %w", r.err)
+		}
+	}
+	lay, err := layouts(from, to, pos, fromRecs, toRecs, explicitBlock)
+	if err != nil {
+		return Report{}, err
+	}
+	rep := Report{Cluster: lay.cluster, Block: lay.block, Databases: len(to)}
+	if lay.done {
+		if _, err := checkRecords(to, toRecs); err != nil {
+			return rep, fmt.Errorf("multidb: migrate: every database of the old list records the new layout, but: %w", err)
+		}
+		rep.Already = true
+		return rep, nil
+	}
+	if lay.cluster == "" {
+		if rep.Cluster, err = NewCluster(); err != nil {
+			return rep, err
+		}
+		lay.cluster = rep.Cluster
+	}
+
+	moves, err := collect(ctx, from, lay.old, opts)
+	if err != nil {
+		return rep, err
+	}
+	n := int64(len(to))
+	for i := range moves {
+		mv := &moves[i]
+		round := n * lay.block
+		k := mv.Bound / round
+		if mv.Bound%round != 0 {
+			k++
+		}
+		mv.Number = max(k*lay.block, 1)
+		for d := range to {
+			st := leaf.Stripe{Index: d, Of: len(to), Block: lay.block}
+			if mv.Number-1 > st.MaxNumber() {
+				return rep, fmt.Errorf("multidb: migrate: %q: %w: bound %d has no room on %s under the new layout", mv.Tag, leaf.ErrInvalidArgument, mv.Bound, to[d].Name)
+			}
+		}
+	}
+	rep.Tags = moves
+	opts.Logger.Info("multidb migrate: raising tags", "tags", len(moves), "databases", len(to), "block", lay.block, "cluster", lay.cluster)
+	for _, d := range to {
+		m, _ := mig(d)
+		for _, mv := range moves {
+			rctx, cancel := context.WithTimeout(ctx, opts.ReadTimeout)
+			var err error
+			if mv.Live {
+				err = m.RaiseAlloc(rctx, leaf.Alloc{Tag: mv.Tag, MaxID: mv.Number, Step: mv.step, Description: mv.desc})
+			}
+			if err == nil && mv.Tombstone {
+				err = m.RaiseTombstone(rctx, mv.Tag, mv.Number)
+			}
+			cancel()
+			if err != nil {
+				return rep, fmt.Errorf("multidb: migrate: raise %q on %s (no stripe record changed yet; run it again): %w", mv.Tag, d.Name, err)
+			}
+		}
+	}
+
+	// The new databases first, then those of the old list: a run that
+	// stops in between leaves an old record to read the old layout from,
+	// and one that finds every old database moved knows the new ones are.
+	order := make([]int, 0, len(to))
+	for i := range to {
+		if shared[i] < 0 {
+			order = append(order, i)
+		}
+	}
+	for i := range to {
+		if shared[i] >= 0 {
+			order = append(order, i)
+		}
+	}
+	var written []string
+	for _, i := range order {
+		want := leaf.StripeRecord{Stripe: leaf.Stripe{Index: i, Of: len(to), Block: lay.block}, Cluster: lay.cluster}
+		if err := writeRecord(ctx, to[i], toRecs[i], want, opts); err != nil {
+			return rep, fmt.Errorf("multidb: migrate: %w (records written: %v; run it again with the same lists)", err, written)
+		}
+		written = append(written, to[i].Name)
+	}
+	recs := readRecords(ctx, to, opts.ReadTimeout)
+	want, err := checkRecords(to, recs)
+	if err == nil && want.Cluster != lay.cluster {
+		err = fmt.Errorf("cluster %s recorded, %s written", want.Cluster, lay.cluster)
+	}
+	for _, r := range recs {
+		if err == nil && r.err != nil {
+			err = r.err
+		}
+	}
+	if err != nil {
+		return rep, fmt.Errorf("multidb: migrate: check the new records: %w", err)
+	}
+	opts.Logger.Info("multidb migrate: done", "tags", len(moves), "databases", len(to), "cluster", lay.cluster)
+	return rep, nil
+}
+
+// layout is what Migrate reads from the records.
+type layout struct {
+	old     []leaf.Stripe // from[j]'s stripe under the old layout
+	cluster string        // the new layout's, if an earlier run chose one
+	block   int64         // the new layout's
+	done    bool          // every database of from already records the new layout
+}
+
+// layouts reads the old and new layouts from the records. A database of
+// from records the old layout (its place in from, len(from) databases), or
+// none when from is one database never spread, or the new layout (its
+// place in to, len(to) databases) when an earlier run got that far. A
+// database only in to records nothing, or the new layout.
+func layouts(from, to []Database, pos []int, fromRecs, toRecs []record, explicitBlock int64) (layout, error) {
+	var (
+		lay            layout
+		oldRec, newRec *leaf.StripeRecord
+		plain, stale   int
+	)
+	agree := func(seen **leaf.StripeRecord, r leaf.StripeRecord, name string) error {
+		if *seen == nil {
+			*seen = &r
+			return nil
+		}
+		if r.Cluster != (*seen).Cluster || r.Stripe.Block != (*seen).Stripe.Block {
+			return fmt.Errorf("multidb: migrate: %w: %s records %s, another database of the same layout %s",
+				leaf.ErrStripeLayout, name, r, **seen)
+		}
+		return nil
+	}
+	for j, r := range fromRecs {
+		st := r.rec.Stripe
+		switch {
+		case !r.ok:
+			plain++
+		case st.Of == len(from) && st.Index == j:
+			stale++
+			if err := agree(&oldRec, r.rec, from[j].Name); err != nil {
+				return lay, err
+			}
+		case st.Of == len(to) && st.Index == pos[j]:
+			if err := agree(&newRec, r.rec, from[j].Name); err != nil {
+				return lay, err
+			}
+		default:
+			return lay, fmt.Errorf("multidb: migrate: %w: %s (place %d in the old list of %d) records that it is %s",
+				leaf.ErrStripeLayout, from[j].Name, j, len(from), r.rec)
+		}
+	}
+	if plain > 0 && len(from) > 1 {
+		return lay, fmt.Errorf("multidb: migrate: %w: %d of the %d databases of the old list have no stripe record;"+
+			" only a single database may have none", leaf.ErrStripeLayout, plain, len(from))
+	}
+	for i, r := range toRecs {
+		st := r.rec.Stripe
+		if !r.ok || slices.Contains(pos, i) {
+			continue
+		}
+		if st.Of != len(to) || st.Index != i {
+			return lay, fmt.Errorf("multidb: migrate: %w: %s, new in the list at place %d, records that it is %s;"+
+				" a database added by a migration must have no record (or the one an interrupted run of this migration wrote)",
+				leaf.ErrStripeLayout, to[i].Name, i, r.rec)
+		}
+		if err := agree(&newRec, r.rec, to[i].Name); err != nil {
+			return lay, err
+		}
+	}
+	if oldRec != nil && newRec != nil && oldRec.Cluster == newRec.Cluster {
+		return lay, fmt.Errorf("multidb: migrate: %w: old and new records share cluster %s", leaf.ErrStripeLayout, oldRec.Cluster)
+	}
+	lay.old = make([]leaf.Stripe, len(from))
+	switch {
+	case stale > 0:
+		for j := range from {
+			lay.old[j] = leaf.Stripe{Index: j, Of: len(from), Block: oldRec.Stripe.Block}
+		}
+	case plain > 0:
+		// One database never spread: its numbers are IDs (zero Stripe).
+	default:
+		// Every database of from records the new layout: the new ones were
+		// written before them.
+		lay.done = true
+	}
+	switch {
+	case newRec != nil:
+		lay.cluster, lay.block = newRec.Cluster, newRec.Stripe.Block
+		if explicitBlock > 0 && explicitBlock != lay.block {
+			return lay, fmt.Errorf("multidb: migrate: %w: an earlier run recorded blocks of %d, not %d; run it again with the same block",
+				leaf.ErrStripeLayout, lay.block, explicitBlock)
+		}
+	case explicitBlock > 0:
+		lay.block = explicitBlock
+	case oldRec != nil:
+		lay.block = oldRec.Stripe.Block
+	default:
+		lay.block = DefaultBlock
+	}
+	return lay, nil
+}
+
+// collect lists every tag and tombstone of from with its bound under the
+// old layout, refusing shaped tags and periods.
+func collect(ctx context.Context, from []Database, old []leaf.Stripe, opts Options) ([]Moved, error) {
+	byTag := map[string]*Moved{}
+	get := func(tag string) *Moved {
+		mv, ok := byTag[tag]
+		if !ok {
+			mv = &Moved{Tag: tag}
+			byTag[tag] = mv
+		}
+		return mv
+	}
+	for j, d := range from {
+		m := d.Store.(Migratable)
+		rctx, cancel := context.WithTimeout(ctx, opts.ReadTimeout)
+		rows, err := m.Allocs(rctx)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("multidb: migrate: list tags of %s: %w", d.Name, err)
+		}
+		rctx, cancel = context.WithTimeout(ctx, opts.ReadTimeout)
+		tombs, err := m.Tombstones(rctx)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("multidb: migrate: list tombstones of %s: %w", d.Name, err)
+		}
+		names := make([]string, 0, len(rows)+len(tombs))
+		for _, r := range rows {
+			mv := get(r.Tag)
+			if !mv.Live {
+				mv.Live, mv.step, mv.desc = true, r.Step, r.Description
+			}
+			mv.Bound = max(mv.Bound, bound(old[j], r.MaxID))
+			names = append(names, r.Tag)
+		}
+		for name, maxID := range tombs {
+			if strings.ContainsRune(name, leaf.PeriodSep) {
+				return nil, fmt.Errorf("multidb: migrate: %w: %s has the tombstone of a period, %q: periodic tags cannot be spread over several databases",
+					leaf.ErrInvalidArgument, d.Name, name)
+			}
+			mv := get(name)
+			mv.Tombstone = true
+			mv.Bound = max(mv.Bound, bound(old[j], maxID))
+			names = append(names, name)
+		}
+		if err := checkPlain(ctx, d, names, opts); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]Moved, 0, len(byTag))
+	for _, mv := range byTag {
+		if mv.Live {
+			if err := leaf.ValidateAlloc(leaf.Alloc{Tag: mv.Tag, Step: mv.step, Description: mv.desc}); err != nil {
+				return nil, fmt.Errorf("multidb: migrate: tag %q: %w", mv.Tag, err)
+			}
+		}
+		out = append(out, *mv)
+	}
+	slices.SortFunc(out, func(a, b Moved) int { return strings.Compare(a.Tag, b.Tag) })
+	return out, nil
+}
+
+// checkPlain refuses a tag with a shape among names, where d keeps shapes
+// (leaf.TagShaper): a shape outlives its tag, so deleted tags count too.
+func checkPlain(ctx context.Context, d Database, names []string, opts Options) error {
+	shaper, ok := d.Store.(leaf.TagShaper)
+	if !ok {
+		return nil
+	}
+	for _, tag := range names {
+		rctx, cancel := context.WithTimeout(ctx, opts.ReadTimeout)
+		sh, err := shaper.TagShape(rctx, tag)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("multidb: migrate: read the shape of %q on %s: %w", tag, d.Name, err)
+		}
+		if !sh.IsPlain() {
+			return fmt.Errorf("multidb: migrate: %w: tag %q on %s has a shape (%s); a store over several databases serves plain tags only",
+				leaf.ErrInvalidArgument, tag, d.Name, sh)
+		}
+	}
+	return nil
+}
+
+// writeRecord gives database d the record want: it writes it where there
+// is none, replaces the old layout's (compare and set), and leaves one
+// that already is want.
+func writeRecord(ctx context.Context, d Database, had record, want leaf.StripeRecord, opts Options) error {
+	wctx, cancel := context.WithTimeout(ctx, opts.ReadTimeout)
+	defer cancel()
+	var err error
+	switch {
+	case had.ok && had.rec.Same(want):
+		return nil
+	case had.ok:
+		_, err = d.Store.ReplaceStripe(wctx, had.rec, want)
+	default:
+		_, err = d.Store.WriteStripe(wctx, want)
+	}
+	if err != nil {
+		return fmt.Errorf("write the stripe record of %s: %w", d.Name, err)
+	}
+	// Whether or not this call changed it, the record must now be want.
+	rec, ok, err := d.Store.ReadStripe(wctx)
+	if err != nil {
+		return fmt.Errorf("read back the stripe record of %s: %w", d.Name, err)
+	}
+	if !ok || !rec.Same(want) {
+		return errors.New(mismatch(d.Name, want.Stripe.Index, rec, want).Error() + " (changed by someone else during the migration?)")
+	}
+	return nil
+}

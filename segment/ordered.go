@@ -1,0 +1,849 @@
+package segment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/doublebuf"
+	"github.com/leafgo/leaf/internal/ratemeter"
+)
+
+// This file issues the IDs of ordered tags (leaf.OrderedStore): IDs that
+// strictly increase in the order they are issued, across the cluster. One
+// server at a time, the tag's owner, issues them, under a lease kept in
+// the store; the others answer *leaf.NotOwnerError, naming the owner, and
+// their transports forward to it (NextOrderedRange).
+//
+// Like a periodic tag, an ordered tag's entry in the generator's maps is
+// its buffer (the shell): its first load reads the tag's lease and, finding
+// the tag ordered, stops the shell with errOrdered and hangs the ordered
+// state on it. A plain tag's hot path never looks at any of this.
+//
+// Why the IDs increase across owners:
+//   - Every ownership (every lease taken, here or anywhere) issues from a
+//     double buffer of its own, made after the lease was taken: all its
+//     ranges are reserved after that, so above every range an earlier owner
+//     reserved before its lease ran out, and so above every ID it issued.
+//   - An owner counts its lease from the monotonic instant before it sent
+//     the request that took or renewed it, less a margin, so it believes
+//     itself the owner only while the store does: the store lets another
+//     take over only once the lease ran out by the store's clock.
+//   - Each take of IDs is followed by a look at that deadline: IDs taken
+//     after it (an owner paused, a renewal late) are discarded, never
+//     issued. A range a paused owner reserves after losing the lease is
+//     therefore never issued from either.
+//   - A new ownership never takes over IDs buffered under an earlier one:
+//     their buffer is stopped and dropped.
+//
+// Within one owner, IDs increase in take order: a take claims its IDs with
+// one atomic add on the current range, and ranges are handed out in the
+// order they were reserved, each above the one before. A batch that does
+// not fit in what is left of a range takes the rest from the next one: its
+// IDs increase, with a gap, and a request taken between its two parts gets
+// IDs between them (it was in flight at the same time).
+//
+// A tag switched between plain and ordered (SetOrdered) changes on this
+// server at once, on the others when they next ask the store about it: at
+// their tag refresh (RefreshInterval), or at once for a server whose lease
+// cache runs out or whose renewal finds the row gone. IDs issued before
+// every server made the switch are not ordered with those after it.
+
+var (
+	// errOrdered stops an ordered tag's shell: its IDs come from the
+	// ordered state's buffers. Takes that meet it go there.
+	errOrdered = errors.New("segment: the tag is ordered")
+	// errOwnershipEnded stops the buffer of an ownership that ended; takes
+	// that meet it look at the ownership again.
+	errOwnershipEnded = errors.New("segment: the ownership of the ordered tag ended")
+)
+
+// Bounds of the lease cache of a tag another server owns: it is read
+// again at most every maxLeaseCache, and at least minLeaseCache apart.
+const (
+	maxLeaseCache = time.Second
+	minLeaseCache = 10 * time.Millisecond
+)
+
+// ordered is an ordered tag's state on this server.
+type ordered struct {
+	g     *Generator
+	tag   string
+	shell *buffer
+
+	// cur is this server's ownership of the tag, nil when it has none: the
+	// ordered hot path is one load of it.
+	cur atomic.Pointer[ownership]
+	// answer is what requests are told while this server does not own the
+	// tag, until answer.until: read without the lock.
+	answer atomic.Pointer[leaseAnswer]
+	// notOwner counts the requests answered without issuing, for the idle
+	// sweep.
+	notOwner atomic.Uint64
+
+	// mu guards the fields below. Lock order: g.mu, then mu, then a
+	// buffer's mu.
+	mu     sync.Mutex
+	seen   leaf.TagLease // the lease as last read, acquired or renewed
+	seenAt int64         // g.mono() when the request that answered seen was sent
+	seenOK bool
+	flight chan struct{} // closed when the store call in flight ends
+	// floor is the end of the highest range reserved here: a range below
+	// it would be out of order (see admit).
+	floor int64
+	// toRelease is the ownership that stopAll ended, for release.
+	toRelease *ownership
+	retired   counters // the counters of ownerships that ended
+	rate      ratemeter.Meter
+	// seenAct and activeAt are the activity the idle sweep saw last, and
+	// when (wall clock).
+	seenAct  uint64
+	activeAt time.Time
+	dead     bool  // dropped: requests look the tag up again
+	stopErr  error // their answer once dead
+}
+
+// leaseAnswer is what a request gets while this server does not own the
+// tag: err, or a *leaf.NotOwnerError made from lease (read at seenAt)
+// while it has time left.
+type leaseAnswer struct {
+	until  int64 // g.mono(): ask the store again from here
+	err    error
+	lease  leaf.TagLease
+	seenAt int64
+}
+
+// ownership is one lease of the tag this server took: its fencing token,
+// its buffer and its deadline.
+type ownership struct {
+	o     *ordered
+	token int64
+	b     *buffer
+	// deadline is the g.mono() instant from which no ID may be issued;
+	// math.MinInt64 once the ownership ended. Only renewals move it, and
+	// never once it ended.
+	deadline atomic.Int64
+	stop     chan struct{} // closed when the ownership ends
+	endOnce  sync.Once
+}
+
+func newOrdered(g *Generator, shell *buffer, l leaf.TagLease, sent int64) *ordered {
+	o := &ordered{g: g, tag: shell.tag, shell: shell, activeAt: time.Now()}
+	o.seen, o.seenAt, o.seenOK = l, sent, true
+	return o
+}
+
+// mono is the generator's monotonic clock, in nanoseconds since New: the
+// clock of lease deadlines, which a wall clock stepping cannot stretch.
+func (g *Generator) mono() int64 { return int64(time.Since(g.epoch)) }
+
+// leaseMargin is how long before its lease would run out an owner stops
+// issuing: a tenth of the lease, at least 100ms, for the clocks' drift.
+func (g *Generator) leaseMargin() time.Duration {
+	return max(g.s.OwnerLease/10, 100*time.Millisecond)
+}
+
+// rangeRefusal is NextRange's answer for an ordered tag.
+func (o *ordered) rangeRefusal() error {
+	return fmt.Errorf("tag %s is ordered: a range would let a caller hand its IDs out of order; take IDs or batches: %w", o.tag, leaf.ErrOrderedTag)
+}
+
+// nextID is NextID for an ordered tag.
+func (o *ordered) nextID(ctx context.Context) (int64, error) {
+	if w := o.cur.Load(); w != nil {
+		if v, got := w.b.ids.Next(); got != doublebuf.None {
+			if got == doublebuf.AtMark {
+				w.b.ids.Prefetch()
+			}
+			if h := o.g.afterTake; h != nil {
+				h(o.tag, v, v+1)
+			}
+			if o.g.mono() < w.deadline.Load() {
+				return v, nil
+			}
+			return 0, o.lapsed(w)
+		}
+	}
+	var waitUntil time.Time
+	s, _, err := o.takeRun(ctx, 1, &waitUntil)
+	return s, err
+}
+
+// appendIDs appends n increasing IDs to dst; on an error it returns dst as
+// it was.
+func (o *ordered) appendIDs(ctx context.Context, n int64, dst []int64, waitUntil *time.Time) ([]int64, error) {
+	first := len(dst)
+	for left := n; left > 0; {
+		s, e, err := o.takeRun(ctx, left, waitUntil)
+		if err != nil {
+			return dst[:first], err
+		}
+		for id := s; id < e; id++ {
+			dst = append(dst, id)
+		}
+		left -= e - s
+	}
+	return dst, nil
+}
+
+// takeRun takes a run [s, e) of at most n IDs from one range of this
+// server's ownership, taking the lease first if it is free. The deadline is
+// looked at after the take: IDs taken once it passed are never issued.
+func (o *ordered) takeRun(ctx context.Context, n int64, waitUntil *time.Time) (int64, int64, error) {
+	for tries := 0; ; tries++ {
+		w, err := o.ownership(ctx, waitUntil)
+		if err != nil {
+			return 0, 0, err
+		}
+		s, e, err := w.b.take(ctx, n, waitUntil)
+		if err == errOwnershipEnded {
+			if tries < 3 {
+				continue // ended under the take: look again
+			}
+			return 0, 0, fmt.Errorf("tag %q: this server's leases of the ordered tag keep ending: %w", o.tag, leaf.ErrNotReady)
+		}
+		if err != nil {
+			return 0, 0, err
+		}
+		if h := o.g.afterTake; h != nil {
+			h(o.tag, s, e)
+		}
+		if o.g.mono() >= w.deadline.Load() {
+			return 0, 0, o.lapsed(w)
+		}
+		return s, e, nil
+	}
+}
+
+// lapsed ends an ownership whose deadline passed between a take and its
+// check (or that ended meanwhile), and is the answer of that take, whose
+// IDs are discarded.
+func (o *ordered) lapsed(w *ownership) error {
+	if w.end() {
+		o.g.s.Logger.Warn("segment ordered tag: lease ran out here before it was renewed; stopped issuing", "tag", o.tag, "token", w.token)
+	}
+	return fmt.Errorf("tag %q: this server's lease of the ordered tag ended (not renewed in time, lost, or the server stopping) before the IDs could be issued; they are discarded: %w (%w)",
+		o.tag, leaf.ErrNotReady, leaf.ErrLeaseLost)
+}
+
+// ownership is this server's current ownership of the tag, taken if the
+// lease is free: else the reason it has none, a *leaf.NotOwnerError when
+// another server owns the tag. One store call runs at a time per tag;
+// requests wait for it within their wait budget (see buffer.take).
+func (o *ordered) ownership(ctx context.Context, waitUntil *time.Time) (*ownership, error) {
+	for {
+		if w := o.cur.Load(); w != nil {
+			return w, nil
+		}
+		now := o.g.mono()
+		if a := o.answer.Load(); a != nil && now < a.until {
+			if err := o.decide(a, now); err != nil {
+				return nil, err
+			}
+		}
+		o.mu.Lock()
+		if o.dead {
+			err := o.stopErr
+			o.mu.Unlock()
+			return nil, err
+		}
+		if w := o.cur.Load(); w != nil {
+			o.mu.Unlock()
+			return w, nil
+		}
+		if a := o.answer.Load(); a != nil && now < a.until {
+			if err := o.decide(a, now); err != nil {
+				o.mu.Unlock()
+				return nil, err
+			}
+		}
+		ch := o.flight
+		if ch == nil {
+			ch = o.startFlightLocked()
+		}
+		o.mu.Unlock()
+		if err := o.g.waitFlight(ctx, o.tag, ch, waitUntil); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// decide is a cached answer's error at now, nil when the store must be
+// asked (the other's lease has run out: this server may take it).
+func (o *ordered) decide(a *leaseAnswer, now int64) error {
+	if a.err != nil {
+		return a.err
+	}
+	left := a.lease.Left - time.Duration(now-a.seenAt)
+	own := o.g.s.Owner
+	if a.lease.Owner != "" && a.lease.Owner != own && left > 0 {
+		o.notOwner.Add(1)
+		e := &leaf.NotOwnerError{Tag: o.tag, Owner: a.lease.Owner, URL: leaf.OwnerURL(a.lease.Owner), Retry: left}
+		if own != "" && leaf.OwnerURL(own) == e.URL {
+			// An earlier process of this very server, which is this
+			// one now: it is dead, and its lease must run out.
+			e.Owner, e.URL = "", ""
+		}
+		return e
+	}
+	if own == "" {
+		o.notOwner.Add(1)
+		return fmt.Errorf("tag %q is ordered and no server owns it; this server cannot take it: it has no owner identity (segment owner URL): %w", o.tag, leaf.ErrNotReady)
+	}
+	return nil
+}
+
+// OwnerUnreachable tells the generator that a request forwarded to the
+// owner of an ordered tag, as a *leaf.NotOwnerError named it, failed: the
+// owner did not answer, or answered that it closed or does not own the
+// tag. The next request for the tag asks the store again rather than
+// trusting the lease read up to a second ago (at most one read per 10ms),
+// so that a graceful handover or a takeover is seen at once.
+func (g *Generator) OwnerUnreachable(tag string) {
+	b := g.find(tag)
+	if b == nil {
+		return
+	}
+	o := b.ord.Load()
+	if o == nil {
+		return
+	}
+	if a := o.answer.Load(); a != nil && a.err == nil && g.mono()-a.seenAt >= int64(minLeaseCache) {
+		o.answer.CompareAndSwap(a, nil)
+	}
+}
+
+// waitFlight waits for a lease call to end, within the request's wait
+// budget.
+func (g *Generator) waitFlight(ctx context.Context, tag string, ch <-chan struct{}, waitUntil *time.Time) error {
+	select {
+	case <-ch:
+		return nil
+	default:
+	}
+	if waitUntil.IsZero() {
+		*waitUntil = time.Now().Add(g.s.WaitTimeout)
+	}
+	t := time.NewTimer(time.Until(*waitUntil))
+	defer t.Stop()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("tag %q: the lease of the ordered tag is being read: %w (%w)", tag, leaf.ErrNotReady, ctx.Err())
+	case <-t.C:
+		return fmt.Errorf("tag %q: the store did not answer about the lease of the ordered tag in time: %w", tag, leaf.ErrNotReady)
+	}
+}
+
+// startFlightLocked starts the store call that reads or takes the lease.
+// It runs in the background, so that a request that gives up waiting does
+// not cut it short for the others. o.mu must be held and o not dead.
+func (o *ordered) startFlightLocked() chan struct{} {
+	ch := make(chan struct{})
+	o.flight = ch
+	o.g.wg.Add(1)
+	go func() {
+		defer o.g.wg.Done()
+		o.fly()
+		o.mu.Lock()
+		o.flight = nil
+		o.mu.Unlock()
+		close(ch)
+	}()
+	return ch
+}
+
+// fly reads the lease, or takes it when it may be free, and records the
+// outcome: an ownership, or the answer for the requests.
+func (o *ordered) fly() {
+	g := o.g
+	own := g.s.Owner
+	ctx, cancel := context.WithTimeout(g.ctx, g.s.StoreTimeout)
+	defer cancel()
+	o.mu.Lock()
+	otherHolds := false
+	if o.seenOK {
+		left := o.seen.Left - time.Duration(g.mono()-o.seenAt)
+		otherHolds = o.seen.Owner != "" && o.seen.Owner != own && left > 0
+	}
+	o.mu.Unlock()
+
+	var (
+		l   leaf.TagLease
+		ok  = true
+		err error
+	)
+	sent := g.mono()
+	if own == "" || otherHolds {
+		l, ok, err = g.ordered.TagLease(ctx, o.tag)
+		if err == nil && ok && own != "" && (!l.Held() || l.Owner == own) {
+			// Released or run out since it was last read: take it.
+			sent = g.mono()
+			l, err = g.ordered.AcquireTag(ctx, o.tag, own, g.s.OwnerLease)
+		}
+	} else {
+		l, err = g.ordered.AcquireTag(ctx, o.tag, own, g.s.OwnerLease)
+	}
+	if err == nil && own != "" && l.Owner == own && l.Token <= g.ownedToken(o.tag) {
+		// The store still holds a lease this server took and has stopped
+		// issuing under (its deadline passed first, or the tag's state
+		// here was dropped). The state that ended it may yet release its
+		// token: take a new one, so that no release can end this
+		// ownership.
+		if _, err = g.ordered.ReleaseTag(ctx, o.tag, own, l.Token); err == nil {
+			sent = g.mono()
+			l, err = g.ordered.AcquireTag(ctx, o.tag, own, g.s.OwnerLease)
+		}
+	}
+	if isNotFound(err) {
+		ok, err = false, nil
+	}
+	answered := g.mono()
+	if err == nil && !ok {
+		// The tag is no longer ordered (or gone): drop this state; the
+		// requests look the tag up again.
+		g.s.Logger.Info("segment tag is no longer ordered; dropped its ordered state", "tag", o.tag)
+		g.convert(context.WithoutCancel(ctx), o.shell)
+		return
+	}
+
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.dead {
+		if err == nil && own != "" && l.Owner == own {
+			// Taken as the state was dropped: no one here issues under
+			// it, and another server need not wait for it to run out.
+			o.mu.Unlock()
+			_, _ = g.ordered.ReleaseTag(ctx, o.tag, own, l.Token)
+			o.mu.Lock()
+		}
+		return
+	}
+	if err != nil {
+		err = fmt.Errorf("tag %q: cannot read or take the lease of the ordered tag: %w (%w)", o.tag, leaf.ErrNotReady, err)
+		o.answer.Store(&leaseAnswer{until: answered + int64(g.s.RetryBackoff), err: err})
+		g.s.Logger.Warn("segment ordered tag: lease call failed", "tag", o.tag, "err", err)
+		return
+	}
+	o.seen, o.seenAt, o.seenOK = l, sent, true
+	if own != "" && l.Owner == own {
+		deadline := sent + int64(l.Left-g.leaseMargin())
+		if deadline <= g.mono() {
+			err := fmt.Errorf("tag %q: the lease taken had %s left, less than the margin: %w", o.tag, l.Left, leaf.ErrNotReady)
+			o.answer.Store(&leaseAnswer{until: answered + int64(g.s.RetryBackoff), err: err})
+			return
+		}
+		o.startLocked(l.Token, deadline)
+		return
+	}
+	o.answer.Store(o.answerFor(l, sent, answered))
+}
+
+// answerFor is the cached answer for a lease another server holds (or no
+// one, where this server cannot take it), read by a request sent at sent
+// and answered at answered: it stands until the lease may have run out,
+// at most maxLeaseCache.
+func (o *ordered) answerFor(l leaf.TagLease, sent, answered int64) *leaseAnswer {
+	wait := maxLeaseCache
+	if o.g.s.Owner != "" {
+		left := l.Left - time.Duration(answered-sent)
+		wait = min(max(left, minLeaseCache), maxLeaseCache)
+	}
+	return &leaseAnswer{until: answered + int64(wait), lease: l, seenAt: sent}
+}
+
+// ownedToken is the highest fencing token of the tag this generator took.
+func (g *Generator) ownedToken(tag string) int64 {
+	if v, ok := g.tokens.Load(tag); ok {
+		return v.(int64)
+	}
+	return 0
+}
+
+// startLocked starts an ownership with token, valid until deadline: a new
+// buffer, which reserves its ranges from now on, and its renewals. o.mu
+// must be held and o not dead.
+func (o *ordered) startLocked(token, deadline int64) {
+	g := o.g
+	if token > g.ownedToken(o.tag) {
+		g.tokens.Store(o.tag, token)
+	}
+	b := newBuffer(g, o.tag, false)
+	b.shapeRead = true // an ordered tag is plain: checked by readShape
+	b.orderedBy = o
+	w := &ownership{o: o, token: token, b: b, stop: make(chan struct{})}
+	w.deadline.Store(deadline)
+	o.answer.Store(nil)
+	o.cur.Store(w)
+	g.wg.Add(1)
+	go o.renew(w)
+	b.ids.Fill()
+	g.s.Logger.Info("segment ordered tag: this server owns it", "tag", o.tag, "token", token)
+}
+
+// admit checks a range reserved for an ownership of this tag: it must lie
+// above every range reserved here before, else issuing from it would break
+// the order (a store that hands out ranges below earlier ones).
+func (o *ordered) admit(start, end int64) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if start < o.floor {
+		return fmt.Errorf("tag %q: the store reserved [%d, %d), below IDs reserved before (up to %d): it is not issued, as the tag is ordered", o.tag, start, end, o.floor)
+	}
+	o.floor = end
+	return nil
+}
+
+// renew renews the ownership's lease every third of the lease until it
+// ends. A renewal that fails is tried again sooner; meanwhile the deadline
+// stands, and the ownership ends there. A lease found lost ends it at once.
+func (o *ordered) renew(w *ownership) {
+	g := o.g
+	defer g.wg.Done()
+	every := g.s.OwnerLease / 3
+	t := time.NewTimer(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-w.stop:
+			return
+		case <-t.C:
+		}
+		sent := g.mono()
+		ctx, cancel := context.WithTimeout(g.ctx, min(g.s.StoreTimeout, g.s.OwnerLease))
+		l, err := g.ordered.RenewTag(ctx, o.tag, g.s.Owner, w.token, g.s.OwnerLease)
+		cancel()
+		next := every
+		switch {
+		case errors.Is(err, leaf.ErrLeaseLost):
+			if w.end() {
+				g.s.Logger.Error("segment ordered tag: lease lost; stopped issuing", "tag", o.tag, "token", w.token, "err", err)
+			}
+			return
+		case err != nil:
+			if g.mono() >= w.deadline.Load() {
+				if w.end() {
+					g.s.Logger.Error("segment ordered tag: lease could not be renewed before it ran out; stopped issuing", "tag", o.tag, "token", w.token, "err", err)
+				}
+				return
+			}
+			next = max(every/4, minLeaseCache)
+			g.s.Logger.Warn("segment ordered tag: lease renewal failed; retrying, and issuing stops when the lease runs out", "tag", o.tag,
+				"left", time.Duration(w.deadline.Load()-g.mono()).Round(time.Millisecond), "retry_in", next, "err", err)
+		default:
+			w.extend(sent + int64(l.Left-g.leaseMargin()))
+			o.mu.Lock()
+			o.seen, o.seenAt = l, sent
+			o.mu.Unlock()
+		}
+		t.Reset(next)
+	}
+}
+
+// extend moves the deadline to d, unless the ownership ended.
+func (w *ownership) extend(d int64) {
+	for {
+		old := w.deadline.Load()
+		if old == math.MinInt64 || w.deadline.CompareAndSwap(old, d) {
+			return
+		}
+	}
+}
+
+// end ends the ownership: nothing is issued under it from now on, its
+// buffer is stopped and dropped (never reused: a later ownership reserves
+// anew), and its renewals stop. It reports whether this call ended it.
+func (w *ownership) end() bool {
+	first := false
+	w.endOnce.Do(func() {
+		first = true
+		w.deadline.Store(math.MinInt64)
+		w.b.ids.Stop(errOwnershipEnded)
+		close(w.stop)
+		o := w.o
+		o.mu.Lock()
+		if o.cur.CompareAndSwap(w, nil) {
+			o.retired.add(w.b)
+		}
+		o.mu.Unlock()
+	})
+	return first
+}
+
+// stopAll drops the state (requests get err), ends the ownership, and
+// returns its buffer, for a give-back.
+func (o *ordered) stopAll(err error) []*buffer {
+	o.mu.Lock()
+	o.dead = true
+	if o.stopErr == nil {
+		o.stopErr = err
+	}
+	o.answer.Store(nil)
+	w := o.cur.Load()
+	o.mu.Unlock()
+	if w == nil || !w.end() {
+		return nil
+	}
+	o.mu.Lock()
+	o.toRelease = w
+	o.mu.Unlock()
+	return []*buffer{w.b}
+}
+
+// release ends in the store the lease of the ownership stopAll ended, so
+// that another server takes over at once rather than when it runs out.
+func (o *ordered) release(ctx context.Context) {
+	o.mu.Lock()
+	w := o.toRelease
+	o.toRelease = nil
+	o.mu.Unlock()
+	if w == nil {
+		return
+	}
+	g := o.g
+	ctx, cancel := context.WithTimeout(ctx, g.s.StoreTimeout)
+	defer cancel()
+	ok, err := g.ordered.ReleaseTag(ctx, o.tag, g.s.Owner, w.token)
+	switch {
+	case err != nil:
+		g.s.Logger.Warn("segment ordered tag: lease release failed; another server takes over when it runs out", "tag", o.tag, "token", w.token, "err", err)
+	case ok:
+		g.s.Logger.Info("segment ordered tag: lease released", "tag", o.tag, "token", w.token)
+	}
+}
+
+// addCounters adds the tag's counters, over all its ownerships, to c.
+func (o *ordered) addCounters(c *counters) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.addCountersLocked(c)
+}
+
+func (o *ordered) addCountersLocked(c *counters) {
+	c.merge(o.retired)
+	if w := o.cur.Load(); w != nil {
+		c.add(w.b)
+	}
+}
+
+// sample records the tag's issued count for its rate.
+func (o *ordered) sample(now time.Time) {
+	var c counters
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.addCountersLocked(&c)
+	o.rate.Sample(now, c.issued)
+}
+
+// status is the tag's status: its ownership's buffers while this server
+// owns it, the counters of all its ownerships here.
+func (o *ordered) status(now time.Time) leaf.SegmentStatus {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var c counters
+	o.addCountersLocked(&c)
+	st := leaf.SegmentStatus{Tag: o.tag}
+	w := o.cur.Load()
+	if w != nil {
+		st = w.b.status(now)
+		st.Owner, st.OwnerToken = o.g.s.Owner, w.token
+	} else if o.seenOK && o.seen.Left-time.Duration(o.g.mono()-o.seenAt) > 0 {
+		st.Owner, st.OwnerToken = o.seen.Owner, o.seen.Token
+	}
+	if a := o.answer.Load(); w == nil && a != nil && a.err != nil {
+		st.LoadError = a.err.Error()
+	}
+	st.Ordered = true
+	st.Issued, st.Loads, st.Waits, st.LoadErrors = c.issued, c.loads, c.waits, c.loadErrors
+	st.LoadSeconds, st.GivenBack, st.LoadLatency = c.loadSeconds, c.givenBack, loadHistogram(c.loadLatency)
+	st.Rate, st.SecondsLeft = o.rate.Rate(now, c.issued), -1
+	if st.Rate > 0 {
+		st.SecondsLeft = float64(st.Remaining) / st.Rate
+	}
+	return st
+}
+
+// idle reports whether the tag has seen no request for timeout: no ID
+// issued, no wait, no load, no answer given. g.mu must be held.
+func (o *ordered) idle(now time.Time, timeout time.Duration) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var c counters
+	o.addCountersLocked(&c)
+	act := c.issued + c.waits + c.loads + o.notOwner.Load()
+	if act != o.seenAct || o.flight != nil {
+		o.seenAct, o.activeAt = act, now
+		return false
+	}
+	return now.Sub(o.activeAt) >= timeout
+}
+
+// convert drops a tag's state whose ordered flag changed (or may have):
+// its buffers are stopped, an ownership ended before the state leaves the
+// maps (so that no later state of the tag here overlaps it) and its lease
+// released. Requests in flight and later ones look the tag up again. A
+// plain buffer's unused IDs are abandoned, as a crash abandons them.
+func (g *Generator) convert(ctx context.Context, b *buffer) {
+	g.mu.Lock()
+	stopTag(b, errRetired)
+	g.removeLocked(b)
+	g.mu.Unlock()
+	if o := b.ord.Load(); o != nil {
+		o.release(ctx)
+	}
+}
+
+// SetOrdered marks a tag ordered or plain in the store (leaf.OrderedStore)
+// and drops this server's state of the tag if it was of the other kind:
+// the next request reads the tag afresh. Other servers switch when they
+// next ask the store (see Settings.RefreshInterval): IDs issued before
+// every server switched are not ordered with those after. Only a plain
+// tag can be ordered: a tag with a period, a format or opaque IDs is
+// refused with leaf.ErrOrderedTag.
+func (g *Generator) SetOrdered(ctx context.Context, tag string, ordered bool) error {
+	if g.ordered == nil {
+		return errNoOrdered
+	}
+	if err := leaf.ValidateTag(tag); err != nil {
+		return err
+	}
+	if ordered && g.shaper != nil {
+		shape, err := g.shaper.TagShape(ctx, tag)
+		if err != nil {
+			return err
+		}
+		if !shape.IsPlain() {
+			return fmt.Errorf("tag %s has the shape %s; only a plain tag can be ordered: %w", tag, shape, leaf.ErrOrderedTag)
+		}
+	}
+	if err := g.ordered.SetOrdered(ctx, tag, ordered); err != nil {
+		return err
+	}
+	b := g.find(tag)
+	// A plain buffer may be reading the tag's lease as it stood before:
+	// it is dropped whatever it found. An ordered state that raced the
+	// other way finds the row gone at its next lease call.
+	if b != nil && b.per.Load() == nil && (b.ord.Load() != nil) != ordered {
+		g.convert(ctx, b)
+	}
+	g.s.Logger.Info("segment tag ordered flag set", "tag", tag, "ordered", ordered)
+	return nil
+}
+
+var errNoOrdered = errors.New("segment store does not support ordered tags")
+
+// find is the tag's buffer in any map, nil if it has none.
+func (g *Generator) find(tag string) *buffer {
+	if b := (*g.hot.Load())[tag]; b != nil {
+		return b
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if b := g.fresh[tag]; b != nil {
+		return b
+	}
+	return g.pending[tag]
+}
+
+// Bounds of the ordered tags' listing at each refresh: pages of
+// orderedPage, at most maxOrderedPages of them. Tags past the last one
+// listed are not judged by that refresh.
+const (
+	orderedPage     = 1000
+	maxOrderedPages = 100
+)
+
+// refreshOrdered lists the ordered tags and drops the state of the tags in
+// use whose ordered flag differs: the next request reads them afresh.
+func (g *Generator) refreshOrdered(ctx context.Context) error {
+	if g.ordered == nil || len(g.active()) == 0 {
+		return nil
+	}
+	g.refreshMu.Lock()
+	defer g.refreshMu.Unlock()
+	started := time.Now()
+	lctx, cancel := context.WithTimeout(ctx, g.s.StoreTimeout)
+	defer cancel()
+	set := map[string]bool{}
+	after, complete := "", false
+	for range maxOrderedPages {
+		page, err := g.ordered.OrderedTags(lctx, after, orderedPage)
+		if err != nil {
+			g.storeFailed(err)
+			return fmt.Errorf("refresh ordered tags: %w", err)
+		}
+		for _, l := range page {
+			set[l.Tag] = true
+		}
+		if len(page) < orderedPage {
+			complete = true
+			break
+		}
+		after = page[len(page)-1].Tag
+	}
+	var change []*buffer
+	g.mu.Lock()
+	g.eachActiveLocked(func(b *buffer) {
+		// A buffer made after the listing began reads the lease itself.
+		if b.per.Load() != nil || !b.created.Before(started) || !complete && b.tag > after {
+			return
+		}
+		if (b.ord.Load() != nil) != set[b.tag] {
+			change = append(change, b)
+		}
+	})
+	for _, b := range change {
+		stopTag(b, errRetired)
+	}
+	g.removeLocked(change...)
+	g.mu.Unlock()
+	for _, b := range change {
+		if o := b.ord.Load(); o != nil {
+			o.release(ctx)
+			g.s.Logger.Info("segment tag is no longer ordered; dropped its ordered state", "tag", b.tag)
+			continue
+		}
+		g.s.Logger.Info("segment tag became ordered; dropped its plain buffers", "tag", b.tag)
+	}
+	return nil
+}
+
+// readLease reads the lease of the tag whose shape readShape read, on the
+// first load of its buffer. Finding the tag ordered, it hangs the ordered
+// state on the buffer and stops it with errOrdered; an ordered tag with a
+// shape is refused for good.
+func (b *buffer) readLease(ctx context.Context, shape leaf.TagShape) error {
+	g := b.g
+	sent := g.mono()
+	sctx, cancel := context.WithTimeout(ctx, g.s.StoreTimeout)
+	l, ok, err := g.ordered.TagLease(sctx, b.tag)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("read the lease of tag %q: %w", b.tag, err)
+	}
+	if !ok {
+		return nil
+	}
+	if !shape.IsPlain() {
+		err := fmt.Errorf("tag %s is ordered but has the shape %s; an ordered tag must be plain (no period, format or opaque IDs): %w",
+			b.tag, shape, leaf.ErrOrderedTag)
+		b.ids.Stop(err)
+		g.s.Logger.Error("segment ordered tag cannot issue", "tag", b.tag, "err", err)
+		return err
+	}
+	o := newOrdered(g, b, l, sent)
+	if l.Held() && l.Owner != g.s.Owner {
+		o.answer.Store(o.answerFor(l, sent, g.mono()))
+	}
+	b.ord.Store(o)
+	g.promote(b)
+	b.ids.Stop(errOrdered)
+	g.s.Logger.Info("segment tag is ordered", "tag", b.tag, "owner", l.Owner, "token", l.Token)
+	return errOrdered
+}
