@@ -24,7 +24,13 @@ type tagStatus struct {
 	// tag whose /v2 answers carry "formatted"; see addFormats.
 	Format string `json:"format,omitempty"`
 	// OpaqueBits is an opaque tag's permutation width; see addFormats.
-	OpaqueBits  int           `json:"opaque_bits,omitempty"`
+	OpaqueBits int `json:"opaque_bits,omitempty"`
+	// Ordered, Owner and OwnerToken are an ordered tag's: its owner as
+	// this server last saw it (advertise URL '#' nonce; this server's own
+	// while it owns the tag) and that lease's fencing token.
+	Ordered     bool          `json:"ordered,omitempty"`
+	Owner       string        `json:"owner,omitempty"`
+	OwnerToken  int64         `json:"owner_token,omitempty"`
 	InitOK      bool          `json:"init_ok"`
 	NextReady   bool          `json:"next_ready"`
 	Pos         int           `json:"pos"`
@@ -55,7 +61,7 @@ type rangeState struct {
 
 func newTagStatus(s *leaf.SegmentStatus) tagStatus {
 	t := tagStatus{
-		Tag: s.Tag, Period: s.Period, InitOK: s.InitOK, NextReady: s.NextReady, Pos: s.Pos, Loading: s.Loading,
+		Tag: s.Tag, Period: s.Period, Ordered: s.Ordered, Owner: s.Owner, OwnerToken: s.OwnerToken, InitOK: s.InitOK, NextReady: s.NextReady, Pos: s.Pos, Loading: s.Loading,
 		Step: s.Step, MinStep: s.MinStep, LoadError: s.LoadError,
 		Issued: s.Issued, Loads: s.Loads, Waits: s.Waits, LoadErrors: s.LoadErrors,
 		LoadSeconds: s.LoadSeconds, GivenBack: s.GivenBack, Remaining: s.Remaining,

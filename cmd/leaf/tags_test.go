@@ -141,14 +141,14 @@ func TestTagsListStreams(t *testing.T) {
 func TestTagsListJSON(t *testing.T) {
 	var b bytes.Buffer
 	w := &jsonArrayWriter{w: &b}
-	rows := []leaf.Alloc{
-		{Tag: "a", MaxID: 1<<63 - 1, Step: 1000, Description: `<&> "q"`, UpdateTime: time.Date(2024, 5, 1, 14, 0, 0, 5, time.FixedZone("", 7200))},
-		{Tag: "b", MaxID: 1, Step: 1},
+	rows := []httpapi.TagRow{
+		httpapi.NewTagRow(leaf.Alloc{Tag: "a", MaxID: 1<<63 - 1, Step: 1000, Description: `<&> "q"`, UpdateTime: time.Date(2024, 5, 1, 14, 0, 0, 5, time.FixedZone("", 7200))}, leaf.TagShape{}),
+		httpapi.NewTagRow(leaf.Alloc{Tag: "b", MaxID: 1, Step: 1}, leaf.TagShape{}),
 	}
-	if err := w.rows(rows[:1], nil); err != nil {
+	if err := w.rows(rows[:1]); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.rows(rows[1:], nil); err != nil {
+	if err := w.rows(rows[1:]); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.end(); err != nil {

@@ -140,7 +140,7 @@ type Segment struct {
 	// Ordered and OwnerLease concern ordered tags, whose IDs one server at
 	// a time issues (see leaf.OrderedStore).
 	Ordered    string        `yaml:"ordered" enum:"forward,redirect" help:"how a server that does not own an ordered tag answers a request for it: forward (ask the owner, batching concurrent requests into one call) or redirect (HTTP 307 to the owner's advertise_url; gRPC always forwards)"`
-	OwnerLease time.Duration `yaml:"owner_lease" help:"the lease an ordered tag's owner holds in the store: it renews it while it runs, and another server takes the tag over when a dead owner's lease has run out (the tag's requests fail for up to this long); at least 1s, the same on every server"`
+	OwnerLease time.Duration `yaml:"owner_lease" help:"the lease an ordered tag's owner holds in the store: it renews it while it runs, and another server takes the tag over when a dead owner's lease has run out (the tag's requests fail for up to this long); 1s..10m, the same on every server"`
 }
 
 // Values of segment.ordered.
@@ -416,8 +416,8 @@ func (c Config) validate(origin map[string]string) error {
 	if c.Segment.LookupRate < 1 {
 		bad("segment.lookup_rate", "%d must be at least 1", c.Segment.LookupRate)
 	}
-	if c.Segment.OwnerLease < time.Second {
-		bad("segment.owner_lease", "%v is too short, want at least 1s", c.Segment.OwnerLease)
+	if l := c.Segment.OwnerLease; l < time.Second || l > 10*time.Minute {
+		bad("segment.owner_lease", "%v is out of range, want 1s..10m", l)
 	}
 	if c.AdvertiseURL != "" {
 		if _, err := ParseAdvertiseURL(c.AdvertiseURL); err != nil {

@@ -83,6 +83,14 @@ type Local interface {
 	NextIDsPeriod(ctx context.Context, tag string, n int, dst []int64) ([]int64, string, error)
 }
 
+// OwnerWatcher is a Local that wants to hear of a failed forward
+// (*segment.Generator): it then reads the tag's lease from the store
+// again rather than answer from what it read up to a second ago, so that
+// a takeover or a handover is seen at once.
+type OwnerWatcher interface {
+	OwnerUnreachable(tag string)
+}
+
 // Settings configures a Forwarder.
 type Settings struct {
 	// Local is this server's generator. Required.
@@ -269,6 +277,9 @@ func (f *Forwarder) forward(ctx context.Context, tag string, n int, dst []int64,
 			}
 			if !retryable(err) {
 				return nil, err
+			}
+			if w, ok := f.local.(OwnerWatcher); ok {
+				w.OwnerUnreachable(tag)
 			}
 			last = err
 			wait = pause
