@@ -23,6 +23,7 @@ func TestParseAdvertiseURL(t *testing.T) {
 		{in: "http://10.0.0.7:0", err: "invalid port"},
 		{in: "http://10.0.0.7:99999", err: "invalid port"},
 		{in: "http://10.0.0.7 ", err: "is not a URL"},
+		{in: "http://" + strings.Repeat("a", 200), err: "at most 200"},
 	} {
 		got, err := ParseAdvertiseURL(tt.in)
 		switch {
