@@ -93,6 +93,9 @@ func NewFastServer(s *Server, lim Limits) *fasthttp.Server {
 				s.fastLeafGet(ctx, s.segIDs, errSegmentDisabled, path[len(segmentGetPrefix):], query, segmentGetRoute)
 			case hasPrefix(path, snowflakeGetPrefix):
 				s.fastLeafGet(ctx, s.snowIDs, errSnowflakeDisabled, path[len(snowflakeGetPrefix):], query, snowflakeGetRoute)
+			case hasPrefix(path, v2SegmentPrefix) && len(ctx.Request.Header.Peek(forward.Header)) > 0 && s.fastForwardedRange(ctx, path, query):
+				// Another server's forwarded batch of an ordered tag:
+				// served here, on the owner's hot path (ordered.go).
 			default:
 				s.serveAdapted(ctx)
 			}

@@ -9,17 +9,19 @@
 # the end): A owns the ordered tag (it serves the first request for it), B
 # forwards to A. 'leaf bench' sends single-ID requests to B (Leaf's
 # /api/segment/get/TAG), for the plain tag and the ordered one in turn,
-# ROUNDS times; the medians are compared. Loopback only; only the
-# processes started here are stopped, by PID.
-#   scripts/bench-ordered.sh                        # DURATION=5s, ROUNDS=3, CONCURRENCY=32
-#   DURATION=3s ROUNDS=1 CONCURRENCY=8 scripts/bench-ordered.sh
+# ROUNDS times at each concurrency; the medians are compared. The ratio
+# grows with the concurrency: B batches the requests that wait while a
+# call to A is in flight, so the more clients, the more requests share a
+# call. Loopback only; only the processes started here are stopped, by PID.
+#   scripts/bench-ordered.sh                        # DURATION=5s, ROUNDS=3, CONCURRENCY="8 32 64"
+#   DURATION=2s ROUNDS=1 CONCURRENCY=32 scripts/bench-ordered.sh
 # MariaDB: MYSQL_HOST (127.0.0.1), MYSQL_PORT (3306), MYSQL_USER (root),
 # MYSQL_PASSWORD (none).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${DURATION:-5s}
 ROUNDS=${ROUNDS:-3}
-CONCURRENCY=${CONCURRENCY:-32}
+CONCURRENCY=${CONCURRENCY:-8 32 64}
 PORT_A=${PORT_A:-18280}
 PORT_B=${PORT_B:-18281}
 MYSQL_HOST=${MYSQL_HOST:-127.0.0.1}
@@ -62,18 +64,20 @@ done
 curl -fs "http://127.0.0.1:$PORT_A/api/segment/get/ordered" >/dev/null
 curl -fs "http://127.0.0.1:$PORT_B/api/segment/get/ordered" >/dev/null
 
-rate() { # tag -> requests/s of single IDs through B
+rate() { # tag concurrency -> requests/s of single IDs through B
   "$tmp/leaf" bench --server "http://127.0.0.1:$PORT_B" --tag "$1" --duration "$DURATION" \
-    --concurrency "$CONCURRENCY" --quiet --json >"$tmp/bench.json" || {
+    --concurrency "$2" --quiet --json >"$tmp/bench.json" || {
     echo "leaf bench --tag $1 failed:" >&2; cat "$tmp/bench.json" >&2; exit 1; }
   python3 -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["requests_per_second"]))' "$tmp/bench.json"
 }
-plain=() ordered=()
-for r in $(seq "$ROUNDS"); do
-  p=$(rate plain); o=$(rate ordered)
-  plain+=("$p"); ordered+=("$o")
-  echo "round $r: plain $p req/s, ordered (forwarded) $o req/s"
-done
 median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-mp=$(median "${plain[@]}"); mo=$(median "${ordered[@]}")
-echo "median: plain $mp req/s, ordered through a non-owner $mo req/s: $(python3 -c "print(f'{$mo/$mp:.0%}')") of plain (goal >= 50%)"
+for c in $CONCURRENCY; do
+  plain=() ordered=()
+  for r in $(seq "$ROUNDS"); do
+    p=$(rate plain "$c"); o=$(rate ordered "$c")
+    plain+=("$p"); ordered+=("$o")
+    echo "concurrency $c, round $r: plain $p req/s, ordered (forwarded) $o req/s"
+  done
+  mp=$(median "${plain[@]}"); mo=$(median "${ordered[@]}")
+  echo "concurrency $c: plain $mp req/s, ordered through a non-owner $mo req/s: $(python3 -c "print(f'{$mo/$mp:.0%}')") of plain (goal >= 50%)"
+done

@@ -184,9 +184,12 @@ func (f *Forwarder) Stats() Stats {
 	return Stats{Calls: f.calls.Load(), Forwarded: f.forwarded.Load(), Failures: f.failures.Load()}
 }
 
-// Close closes the idle connections to owners. Requests still waiting
-// end with their calls.
+// Close closes the idle connections to owners and logs what was
+// forwarded. Requests still waiting end with their calls.
 func (f *Forwarder) Close() {
+	if st := f.Stats(); st.Calls > 0 {
+		f.log.Info("forward: stopped", "calls", st.Calls, "requests_forwarded", st.Forwarded, "failed_calls", st.Failures)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, o := range f.owners {
@@ -204,8 +207,11 @@ func (f *Forwarder) NextID(ctx context.Context, tag string) (int64, error) {
 // ID has none (an ordered tag is not periodic).
 func (f *Forwarder) NextIDPeriod(ctx context.Context, tag string) (int64, string, error) {
 	id, period, err := f.local.NextIDPeriod(ctx, tag)
-	var noe *leaf.NotOwnerError
-	if err == nil || !errors.As(err, &noe) {
+	if err == nil {
+		return id, period, nil
+	}
+	noe, ok := errors.AsType[*leaf.NotOwnerError](err)
+	if !ok {
 		return id, period, err
 	}
 	var one [1]int64
@@ -225,8 +231,11 @@ func (f *Forwarder) NextIDs(ctx context.Context, tag string, n int, dst []int64)
 // NextIDsPeriod is NextIDs that names a periodic tag's period.
 func (f *Forwarder) NextIDsPeriod(ctx context.Context, tag string, n int, dst []int64) ([]int64, string, error) {
 	ids, period, err := f.local.NextIDsPeriod(ctx, tag, n, dst)
-	var noe *leaf.NotOwnerError
-	if err == nil || !errors.As(err, &noe) {
+	if err == nil {
+		return ids, period, nil
+	}
+	noe, ok := errors.AsType[*leaf.NotOwnerError](err)
+	if !ok {
 		return ids, period, err
 	}
 	ids, err = f.forward(ctx, tag, n, dst, noe)
@@ -250,8 +259,14 @@ func (f *Forwarder) forward(ctx context.Context, tag string, n int, dst []int64,
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	ctx, cancel := context.WithDeadline(ctx, deadline)
-	defer cancel()
+	if ctx.Done() != nil {
+		// A context that can end otherwise (a gRPC client going away) is
+		// watched, with the deadline. One that cannot (the HTTP routes')
+		// costs no timer: the queue releases a request by its deadline.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
 	pause := firstPause
 	var last error // the last call's failure
 	for {
@@ -271,7 +286,7 @@ func (f *Forwarder) forward(ctx context.Context, tag string, n int, dst []int64,
 			last = fmt.Errorf("%w: tag %s: the lease is held by an earlier process of this server (%s)", ErrOwnerUnreachable, tag, noe.Owner)
 			wait = pause
 		default:
-			ids, err := f.queue(tag).take(ctx, noe.URL, n, dst)
+			ids, err := f.queue(tag).take(ctx, deadline, noe.URL, n, dst)
 			if err == nil {
 				return ids, nil
 			}
@@ -286,30 +301,32 @@ func (f *Forwarder) forward(ctx context.Context, tag string, n int, dst []int64,
 		}
 		pause = min(2*pause, maxPause)
 		if time.Until(deadline) <= wait {
-			return nil, f.giveUp(ctx, tag, last, noe)
+			return nil, f.giveUp(tag, last, noe, context.DeadlineExceeded)
 		}
 		if err := sleep(ctx, wait); err != nil {
-			return nil, f.giveUp(ctx, tag, last, noe)
+			return nil, f.giveUp(tag, last, noe, err)
 		}
 		// The generator knows best who owns the tag now: itself, maybe.
 		ids, _, err := f.local.NextIDsPeriod(ctx, tag, n, dst)
 		if err == nil {
 			return ids, nil
 		}
-		if !errors.As(err, &noe) {
+		var ok bool
+		if noe, ok = errors.AsType[*leaf.NotOwnerError](err); !ok {
 			return nil, err
 		}
 	}
 }
 
-// giveUp is the error of a request whose wait ran out: the last call's
-// failure, or, when there was none, the generator's answer.
-func (f *Forwarder) giveUp(ctx context.Context, tag string, last error, noe *leaf.NotOwnerError) error {
+// giveUp is the error of a request whose wait ended (why: the context's
+// error): the last call's failure, or, when there was none, the
+// generator's answer.
+func (f *Forwarder) giveUp(tag string, last error, noe *leaf.NotOwnerError, why error) error {
 	if last == nil {
 		if noe.URL == "" {
 			return noe
 		}
-		last = fmt.Errorf("%w: tag %s: owner %s: %w", ErrOwnerUnreachable, tag, noe.URL, context.Cause(ctx))
+		last = fmt.Errorf("%w: tag %s: owner %s: %w", ErrOwnerUnreachable, tag, noe.URL, why)
 	}
 	return last
 }

@@ -40,10 +40,11 @@ type waiter struct {
 type run struct{ start, end int64 }
 
 // take queues a request for n IDs at the owner url and waits, until ctx is
-// done, for the calls that bring them; it appends them to dst.
-func (q *tagQueue) take(ctx context.Context, url string, n int, dst []int64) ([]int64, error) {
-	w := &waiter{url: url, n: n, done: make(chan struct{})}
-	w.deadline, _ = ctx.Deadline()
+// done or deadline, for the calls that bring them; it appends them to dst.
+// A context that cannot end (Done is nil) is not watched: fly releases
+// the request by its deadline, and no call runs past it.
+func (q *tagQueue) take(ctx context.Context, deadline time.Time, url string, n int, dst []int64) ([]int64, error) {
+	w := &waiter{url: url, n: n, deadline: deadline, done: make(chan struct{})}
 	q.mu.Lock()
 	if len(q.waiting) >= q.f.maxQueue {
 		q.mu.Unlock()
@@ -57,7 +58,7 @@ func (q *tagQueue) take(ctx context.Context, url string, n int, dst []int64) ([]
 	q.mu.Unlock()
 	select {
 	case <-w.done:
-	case <-ctx.Done():
+	case <-ctx.Done(): // never, for a context that cannot end
 		w.gone.Store(true)
 		select {
 		case <-w.done: // answered meanwhile: take it
@@ -95,7 +96,9 @@ func (q *tagQueue) fly() {
 		url := q.waiting[0].url
 		batch = batch[:0]
 		need := 0
-		var deadline time.Time
+		// The call ends by the first deadline of its requests: none is
+		// held past its own, and the others ask again within theirs.
+		deadline := q.waiting[0].deadline
 		for _, w := range q.waiting {
 			k := w.n - w.got
 			if w.url != url || need+k > leaf.MaxRange {
@@ -103,7 +106,7 @@ func (q *tagQueue) fly() {
 			}
 			need += k
 			batch = append(batch, w)
-			if w.deadline.After(deadline) {
+			if w.deadline.Before(deadline) {
 				deadline = w.deadline
 			}
 		}
@@ -142,12 +145,19 @@ func (q *tagQueue) fly() {
 	}
 }
 
-// dropGoneLocked removes the requests that stopped waiting: nothing is
-// asked for them. IDs already handed to one are skipped.
+// dropGoneLocked removes the requests that stopped waiting, and fails
+// those whose deadline has passed: nothing is asked for them. IDs already
+// handed to one are skipped.
 func (q *tagQueue) dropGoneLocked() {
 	kept := q.waiting[:0]
+	now := time.Now()
 	for _, w := range q.waiting {
-		if !w.gone.Load() {
+		switch {
+		case w.gone.Load():
+		case !w.deadline.After(now):
+			w.err = fmt.Errorf("%w: tag %s: waiting for the owner %s: %w", ErrOwnerUnreachable, q.tag, w.url, context.DeadlineExceeded)
+			close(w.done)
+		default:
 			kept = append(kept, w)
 		}
 	}
