@@ -278,6 +278,32 @@ func TestForwardFailures(t *testing.T) {
 		}
 	})
 
+	t.Run("owner hangs", func(t *testing.T) {
+		t.Parallel()
+		owner := newOwnerGen()
+		owner.gate = make(chan struct{})
+		url := startOwner(t, owner, "")
+		// After startOwner's: cleanups run last first, and the server's
+		// shutdown waits for the calls the gate holds.
+		t.Cleanup(func() { close(owner.gate) })
+		f := newForwarder(t, forward.Settings{Local: ownedBy(url), Wait: 200 * time.Millisecond})
+		// Contexts that cannot end, as the HTTP routes' (no timer: the
+		// queue releases them), and one that can: each request ends
+		// within its wait, the one queued behind the call in flight too.
+		errs := make(chan error, 3)
+		for _, c := range []context.Context{context.Background(), context.Background(), ctx} {
+			go func() {
+				_, err := f.NextIDs(c, tag, 2, nil)
+				errs <- err
+			}()
+		}
+		for range 3 {
+			if err := <-errs; !errors.Is(err, forward.ErrOwnerUnreachable) {
+				t.Errorf("err = %v, want ErrOwnerUnreachable", err)
+			}
+		}
+	})
+
 	t.Run("no owner, takeover beyond the wait", func(t *testing.T) {
 		t.Parallel()
 		local := &localGen{noe: []*leaf.NotOwnerError{{Tag: tag, Retry: time.Hour}}}
