@@ -21,7 +21,9 @@ import (
 // generator's owner identity is its server's URL.
 type lateHandler struct{ h atomic.Pointer[http.Handler] }
 
-func (l *lateHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) { (*l.h.Load()).ServeHTTP(w, r) }
+func (l *lateHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	(*l.h.Load()).ServeHTTP(w, r)
+}
 
 // orderedServer is a server on store as leaf serve wires one: forwarding
 // the ordered tags it does not own, or with redirect, answering 307.
