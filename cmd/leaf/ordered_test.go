@@ -70,6 +70,15 @@ func TestOrderedTagCluster(t *testing.T) {
 		last = a.IDs[len(a.IDs)-1]
 	}
 
+	// leaf get, on a server that forwards or owns: above them all.
+	sent := int64(time.Since(load.start))
+	r := runBin(t, bin, t.TempDir(), cleanEnv(), "get", tag, "--count", "3", "--server", servers[1].url(""))
+	ids := testutil.ParseIDs(t, r.stdout)
+	if r.code != 0 || len(ids) != 3 || ids[0] <= last {
+		t.Fatalf("leaf get: exit %d, %v after %d (stderr %q); want 3 IDs above", r.code, ids, last, r.stderr)
+	}
+	load.add(testutil.Answer{Sent: sent, Received: int64(time.Since(load.start)), IDs: ids})
+
 	// (b) Eight clients on all servers.
 	load.run(t, servers, 8, 1500*time.Millisecond)
 	n := testutil.CheckOrdered(t, load.all())
@@ -111,9 +120,12 @@ func TestOrderedTagCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	woken = true
-	wokenAt := load.count()
+	wokenAt, wokenServed := load.count(), load.servedBy(stopped)
 	load.run(t, []*serverProc{stopped, other}, 8, time.Second)
 	n = testutil.CheckOrdered(t, load.all())
+	if load.servedBy(stopped) == wokenServed {
+		t.Error("the woken server answered no request: it should forward them")
+	}
 	if o := ownerOf(t, live, tag); live[o] != other {
 		t.Errorf("after the stopped owner woke, the owner is %s, want %s, which took over", live[o].addr, other.addr)
 	}
@@ -129,7 +141,8 @@ type orderedLoad struct {
 
 	mu      sync.Mutex
 	answers []testutil.Answer
-	status  map[int]int // the failures' statuses, 0 for a transport error
+	status  map[int]int    // the failures' statuses, 0 for a transport error
+	served  map[string]int // the answers with IDs, by server address
 }
 
 func newOrderedLoad(tag string) *orderedLoad {
@@ -137,7 +150,8 @@ func newOrderedLoad(tag string) *orderedLoad {
 	t.MaxIdleConnsPerHost = 16
 	// A stopped server's answers never come: give up on them, as a client
 	// would, and ask again.
-	return &orderedLoad{tag: tag, start: time.Now(), hc: &http.Client{Transport: t, Timeout: 2 * time.Second}, status: map[int]int{}}
+	return &orderedLoad{tag: tag, start: time.Now(), hc: &http.Client{Transport: t, Timeout: 2 * time.Second},
+		status: map[int]int{}, served: map[string]int{}}
 }
 
 // badAnswer is the status ask reports for a 200 without the IDs asked.
@@ -191,10 +205,17 @@ func (l *orderedLoad) ask(s *serverProc, n int) (testutil.Answer, int) {
 		l.fail(badAnswer)
 		return a, badAnswer
 	}
+	l.add(a)
+	l.mu.Lock()
+	l.served[s.addr]++
+	l.mu.Unlock()
+	return a, http.StatusOK
+}
+
+func (l *orderedLoad) add(a testutil.Answer) {
 	l.mu.Lock()
 	l.answers = append(l.answers, a)
 	l.mu.Unlock()
-	return a, http.StatusOK
 }
 
 func (l *orderedLoad) fail(status int) {
@@ -234,6 +255,12 @@ func (l *orderedLoad) count() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.answers)
+}
+
+func (l *orderedLoad) servedBy(s *serverProc) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.served[s.addr]
 }
 
 func (l *orderedLoad) statuses() map[int]int {
