@@ -330,6 +330,13 @@ func (b *Buffered) load(ctx context.Context, deliver func(doublebuf.Range) error
 			b.ids.Stop(fmt.Errorf("leaf client: tag %s: %w", b.tag, ErrPeriodicTag))
 			return fmt.Errorf("leaf client: tag %s: %w", b.tag, ErrPeriodicTag)
 		}
+		if errors.Is(err, leaf.ErrOrderedTag) {
+			// A cache of an ordered tag's IDs would hand them out of order.
+			b.c.log.Warn("leaf client: an ordered tag cannot be buffered", "tag", b.tag)
+			err = fmt.Errorf("leaf client: tag %s: %w", b.tag, ErrOrderedTag)
+			b.ids.Stop(err)
+			return err
+		}
 		if errors.Is(err, ErrFormattedTag) {
 			// The lease would hand out bare numbers, not the tag's IDs.
 			b.c.log.Warn("leaf client: a formatted tag cannot be buffered", "tag", b.tag)

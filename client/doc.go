@@ -105,4 +105,17 @@
 // NextID, NextIDs and Range answer the numbers alone. A Buffered refuses a
 // periodic tag with ErrPeriodicTag: its leases would hand out a past
 // period's IDs once the period turned.
+//
+// # Ordered tags
+//
+// An ordered tag's IDs strictly increase in the order the cluster issues
+// them: one server, the tag's owner, issues them, and the others forward
+// its requests (or, configured so, redirect them, which the Client
+// follows). NextID and NextIDs work on any server; a call that starts
+// after another's answer arrived gets larger IDs. While the owner is
+// being replaced (it died, and its lease has to run out) the servers
+// answer 503 with a Retry-After, which the Client retries as any 503.
+// Range refuses an ordered tag, and a Buffered fails with ErrOrderedTag
+// (matching leaf.ErrOrderedTag): a client's cache would hand the IDs out
+// of order.
 package client

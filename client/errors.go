@@ -86,6 +86,13 @@ var ErrFormatExhausted = errors.New("the tag's sequence outgrew its ID format's 
 // IDs. Buffered answers it; use NextFormatted.
 var ErrFormattedTag = fmt.Errorf("%w: a formatted tag's IDs cannot be leased or buffered; use NextFormatted", leaf.ErrInvalidArgument)
 
+// ErrOrderedTag: an ordered tag has no ranges (a 409 "ordered_tag"): its
+// IDs strictly increase in the order the cluster issues them, and a lease
+// cached in a client would hand them out of that order. Buffered answers
+// it; Client.NextID and NextIDs serve an ordered tag from any server, in
+// order. It matches leaf.ErrOrderedTag.
+var ErrOrderedTag = fmt.Errorf("%w: an ordered tag's IDs cannot be leased or buffered, since a client's cache would hand them out of the order they were issued in; use NextID or NextIDs", leaf.ErrOrderedTag)
+
 // ErrNotFormatted is the answer of NextFormatted and NextIDsFormatted for
 // a tag without an ID format.
 var ErrNotFormatted = fmt.Errorf("%w: the tag has no ID format; use NextID", leaf.ErrInvalidArgument)
@@ -111,6 +118,12 @@ var codeSentinels = map[string]error{
 	"canceled":             leaf.ErrNotReady,
 	"format_exhausted":     ErrFormatExhausted,
 	"formatted_tag":        ErrFormattedTag,
+	"ordered_tag":          ErrOrderedTag,
+	"not_owner":            leaf.ErrNotOwner,
+	"no_owner":             leaf.ErrNotReady,
+	"lease_lost":           leaf.ErrNotReady,
+	"owner_busy":           leaf.ErrNotReady,
+	"owner_unreachable":    leaf.ErrNotReady,
 	"segment_disabled":     ErrModeDisabled,
 	"snowflake_disabled":   ErrModeDisabled,
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/forward"
 	"github.com/leafgo/leaf/internal/idformat"
 	"github.com/leafgo/leaf/internal/reqlog"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -57,6 +58,14 @@ var errorTable = [...]errorKind{
 	{leaf.ErrTagNotFound, codes.NotFound, "tag not found"},
 	{leaf.ErrOpaqueRange, codes.FailedPrecondition, "the tag is opaque: its IDs are issued one by one, never as a range"},
 	{leaf.ErrFormattedRange, codes.InvalidArgument, "a formatted tag's IDs cannot be leased as a range"},
+	// Ordered tags. The service is given a generator that forwards (see
+	// Config.Segment), so a *leaf.NotOwnerError reaches it only when no
+	// server owns the tag: Unavailable, until one takes it over.
+	{leaf.ErrOrderedTag, codes.FailedPrecondition, "the tag is ordered: its IDs are issued one by one by the server that owns it, never leased as a range, since a client's cache would hand them out out of order"},
+	{leaf.ErrNotOwner, codes.Unavailable, "no server owns the ordered tag right now; retry shortly"},
+	{leaf.ErrLeaseLost, codes.Unavailable, "the server lost its lease on the ordered tag; retry shortly"},
+	{forward.ErrQueueFull, codes.Unavailable, "too many requests wait for the server that owns the ordered tag; retry shortly"},
+	{forward.ErrOwnerUnreachable, codes.Unavailable, "the server that owns the ordered tag could not be reached; retry shortly"},
 	{errSegmentDisabled, codes.NotFound, "segment mode is disabled"},
 	{errSnowflakeDisabled, codes.NotFound, "snowflake mode is disabled"},
 	// FailedPrecondition, not Unavailable: retrying, here or on another
@@ -109,6 +118,9 @@ func clientMessage(err error, k errorKind) string {
 	}
 	if k.err == idformat.ErrWidthExceeded || k.err == leaf.ErrFormattedRange {
 		return err.Error() // the generator's: the tag, its format, the bound
+	}
+	if noe, ok := errors.AsType[*leaf.NotOwnerError](err); ok {
+		return noe.Error() // the tag, and when a server takes it over
 	}
 	return k.msg
 }
@@ -176,7 +188,11 @@ func (s *service) statusError(ctx context.Context, err error) error {
 	st := &spb.Status{Code: int32(k.code), Message: clientMessage(err, k)}
 	switch k.code {
 	case codes.Unavailable:
-		st.Details = append(st.Details, retryInfo(retryDelay))
+		d := retryDelay
+		if noe, ok := errors.AsType[*leaf.NotOwnerError](err); ok && noe.Retry > d {
+			d = noe.Retry // when a server takes the tag over
+		}
+		st.Details = append(st.Details, retryInfo(d))
 	case codes.ResourceExhausted:
 		var rl *rateLimitedError
 		if errors.As(err, &rl) {

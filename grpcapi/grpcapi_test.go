@@ -2,6 +2,7 @@ package grpcapi_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/grpcapi"
 	"github.com/leafgo/leaf/grpcapi/leafv1"
+	"github.com/leafgo/leaf/internal/forward"
 	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/segment"
 	"github.com/leafgo/leaf/sqlite"
@@ -258,6 +260,13 @@ func retryDelay(st *status.Status) time.Duration {
 // Unavailable.
 func checkStatus(t *testing.T, got bool, err error, code codes.Code, msg string) {
 	t.Helper()
+	checkStatusDelay(t, got, err, code, msg, 0)
+}
+
+// checkStatusDelay is checkStatus with the RetryInfo delay of an
+// Unavailable; 0 means the usual second.
+func checkStatusDelay(t *testing.T, got bool, err error, code codes.Code, msg string, delay time.Duration) {
+	t.Helper()
 	if got {
 		t.Errorf("a response came with the error %v", err)
 	}
@@ -270,7 +279,7 @@ func checkStatus(t *testing.T, got bool, err error, code codes.Code, msg string)
 	}
 	wantDelay := time.Duration(0)
 	if code == codes.Unavailable {
-		wantDelay = time.Second
+		wantDelay = cmp.Or(delay, time.Second)
 	}
 	if d := retryDelay(st); d != wantDelay {
 		t.Errorf("RetryInfo delay %s, want %s (details %v)", d, wantDelay, st.Details())
@@ -356,25 +365,34 @@ func TestStatusCodes(t *testing.T) {
 // The fake answers an ID along with the error: it must not reach the client.
 func TestErrorTable(t *testing.T) {
 	for _, tc := range []struct {
-		err  error
-		code codes.Code
-		msg  string
+		err   error
+		code  codes.Code
+		msg   string
+		delay time.Duration // RetryInfo's, when not the usual
 	}{
-		{fmt.Errorf("tag %q: %w", "x", leaf.ErrNotReady), codes.Unavailable, "not ready"},
-		{leaf.ErrClockBackwards, codes.Unavailable, "clock moved backwards"},
-		{leaf.ErrWorkerIDsExhausted, codes.Unavailable, "no snowflake worker ID"},
-		{leaf.ErrWorkerLost, codes.Unavailable, "worker ID lost"},
-		{leaf.ErrWorkerInUse, codes.Unavailable, "in use by another live server"},
-		{leaf.ErrClockSkew, codes.Unavailable, "skewed"},
-		{leaf.ErrClosed, codes.Unavailable, "shutting down"},
-		{leaf.ErrTagNotFound, codes.NotFound, "tag not found"},
-		{leaf.ErrInvalidArgument, codes.InvalidArgument, "invalid argument"},
-		{context.DeadlineExceeded, codes.DeadlineExceeded, "deadline exceeded"},
-		{context.Canceled, codes.Canceled, "request canceled"},
+		{fmt.Errorf("tag %q: %w", "x", leaf.ErrNotReady), codes.Unavailable, "not ready", 0},
+		{leaf.ErrClockBackwards, codes.Unavailable, "clock moved backwards", 0},
+		{leaf.ErrWorkerIDsExhausted, codes.Unavailable, "no snowflake worker ID", 0},
+		{leaf.ErrWorkerLost, codes.Unavailable, "worker ID lost", 0},
+		{leaf.ErrWorkerInUse, codes.Unavailable, "in use by another live server", 0},
+		{leaf.ErrClockSkew, codes.Unavailable, "skewed", 0},
+		{leaf.ErrClosed, codes.Unavailable, "shutting down", 0},
+		{leaf.ErrTagNotFound, codes.NotFound, "tag not found", 0},
+		{leaf.ErrInvalidArgument, codes.InvalidArgument, "invalid argument", 0},
+		// Ordered tags: the range refused; the owner being replaced, or
+		// out of reach of the forwarder.
+		{leaf.ErrOrderedTag, codes.FailedPrecondition, "the tag is ordered", 0},
+		{fmt.Errorf("x: %w", &leaf.NotOwnerError{Tag: "t", Retry: 1500 * time.Millisecond}), codes.Unavailable, "takes it over in 1.5s", 1500 * time.Millisecond},
+		{fmt.Errorf("tag t: %w (%w)", leaf.ErrNotReady, leaf.ErrLeaseLost), codes.Unavailable, "lost its lease", 0},
+		{leaf.ErrLeaseLost, codes.Unavailable, "lost its lease", 0},
+		{fmt.Errorf("%w: tag t: owner http://10.0.0.9:8080: dial tcp: refused", forward.ErrOwnerUnreachable), codes.Unavailable, "could not be reached", 0},
+		{forward.ErrQueueFull, codes.Unavailable, "too many requests wait", 0},
+		{context.DeadlineExceeded, codes.DeadlineExceeded, "deadline exceeded", 0},
+		{context.Canceled, codes.Canceled, "request canceled", 0},
 		// The leaf sentinel wins over the context error it wraps.
-		{errors.Join(leaf.ErrNotReady, context.DeadlineExceeded), codes.Unavailable, "not ready"},
+		{errors.Join(leaf.ErrNotReady, context.DeadlineExceeded), codes.Unavailable, "not ready", 0},
 		// Not in the table: a bug, and its text stays on the server.
-		{errors.New("secret DSN user:pw@db"), codes.Internal, "internal error"},
+		{errors.New("secret DSN user:pw@db"), codes.Internal, "internal error", 0},
 	} {
 		t.Run(tc.err.Error(), func(t *testing.T) {
 			var logs bytes.Buffer
@@ -383,7 +401,7 @@ func TestErrorTable(t *testing.T) {
 			calls := []call{nextID("t"), nextIDs("t", 3), rangeOf("t", 3), snowflakeID(""), snowflakeIDs("", 3), decode(42)}
 			for _, call := range calls {
 				got, err := call.do(ctxFor(t), c)
-				t.Run(call.name, func(t *testing.T) { checkStatus(t, got, err, tc.code, tc.msg) })
+				t.Run(call.name, func(t *testing.T) { checkStatusDelay(t, got, err, tc.code, tc.msg, tc.delay) })
 			}
 			logged := strings.Count(logs.String(), "grpcapi: internal error")
 			if tc.code == codes.Internal {

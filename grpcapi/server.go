@@ -61,7 +61,11 @@ type Config struct {
 	// Segment issues segment IDs: NextID, NextIDs, Range. A nil interface
 	// disables segment mode: those methods answer NotFound. (A nil
 	// *segment.Generator in a non-nil interface is not nil: leave the field
-	// unset instead.)
+	// unset instead.) For ordered tags, give it a forward.Generator: gRPC
+	// has no redirect, so a server that does not own an ordered tag
+	// forwards its calls to the owner (over HTTP, as the HTTP routes do)
+	// whatever segment.ordered says; Range refuses an ordered tag
+	// (FailedPrecondition).
 	Segment SegmentGenerator
 	// Snowflake issues and decodes snowflake IDs: SnowflakeNextID,
 	// SnowflakeNextIDs, Decode. Nil disables snowflake mode: those methods

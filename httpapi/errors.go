@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/forward"
 	"github.com/leafgo/leaf/internal/idformat"
 	"github.com/leafgo/leaf/internal/reqlog"
 )
@@ -57,6 +58,14 @@ var errorTable = [...]errorKind{
 	{leaf.ErrOpaqueRange, http.StatusConflict, "opaque_range", "the tag is opaque: its IDs are issued one by one, never as a range"},
 	{leaf.ErrTagExists, http.StatusConflict, "tag_exists", "tag already exists"},
 	{leaf.ErrTagTombstoned, http.StatusConflict, "tag_tombstoned", "tag was deleted and its IDs may not be issued again; create it without a start"},
+	// Ordered tags (see ordered.go). A *leaf.NotOwnerError without a live
+	// owner is noOwner instead (classify), and on the ID routes one naming
+	// the owner is a redirect (writeError).
+	{leaf.ErrOrderedTag, http.StatusConflict, "ordered_tag", "the tag is ordered: its IDs are issued one by one by the server that owns it, never leased as a range, since a client's cache would hand them out out of order"},
+	{leaf.ErrNotOwner, http.StatusConflict, "not_owner", "this server does not own the ordered tag"},
+	{leaf.ErrLeaseLost, http.StatusServiceUnavailable, "lease_lost", "the server lost its lease on the ordered tag; retry shortly"},
+	{forward.ErrQueueFull, http.StatusServiceUnavailable, "owner_busy", "too many requests wait for the server that owns the ordered tag; retry shortly"},
+	{forward.ErrOwnerUnreachable, http.StatusServiceUnavailable, "owner_unreachable", "the server that owns the ordered tag could not be reached; retry shortly"},
 	// Before ErrNotReady: a generator may refuse a sequence past the width
 	// with both.
 	{idformat.ErrWidthExceeded, http.StatusServiceUnavailable, "format_exhausted", "the tag's sequence outgrew its ID format's width"},
@@ -82,8 +91,16 @@ var errorTable = [...]errorKind{
 
 var internalError = errorKind{nil, http.StatusInternalServerError, "internal", "internal server error"}
 
+// noOwner is the row of a *leaf.NotOwnerError that names no owner: none is
+// alive, and a server takes the tag over when the lease runs out, which
+// its Retry-After says.
+var noOwner = errorKind{leaf.ErrNotOwner, http.StatusServiceUnavailable, "no_owner", "no server owns the ordered tag right now; retry shortly"}
+
 // classify finds err's row in the error table.
 func classify(err error) errorKind {
+	if noe, ok := errors.AsType[*leaf.NotOwnerError](err); ok && noe.URL == "" {
+		return noOwner
+	}
 	for _, k := range errorTable {
 		if errors.Is(err, k.err) {
 			return k
@@ -116,6 +133,10 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, style errorS
 	h := w.Header()
 	h["X-Content-Type-Options"] = noSniff
 	h[requestIDHeader] = []string{id}
+	if owner := ownerRedirect(err); owner != "" && r.Header.Get(forward.Header) == "" {
+		k.status = http.StatusTemporaryRedirect
+		h["Location"] = []string{owner + r.URL.RequestURI()}
+	}
 	switch k.status {
 	case http.StatusServiceUnavailable, http.StatusTooManyRequests:
 		h["Retry-After"] = []string{retryAfter(err)}
@@ -207,6 +228,13 @@ func clientMessage(err error, k errorKind, tag string) string {
 	var se *leaf.ShapeError
 	if errors.As(err, &se) {
 		return oneLine(se.Error())
+	}
+	var noe *leaf.NotOwnerError
+	if errors.As(err, &noe) {
+		return oneLine(noe.Error()) // the tag, and its owner or when one takes over
+	}
+	if k.err == leaf.ErrOrderedTag && leaf.ValidateTag(tag) == nil {
+		return "tag " + tag + ": " + k.msg
 	}
 	if k.err == idformat.ErrWidthExceeded || k.err == leaf.ErrFormattedRange {
 		return oneLine(err.Error()) // the generator's: the tag, its format (and the bound)

@@ -19,6 +19,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/forward"
 )
 
 // The fast transport: the Leaf ID routes served by fasthttp, everything else
@@ -92,6 +93,9 @@ func NewFastServer(s *Server, lim Limits) *fasthttp.Server {
 				s.fastLeafGet(ctx, s.segIDs, errSegmentDisabled, path[len(segmentGetPrefix):], query, segmentGetRoute)
 			case hasPrefix(path, snowflakeGetPrefix):
 				s.fastLeafGet(ctx, s.snowIDs, errSnowflakeDisabled, path[len(snowflakeGetPrefix):], query, snowflakeGetRoute)
+			case hasPrefix(path, v2SegmentPrefix) && len(ctx.Request.Header.Peek(forward.Header)) > 0 && s.fastForwardedRange(ctx, path, query):
+				// Another server's forwarded batch of an ordered tag:
+				// served here, on the owner's hot path (ordered.go).
 			default:
 				s.serveAdapted(ctx)
 			}
@@ -259,6 +263,10 @@ func (s *Server) fastError(ctx *fasthttp.RequestCtx, err error) int {
 	h := &ctx.Response.Header
 	h.Set("X-Content-Type-Options", noSniff[0])
 	h.Set(requestIDHeader, id)
+	if owner := ownerRedirect(err); owner != "" && len(ctx.Request.Header.Peek(forward.Header)) == 0 {
+		k.status = fasthttp.StatusTemporaryRedirect
+		h.Set("Location", owner+string(ctx.RequestURI()))
+	}
 	if k.status == fasthttp.StatusServiceUnavailable || k.status == fasthttp.StatusTooManyRequests {
 		h.Set("Retry-After", retryAfter(err))
 	}

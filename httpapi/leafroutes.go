@@ -381,7 +381,7 @@ var cacheTemplate = template.Must(template.New("cache").Parse(pageHead +
 <thead><tr><th class="l">name</th><th>init</th><th>next</th><th>pos</th><th>value0</th><th>max0</th><th>step0</th><th>value1</th><th>max1</th><th>step1</th></tr></thead>
 <tbody>
 {{- range .Rows}}
-<tr><td class="l">{{.Tag}}{{with .Period}} ({{.}}){{end}}</td><td>{{.InitOK}}</td><td>{{.NextReady}}</td><td>{{.Pos}}</td>
+<tr><td class="l">{{.Tag}}{{with .Period}} ({{.}}){{end}}{{if .Ordered}} (ordered, owner {{with .Owner}}{{.}}{{else}}none{{end}}){{end}}</td><td>{{.InitOK}}</td><td>{{.NextReady}}</td><td>{{.Pos}}</td>
 {{- with index .Buffers 0}}<td>{{.Value}}</td><td>{{.Max}}</td><td>{{.Step}}</td>{{end}}
 {{- with index .Buffers 1}}<td>{{.Value}}</td><td>{{.Max}}</td><td>{{.Step}}</td>{{end}}</tr>
 {{- else}}

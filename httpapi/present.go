@@ -24,7 +24,13 @@ type tagStatus struct {
 	// tag whose /v2 answers carry "formatted"; see addFormats.
 	Format string `json:"format,omitempty"`
 	// OpaqueBits is an opaque tag's permutation width; see addFormats.
-	OpaqueBits  int           `json:"opaque_bits,omitempty"`
+	OpaqueBits int `json:"opaque_bits,omitempty"`
+	// Ordered, Owner and OwnerToken are an ordered tag's: its owner as
+	// this server last saw it (advertise URL '#' nonce; this server's own
+	// while it owns the tag) and that lease's fencing token.
+	Ordered     bool          `json:"ordered,omitempty"`
+	Owner       string        `json:"owner,omitempty"`
+	OwnerToken  int64         `json:"owner_token,omitempty"`
 	InitOK      bool          `json:"init_ok"`
 	NextReady   bool          `json:"next_ready"`
 	Pos         int           `json:"pos"`
@@ -55,7 +61,7 @@ type rangeState struct {
 
 func newTagStatus(s *leaf.SegmentStatus) tagStatus {
 	t := tagStatus{
-		Tag: s.Tag, Period: s.Period, InitOK: s.InitOK, NextReady: s.NextReady, Pos: s.Pos, Loading: s.Loading,
+		Tag: s.Tag, Period: s.Period, Ordered: s.Ordered, Owner: s.Owner, OwnerToken: s.OwnerToken, InitOK: s.InitOK, NextReady: s.NextReady, Pos: s.Pos, Loading: s.Loading,
 		Step: s.Step, MinStep: s.MinStep, LoadError: s.LoadError,
 		Issued: s.Issued, Loads: s.Loads, Waits: s.Waits, LoadErrors: s.LoadErrors,
 		LoadSeconds: s.LoadSeconds, GivenBack: s.GivenBack, Remaining: s.Remaining,
@@ -149,6 +155,12 @@ type TagRow struct {
 	TimeZone    string    `json:"time_zone,omitempty"`
 	Format      string    `json:"format,omitempty"`
 	OpaqueBits  int       `json:"opaque_bits,omitempty"`
+	// Ordered: the tag's IDs strictly increase in the order they are
+	// issued, across the cluster (leaf.OrderedStore). GET /v2/tags/{tag}
+	// of an ordered tag adds Owner, the URL of the server that owns it
+	// while its lease holds.
+	Ordered bool   `json:"ordered,omitempty"`
+	Owner   string `json:"owner,omitempty"`
 	// GET /v2/tags/{tag} of a periodic tag adds the period the server's
 	// clock is in and how many periods have a row.
 	CurrentPeriod string `json:"current_period,omitempty"`

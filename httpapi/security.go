@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/leafgo/leaf"
 )
 
 // ClientLimiter limits how fast one client may take IDs;
@@ -46,6 +48,10 @@ func retryAfter(err error) string {
 	var rl *rateLimitedError
 	if errors.As(err, &rl) {
 		return strconv.Itoa(rl.seconds())
+	}
+	if noe, ok := errors.AsType[*leaf.NotOwnerError](err); ok && noe.Retry > time.Second {
+		// When a server takes the tag over, in whole seconds, rounded up.
+		return strconv.Itoa(int((noe.Retry + time.Second - 1) / time.Second))
 	}
 	return retry1s[0]
 }

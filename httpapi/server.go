@@ -500,7 +500,10 @@ func (s *Server) routes(metrics http.Handler) {
 	}
 	s.handle("/v2/segment/{tag}", jsonStyle, ids(s.v2SegmentID))
 	s.handle("/v2/segment/{tag}/batch", jsonStyle, ids(s.v2SegmentBatch))
-	s.handle("/v2/segment/{tag}/range", jsonStyle, ids(s.v2SegmentRange))
+	// The range route limits its clients itself: another server's
+	// forwarded batch is not limited (ordered.go).
+	rangeRoute := s.v2(s.v2SegmentRangeRoute)
+	s.handle("/v2/segment/{tag}/range", jsonStyle, methods{"GET": rangeRoute, "POST": rangeRoute})
 	s.handle("/v2/snowflake", jsonStyle, ids(s.v2SnowflakeID))
 	s.handle("/v2/snowflake/batch", jsonStyle, ids(s.v2SnowflakeBatch))
 	// Decoding issues nothing, so it is a GET only.

@@ -445,7 +445,11 @@ func (s *Server) v2ListTags(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, r, http.StatusOK, tagsPage{tagRows(page, shapes), next})
+	rows := tagRows(page, shapes)
+	if err := s.markOrdered(r.Context(), rows); err != nil {
+		return err
+	}
+	return writeJSON(w, r, http.StatusOK, tagsPage{rows, next})
 }
 
 // allocsPage reads the page q of the store's rows, one more than the page
@@ -474,6 +478,9 @@ func (s *Server) v2GetTag(w http.ResponseWriter, r *http.Request) error {
 	}
 	row, err := s.TagRow(r, a)
 	if err != nil {
+		return err
+	}
+	if err := s.addOwner(r.Context(), &row); err != nil {
 		return err
 	}
 	if row.Period != "" {
@@ -514,6 +521,9 @@ type createTagRequest struct {
 	TimeZone    string `json:"time_zone"`
 	Format      string `json:"format"`
 	OpaqueBits  int    `json:"opaque_bits"`
+	// Ordered makes the tag ordered (leaf.OrderedStore); it can be
+	// changed later.
+	Ordered bool `json:"ordered"`
 }
 
 // shapePreparer is implemented by a generator that checks a shape against
@@ -548,6 +558,9 @@ func (s *Server) v2CreateTag(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return asClient(err)
 	}
+	if _, ok := s.seg.(OrderedGenerator); req.Ordered && !ok {
+		return errNoOrderedStore
+	}
 	if p, ok := s.seg.(shapePreparer); ok {
 		// The generator's own checks of the shape (an opaque tag without
 		// a key, a format too narrow for it), written for the client and
@@ -559,27 +572,39 @@ func (s *Server) v2CreateTag(w http.ResponseWriter, r *http.Request) error {
 	if err := s.seg.CreateShapedTag(r.Context(), a, shape); err != nil {
 		return err
 	}
+	if req.Ordered {
+		// A second transaction: a request in between is served as for a
+		// plain tag, and the first owner continues above it.
+		if err := s.setOrdered(r.Context(), a.Tag, true); err != nil {
+			return fmt.Errorf("tag %s created, but not made ordered (PATCH it with {\"ordered\":true}): %w", a.Tag, err)
+		}
+	}
 	// Answer with the row as stored (update_time and, without a start,
 	// max_id are the store's). If reading it back fails, the tag was still
 	// created: say so with what was asked.
 	if stored, err := s.tags.Alloc(r.Context(), a.Tag); err == nil {
 		a = stored
 	}
+	row := NewTagRow(a, shape.Canonical())
+	row.Ordered = req.Ordered
 	w.Header()["Location"] = []string{"/v2/tags/" + a.Tag}
-	return writeJSON(w, r, http.StatusCreated, NewTagRow(a, shape.Canonical()))
+	return writeJSON(w, r, http.StatusCreated, row)
 }
 
-// patchTagRequest is the body of PATCH /v2/tags/{tag}. The shape's fields
-// are read only to refuse them with words saying why.
+// patchTagRequest is the body of PATCH /v2/tags/{tag}: a step, whether
+// the tag is ordered, or both. The shape's fields are read only to refuse
+// them with words saying why.
 type patchTagRequest struct {
 	Step       *int            `json:"step"`
+	Ordered    *bool           `json:"ordered"`
 	Period     json.RawMessage `json:"period"`
 	TimeZone   json.RawMessage `json:"time_zone"`
 	Format     json.RawMessage `json:"format"`
 	OpaqueBits json.RawMessage `json:"opaque_bits"`
 }
 
-// v2PatchTag serves PATCH /v2/tags/{tag} {"step":N}: 200 with the row.
+// v2PatchTag serves PATCH /v2/tags/{tag} {"step":N} or {"ordered":B}, or
+// both: 200 with the row.
 func (s *Server) v2PatchTag(w http.ResponseWriter, r *http.Request) error {
 	tag, err := s.adminTag(r)
 	if err != nil {
@@ -594,14 +619,26 @@ func (s *Server) v2PatchTag(w http.ResponseWriter, r *http.Request) error {
 			return asClient(fmt.Errorf("%w: %s cannot be changed: a tag's period, time_zone, format and opaque_bits are fixed when it is created, since IDs issued under them may still be in use", leaf.ErrInvalidArgument, name))
 		}
 	}
-	if req.Step == nil {
-		return asClient(fmt.Errorf("%w: step is required", leaf.ErrInvalidArgument))
+	if req.Step == nil && req.Ordered == nil {
+		return asClient(fmt.Errorf("%w: step or ordered is required", leaf.ErrInvalidArgument))
 	}
-	if err := leaf.ValidateStep(*req.Step); err != nil {
-		return asClient(err)
+	if req.Step != nil {
+		if err := leaf.ValidateStep(*req.Step); err != nil {
+			return asClient(err)
+		}
 	}
-	if err := s.seg.SetStep(r.Context(), tag, *req.Step); err != nil {
-		return err
+	if _, ok := s.seg.(OrderedGenerator); req.Ordered != nil && !ok {
+		return errNoOrderedStore
+	}
+	if req.Step != nil {
+		if err := s.seg.SetStep(r.Context(), tag, *req.Step); err != nil {
+			return err
+		}
+	}
+	if req.Ordered != nil {
+		if err := s.setOrdered(r.Context(), tag, *req.Ordered); err != nil {
+			return err
+		}
 	}
 	// If reading the row back fails, answer the error: setting a step is
 	// idempotent, so the client may simply retry.
@@ -611,6 +648,9 @@ func (s *Server) v2PatchTag(w http.ResponseWriter, r *http.Request) error {
 	}
 	row, err := s.TagRow(r, a)
 	if err != nil {
+		return err
+	}
+	if err := s.addOwner(r.Context(), &row); err != nil {
 		return err
 	}
 	return writeJSON(w, r, http.StatusOK, row)

@@ -350,7 +350,7 @@ func TestV2Tags(t *testing.T) {
 		{"step 0", "POST", "/v2/tags", `{"tag":"x","step":0}`, 400, "invalid_argument", "step 0"},
 		{"step too big", "POST", "/v2/tags", `{"tag":"x","step":1000001}`, 400, "invalid_argument", ""},
 		{"long description", "POST", "/v2/tags", `{"tag":"x","description":"` + strings.Repeat("d", 257) + `"}`, 400, "invalid_argument", "description"},
-		{"patch no step", "PATCH", "/v2/tags/existing", `{}`, 400, "invalid_argument", "step is required"},
+		{"patch no step", "PATCH", "/v2/tags/existing", `{}`, 400, "invalid_argument", "step or ordered is required"},
 		{"patch step 0", "PATCH", "/v2/tags/existing", `{"step":0}`, 400, "invalid_argument", ""},
 		{"patch unknown field", "PATCH", "/v2/tags/existing", `{"step":5,"max_id":1}`, 400, "invalid_argument", "unknown field"},
 		{"patch bad tag", "PATCH", "/v2/tags/a%2Fb", `{"step":5}`, 400, "invalid_tag", ""},

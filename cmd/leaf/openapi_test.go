@@ -41,10 +41,11 @@ import (
 // that it describes nothing the server does not do; httpapi's
 // TestOpenAPIDescribesEveryRoute checks that it describes every route.
 //
-// Four servers give every answer: A, the default one (SQLite, both modes,
+// Five servers give every answer: A, the default one (SQLite, both modes,
 // an admin token, a chaos build's clock that the test steps back at the
-// end); B, on MariaDB through a proxy the test cuts, snowflake off; C, rate
-// limited; D, segment off.
+// end); B, on MariaDB through a proxy the test cuts, snowflake off, the
+// owner of an ordered tag; C, rate limited; D, segment off; E, on B's
+// database, redirecting to B.
 func TestOpenAPIConformance(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -89,6 +90,7 @@ func TestOpenAPIConformance(t *testing.T) {
 	sid := fetchID(t, a.url("/api/snowflake/get/x"))
 	ids := strconv.FormatInt(sid, 10)
 	wrong := "wrong-admin-token-0123456789"
+	forwarded := map[string]string{"Leaf-Forward": "1"}
 	const big = 100 << 10 // over the /v2 body limit, under the server's
 	bigBody := `{"tag":"t","description":"` + strings.Repeat("d", big) + `"}`
 	for _, tt := range []apiCall{
@@ -229,6 +231,12 @@ func TestOpenAPIConformance(t *testing.T) {
 		{method: "GET", target: "/v2/tags/bad%20tag", token: token, status: 400, invalid: true},
 		{method: "HEAD", target: "/v2/tags/bad%20tag", token: token, status: 400, invalid: true},
 		{method: "PATCH", target: "/v2/tags/oa.made", token: token, body: `{"step":20}`, status: 200},
+		{method: "PATCH", target: "/v2/tags/oa.made", token: token, body: `{"ordered":true}`, status: 200},
+		{method: "PATCH", target: "/v2/tags/oa.made", token: token, body: `{"ordered":false,"step":10}`, status: 200},
+		{method: "PATCH", target: "/v2/tags/oa.made", token: token, body: `{"ordered":"yes"}`, status: 400, invalid: true},
+		// A forwarded range (ordered tags) needs the token.
+		{method: "GET", target: "/v2/segment/" + seed + "/range?count=2", header: forwarded, status: 401},
+		{method: "POST", target: "/v2/segment/" + seed + "/range?count=2", header: forwarded, token: wrong, status: 401},
 		{method: "PATCH", target: "/v2/tags/oa.made", token: token, body: `{}`, status: 400, invalid: true},
 		{method: "PATCH", target: "/v2/tags/oa.made", token: token, body: `{"step":0}`, status: 400, invalid: true},
 		{method: "PATCH", target: "/v2/tags/no.such.tag", token: token, body: `{"step":20}`, status: 404},
@@ -360,8 +368,36 @@ func TestOpenAPIConformance(t *testing.T) {
 		{method: "HEAD", target: "/decodeSnowflakeId?snowflakeId=1", status: 404},
 		{method: "POST", target: "/v2/tags", token: token, body: `{"tag":"oa.cold"}`, status: 201},
 		{method: "GET", target: "/api/segment/get/" + seed, status: 200},
+		// An ordered tag, which B owns once it served it.
+		{method: "POST", target: "/v2/tags", token: token, body: `{"tag":"oa.ordered","step":10,"ordered":true}`, status: 201},
+		{method: "GET", target: "/api/segment/get/oa.ordered", status: 200},
+		{method: "GET", target: "/v2/tags/oa.ordered", token: token, status: 200},
+		{method: "GET", target: "/v2/segment/oa.ordered/range?count=5", header: forwarded, status: 200},
+		{method: "POST", target: "/v2/segment/oa.ordered/range?count=5", status: 409},
 	} {
 		k.check(b.url(""), tt)
+	}
+	// E: on B's database, in redirect mode: its clients go to B, the
+	// owner; a forwarded request is refused, not sent on.
+	dirE := t.TempDir()
+	e := startServer(t, bin, dirE, append(cleanEnv(), "LEAF_DATA_DIR="+filepath.Join(dirE, "data"),
+		"LEAF_SNOWFLAKE_ENABLED=false", "LEAF_SEGMENT_ORDERED=redirect"),
+		"--listen", "127.0.0.1:0", "--segment-store", "mysql", "--segment-dsn", mysqlDSN)
+	for _, tt := range []apiCall{
+		{method: "GET", target: "/api/segment/get/oa.ordered", status: 307},
+		{method: "POST", target: "/api/segment/get/oa.ordered?count=2", status: 307},
+		{method: "GET", target: "/v2/segment/oa.ordered", status: 307},
+		{method: "POST", target: "/v2/segment/oa.ordered", status: 307},
+		{method: "GET", target: "/v2/segment/oa.ordered/batch?count=2", status: 307},
+		{method: "POST", target: "/v2/segment/oa.ordered/batch?count=2", status: 307},
+		{method: "GET", target: "/v2/segment/oa.ordered/range?count=2", status: 409},
+		{method: "GET", target: "/v2/segment/oa.ordered/range?count=2", header: forwarded, status: 409},
+	} {
+		if status := k.check(e.url(""), tt); status == http.StatusTemporaryRedirect {
+			if loc := k.lastLocation; !strings.HasPrefix(loc, b.url("/")) {
+				t.Errorf("%s %s: redirected to %q, want B, the owner (%s)", tt.method, tt.target, loc, b.url(""))
+			}
+		}
 	}
 	proxy.Down()
 	for _, tt := range []apiCall{
@@ -438,6 +474,7 @@ const envChaosClock = "LEAF_CHAOS_CLOCK_FILE"
 type apiCall struct {
 	method, target string // target: the path and query
 	token          string // sent as Authorization: Bearer TOKEN
+	header         map[string]string
 	body           string // JSON
 	// bodyLength, when set, is a Content-Length sent with no body: a
 	// server that refuses the length answers before reading any.
@@ -456,6 +493,8 @@ type conformance struct {
 	router routers.Router
 	client *http.Client
 	seen   map[apiAnswer]bool
+	// lastLocation is the Location header of the last answer checked.
+	lastLocation string
 }
 
 // apiAnswer is one answer the document describes: an operation, a status and
@@ -520,6 +559,9 @@ func (k *conformance) check(base string, c apiCall) int {
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
+	for k, v := range c.header {
+		req.Header.Set(k, v)
+	}
 	if c.body != "" || c.bodyLength > 0 {
 		req.Header.Set("Content-Type", "application/json")
 	}
@@ -534,6 +576,7 @@ func (k *conformance) check(base string, c apiCall) int {
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
+	k.lastLocation = resp.Header.Get("Location")
 	if c.status != 0 && resp.StatusCode != c.status {
 		t.Errorf("%s: %s %q, want %d", name, resp.Status, truncateBody(body), c.status)
 		return resp.StatusCode

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -24,6 +26,7 @@ import (
 	"github.com/leafgo/leaf/httpapi"
 	"github.com/leafgo/leaf/internal/config"
 	"github.com/leafgo/leaf/internal/deadline"
+	"github.com/leafgo/leaf/internal/forward"
 	"github.com/leafgo/leaf/internal/history"
 	"github.com/leafgo/leaf/internal/opaque"
 	"github.com/leafgo/leaf/internal/ratelimit"
@@ -68,7 +71,7 @@ nothing; whether the store and the registry answer is left to serve.
 
 func (a *app) serve(ctx context.Context, args []string) error {
 	fs := newFlagSet("serve")
-	flags := config.BindFlags(fs, "listen", "data_dir", "single_node", "segment.store", "segment.dsn", "log.level", "log.format",
+	flags := config.BindFlags(fs, "listen", "advertise_url", "data_dir", "single_node", "segment.store", "segment.dsn", "log.level", "log.format",
 		"grpc_listen", "admin.token_file", "admin.insecure", "segment.opaque_key_file", "tls.cert", "tls.key", "rate_limit.per_second", "snowflake.registry", "snowflake.name", "snowflake.endpoint", "snowflake.worker_id", "snowflake.zk", "snowflake.etcd", "snowflake.dsn", "snowflake.layout")
 	flags.BindLeafProperties()
 	check := fs.Bool("check", false, "check everything serve checks before it starts (every setting, the config, token and opaque key files, the TLS pair, the DSNs' syntax, the snowflake layout and worker map), print a summary and exit 0, or exit 2 with serve's message; it connects to nothing, binds no port and writes nothing")
@@ -339,12 +342,36 @@ func (p *servePlan) summarize(w io.Writer) {
 		{"data_dir", cfg.DataDir},
 		{"segment", segment},
 		{"opaque_key", opaqueKey},
+		{"ordered", orderedDesc(cfg)},
 		{"snowflake", snow},
 		{"shutdown", cfg.ShutdownTimeout.String() + " (shutdown_timeout: drain, give unused IDs back, release the worker ID)"},
 	} {
 		fmt.Fprintf(w, "  %-12s %s\n", row[0], row[1])
 	}
 	fmt.Fprintf(w, "Not checked: that the store and the registry are reachable, and that the ports are free.\n")
+}
+
+// orderedDesc says how ordered tags are served: the mode, the URL the
+// other servers reach this one at (its port once bound, when listen says
+// 0), the owner's lease.
+func orderedDesc(cfg config.Config) string {
+	if !cfg.Segment.Enabled {
+		return "off"
+	}
+	_, p, _ := net.SplitHostPort(cfg.Listen)
+	port, _ := strconv.Atoi(p)
+	adv := cfg.AdvertisedURL(port, defaultIP)
+	if cfg.AdvertiseURL == "" && port == 0 {
+		adv = strings.TrimSuffix(adv, ":0") + ":<listen port>"
+	}
+	return fmt.Sprintf("%s, advertise %s, owner lease %s", cfg.Segment.Ordered, adv, cfg.Segment.OwnerLease)
+}
+
+// processNonce is a random nonce of this process, for its owner identity.
+func processNonce() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return hex.EncodeToString(b[:])
 }
 
 func rateDesc(r config.RateLimit) string {
@@ -431,6 +458,11 @@ func (a *app) runServer(ctx context.Context, p *servePlan, log *slog.Logger) err
 		store     segmentStore
 		storeDesc = "none (segment mode disabled)"
 		gen       *segment.Generator
+		// fwd forwards the requests for ordered tags this server does not
+		// own; fgen is gen with its ID methods answered through it.
+		fwd       *forward.Forwarder
+		fgen      *forward.Generator
+		advertise string
 		// The handler takes interfaces: they must stay nil, not hold a nil
 		// pointer, when a mode is off.
 		segGen  httpapi.SegmentGenerator
@@ -458,6 +490,9 @@ func (a *app) runServer(ctx context.Context, p *servePlan, log *slog.Logger) err
 		}
 		if gln != nil {
 			_ = gln.Close()
+		}
+		if fwd != nil {
+			fwd.Close()
 		}
 		if gen != nil {
 			if err := gen.Close(ctx); err != nil {
@@ -496,6 +531,7 @@ func (a *app) runServer(ctx context.Context, p *servePlan, log *slog.Logger) err
 		}
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
+	advertise = cfg.AdvertisedURL(port, defaultIP)
 	if cfg.Snowflake.Enabled {
 		if _, err := snowflakeEndpoint(cfg.Snowflake.Endpoint, port); err != nil {
 			return abort(err)
@@ -520,11 +556,27 @@ func (a *app) runServer(ctx context.Context, p *servePlan, log *slog.Logger) err
 		settings.IdleTimeout = cfg.Segment.IdleTimeout
 		settings.LookupRate = float64(cfg.Segment.LookupRate)
 		settings.OpaqueKey = p.opaqueKey
+		// The owner identity of ordered tags: where the others reach this
+		// server, and a nonce of this process, so that a restarted server
+		// is a new owner whose predecessor's lease must run out.
+		settings.Owner = advertise + "#" + processNonce()
+		settings.OwnerLease = cfg.Segment.OwnerLease
 		gen, err = segment.New(ctx, settings)
 		if err != nil {
 			return abort(fmt.Errorf("start segment generator: %w", err))
 		}
-		segGen = gen
+		fwd, err = forward.New(forward.Settings{Local: gen, Self: settings.Owner, Token: adminToken,
+			Wait: cfg.Segment.WaitTimeout, Logger: log})
+		if err != nil {
+			return abort(fmt.Errorf("start forwarder: %w", err))
+		}
+		fgen = forward.Wrap(gen, fwd)
+		// In redirect mode the HTTP routes answer a tag this server does
+		// not own with a redirect to its owner; gRPC always forwards.
+		segGen = fgen
+		if cfg.Segment.Ordered == config.OrderedRedirect {
+			segGen = gen
+		}
 	}
 
 	workerDesc := "none (snowflake mode disabled)"
@@ -596,7 +648,7 @@ func (a *app) runServer(ctx context.Context, p *servePlan, log *slog.Logger) err
 			gcfg.Limiter = limiter
 		}
 		if segGen != nil {
-			gcfg.Segment = gen
+			gcfg.Segment = fgen
 		}
 		if worker != nil {
 			gcfg.Snowflake = worker.gen
@@ -610,7 +662,7 @@ func (a *app) runServer(ctx context.Context, p *servePlan, log *slog.Logger) err
 		log.Info("grpc listening", "addr", gln.Addr().String())
 	}
 
-	log.Info("listening", "addr", ln.Addr().String(), "tls", tlsCfg != nil, "admin_token", adminToken != "",
+	log.Info("listening", "addr", ln.Addr().String(), "advertise", advertise, "tls", tlsCfg != nil, "admin_token", adminToken != "",
 		"rate_limit", cfg.RateLimit.PerSecond, "store", storeDesc, "snowflake", workerDesc, "version", buildVersion())
 	if a.onListen != nil {
 		a.onListen(ln.Addr())

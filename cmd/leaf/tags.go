@@ -25,8 +25,9 @@ const tagsUsage = `Usage:
   leaf tags list [--json] [--prefix P]
   leaf tags get TAG [--json]
   leaf tags create TAG [--step N] [--start N] [--description S]
-                   [--period day|month|year] [--tz ZONE] [--format SPEC] [--opaque-bits N]
+                   [--period day|month|year] [--tz ZONE] [--format SPEC] [--opaque-bits N] [--ordered]
   leaf tags set-step TAG N
+  leaf tags order TAG on|off
   leaf tags delete TAG
   leaf tags prune TAG (--keep N | --before PERIOD)
 
@@ -47,6 +48,11 @@ one nor the one before, leaving tombstones so that no period starts again.
 A tag's period, time zone, format and opaque bits are its shape, fixed
 when it is created: a deleted tag can be created again only with the same.
 
+An ordered tag (--ordered, or 'order TAG on') has IDs that strictly
+increase in the order they are issued across the cluster: one server at a
+time, its owner, issues them, and the others pass requests on (see the
+README's "Ordered tags"). 'order TAG off' makes it a plain tag again.
+
 list, set-step and delete never create the store: with the embedded SQLite
 store, a file that is not there (a mistyped --data-dir) is an error naming
 it. create makes a new store when there is none, and says so on stderr.
@@ -57,7 +63,7 @@ var storeKeys = []string{"data_dir", "segment.store", "segment.dsn"}
 
 func (a *app) tags(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return usageErrorf("tags needs a subcommand: list, get, create, set-step, delete or prune")
+		return usageErrorf("tags needs a subcommand: list, get, create, set-step, order, delete or prune")
 	}
 	sub, rest := args[0], args[1:]
 	switch sub {
@@ -71,13 +77,15 @@ func (a *app) tags(ctx context.Context, args []string) error {
 		return a.tagsCreate(ctx, rest)
 	case "set-step":
 		return a.tagsSetStep(ctx, rest)
+	case "order":
+		return a.tagsOrder(ctx, rest)
 	case "delete":
 		return a.tagsDelete(ctx, rest)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(a.stdout, tagsUsage)
 		return errHelp
 	}
-	return usageErrorf("unknown tags subcommand %q; want list, get, create, set-step, delete or prune", sub)
+	return usageErrorf("unknown tags subcommand %q; want list, get, create, set-step, order, delete or prune", sub)
 }
 
 // withStore loads the configuration, opens the store, runs f and closes the
@@ -165,7 +173,14 @@ func (a *app) tagsList(ctx context.Context, args []string) error {
 			if err != nil {
 				return err
 			}
-			return out.rows(page, shapes)
+			rows := make([]httpapi.TagRow, len(page))
+			for i, al := range page {
+				rows[i] = httpapi.NewTagRow(al, shapes[al.Tag])
+			}
+			if err := httpapi.MarkOrdered(ctx, orderedStore(s), rows); err != nil {
+				return err
+			}
+			return out.rows(rows)
 		})
 		if err != nil {
 			return fmt.Errorf("list tags: %w", err)
@@ -196,7 +211,7 @@ func eachPage(ctx context.Context, p allocPager, prefix string, f func([]leaf.Al
 // rowWriter prints rows, with their tags' shapes, as they come, then ends
 // the listing.
 type rowWriter interface {
-	rows([]leaf.Alloc, map[string]leaf.TagShape) error
+	rows([]httpapi.TagRow) error
 	end() error
 }
 
@@ -208,10 +223,13 @@ type jsonArrayWriter struct {
 }
 
 // shapeCell is a shape in one table cell without spaces: "-" for a plain
-// tag, else its settings as key=value, comma-separated.
-func shapeCell(sh leaf.TagShape) string {
-	r := httpapi.NewTagRow(leaf.Alloc{}, sh)
+// tag, else its settings as key=value, comma-separated, and "ordered" for
+// an ordered tag.
+func shapeCell(r httpapi.TagRow) string {
 	var parts []string
+	if r.Ordered {
+		parts = append(parts, "ordered")
+	}
 	for _, kv := range [][2]string{{"period", r.Period}, {"tz", r.TimeZone}, {"format", r.Format}} {
 		if kv[1] != "" {
 			parts = append(parts, kv[0]+"="+kv[1])
@@ -226,10 +244,9 @@ func shapeCell(sh leaf.TagShape) string {
 	return strings.Join(parts, ",")
 }
 
-func (j *jsonArrayWriter) rows(page []leaf.Alloc, shapes map[string]leaf.TagShape) error {
+func (j *jsonArrayWriter) rows(page []httpapi.TagRow) error {
 	var b bytes.Buffer
-	for _, al := range page {
-		row := httpapi.NewTagRow(al, shapes[al.Tag])
+	for _, row := range page {
 		el, err := json.MarshalIndent(row, "  ", "  ")
 		if err != nil {
 			return err
@@ -267,20 +284,20 @@ type tableWriter struct {
 
 var tableHeader = []string{"TAG", "MAX_ID", "STEP", "UPDATE_TIME", "SHAPE", "DESCRIPTION"}
 
-func (t *tableWriter) rows(page []leaf.Alloc, shapes map[string]leaf.TagShape) error {
+func (t *tableWriter) rows(page []httpapi.TagRow) error {
 	cells := make([][]string, 0, len(page)+1)
 	if !t.header {
 		t.header = true
 		cells = append(cells, tableHeader)
 		t.widths = make([]int, len(tableHeader)-1) // the last cell is not padded
 	}
-	for _, al := range page {
+	for _, r := range page {
 		updated := "-"
-		if !al.UpdateTime.IsZero() {
-			updated = al.UpdateTime.Format(time.RFC3339)
+		if !r.UpdateTime.IsZero() {
+			updated = r.UpdateTime.Format(time.RFC3339)
 		}
-		cells = append(cells, []string{al.Tag, strconv.FormatInt(al.MaxID, 10), strconv.Itoa(al.Step), updated,
-			shapeCell(shapes[al.Tag]), printable(al.Description)})
+		cells = append(cells, []string{r.Tag, strconv.FormatInt(r.MaxID, 10), strconv.Itoa(r.Step), updated,
+			shapeCell(r), printable(r.Description)})
 	}
 	for _, row := range cells {
 		for i := range t.widths {
@@ -301,7 +318,7 @@ func (t *tableWriter) rows(page []leaf.Alloc, shapes map[string]leaf.TagShape) e
 }
 
 func (t *tableWriter) end() error {
-	return t.rows(nil, nil) // the header of an empty table
+	return t.rows(nil) // the header of an empty table
 }
 
 // printable keeps a description from breaking the table: control characters
@@ -326,8 +343,9 @@ func (a *app) tagsCreate(ctx context.Context, args []string) error {
 	tz := fs.String("tz", "", "the IANA time zone whose calendar the periods follow (default UTC); with --period only")
 	format := fs.String("format", "", "the format of the tag's IDs, e.g. 'ORD-{period}-{seq:6}' or 'INV{seq:8:36}': a prefix, {period}- for a periodic tag, then {seq}, {seq:WIDTH} or {seq:WIDTH:RADIX}")
 	opaque := fs.Int("opaque-bits", 0, "16..63: pass the tag's IDs through a keyed permutation of that many bits (0: plain)")
+	ordered := fs.Bool("ordered", false, "make the tag ordered: its IDs strictly increase in the order they are issued, across the cluster (see 'leaf tags order')")
 	pos, err := a.parseFlags(fs, "Usage: leaf tags create TAG [--step N] [--start N] [--description S]\n"+
-		"                        [--period day|month|year] [--tz ZONE] [--format SPEC] [--opaque-bits N] [flags]\n\n"+
+		"                        [--period day|month|year] [--tz ZONE] [--format SPEC] [--opaque-bits N] [--ordered] [flags]\n\n"+
 		"Creates a tag in the store. --period, --tz, --format and --opaque-bits are its shape, fixed from then on.\n", args)
 	if err != nil {
 		return err
@@ -366,11 +384,23 @@ func (a *app) tagsCreate(ctx context.Context, args []string) error {
 				return err
 			}
 		}
+		var ordStore leaf.OrderedStore
+		if *ordered {
+			if ordStore = orderedStore(s); ordStore == nil {
+				return fmt.Errorf("%w: --ordered: the %s store keeps no ordered tags", leaf.ErrInvalidArgument, cfg.Segment.Store)
+			}
+		}
 		if err := s.CreateShapedTag(ctx, alloc, shape); err != nil {
 			return fmt.Errorf("create tag %s: %w", alloc.Tag, err)
 		}
+		if ordStore != nil {
+			if err := ordStore.SetOrdered(ctx, alloc.Tag, true); err != nil {
+				return fmt.Errorf("tag %s created, but not made ordered (run 'leaf tags order %s on'): %w", alloc.Tag, alloc.Tag, err)
+			}
+			defer fmt.Fprintf(a.stdout, "ordered: IDs strictly increase in the order they are issued\n")
+		}
 		if !shape.IsPlain() {
-			defer fmt.Fprintf(a.stdout, "shape: %s\n", strings.ReplaceAll(shapeCell(shape.Canonical()), ",", ", "))
+			defer fmt.Fprintf(a.stdout, "shape: %s\n", strings.ReplaceAll(shapeCell(httpapi.NewTagRow(leaf.Alloc{}, shape.Canonical())), ",", ", "))
 		}
 		if alloc.MaxID == 0 {
 			row, err := s.Alloc(ctx, alloc.Tag)
@@ -413,6 +443,55 @@ func (a *app) tagsSetStep(ctx context.Context, args []string) error {
 			return fmt.Errorf("set step of %s: %w", tag, err)
 		}
 		fmt.Fprintf(a.stdout, "tag %s: step %d\n", tag, step)
+		return nil
+	})
+}
+
+// orderedStore is the store's lease table of ordered tags; nil when it
+// keeps none.
+func orderedStore(s segmentStore) leaf.OrderedStore {
+	os, _ := s.(leaf.OrderedStore)
+	return os
+}
+
+func (a *app) tagsOrder(ctx context.Context, args []string) error {
+	fs, flags := tagFlagSet("order")
+	pos, err := a.parseFlags(fs, "Usage: leaf tags order TAG on|off [flags]\n\n"+
+		"Makes a tag ordered (on): one server at a time, the tag's owner, issues its IDs, which strictly\n"+
+		"increase in the order they are issued across the cluster; the others pass requests on. off makes\n"+
+		"it a plain tag again: every server issues from ranges of its own, increasing per server. Running\n"+
+		"servers follow within segment.refresh_interval.\n", args)
+	if err != nil {
+		return err
+	}
+	if err := wantArgs(pos, "TAG", "on|off"); err != nil {
+		return err
+	}
+	tag := pos[0]
+	if err := leaf.ValidateTag(tag); err != nil {
+		return err
+	}
+	var on bool
+	switch pos[1] {
+	case "on":
+		on = true
+	case "off":
+	default:
+		return usageErrorf("%q: want on or off", pos[1])
+	}
+	return a.withStoreConfig(ctx, flags, mustExist, func(s segmentStore, cfg config.Config) error {
+		ordStore := orderedStore(s)
+		if ordStore == nil {
+			return fmt.Errorf("%w: the %s store keeps no ordered tags", leaf.ErrInvalidArgument, cfg.Segment.Store)
+		}
+		if err := ordStore.SetOrdered(ctx, tag, on); err != nil {
+			return fmt.Errorf("order tag %s %s: %w", tag, pos[1], err)
+		}
+		if on {
+			fmt.Fprintf(a.stdout, "tag %s: ordered\n", tag)
+		} else {
+			fmt.Fprintf(a.stdout, "tag %s: plain (not ordered)\n", tag)
+		}
 		return nil
 	})
 }
@@ -480,6 +559,9 @@ func (a *app) tagsGet(ctx context.Context, args []string) error {
 			return fmt.Errorf("get tag %s: %w", tag, err)
 		}
 		row := httpapi.NewTagRow(al, sh)
+		if err := httpapi.AddOwner(ctx, orderedStore(s), &row); err != nil {
+			return fmt.Errorf("get tag %s: %w", tag, err)
+		}
 		var latest []leaf.PeriodAlloc
 		if sh.Period != leaf.PeriodNone {
 			n, err := s.CountPeriods(ctx, tag)
@@ -535,6 +617,13 @@ func (a *app) printTag(row httpapi.TagRow, latest []leaf.PeriodAlloc) error {
 		if row.OpaqueBits != 0 {
 			line("opaque_bits", strconv.Itoa(row.OpaqueBits))
 		}
+	}
+	if row.Ordered {
+		owner := "none (the next request's server takes it)"
+		if row.Owner != "" {
+			owner = row.Owner
+		}
+		line("ordered", "yes, owner "+owner)
 	}
 	if row.PeriodCount != nil {
 		line("period_now", row.CurrentPeriod)

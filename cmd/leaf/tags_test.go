@@ -141,14 +141,14 @@ func TestTagsListStreams(t *testing.T) {
 func TestTagsListJSON(t *testing.T) {
 	var b bytes.Buffer
 	w := &jsonArrayWriter{w: &b}
-	rows := []leaf.Alloc{
-		{Tag: "a", MaxID: 1<<63 - 1, Step: 1000, Description: `<&> "q"`, UpdateTime: time.Date(2024, 5, 1, 14, 0, 0, 5, time.FixedZone("", 7200))},
-		{Tag: "b", MaxID: 1, Step: 1},
+	rows := []httpapi.TagRow{
+		httpapi.NewTagRow(leaf.Alloc{Tag: "a", MaxID: 1<<63 - 1, Step: 1000, Description: `<&> "q"`, UpdateTime: time.Date(2024, 5, 1, 14, 0, 0, 5, time.FixedZone("", 7200))}, leaf.TagShape{}),
+		httpapi.NewTagRow(leaf.Alloc{Tag: "b", MaxID: 1, Step: 1}, leaf.TagShape{}),
 	}
-	if err := w.rows(rows[:1], nil); err != nil {
+	if err := w.rows(rows[:1]); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.rows(rows[1:], nil); err != nil {
+	if err := w.rows(rows[1:]); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.end(); err != nil {
@@ -265,5 +265,50 @@ func TestTagsShapes(t *testing.T) {
 	defer st.Close()
 	if r, err := st.ReservePeriod(t.Context(), "orders", "202001", 0); err != nil || r.Start() != 1100 {
 		t.Errorf("a pruned period made again starts at %d, %v; want 1100, above its IDs", r.Start(), err)
+	}
+}
+
+// TestTagsOrdered: tags made ordered at creation and switched on and off,
+// as list, get and the store see them.
+func TestTagsOrdered(t *testing.T) {
+	t.Parallel()
+	env := storeEnv(t)
+	for _, tc := range []struct {
+		args   []string
+		code   int
+		stdout string
+		stderr string
+	}{
+		{[]string{"tags", "create", "seq", "--ordered"}, 0, "created tag seq: step 1000, first ID 1\nordered: IDs strictly increase in the order they are issued\n", ""},
+		{[]string{"tags", "create", "plain"}, 0, "created tag plain: step 1000, first ID 1\n", ""},
+		{[]string{"tags", "list"}, 0, "plain  1       1000  ", ""},
+		{[]string{"tags", "get", "seq"}, 0, "ordered       yes, owner none", ""},
+		{[]string{"tags", "order", "plain", "on"}, 0, "tag plain: ordered\n", ""},
+		{[]string{"tags", "order", "seq", "off"}, 0, "tag seq: plain (not ordered)\n", ""},
+		{[]string{"tags", "order", "missing", "on"}, 1, "", "tag not found"},
+		{[]string{"tags", "order", "plain", "yes"}, 2, "", `"yes": want on or off`},
+		{[]string{"tags", "order", "plain"}, 2, "", "missing on|off"},
+		{[]string{"tags", "order", "a b", "on"}, 2, "", "invalid tag"},
+	} {
+		r := runCLI(t, env, tc.args...)
+		if r.code != tc.code || !strings.Contains(r.stdout, tc.stdout) || !strings.Contains(r.stderr, tc.stderr) {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit %d, stdout ~%q, stderr ~%q",
+				tc.args, r.code, r.stdout, r.stderr, tc.code, tc.stdout, tc.stderr)
+		}
+	}
+	r := runCLI(t, env, "tags", "list", "--json")
+	var rows []httpapi.TagRow
+	if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil {
+		t.Fatalf("list --json: %v\n%s", err, r.stdout)
+	}
+	got := map[string]bool{}
+	for _, row := range rows {
+		got[row.Tag] = row.Ordered
+	}
+	if want := map[string]bool{"plain": true, "seq": false}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("ordered by tag %v, want %v", got, want)
+	}
+	if r := runCLI(t, env, "tags", "list"); !strings.Contains(r.stdout, "ordered") {
+		t.Errorf("list does not mark plain ordered:\n%s", r.stdout)
 	}
 }

@@ -68,6 +68,9 @@ type Config struct {
 	Listen     string `yaml:"listen" flag:"listen" arg:"addr" help:"HTTP listen address, host:port (port 0 picks a free port)"`
 	DataDir    string `yaml:"data_dir" flag:"data-dir" arg:"dir" help:"directory for local state; the embedded SQLite store lives here"`
 	GRPCListen string `yaml:"grpc_listen" flag:"grpc-listen" arg:"addr" help:"gRPC listen address, host:port (service leaf.v1.Leaf, health, reflection); empty: no gRPC"`
+	// AdvertiseURL is where the other servers reach this one: the owner of
+	// an ordered tag is found by it (see AdvertisedURL for the default).
+	AdvertiseURL string `yaml:"advertise_url" flag:"advertise-url" arg:"url" help:"the base URL other servers (and, with segment.ordered redirect, clients) reach this server's HTTP listener at, e.g. http://10.0.0.7:8080; empty: the listen address's host, or when it listens on every interface the IP Java Leaf's Utils.getIp picks on this host, and the port bound"`
 	// SingleNode is the operator's word that no other server issues from
 	// this configuration: see CheckSingleNode.
 	SingleNode      bool          `yaml:"single_node" flag:"single-node" help:"this is the only server: let IDs from state on this node alone (the embedded SQLite store, the local registry's default worker ID) be served on an address other hosts can reach"`
@@ -138,7 +141,17 @@ type Segment struct {
 	// OpaqueKey is secret, kept like admin.token: never logged, no flag.
 	OpaqueKey     string `yaml:"opaque_key" help:"key of the permutation opaque tags pass their IDs through: 32..128 hex digits (16..64 random bytes: openssl rand -hex 32), the same on every server and never changed; empty: no opaque tags"`
 	OpaqueKeyFile string `yaml:"opaque_key_file" flag:"opaque-key-file" arg:"file" help:"file whose first line is the opaque key; wins over segment.opaque_key"`
+	// Ordered and OwnerLease concern ordered tags, whose IDs one server at
+	// a time issues (see leaf.OrderedStore).
+	Ordered    string        `yaml:"ordered" enum:"forward,redirect" help:"how a server that does not own an ordered tag answers a request for it: forward (ask the owner, batching concurrent requests into one call) or redirect (HTTP 307 to the owner's advertise_url; gRPC always forwards)"`
+	OwnerLease time.Duration `yaml:"owner_lease" help:"the lease an ordered tag's owner holds in the store: it renews it while it runs, and another server takes the tag over when a dead owner's lease has run out (the tag's requests fail for up to this long); 1s..10m, the same on every server"`
 }
+
+// Values of segment.ordered.
+const (
+	OrderedForward  = "forward"
+	OrderedRedirect = "redirect"
+)
 
 // Metrics bounds /metrics: the segment series over all tags are always
 // exported, per-tag series only for the union of these three sets.
@@ -281,6 +294,8 @@ func Default() Config {
 			LowBuffer:       2 * time.Second,
 			IdleTimeout:     time.Hour,
 			LookupRate:      20,
+			Ordered:         OrderedForward,
+			OwnerLease:      10 * time.Second,
 		},
 		Snowflake: Snowflake{
 			Enabled:      true,
@@ -428,6 +443,14 @@ func (c Config) validate(origin map[string]string) error {
 	}
 	if c.Segment.LookupRate < 1 {
 		bad("segment.lookup_rate", "%d must be at least 1", c.Segment.LookupRate)
+	}
+	if l := c.Segment.OwnerLease; l < time.Second || l > 10*time.Minute {
+		bad("segment.owner_lease", "%v is out of range, want 1s..10m", l)
+	}
+	if c.AdvertiseURL != "" {
+		if _, err := ParseAdvertiseURL(c.AdvertiseURL); err != nil {
+			bad("advertise_url", "%v", err)
+		}
 	}
 	if c.ShutdownTimeout <= 0 {
 		bad("shutdown_timeout", "%v must be positive", c.ShutdownTimeout)

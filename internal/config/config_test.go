@@ -191,7 +191,7 @@ func TestBindFlags(t *testing.T) {
 	BindFlags(fs, KeyPaths()...)
 	var names []string
 	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
-	want := []string{"admin-token-file", "config", "data-dir", "etcd", "grpc-listen", "insecure-admin", "listen", "log-format", "log-level",
+	want := []string{"admin-token-file", "advertise-url", "config", "data-dir", "etcd", "grpc-listen", "insecure-admin", "listen", "log-format", "log-level",
 		"name", "opaque-key-file", "rate-limit", "segment-dsn", "segment-store", "single-node", "snowflake-dsn", "snowflake-endpoint", "snowflake-layout", "snowflake-registry", "tls-cert", "tls-key",
 		"worker-id", "zk"}
 	if !slices.Equal(names, want) {
@@ -257,6 +257,13 @@ func TestValidation(t *testing.T) {
 		{"refresh too short", Sources{Flags: nil, Env: []string{"LEAF_SEGMENT_REFRESH_INTERVAL=10ms"}},
 			"segment.refresh_interval (from LEAF_SEGMENT_REFRESH_INTERVAL): 10ms is too short"},
 		{"zero shutdown", Sources{Env: []string{"LEAF_SHUTDOWN_TIMEOUT=0s"}}, "shutdown_timeout"},
+		{"owner lease too short", Sources{Env: []string{"LEAF_SEGMENT_OWNER_LEASE=500ms"}},
+			"segment.owner_lease (from LEAF_SEGMENT_OWNER_LEASE): 500ms is out of range, want 1s..10m"},
+		{"owner lease too long", Sources{Env: []string{"LEAF_SEGMENT_OWNER_LEASE=1h"}}, "segment.owner_lease (from LEAF_SEGMENT_OWNER_LEASE): 1h0m0s is out of range"},
+		{"ordered mode", Sources{Env: []string{"LEAF_SEGMENT_ORDERED=proxy"}}, `LEAF_SEGMENT_ORDERED: "proxy" is not one of forward, redirect`},
+		{"advertise path", Sources{Env: []string{"LEAF_ADVERTISE_URL=http://10.0.0.7:8080/leaf"}},
+			`advertise_url (from LEAF_ADVERTISE_URL): "http://10.0.0.7:8080/leaf" has a path`},
+		{"advertise scheme", Sources{Env: []string{"LEAF_ADVERTISE_URL=10.0.0.7:8080"}}, `has no http:// or https:// scheme`},
 		{"bad bool", Sources{Env: []string{"LEAF_SEGMENT_ENABLED=yes please"}},
 			`LEAF_SEGMENT_ENABLED: "yes please" is not a boolean`},
 		{"bad int", Sources{Env: []string{"LEAF_SEGMENT_MAX_STEP=1e6"}}, `LEAF_SEGMENT_MAX_STEP: "1e6" is not a whole number`},
@@ -306,7 +313,7 @@ func TestYAMLErrors(t *testing.T) {
 	tests := []struct {
 		name, yaml, want string
 	}{
-		{"unknown top key", "listen: :1\nlisen: :2\n", `:2: unknown key "lisen"; known keys in the top level: listen, data_dir, grpc_listen, single_node, admin, tls, rate_limit, log, segment, snowflake, metrics, shutdown_timeout`},
+		{"unknown top key", "listen: :1\nlisen: :2\n", `:2: unknown key "lisen"; known keys in the top level: listen, data_dir, grpc_listen, advertise_url, single_node, admin, tls, rate_limit, log, segment, snowflake, metrics, shutdown_timeout`},
 		{"unknown nested key", "segment:\n  stor: mysql\n", `:2: unknown key "segment.stor"; known keys in segment: enabled, store, dsn`},
 		{"bad duration", "segment:\n  refresh_interval: 60\n", `:2: segment.refresh_interval: "60" is not a duration: add a unit`},
 		{"bad enum", "log:\n  level: loud\n", `:2: log.level: "loud" is not one of`},
@@ -428,10 +435,10 @@ func TestKeys(t *testing.T) {
 			t.Errorf("key %s has no help text", k.Path)
 		}
 	}
-	want := []string{"listen", "data_dir", "grpc_listen", "single_node", "admin.token", "admin.token_file", "admin.insecure",
+	want := []string{"listen", "data_dir", "grpc_listen", "advertise_url", "single_node", "admin.token", "admin.token_file", "admin.insecure",
 		"tls.cert", "tls.key", "rate_limit.per_second", "rate_limit.burst", "log.level", "log.format", "segment.enabled", "segment.store", "segment.dsn",
 		"segment.refresh_interval", "segment.max_step", "segment.wait_timeout", "segment.give_back", "segment.low_buffer", "segment.idle_timeout", "segment.lookup_rate", "segment.seed",
-		"segment.opaque_key", "segment.opaque_key_file",
+		"segment.opaque_key", "segment.opaque_key_file", "segment.ordered", "segment.owner_lease",
 		"snowflake.enabled", "snowflake.registry", "snowflake.name", "snowflake.endpoint", "snowflake.worker_id", "snowflake.worker_ids",
 		"snowflake.zk", "snowflake.etcd", "snowflake.dsn", "snowflake.lease_ttl", "snowflake.layout", "snowflake.epoch", "snowflake.time_bits",
 		"snowflake.worker_bits", "snowflake.sequence_bits", "snowflake.max_backwards", "snowflake.random_start", "snowflake.window", "snowflake.max_peer_skew",

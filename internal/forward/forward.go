@@ -1,0 +1,467 @@
+// Package forward passes a server's requests for an ordered tag it does
+// not own to the server that does.
+//
+// An ordered tag's IDs are issued by one server at a time, its owner (see
+// leaf.OrderedStore); the segment generator of any other server answers a
+// *leaf.NotOwnerError naming the owner's URL. A Forwarder sits in front of
+// the generator: a request the generator serves is answered as it was, one
+// it does not own goes to the owner as
+//
+//	GET {owner}/v2/segment/{tag}/range?count=N
+//	Leaf-Forward: 1
+//	Authorization: Bearer TOKEN   (when the servers have an admin token)
+//
+// which the owner serves from its ordered sequence (httpapi, with the
+// generator's NextOrderedRange) and never forwards again: a server that is
+// not the owner answers it 409 or 503, and the forwarder asks its own
+// generator for the owner anew.
+//
+// Batching. Requests for one tag queue, in arrival order; one call per tag
+// is in flight at a time, asking for the sum of the counts queued when it
+// is sent (up to leaf.MaxRange), and the range it brings back is handed out
+// in queue order. A request that arrives while a call is in flight waits
+// for the next one: it never gets IDs from a call sent before it arrived,
+// so a request that starts after another's answer gets larger IDs, as on
+// the owner itself. The queue is bounded (Settings.MaxQueue); over it a
+// request fails at once with ErrQueueFull.
+//
+// Failures. A request waits at most Settings.Wait (its context may end it
+// sooner). Within it, an owner that does not answer, or says it is not the
+// owner, is asked again after a short pause, the generator consulted each
+// time: when a dead owner's lease runs out the generator takes the tag
+// over, or names the server that did. With no live owner and no takeover
+// due within the wait, the generator's *leaf.NotOwnerError is returned (it
+// says when to retry); with an owner that never answered, an error
+// matching ErrOwnerUnreachable. IDs a failed call may have taken on the
+// owner are skipped, never issued twice.
+package forward
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/leafgo/leaf"
+)
+
+// Header marks a forwarded request. A server answers it from its own
+// ordered sequence or refuses it; it never forwards it again.
+const Header = "Leaf-Forward"
+
+// Errors of forwarding, beside the generator's own.
+var (
+	// ErrOwnerUnreachable: the owner of an ordered tag did not answer, or
+	// refused the forwarded request, within the request's wait.
+	ErrOwnerUnreachable = errors.New("the owner of the ordered tag could not be reached")
+	// ErrQueueFull: too many requests for the tag already wait for the
+	// owner.
+	ErrQueueFull = errors.New("too many requests wait for the owner of the ordered tag")
+)
+
+// Defaults of Settings.
+const (
+	DefaultWait     = time.Second
+	DefaultMaxQueue = 4096
+)
+
+// Local is the generator of this server: it issues the IDs of the tags it
+// serves and answers a *leaf.NotOwnerError for an ordered tag another
+// server owns. *segment.Generator satisfies it.
+type Local interface {
+	NextIDPeriod(ctx context.Context, tag string) (int64, string, error)
+	NextIDsPeriod(ctx context.Context, tag string, n int, dst []int64) ([]int64, string, error)
+}
+
+// OwnerWatcher is a Local that wants to hear of a failed forward
+// (*segment.Generator): it then reads the tag's lease from the store
+// again rather than answer from what it read up to a second ago, so that
+// a takeover or a handover is seen at once.
+type OwnerWatcher interface {
+	OwnerUnreachable(tag string)
+}
+
+// Settings configures a Forwarder.
+type Settings struct {
+	// Local is this server's generator. Required.
+	Local Local
+	// Self is this server's owner identity (segment.Settings.Owner:
+	// advertise URL, '#', nonce). A lease held under this server's URL by
+	// another identity is a previous process of this server, which is
+	// gone: it is waited out, never forwarded to.
+	Self string
+	// Token, when set, is sent as a bearer token with every forwarded
+	// request: the owner requires its admin token of them.
+	Token string
+	// Wait bounds a request whose context has no earlier deadline.
+	// Default DefaultWait.
+	Wait time.Duration
+	// MaxQueue bounds the requests waiting for the owner, per tag.
+	// Default DefaultMaxQueue.
+	MaxQueue int
+	// TLS configures connections to https owners; nil: the system's
+	// roots.
+	TLS *tls.Config
+	// Logger receives a line when an owner stops answering and when it
+	// answers again. Nil: slog.Default().
+	Logger *slog.Logger
+}
+
+// Forwarder answers the ID requests of a server, forwarding those for
+// ordered tags it does not own. It is safe for concurrent use.
+type Forwarder struct {
+	local    Local
+	self     string
+	selfURL  string
+	auth     string // "Bearer TOKEN", or ""
+	wait     time.Duration
+	maxQueue int
+	tls      *tls.Config
+	log      *slog.Logger
+
+	queues sync.Map // tag → *tagQueue; read on every forwarded request
+	mu     sync.Mutex
+	owners map[string]*owner
+
+	calls, forwarded, failures atomic.Uint64
+}
+
+// owner is the connection pool to one owner URL.
+type owner struct {
+	url  string
+	hc   *fasthttp.HostClient
+	down atomic.Bool // the last call failed to reach it: logged once per outage
+}
+
+// New returns a Forwarder; it starts nothing.
+func New(s Settings) (*Forwarder, error) {
+	if s.Local == nil {
+		return nil, fmt.Errorf("forward: %w: no Local generator", leaf.ErrInvalidArgument)
+	}
+	if s.Wait < 0 || s.MaxQueue < 0 {
+		return nil, fmt.Errorf("forward: %w: negative Wait or MaxQueue", leaf.ErrInvalidArgument)
+	}
+	f := &Forwarder{local: s.Local, self: s.Self, selfURL: leaf.OwnerURL(s.Self), wait: s.Wait, maxQueue: s.MaxQueue,
+		tls: s.TLS, log: s.Logger, owners: map[string]*owner{}}
+	if f.wait == 0 {
+		f.wait = DefaultWait
+	}
+	if f.maxQueue == 0 {
+		f.maxQueue = DefaultMaxQueue
+	}
+	if f.log == nil {
+		f.log = slog.Default()
+	}
+	if s.Token != "" {
+		f.auth = "Bearer " + s.Token
+	}
+	if s.Self == "" {
+		f.selfURL = ""
+	}
+	return f, nil
+}
+
+// Stats counts a Forwarder's work since it was made.
+type Stats struct {
+	// Calls is the calls made to owners, Forwarded the requests they
+	// answered (a call answers every request of its batch), Failures the
+	// calls that failed.
+	Calls, Forwarded, Failures uint64
+}
+
+// Stats reports the counters.
+func (f *Forwarder) Stats() Stats {
+	return Stats{Calls: f.calls.Load(), Forwarded: f.forwarded.Load(), Failures: f.failures.Load()}
+}
+
+// Close closes the idle connections to owners and logs what was
+// forwarded. Requests still waiting end with their calls.
+func (f *Forwarder) Close() {
+	if st := f.Stats(); st.Calls > 0 {
+		f.log.Info("forward: stopped", "calls", st.Calls, "requests_forwarded", st.Forwarded, "failed_calls", st.Failures)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, o := range f.owners {
+		o.hc.CloseIdleConnections()
+	}
+}
+
+// NextID issues one ID of tag, here or at its owner.
+func (f *Forwarder) NextID(ctx context.Context, tag string) (int64, error) {
+	id, _, err := f.NextIDPeriod(ctx, tag)
+	return id, err
+}
+
+// NextIDPeriod is NextID that names a periodic tag's period; a forwarded
+// ID has none (an ordered tag is not periodic).
+func (f *Forwarder) NextIDPeriod(ctx context.Context, tag string) (int64, string, error) {
+	id, period, err := f.local.NextIDPeriod(ctx, tag)
+	if err == nil {
+		return id, period, nil
+	}
+	noe, ok := errors.AsType[*leaf.NotOwnerError](err)
+	if !ok {
+		return id, period, err
+	}
+	var one [1]int64
+	ids, err := f.forward(ctx, tag, 1, one[:0], noe)
+	if err != nil {
+		return 0, "", err
+	}
+	return ids[0], "", nil
+}
+
+// NextIDs appends n IDs of tag to dst, here or at its owner.
+func (f *Forwarder) NextIDs(ctx context.Context, tag string, n int, dst []int64) ([]int64, error) {
+	ids, _, err := f.NextIDsPeriod(ctx, tag, n, dst)
+	return ids, err
+}
+
+// NextIDsPeriod is NextIDs that names a periodic tag's period.
+func (f *Forwarder) NextIDsPeriod(ctx context.Context, tag string, n int, dst []int64) ([]int64, string, error) {
+	ids, period, err := f.local.NextIDsPeriod(ctx, tag, n, dst)
+	if err == nil {
+		return ids, period, nil
+	}
+	noe, ok := errors.AsType[*leaf.NotOwnerError](err)
+	if !ok {
+		return ids, period, err
+	}
+	ids, err = f.forward(ctx, tag, n, dst, noe)
+	return ids, "", err
+}
+
+// Pauses between attempts of one request: from firstPause, doubling, up
+// to maxPause, and never past a takeover the generator announced.
+const (
+	firstPause = 5 * time.Millisecond
+	maxPause   = 100 * time.Millisecond
+)
+
+// forward gets n IDs of tag for a request the generator answered noe: from
+// the owner it names, or, after a takeover, from the generator itself.
+func (f *Forwarder) forward(ctx context.Context, tag string, n int, dst []int64, noe *leaf.NotOwnerError) ([]int64, error) {
+	if err := leaf.ValidateCount(n); err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(f.wait)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	if ctx.Done() != nil {
+		// A context that can end otherwise (a gRPC client going away) is
+		// watched, with the deadline. One that cannot (the HTTP routes')
+		// costs no timer: the queue releases a request by its deadline.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
+	pause := firstPause
+	var last error // the last call's failure
+	for {
+		var wait time.Duration
+		switch {
+		case noe.URL == "":
+			// No live owner: a server takes the tag over when the lease
+			// runs out. Waiting past the request's budget helps no one:
+			// the client is told when to come back.
+			if time.Until(deadline) < noe.Retry {
+				return nil, noe
+			}
+			wait = max(noe.Retry, firstPause)
+		case noe.URL == f.selfURL:
+			// A previous process of this server still holds the lease;
+			// it is gone, and the lease runs out on its own.
+			last = fmt.Errorf("%w: tag %s: the lease is held by an earlier process of this server (%s)", ErrOwnerUnreachable, tag, noe.Owner)
+			wait = pause
+		default:
+			ids, err := f.queue(tag).take(ctx, deadline, noe.URL, n, dst)
+			if err == nil {
+				return ids, nil
+			}
+			if !retryable(err) {
+				return nil, err
+			}
+			if w, ok := f.local.(OwnerWatcher); ok {
+				w.OwnerUnreachable(tag)
+			}
+			last = err
+			wait = pause
+		}
+		pause = min(2*pause, maxPause)
+		if time.Until(deadline) <= wait {
+			return nil, f.giveUp(tag, last, noe, context.DeadlineExceeded)
+		}
+		if err := sleep(ctx, wait); err != nil {
+			return nil, f.giveUp(tag, last, noe, err)
+		}
+		// The generator knows best who owns the tag now: itself, maybe.
+		ids, _, err := f.local.NextIDsPeriod(ctx, tag, n, dst)
+		if err == nil {
+			return ids, nil
+		}
+		var ok bool
+		if noe, ok = errors.AsType[*leaf.NotOwnerError](err); !ok {
+			return nil, err
+		}
+	}
+}
+
+// giveUp is the error of a request whose wait ended (why: the context's
+// error): the last call's failure, or, when there was none, the
+// generator's answer.
+func (f *Forwarder) giveUp(tag string, last error, noe *leaf.NotOwnerError, why error) error {
+	if last == nil {
+		if noe.URL == "" {
+			return noe
+		}
+		last = fmt.Errorf("%w: tag %s: owner %s: %w", ErrOwnerUnreachable, tag, noe.URL, why)
+	}
+	return last
+}
+
+// sleep waits d or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// errNotOwner is an owner's refusal of a forwarded request: it does not
+// (or no longer) own the tag. The generator is asked again.
+var errNotOwner = errors.New("the server asked is not the owner")
+
+// retryable reports whether a request may try again after err: anything
+// but an answer about the tag itself (gone, a bad count) or the queue.
+func retryable(err error) bool {
+	return !errors.Is(err, leaf.ErrTagNotFound) && !errors.Is(err, leaf.ErrInvalidCount) && !errors.Is(err, ErrQueueFull) &&
+		!errors.Is(err, context.Canceled)
+}
+
+// queue is tag's queue, made on first use. Queues are few (the ordered
+// tags this server forwards) and kept for the process's life.
+func (f *Forwarder) queue(tag string) *tagQueue {
+	if q, ok := f.queues.Load(tag); ok {
+		return q.(*tagQueue)
+	}
+	q, _ := f.queues.LoadOrStore(tag, &tagQueue{f: f, tag: tag})
+	return q.(*tagQueue)
+}
+
+// ownerFor is the connection pool to the owner at base, made on first use.
+func (f *Forwarder) ownerFor(base string) (*owner, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if o := f.owners[base]; o != nil {
+		return o, nil
+	}
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("%w: the owner's URL %q is not an http(s) base URL", ErrOwnerUnreachable, base)
+	}
+	addr := u.Host
+	if u.Port() == "" {
+		port := "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
+		addr = net.JoinHostPort(u.Hostname(), port)
+	}
+	o := &owner{url: base, hc: &fasthttp.HostClient{
+		Addr:                addr,
+		IsTLS:               u.Scheme == "https",
+		TLSConfig:           f.tls,
+		Name:                "leaf-forward",
+		MaxIdleConnDuration: time.Minute,
+		// One call per tag is in flight; a few tags at once need a few
+		// connections.
+		MaxConns: 64,
+	}}
+	f.owners[base] = o
+	return o, nil
+}
+
+// rangeAnswer is what a forwarded request's answer holds: the range, or
+// the error.
+type rangeAnswer struct {
+	Start int64  `json:"start"`
+	End   int64  `json:"end"`
+	Code  string `json:"code"`
+	Error string `json:"error"`
+}
+
+// call asks the owner at base for n IDs of tag, by deadline: [start, end),
+// 1 <= end-start <= n.
+func (f *Forwarder) call(base, tag string, n int, deadline time.Time) (start, end int64, err error) {
+	f.calls.Add(1)
+	defer func() {
+		if err != nil {
+			f.failures.Add(1)
+		}
+	}()
+	o, err := f.ownerFor(base)
+	if err != nil {
+		return 0, 0, err
+	}
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	b := req.URI().Path()[:0]
+	b = append(b, "/v2/segment/"...)
+	b = append(b, tag...) // a valid tag needs no escaping
+	b = append(b, "/range"...)
+	req.URI().SetPathBytes(b)
+	req.URI().SetQueryStringBytes(strconv.AppendInt(append(req.URI().QueryString()[:0], "count="...), int64(n), 10))
+	req.URI().SetHost(o.hc.Addr)
+	req.Header.SetMethod(fasthttp.MethodGet)
+	req.Header.Set(Header, "1")
+	if f.auth != "" {
+		req.Header.Set("Authorization", f.auth)
+	}
+	if err := o.hc.DoDeadline(req, resp, deadline); err != nil {
+		if o.down.CompareAndSwap(false, true) {
+			f.log.Warn("forward: the owner of an ordered tag does not answer", "tag", tag, "owner", base, "err", err)
+		}
+		return 0, 0, fmt.Errorf("%w: tag %s: owner %s: %w", ErrOwnerUnreachable, tag, base, err)
+	}
+	if o.down.CompareAndSwap(true, false) {
+		f.log.Info("forward: the owner of an ordered tag answers again", "tag", tag, "owner", base)
+	}
+	var a rangeAnswer
+	status := resp.StatusCode()
+	if jerr := json.Unmarshal(resp.Body(), &a); jerr != nil && status == fasthttp.StatusOK {
+		return 0, 0, fmt.Errorf("%w: tag %s: owner %s: a garbled answer: %v", ErrOwnerUnreachable, tag, base, jerr)
+	}
+	switch {
+	case status == fasthttp.StatusOK:
+		if a.Start < 1 || a.End <= a.Start || a.End-a.Start > int64(n) {
+			return 0, 0, fmt.Errorf("%w: tag %s: owner %s answered the range [%d, %d) for %d IDs", ErrOwnerUnreachable, tag, base, a.Start, a.End, n)
+		}
+		return a.Start, a.End, nil
+	case a.Code == "not_owner" || a.Code == "no_owner" || a.Code == "lease_lost" || a.Code == "ordered_tag":
+		// Not (or no longer) the owner; or the tag is no longer ordered
+		// there, and the generator here will say so too.
+		return 0, 0, fmt.Errorf("%w: %w: tag %s: %s answered %d %s: %s", ErrOwnerUnreachable, errNotOwner, tag, base, status, a.Code, a.Error)
+	case a.Code == "tag_not_found":
+		return 0, 0, fmt.Errorf("forward: tag %s: owner %s: %w", tag, base, leaf.ErrTagNotFound)
+	case status == fasthttp.StatusUnauthorized:
+		return 0, 0, fmt.Errorf("%w: tag %s: owner %s refused the forwarded request (401): the servers' admin tokens differ", ErrOwnerUnreachable, tag, base)
+	}
+	return 0, 0, fmt.Errorf("%w: tag %s: owner %s answered %d %s: %s", ErrOwnerUnreachable, tag, base, status, a.Code, a.Error)
+}

@@ -1,0 +1,414 @@
+package forward_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/httpapi"
+	"github.com/leafgo/leaf/internal/forward"
+	"github.com/leafgo/leaf/internal/testutil"
+)
+
+// These tests run the forwarder against real owners: httpapi servers on
+// loopback, whose generator is an in-memory ordered sequence. The real
+// segment generator's takeovers are tested with it in generator_test.go
+// and end to end in cmd/leaf.
+
+const tag = "orders"
+
+// ownerGen is an owner's generator: an ordered sequence behind
+// NextOrderedRange, the only method a forwarded request reaches.
+type ownerGen struct {
+	httpapi.SegmentGenerator // nil: only the methods below are called
+
+	mu       sync.Mutex
+	next     int64
+	maxRange int64         // at most this many IDs a call; 0: no limit
+	counts   []int         // the count asked by each call
+	err      error         // answer this instead of IDs
+	arrived  chan struct{} // if set, told of each call
+	gate     chan struct{} // if set, each call waits for it to close
+}
+
+func newOwnerGen() *ownerGen { return &ownerGen{next: 1} }
+
+func (g *ownerGen) NextOrderedRange(ctx context.Context, tag string, n int) (int64, int64, error) {
+	if g.arrived != nil {
+		g.arrived <- struct{}{}
+	}
+	if g.gate != nil {
+		<-g.gate
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.counts = append(g.counts, n)
+	if g.err != nil {
+		return 0, 0, g.err
+	}
+	k := int64(n)
+	if g.maxRange > 0 {
+		k = min(k, g.maxRange)
+	}
+	s := g.next
+	g.next += k
+	return s, s + k, nil
+}
+
+func (g *ownerGen) SetOrdered(context.Context, string, bool) error { return nil }
+
+func (g *ownerGen) callCounts() []int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.counts)
+}
+
+// startOwner serves gen as leaf serve does, on a loopback port, and
+// returns its base URL.
+func startOwner(t *testing.T, gen httpapi.SegmentGenerator, token string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httpapi.NewFastServer(httpapi.New(httpapi.Config{Segment: gen, AdminToken: token, Logger: testutil.Logger()}), httpapi.Limits{})
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Shutdown() })
+	return "http://" + ln.Addr().String()
+}
+
+// localGen is the forwarding server's generator: it names the owner, or
+// serves from its own sequence once it owns the tag.
+type localGen struct {
+	mu    sync.Mutex
+	noe   []*leaf.NotOwnerError // the answers of the next calls, the last one repeated; nil: it owns the tag
+	next  int64
+	calls int
+}
+
+func (g *localGen) answer() *leaf.NotOwnerError {
+	g.calls++
+	if len(g.noe) == 0 {
+		return nil
+	}
+	noe := g.noe[0]
+	if len(g.noe) > 1 {
+		g.noe = g.noe[1:]
+	}
+	if noe == nil {
+		return nil
+	}
+	c := *noe // each answer its own error, as the generator's
+	return &c
+}
+
+func (g *localGen) NextIDPeriod(ctx context.Context, tag string) (int64, string, error) {
+	ids, p, err := g.NextIDsPeriod(ctx, tag, 1, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	return ids[0], p, nil
+}
+
+func (g *localGen) NextIDsPeriod(_ context.Context, _ string, n int, dst []int64) ([]int64, string, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if noe := g.answer(); noe != nil {
+		return nil, "", fmt.Errorf("local: %w", noe)
+	}
+	for range n {
+		g.next++
+		dst = append(dst, g.next)
+	}
+	return dst, "", nil
+}
+
+func (g *localGen) callCount() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.calls
+}
+
+func newForwarder(t *testing.T, s forward.Settings) *forward.Forwarder {
+	t.Helper()
+	s.Logger = testutil.Logger()
+	f, err := forward.New(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	return f
+}
+
+func ownedBy(url string) *localGen {
+	return &localGen{noe: []*leaf.NotOwnerError{{Tag: tag, Owner: url + "#owner", URL: url}}}
+}
+
+// TestForwardHammer: many goroutines asking through the forwarder, single
+// IDs and batches, from an owner whose ranges are short (so that batches
+// span calls): every ID unique, and every request that starts after
+// another's answer arrived gets larger IDs.
+func TestForwardHammer(t *testing.T) {
+	t.Parallel()
+	owner := newOwnerGen()
+	owner.maxRange = 7
+	url := startOwner(t, owner, "")
+	f := newForwarder(t, forward.Settings{Local: ownedBy(url), Wait: 10 * time.Second})
+	ctx := testutil.Context(t, time.Minute)
+
+	const workers, each = 16, 150
+	var clock atomic.Int64 // orders the events: a send, an answer
+	answers := make([][]testutil.Answer, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for range each {
+				a := testutil.Answer{Sent: clock.Add(1)}
+				var err error
+				if n := rand.IntN(4); n == 0 {
+					var id int64
+					id, err = f.NextID(ctx, tag)
+					a.IDs = []int64{id}
+				} else {
+					a.IDs, err = f.NextIDs(ctx, tag, n, nil)
+				}
+				a.Received = clock.Add(1)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				answers[w] = append(answers[w], a)
+			}
+		})
+	}
+	wg.Wait()
+	n := testutil.CheckOrdered(t, slices.Concat(answers...))
+	st := f.Stats()
+	if st.Forwarded != workers*each || st.Failures != 0 {
+		t.Errorf("stats %+v, want %d requests forwarded and no failure", st, workers*each)
+	}
+	t.Logf("%d IDs, %d requests in %d calls", n, st.Forwarded, st.Calls)
+}
+
+// waitFor waits until cond holds, yielding meanwhile; the test's deadline
+// bounds it.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		if t.Context().Err() != nil {
+			t.Fatal("gave up waiting")
+		}
+		runtime.Gosched()
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestForwardBatches: the requests that queue while a call is in flight go
+// to the owner together, in one call asking for the sum of their counts,
+// and get IDs in the order they queued.
+func TestForwardBatches(t *testing.T) {
+	t.Parallel()
+	owner := newOwnerGen()
+	owner.arrived, owner.gate = make(chan struct{}, 10), make(chan struct{})
+	url := startOwner(t, owner, "")
+	f := newForwarder(t, forward.Settings{Local: ownedBy(url), Wait: time.Minute})
+	ctx := testutil.Context(t, time.Minute)
+
+	type result struct {
+		ids []int64
+		err error
+	}
+	results := make([]chan result, 10)
+	ask := func(i, n int) {
+		results[i] = make(chan result, 1)
+		go func() {
+			ids, err := f.NextIDs(ctx, tag, n, nil)
+			results[i] <- result{ids, err}
+		}()
+	}
+	ask(0, 1)
+	<-owner.arrived // the first call is in flight, held by the gate
+	// The others queue one after the other behind it.
+	for i := 1; i < 10; i++ {
+		ask(i, i)
+		waitFor(t, func() bool { return f.Waiting(tag) == i+1 })
+	}
+	close(owner.gate)
+	var last int64
+	for i, c := range results {
+		r := <-c
+		if r.err != nil {
+			t.Fatalf("request %d: %v", i, r.err)
+		}
+		if len(r.ids) != max(i, 1) || r.ids[0] <= last {
+			t.Fatalf("request %d got %v after %d: want %d IDs above, in queue order", i, r.ids, last, max(i, 1))
+		}
+		last = r.ids[len(r.ids)-1]
+	}
+	if got, want := owner.callCounts(), []int{1, 45}; !slices.Equal(got, want) {
+		t.Errorf("the owner was asked for %v, want %v: one call for the first request, one for the nine queued", got, want)
+	}
+}
+
+func TestForwardFailures(t *testing.T) {
+	t.Parallel()
+	ctx := testutil.Context(t, time.Minute)
+
+	t.Run("owner unreachable", func(t *testing.T) {
+		t.Parallel()
+		url := fmt.Sprintf("http://127.0.0.1:%d", testutil.FreePort(t))
+		local := ownedBy(url)
+		f := newForwarder(t, forward.Settings{Local: local, Wait: 100 * time.Millisecond})
+		_, err := f.NextID(ctx, tag)
+		if !errors.Is(err, forward.ErrOwnerUnreachable) {
+			t.Fatalf("err = %v, want ErrOwnerUnreachable", err)
+		}
+		if local.callCount() < 2 {
+			t.Errorf("the generator was asked %d times: the owner is asked again after each failure", local.callCount())
+		}
+	})
+
+	t.Run("owner hangs", func(t *testing.T) {
+		t.Parallel()
+		owner := newOwnerGen()
+		owner.gate = make(chan struct{})
+		url := startOwner(t, owner, "")
+		// After startOwner's: cleanups run last first, and the server's
+		// shutdown waits for the calls the gate holds.
+		t.Cleanup(func() { close(owner.gate) })
+		f := newForwarder(t, forward.Settings{Local: ownedBy(url), Wait: 200 * time.Millisecond})
+		// Contexts that cannot end, as the HTTP routes' (no timer: the
+		// queue releases them), and one that can: each request ends
+		// within its wait, the one queued behind the call in flight too.
+		errs := make(chan error, 3)
+		for _, c := range []context.Context{context.Background(), context.Background(), ctx} {
+			go func() {
+				_, err := f.NextIDs(c, tag, 2, nil)
+				errs <- err
+			}()
+		}
+		for range 3 {
+			if err := <-errs; !errors.Is(err, forward.ErrOwnerUnreachable) {
+				t.Errorf("err = %v, want ErrOwnerUnreachable", err)
+			}
+		}
+	})
+
+	t.Run("no owner, takeover beyond the wait", func(t *testing.T) {
+		t.Parallel()
+		local := &localGen{noe: []*leaf.NotOwnerError{{Tag: tag, Retry: time.Hour}}}
+		f := newForwarder(t, forward.Settings{Local: local, Wait: time.Second})
+		_, err := f.NextID(ctx, tag)
+		var noe *leaf.NotOwnerError
+		if !errors.As(err, &noe) || noe.URL != "" || noe.Retry != time.Hour {
+			t.Fatalf("err = %v, want the generator's NotOwnerError", err)
+		}
+		if n := local.callCount(); n != 1 {
+			t.Errorf("the generator was asked %d times, want 1: waiting cannot help", n)
+		}
+	})
+
+	t.Run("no owner, then this server takes over", func(t *testing.T) {
+		t.Parallel()
+		local := &localGen{noe: []*leaf.NotOwnerError{{Tag: tag, Retry: 10 * time.Millisecond}, nil}, next: 100}
+		f := newForwarder(t, forward.Settings{Local: local, Wait: 10 * time.Second})
+		id, err := f.NextID(ctx, tag)
+		if err != nil || id != 101 {
+			t.Fatalf("NextID = %d, %v; want 101 from this server, the new owner", id, err)
+		}
+	})
+
+	t.Run("owner moved", func(t *testing.T) {
+		t.Parallel()
+		b := newOwnerGen()
+		b.next = 500
+		urlB := startOwner(t, b, "")
+		a := newOwnerGen()
+		a.err = &leaf.NotOwnerError{Tag: tag, Owner: urlB + "#b", URL: urlB}
+		urlA := startOwner(t, a, "")
+		local := &localGen{noe: []*leaf.NotOwnerError{{Tag: tag, Owner: urlA + "#a", URL: urlA}, {Tag: tag, Owner: urlB + "#b", URL: urlB}}}
+		f := newForwarder(t, forward.Settings{Local: local, Wait: 10 * time.Second})
+		ids, err := f.NextIDs(ctx, tag, 3, nil)
+		if err != nil || !slices.Equal(ids, []int64{500, 501, 502}) {
+			t.Fatalf("NextIDs = %v, %v; want [500 501 502] from the new owner", ids, err)
+		}
+		if len(a.callCounts()) != 1 {
+			t.Errorf("the old owner was asked %d times, want once", len(a.callCounts()))
+		}
+	})
+
+	t.Run("a previous process of this server", func(t *testing.T) {
+		t.Parallel()
+		self := "http://127.0.0.1:1#new"
+		local := &localGen{noe: []*leaf.NotOwnerError{{Tag: tag, Owner: "http://127.0.0.1:1#old", URL: "http://127.0.0.1:1"}, nil}, next: 7}
+		f := newForwarder(t, forward.Settings{Local: local, Self: self, Wait: 10 * time.Second})
+		id, err := f.NextID(ctx, tag)
+		if err != nil || id != 8 {
+			t.Fatalf("NextID = %d, %v; want 8, once the old lease is gone", id, err)
+		}
+	})
+
+	t.Run("tag gone at the owner", func(t *testing.T) {
+		t.Parallel()
+		owner := newOwnerGen()
+		owner.err = fmt.Errorf("owner: %w", leaf.ErrTagNotFound)
+		url := startOwner(t, owner, "")
+		f := newForwarder(t, forward.Settings{Local: ownedBy(url), Wait: 10 * time.Second})
+		if _, err := f.NextID(ctx, tag); !errors.Is(err, leaf.ErrTagNotFound) {
+			t.Fatalf("err = %v, want ErrTagNotFound", err)
+		}
+		if n := len(owner.callCounts()); n != 1 {
+			t.Errorf("the owner was asked %d times, want 1: no retry helps", n)
+		}
+	})
+
+	t.Run("queue full", func(t *testing.T) {
+		t.Parallel()
+		owner := newOwnerGen()
+		owner.arrived, owner.gate = make(chan struct{}, 1), make(chan struct{})
+		url := startOwner(t, owner, "")
+		f := newForwarder(t, forward.Settings{Local: ownedBy(url), Wait: time.Minute, MaxQueue: 1})
+		first := make(chan error, 1)
+		go func() {
+			_, err := f.NextID(ctx, tag)
+			first <- err
+		}()
+		<-owner.arrived
+		if _, err := f.NextID(ctx, tag); !errors.Is(err, forward.ErrQueueFull) {
+			t.Errorf("second request: err = %v, want ErrQueueFull", err)
+		}
+		close(owner.gate)
+		if err := <-first; err != nil {
+			t.Errorf("first request: %v", err)
+		}
+	})
+}
+
+// TestForwardToken: with an admin token, the owner serves only forwarded
+// requests that carry it.
+func TestForwardToken(t *testing.T) {
+	t.Parallel()
+	const token = "forward-test-token-0123456789"
+	url := startOwner(t, newOwnerGen(), token)
+	ctx := testutil.Context(t, time.Minute)
+
+	f := newForwarder(t, forward.Settings{Local: ownedBy(url), Token: token, Wait: 10 * time.Second})
+	if _, err := f.NextID(ctx, tag); err != nil {
+		t.Fatalf("with the token: %v", err)
+	}
+	f = newForwarder(t, forward.Settings{Local: ownedBy(url), Token: "another-token-0123456789", Wait: 100 * time.Millisecond})
+	_, err := f.NextID(ctx, tag)
+	if !errors.Is(err, forward.ErrOwnerUnreachable) || !strings.Contains(err.Error(), "admin tokens differ") {
+		t.Fatalf("with another token: err = %v, want ErrOwnerUnreachable saying the tokens differ", err)
+	}
+}
