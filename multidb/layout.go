@@ -95,6 +95,7 @@ func open(ctx context.Context, dbs []Database, opts Options) (*Store, error) {
 		w.Stripe.Index = i
 		m := &member{index: i, name: d.Name, db: d.Store, stripe: w.Stripe, want: w}
 		if recs[i].err == nil {
+			d.Store.ExpectStripe(w)
 			m.verified, m.healthy = true, true
 		} else {
 			m.lastErr, m.retryAt = recs[i].err.Error(), now
