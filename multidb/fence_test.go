@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -296,6 +297,171 @@ func TestFenceHammer(t *testing.T) {
 			if !d.Verified || d.Failures != 0 {
 				t.Errorf("status after the hammer: %+v, want verified without failures", d)
 			}
+		}
+	})
+}
+
+// failRaise is a real member whose raises fail: a migration interrupted
+// after its fences.
+type failRaise struct{ multidb.Migratable }
+
+func (failRaise) RaiseAlloc(context.Context, leaf.Alloc) error {
+	return errors.New("injected: the database went away")
+}
+
+// TestMigrateInterruptedAfterFence: a migration that stops after fencing
+// the old databases leaves every server of the old layout refused and no
+// server able to start, and a second run with the same lists finishes it,
+// also when it changes the block of several databases (the bounds need the
+// old block, which the fences keep).
+func TestMigrateInterruptedAfterFence(t *testing.T) {
+	cases := []struct {
+		name  string
+		from  int
+		block int64
+	}{
+		{"one to two", 1, 0},
+		{"two to three, new block", 2, 20},
+	}
+	eachKind(t, func(t *testing.T, k kind) {
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				ctx := t.Context()
+				dsns := newDBs(t, k, c.from+1)
+				var (
+					running leaf.SegmentStore
+					reopen  func() error
+				)
+				if c.from == 1 {
+					single, err := k.single(ctx, dsns[0])
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(func() { _ = single.Close() })
+					create(t, single.(leaf.SegmentAdmin), "t", 0, 10)
+					running = single
+					reopen = func() error {
+						st, err := k.single(ctx, dsns[0])
+						if err == nil {
+							st.Close()
+						}
+						return err
+					}
+				} else {
+					s := open(t, k, dsns[:c.from], testOptions())
+					create(t, s, "t", 0, 10)
+					running = s
+					reopen = func() error {
+						_, err := multidb.Open(ctx, members(t, k, dsns[:c.from]), testOptions())
+						return err
+					}
+				}
+				before := drain(t, running, "t", 5)
+				opts := testOptions()
+				opts.Block = c.block
+
+				to := members(t, k, dsns)
+				to[c.from].Store = failRaise{to[c.from].Store.(multidb.Migratable)}
+				if _, err := multidb.Migrate(ctx, members(t, k, dsns[:c.from]), to, opts); err == nil || !strings.Contains(err.Error(), "injected") {
+					t.Fatalf("migrate with a failing raise: %v", err)
+				}
+				if _, err := running.Reserve(ctx, "t", 0); !errors.Is(err, leaf.ErrStripeLayout) {
+					t.Errorf("reserve on the running store after the fence: %v, want ErrStripeLayout", err)
+				}
+				if err := reopen(); !errors.Is(err, leaf.ErrStripeLayout) {
+					t.Errorf("open with the old list after the fence: %v, want ErrStripeLayout", err)
+				}
+				if _, err := multidb.Open(ctx, members(t, k, dsns), testOptions()); !errors.Is(err, leaf.ErrStripeLayout) || !strings.Contains(err.Error(), "under way") {
+					t.Errorf("open with the new list after the fence: %v, want refused as a migration under way", err)
+				}
+
+				rep, err := multidb.Migrate(ctx, members(t, k, dsns[:c.from]), members(t, k, dsns), opts)
+				if err != nil {
+					t.Fatalf("migrate again: %v", err)
+				}
+				if want := max(c.block, 10); c.from > 1 && rep.Block != want {
+					t.Errorf("report %+v, want blocks of %d", rep, want)
+				}
+				s := open(t, k, dsns, testOptions())
+				after := drain(t, s, "t", 8)
+				above(t, "after the resumed migration", before, after)
+				leaftest.CheckUnique(t, after)
+			})
+		}
+	})
+}
+
+// TestMigrateWhileReserving runs a migration while servers of the old
+// layout keep reserving (against the instructions): each reserve either
+// commits before the migration reads its bounds, or is refused; no ID
+// issued before is issued again under the new layout.
+func TestMigrateWhileReserving(t *testing.T) {
+	eachKind(t, func(t *testing.T, k kind) {
+		for _, from := range []int{1, 2} {
+			t.Run(fmt.Sprintf("from %d", from), func(t *testing.T) {
+				ctx := t.Context()
+				dsns := newDBs(t, k, from+1)
+				var st leaf.SegmentStore
+				if from == 1 {
+					single, err := k.single(ctx, dsns[0])
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(func() { _ = single.Close() })
+					create(t, single.(leaf.SegmentAdmin), "t", 0, 3)
+					st = single
+				} else {
+					s := open(t, k, dsns[:from], testOptions())
+					create(t, s, "t", 0, 3)
+					st = s
+				}
+				var (
+					mu      sync.Mutex
+					issued  []int64
+					started sync.WaitGroup
+					wg      sync.WaitGroup
+				)
+				for range 4 {
+					started.Add(1)
+					wg.Go(func() {
+						var mine []int64
+						defer func() {
+							mu.Lock()
+							issued = append(issued, mine...)
+							mu.Unlock()
+						}()
+						for n := range 400 {
+							r, err := st.Reserve(ctx, "t", 0)
+							if n == 0 {
+								started.Done()
+							}
+							if err != nil {
+								if !errors.Is(err, leaf.ErrStripeLayout) && !strings.Contains(err.Error(), "no database verified") {
+									t.Errorf("reserve during the migration: %v, want ErrStripeLayout", err)
+								}
+								return
+							}
+							if r.Stripe.Striped() {
+								mine = append(mine, ids(t, r)...)
+							} else {
+								for id := r.Start(); id < r.MaxID; id++ {
+									mine = append(mine, id)
+								}
+							}
+						}
+					})
+				}
+				started.Wait()
+				if _, err := multidb.Migrate(ctx, members(t, k, dsns[:from]), members(t, k, dsns), testOptions()); err != nil {
+					t.Fatalf("migrate while reserving: %v", err)
+				}
+				wg.Wait()
+				leaftest.CheckUnique(t, issued)
+				s := open(t, k, dsns, testOptions())
+				after := drain(t, s, "t", 10)
+				above(t, "after a migration under load", issued, after)
+				t.Logf("%d IDs issued by the old layout, then the new one from %d", len(issued), after[0])
+			})
 		}
 	})
 }

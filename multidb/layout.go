@@ -167,6 +167,10 @@ func checkRecords(dbs []Database, recs []record) (leaf.StripeRecord, error) {
 	for i, r := range recs {
 		switch {
 		case r.err != nil:
+		case r.ok && isFence(r.rec.Cluster):
+			return want, fmt.Errorf("multidb: open: %w: database %s records that a migration to %d databases is under way, or was interrupted:"+
+				" run `leaf db migrate` again with the same lists, and start the servers with the new list once it is done",
+				leaf.ErrStripeLayout, dbs[i].Name, r.rec.Stripe.Of)
 		case !r.ok:
 			missing = append(missing, dbs[i].Name)
 		default:

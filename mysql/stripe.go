@@ -62,6 +62,12 @@ func (s *Store) Tombstones(ctx context.Context) (map[string]int64, error) {
 	return s.stripes.Tombstones(ctx)
 }
 
+// LockedAllocs lists every row as Allocs does, read under shared row
+// locks: it waits for the reserves in flight.
+func (s *Store) LockedAllocs(ctx context.Context) ([]leaf.Alloc, error) {
+	return s.stripes.LockedAllocs(ctx)
+}
+
 // RaiseAlloc makes a.Tag's max_id at least a.MaxID, inserting the row if it
 // is missing; it never lowers max_id.
 func (s *Store) RaiseAlloc(ctx context.Context, a leaf.Alloc) error {
