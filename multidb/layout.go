@@ -253,6 +253,12 @@ func Init(ctx context.Context, dbs []Database, opts Options) (string, error) {
 				leaf.ErrStripeLayout, dbs[i].Name)
 		}
 	}
+	// No fence first, as Migrate writes: the databases are unused, and a
+	// store of one database left running on one of them issues nothing
+	// before it has a tag; once a record is written its reserves fail
+	// (the store's fence refuses a record of several databases). Only a
+	// tag created and reserved from between the check above and the write
+	// below would slip through, which stopping the servers first rules out.
 	cluster, err := NewCluster()
 	if err != nil {
 		return "", err
