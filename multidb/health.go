@@ -88,6 +88,9 @@ func (s *Store) probeOne(ctx context.Context, m *member) {
 		s.failedProbe(m, err)
 		return
 	}
+	// Fenced before it serves: from here on its reserves commit only while
+	// it records what was just checked.
+	m.db.ExpectStripe(m.want)
 	m.mu.Lock()
 	wasVerified := m.verified
 	m.verified, m.healthy, m.backoff = true, true, 0

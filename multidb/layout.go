@@ -95,6 +95,7 @@ func open(ctx context.Context, dbs []Database, opts Options) (*Store, error) {
 		w.Stripe.Index = i
 		m := &member{index: i, name: d.Name, db: d.Store, stripe: w.Stripe, want: w}
 		if recs[i].err == nil {
+			d.Store.ExpectStripe(w)
 			m.verified, m.healthy = true, true
 		} else {
 			m.lastErr, m.retryAt = recs[i].err.Error(), now
@@ -172,6 +173,10 @@ func checkRecords(dbs []Database, recs []record) (leaf.StripeRecord, error) {
 	for i, r := range recs {
 		switch {
 		case r.err != nil:
+		case r.ok && isFence(r.rec.Cluster):
+			return want, fmt.Errorf("multidb: open: %w: database %s records that a migration to %d databases is under way, or was interrupted:"+
+				" run `leaf db migrate` again with the same lists, and start the servers with the new list once it is done",
+				leaf.ErrStripeLayout, dbs[i].Name, r.rec.Stripe.Of)
 		case !r.ok:
 			missing = append(missing, dbs[i].Name)
 		default:
@@ -257,6 +262,12 @@ func Init(ctx context.Context, dbs []Database, opts Options) (string, error) {
 				leaf.ErrStripeLayout, dbs[i].Name)
 		}
 	}
+	// No fence first, as Migrate writes: the databases are unused, and a
+	// store of one database left running on one of them issues nothing
+	// before it has a tag; once a record is written its reserves fail
+	// (the store's fence refuses a record of several databases). Only a
+	// tag created and reserved from between the check above and the write
+	// below would slip through, which stopping the servers first rules out.
 	cluster, err := NewCluster()
 	if err != nil {
 		return "", err

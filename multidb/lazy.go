@@ -19,6 +19,7 @@ type lazy struct {
 
 	mu     sync.Mutex
 	inner  Member
+	expect *leaf.StripeRecord // passed on to inner once it is open
 	closed bool
 }
 
@@ -38,8 +39,20 @@ func (l *lazy) get(ctx context.Context) (Member, error) {
 	if m == nil {
 		return nil, fmt.Errorf("connect: %s: no store", l.name)
 	}
+	if l.expect != nil {
+		m.ExpectStripe(*l.expect)
+	}
 	l.inner = m
 	return m, nil
+}
+
+func (l *lazy) ExpectStripe(rec leaf.StripeRecord) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.expect = &rec
+	if l.inner != nil {
+		l.inner.ExpectStripe(rec)
+	}
 }
 
 func (l *lazy) Tags(ctx context.Context) ([]string, error) {

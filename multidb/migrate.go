@@ -22,7 +22,24 @@ type Migratable interface {
 	// RaiseTombstone makes tag's tombstone at least maxID; it never lowers
 	// it.
 	RaiseTombstone(ctx context.Context, tag string, maxID int64) error
+	// LockedAllocs lists every row as Allocs does, read under shared row
+	// locks: it waits for the reserves in flight and reads what they
+	// committed.
+	LockedAllocs(ctx context.Context) ([]leaf.Alloc, error)
 }
+
+// fencePrefix marks the cluster of the record a migration writes first on
+// every database of the old list: a record no server expects, so that a
+// server still running with the old layout (against the instructions) is
+// refused at its next reserve (see mysql.Store.ExpectStripe and the
+// single-database stores' fence), and one no Open accepts, so that no
+// server starts on the databases before the raises are done. It is
+// replaced by the new layout's record once they are.
+const fencePrefix = "migrating-"
+
+func fenceCluster(cluster string) string { return fencePrefix + cluster }
+
+func isFence(cluster string) bool { return strings.HasPrefix(cluster, fencePrefix) }
 
 // Report says what Migrate did.
 type Report struct {
@@ -59,8 +76,13 @@ type Moved struct {
 // to a longer one that keeps every database of from (recognised by the
 // same Store or the same Name). It is offline: stop every server (Go and
 // Java) that issues from these databases first, and start them with the
-// new list after it; a server still running could reserve above the
-// bounds Migrate computed.
+// new list after it. A Go server left running is stopped from issuing
+// rather than allowed to issue IDs twice: Migrate first writes on every
+// database of from a record no server expects (a fence), which every
+// reserve of this package's stores checks in its transaction, and only
+// then reads the bounds, under shared row locks that wait for the
+// reserves in flight. A Java Leaf server reads no record: it must be
+// stopped.
 //
 // For each tag and each deleted tag's tombstone it computes M, the highest
 // ID bound under the old layout (max over from's databases of
@@ -71,7 +93,8 @@ type Moved struct {
 //	x = ceil(M / (N·Block)) · Block    (N = len(to))
 //
 // and then writes the new stripe records (a new cluster id) and checks
-// them. Why x suffices: database i's number y is the ID
+// them: the databases only in to first, then those of from, replacing
+// their fences. Why x suffices: database i's number y is the ID
 // (y/Block)·N·Block + i·Block + y mod Block >= (y/Block)·N·Block. x is a
 // multiple of Block, so every y >= x has y/Block >= x/Block =
 // ceil(M/(N·Block)), and ID(y) >= ceil(M/(N·Block))·N·Block >= M. A
@@ -186,25 +209,32 @@ func Migrate(ctx context.Context, from, to []Database, opts Options) (Report, er
 		lay.cluster = rep.Cluster
 	}
 
-	moves, err := collect(ctx, from, lay.old, opts)
-	if err != nil {
+	// Planned twice: first to refuse what cannot be migrated (shaped tags,
+	// bounds with no room) before anything is written, then for real,
+	// after the fences, under lock.
+	if _, err := plan(ctx, from, to, lay, opts, false); err != nil {
 		return rep, err
 	}
-	n := int64(len(to))
-	for i := range moves {
-		mv := &moves[i]
-		round := n * lay.block
-		k := mv.Bound / round
-		if mv.Bound%round != 0 {
-			k++
+	// cur is every database of to's record as it is now.
+	cur := slices.Clone(toRecs)
+	for j, f := range from {
+		i := pos[j]
+		if fromRecs[j].ok && !isFence(fromRecs[j].rec.Cluster) && fromRecs[j].rec.Stripe.Of == len(to) {
+			// An earlier run finished the raises and wrote this one's
+			// record of the new layout: it serves under the new layout,
+			// no server of the old one can reserve from it.
+			continue
 		}
-		mv.Number = max(k*lay.block, 1)
-		for d := range to {
-			st := leaf.Stripe{Index: d, Of: len(to), Block: lay.block}
-			if mv.Number-1 > st.MaxNumber() {
-				return rep, fmt.Errorf("multidb: migrate: %q: %w: bound %d has no room on %s under the new layout", mv.Tag, leaf.ErrInvalidArgument, mv.Bound, to[d].Name)
-			}
+		fence := leaf.StripeRecord{Stripe: leaf.Stripe{Index: i, Of: len(to), Block: lay.fenceBlock}, Cluster: fenceCluster(lay.cluster)}
+		if err := writeRecord(ctx, f, fromRecs[j], fence, opts); err != nil {
+			return rep, fmt.Errorf("multidb: migrate: fence the old layout: %w (run it again with the same lists)", err)
 		}
+		cur[i] = record{rec: fence, ok: true}
+	}
+
+	moves, err := plan(ctx, from, to, lay, opts, true)
+	if err != nil {
+		return rep, fmt.Errorf("%w (the databases of the old list are fenced: run it again once fixed)", err)
 	}
 	rep.Tags = moves
 	opts.Logger.Info("multidb migrate: raising tags", "tags", len(moves), "databases", len(to), "block", lay.block, "cluster", lay.cluster)
@@ -221,14 +251,14 @@ func Migrate(ctx context.Context, from, to []Database, opts Options) (Report, er
 			}
 			cancel()
 			if err != nil {
-				return rep, fmt.Errorf("multidb: migrate: raise %q on %s (no stripe record changed yet; run it again): %w", mv.Tag, d.Name, err)
+				return rep, fmt.Errorf("multidb: migrate: raise %q on %s (the databases of the old list are fenced, no record of the new layout is written yet; run it again): %w", mv.Tag, d.Name, err)
 			}
 		}
 	}
 
 	// The new databases first, then those of the old list: a run that
-	// stops in between leaves an old record to read the old layout from,
-	// and one that finds every old database moved knows the new ones are.
+	// stops in between leaves a fence to read the old layout from, and
+	// one that finds every old database moved knows the new ones are.
 	order := make([]int, 0, len(to))
 	for i := range to {
 		if shared[i] < 0 {
@@ -243,7 +273,7 @@ func Migrate(ctx context.Context, from, to []Database, opts Options) (Report, er
 	var written []string
 	for _, i := range order {
 		want := leaf.StripeRecord{Stripe: leaf.Stripe{Index: i, Of: len(to), Block: lay.block}, Cluster: lay.cluster}
-		if err := writeRecord(ctx, to[i], toRecs[i], want, opts); err != nil {
+		if err := writeRecord(ctx, to[i], cur[i], want, opts); err != nil {
 			return rep, fmt.Errorf("multidb: migrate: %w (records written: %v; run it again with the same lists)", err, written)
 		}
 		written = append(written, to[i].Name)
@@ -267,22 +297,26 @@ func Migrate(ctx context.Context, from, to []Database, opts Options) (Report, er
 
 // layout is what Migrate reads from the records.
 type layout struct {
-	old     []leaf.Stripe // from[j]'s stripe under the old layout
-	cluster string        // the new layout's, if an earlier run chose one
-	block   int64         // the new layout's
-	done    bool          // every database of from already records the new layout
+	old        []leaf.Stripe // from[j]'s stripe under the old layout
+	cluster    string        // the new layout's, if an earlier run chose one
+	block      int64         // the new layout's
+	fenceBlock int64         // the block the fences record
+	done       bool          // every database of from already records the new layout
 }
 
 // layouts reads the old and new layouts from the records. A database of
 // from records the old layout (its place in from, len(from) databases), or
-// none when from is one database never spread, or the new layout (its
-// place in to, len(to) databases) when an earlier run got that far. A
-// database only in to records nothing, or the new layout.
+// none when from is one database never spread; or, when an earlier run got
+// that far, the fence (its place in to, len(to) databases, the new
+// cluster marked by fencePrefix, and from several databases the old
+// layout's block, which the bounds need), or the new layout (its place in
+// to, len(to) databases). A database only in to records nothing, or the
+// new layout.
 func layouts(from, to []Database, pos []int, fromRecs, toRecs []record, explicitBlock int64) (layout, error) {
 	var (
-		lay            layout
-		oldRec, newRec *leaf.StripeRecord
-		plain, stale   int
+		lay                      layout
+		oldRec, fenceRec, newRec *leaf.StripeRecord
+		plain, stale, moved      int
 	)
 	agree := func(seen **leaf.StripeRecord, r leaf.StripeRecord, name string) error {
 		if *seen == nil {
@@ -297,21 +331,24 @@ func layouts(from, to []Database, pos []int, fromRecs, toRecs []record, explicit
 	}
 	for j, r := range fromRecs {
 		st := r.rec.Stripe
+		var err error
 		switch {
 		case !r.ok:
 			plain++
-		case st.Of == len(from) && st.Index == j:
+		case st.Of == len(from) && st.Index == j && !isFence(r.rec.Cluster):
 			stale++
-			if err := agree(&oldRec, r.rec, from[j].Name); err != nil {
-				return lay, err
-			}
+			err = agree(&oldRec, r.rec, from[j].Name)
+		case st.Of == len(to) && st.Index == pos[j] && isFence(r.rec.Cluster):
+			err = agree(&fenceRec, r.rec, from[j].Name)
 		case st.Of == len(to) && st.Index == pos[j]:
-			if err := agree(&newRec, r.rec, from[j].Name); err != nil {
-				return lay, err
-			}
+			moved++
+			err = agree(&newRec, r.rec, from[j].Name)
 		default:
 			return lay, fmt.Errorf("multidb: migrate: %w: %s (place %d in the old list of %d) records that it is %s",
 				leaf.ErrStripeLayout, from[j].Name, j, len(from), r.rec)
+		}
+		if err != nil {
+			return lay, err
 		}
 	}
 	if plain > 0 && len(from) > 1 {
@@ -323,7 +360,7 @@ func layouts(from, to []Database, pos []int, fromRecs, toRecs []record, explicit
 		if !r.ok || slices.Contains(pos, i) {
 			continue
 		}
-		if st.Of != len(to) || st.Index != i {
+		if st.Of != len(to) || st.Index != i || isFence(r.rec.Cluster) {
 			return lay, fmt.Errorf("multidb: migrate: %w: %s, new in the list at place %d, records that it is %s;"+
 				" a database added by a migration must have no record (or the one an interrupted run of this migration wrote)",
 				leaf.ErrStripeLayout, to[i].Name, i, r.rec)
@@ -332,42 +369,104 @@ func layouts(from, to []Database, pos []int, fromRecs, toRecs []record, explicit
 			return lay, err
 		}
 	}
-	if oldRec != nil && newRec != nil && oldRec.Cluster == newRec.Cluster {
+	if fenceRec != nil {
+		c := strings.TrimPrefix(fenceRec.Cluster, fencePrefix)
+		if newRec != nil && newRec.Cluster != c {
+			return lay, fmt.Errorf("multidb: migrate: %w: a fence of cluster %s and records of cluster %s", leaf.ErrStripeLayout, c, newRec.Cluster)
+		}
+		if oldRec != nil && len(from) > 1 && fenceRec.Stripe.Block != oldRec.Stripe.Block {
+			return lay, fmt.Errorf("multidb: migrate: %w: a fence records blocks of %d, the old layout %d", leaf.ErrStripeLayout, fenceRec.Stripe.Block, oldRec.Stripe.Block)
+		}
+		lay.cluster = c
+	}
+	if newRec != nil {
+		lay.cluster = newRec.Cluster
+	}
+	if oldRec != nil && lay.cluster != "" && oldRec.Cluster == lay.cluster {
 		return lay, fmt.Errorf("multidb: migrate: %w: old and new records share cluster %s", leaf.ErrStripeLayout, oldRec.Cluster)
 	}
+	if len(fenceCluster(lay.cluster)) > leaf.MaxClusterLen {
+		return lay, fmt.Errorf("multidb: migrate: %w: cluster %s leaves no room for the fence's mark", leaf.ErrStripeLayout, lay.cluster)
+	}
+	// Every database of from records the new layout: the new ones were
+	// written before them.
+	lay.done = moved == len(from)
 	lay.old = make([]leaf.Stripe, len(from))
+	var oldBlock int64
 	switch {
-	case stale > 0:
+	case len(from) == 1 && stale == 0:
+		// One database never spread (or fenced, or moved, from one): its
+		// numbers are IDs (zero Stripe).
+	case oldRec != nil:
+		oldBlock = oldRec.Stripe.Block
+	case fenceRec != nil:
+		oldBlock = fenceRec.Stripe.Block
+	case !lay.done:
+		return lay, fmt.Errorf("multidb: migrate: %w: the databases of the old list record the new layout, but not all of the new ones do", leaf.ErrStripeLayout)
+	}
+	if oldBlock > 0 {
 		for j := range from {
-			lay.old[j] = leaf.Stripe{Index: j, Of: len(from), Block: oldRec.Stripe.Block}
+			lay.old[j] = leaf.Stripe{Index: j, Of: len(from), Block: oldBlock}
 		}
-	case plain > 0:
-		// One database never spread: its numbers are IDs (zero Stripe).
-	default:
-		// Every database of from records the new layout: the new ones were
-		// written before them.
-		lay.done = true
 	}
 	switch {
 	case newRec != nil:
-		lay.cluster, lay.block = newRec.Cluster, newRec.Stripe.Block
+		lay.block = newRec.Stripe.Block
 		if explicitBlock > 0 && explicitBlock != lay.block {
 			return lay, fmt.Errorf("multidb: migrate: %w: an earlier run recorded blocks of %d, not %d; run it again with the same block",
 				leaf.ErrStripeLayout, lay.block, explicitBlock)
 		}
 	case explicitBlock > 0:
 		lay.block = explicitBlock
+	case fenceRec != nil:
+		// From one database, the fence's block is the new layout's; from
+		// several, the old one's, which a run without a block keeps.
+		lay.block = fenceRec.Stripe.Block
 	case oldRec != nil:
 		lay.block = oldRec.Stripe.Block
 	default:
 		lay.block = DefaultBlock
 	}
+	// A fence of several databases keeps the old block, which the bounds
+	// of a run that stops after it need; one of a single database, whose
+	// numbers are IDs, records the new one.
+	lay.fenceBlock = lay.block
+	if len(from) > 1 && oldBlock > 0 {
+		lay.fenceBlock = oldBlock
+	}
 	return lay, nil
 }
 
+// plan collects the tags and tombstones of from (under lock if locked)
+// and the number each is raised to on the databases of to.
+func plan(ctx context.Context, from, to []Database, lay layout, opts Options, locked bool) ([]Moved, error) {
+	moves, err := collect(ctx, from, lay.old, opts, locked)
+	if err != nil {
+		return nil, err
+	}
+	n := int64(len(to))
+	for i := range moves {
+		mv := &moves[i]
+		round := n * lay.block
+		k := mv.Bound / round
+		if mv.Bound%round != 0 {
+			k++
+		}
+		mv.Number = max(k*lay.block, 1)
+		for d := range to {
+			st := leaf.Stripe{Index: d, Of: len(to), Block: lay.block}
+			if mv.Number-1 > st.MaxNumber() {
+				return nil, fmt.Errorf("multidb: migrate: %q: %w: bound %d has no room on %s under the new layout", mv.Tag, leaf.ErrInvalidArgument, mv.Bound, to[d].Name)
+			}
+		}
+	}
+	return moves, nil
+}
+
 // collect lists every tag and tombstone of from with its bound under the
-// old layout, refusing shaped tags and periods.
-func collect(ctx context.Context, from []Database, old []leaf.Stripe, opts Options) ([]Moved, error) {
+// old layout, refusing shaped tags and periods. locked reads the rows
+// under shared locks (Migratable.LockedAllocs).
+func collect(ctx context.Context, from []Database, old []leaf.Stripe, opts Options, locked bool) ([]Moved, error) {
 	byTag := map[string]*Moved{}
 	get := func(tag string) *Moved {
 		mv, ok := byTag[tag]
@@ -380,7 +479,11 @@ func collect(ctx context.Context, from []Database, old []leaf.Stripe, opts Optio
 	for j, d := range from {
 		m := d.Store.(Migratable)
 		rctx, cancel := context.WithTimeout(ctx, opts.ReadTimeout)
-		rows, err := m.Allocs(rctx)
+		list := m.Allocs
+		if locked {
+			list = m.LockedAllocs
+		}
+		rows, err := list(rctx)
 		cancel()
 		if err != nil {
 			return nil, fmt.Errorf("multidb: migrate: list tags of %s: %w", d.Name, err)

@@ -48,6 +48,13 @@ type Member interface {
 	ReplaceStripe(ctx context.Context, old, rec leaf.StripeRecord) (bool, error)
 	// Used reports whether leaf_alloc or its tombstones hold any row.
 	Used(ctx context.Context) (bool, error)
+	// ExpectStripe fences the member's reserves by rec: from then on a
+	// reserve commits only while the database records rec (read in the
+	// reserve's transaction), and fails with leaf.ErrStripeLayout
+	// otherwise. The store calls it once it has checked the record against
+	// its list, so that a database set up or migrated anew while the
+	// server runs stops serving it at once, not at the next restart.
+	ExpectStripe(rec leaf.StripeRecord)
 }
 
 // Database is one member and the name it goes by in messages and status:
@@ -303,6 +310,9 @@ func (s *Store) reserveOn(ctx context.Context, m *member, tag string, step int) 
 	}
 	if err != nil {
 		err = fmt.Errorf("%s: %w", m.name, err)
+		if errors.Is(err, leaf.ErrStripeLayout) {
+			s.unverify(m, err)
+		}
 		down := ctx.Err() == nil && !errors.Is(err, leaf.ErrTagNotFound) && !errors.Is(err, errExhausted)
 		s.failed(m, err, latency, down)
 		return leaf.Reservation{}, err
@@ -321,6 +331,20 @@ func (s *Store) reserveOn(ctx context.Context, m *member, tag string, step int) 
 		s.opts.Logger.Info("multidb database healthy again", "db", m.name, "index", m.index)
 	}
 	return r, nil
+}
+
+// unverify takes m out as a failed record check does: its reserve found
+// a record other than the one checked (the database was set up or
+// migrated anew, or another database put behind its address, while this
+// server ran). It serves nothing until a probe finds the expected record
+// again, which it will not after a migration: the server must be
+// restarted with the new list.
+func (s *Store) unverify(m *member, err error) {
+	m.mu.Lock()
+	m.verified = false
+	m.mu.Unlock()
+	s.opts.Logger.Error("multidb database's stripe record changed under this running server; it serves nothing: restart the server with the list of databases the records name",
+		"db", m.name, "index", m.index, "err", err)
 }
 
 // failedProbe counts a failed probe of m and keeps it out for a longer

@@ -28,6 +28,14 @@ func OpenMember(ctx context.Context, dsn string) (*Store, error) {
 	return open(ctx, dsn, false)
 }
 
+// ExpectStripe fences the store's reserves by rec: from now on a reserve
+// commits only while the database records rec's stripe and cluster, read
+// under a shared lock in the reserve's own transaction, and fails with
+// leaf.ErrStripeLayout otherwise. multidb sets it once it has checked the
+// record against its list, so that a migration run while the server is up
+// stops the server's reserves on this database at once.
+func (s *Store) ExpectStripe(rec leaf.StripeRecord) { s.stripes.Expect(rec) }
+
 // ReadStripe reads the database's stripe record; ok is false when it has
 // none.
 func (s *Store) ReadStripe(ctx context.Context) (rec leaf.StripeRecord, ok bool, err error) {
@@ -52,6 +60,12 @@ func (s *Store) Used(ctx context.Context) (bool, error) { return s.stripes.Used(
 // Tombstones lists every tombstone: name → max_id.
 func (s *Store) Tombstones(ctx context.Context) (map[string]int64, error) {
 	return s.stripes.Tombstones(ctx)
+}
+
+// LockedAllocs lists every row as Allocs does, read under shared row
+// locks: it waits for the reserves in flight.
+func (s *Store) LockedAllocs(ctx context.Context) ([]leaf.Alloc, error) {
+	return s.stripes.LockedAllocs(ctx)
 }
 
 // RaiseAlloc makes a.Tag's max_id at least a.MaxID, inserting the row if it

@@ -100,7 +100,10 @@ var dialect = sqlstore.Dialect{
 // A database that records in leaf_stripe that it is one of several of a
 // segment store spread over several databases is refused
 // (leaf.ErrStripeLayout): on its own it would issue the other databases'
-// IDs. OpenMember opens such a database for that store.
+// IDs. OpenMember opens such a database for that store. The check is
+// repeated inside every reserve's transaction: once the database records
+// such a stripe (a migration run while this store is open), reserves fail
+// with leaf.ErrStripeLayout.
 func Open(ctx context.Context, dsn string) (*Store, error) {
 	return open(ctx, dsn, true)
 }
@@ -133,6 +136,9 @@ func open(ctx context.Context, dsn string, guard bool) (*Store, error) {
 			_ = s.Close()
 			return nil, err
 		}
+		// What Guard accepted must hold at every reserve, not only now:
+		// see sqlstore.Stripes.ExpectPlain.
+		s.stripes.ExpectPlain()
 	}
 	return s, nil
 }

@@ -141,6 +141,10 @@ type Store struct {
 	attempts int
 	backoff  time.Duration
 	closed   atomic.Bool
+	// fence is what leaf_stripe must record for a reserve to commit (see
+	// Stripes.ExpectPlain and Stripes.Expect); nil: no check, as on SQLite,
+	// which has no leaf_stripe.
+	fence atomic.Pointer[stripeFence]
 }
 
 var (
@@ -175,6 +179,8 @@ type queries struct {
 	parentShared, addPeriod, raiseStart string
 	// The step of a tag's period rows, set with the tag's.
 	setPeriodStep string
+	// The stripe record read under a shared lock inside a reserve.
+	fence string
 }
 
 // New wraps db. The Store owns db from now on: Close closes it.
@@ -237,6 +243,8 @@ func New(db *sql.DB, d Dialect, set Settings) *Store {
 		parentShared: "SELECT max_id, step FROM leaf_alloc WHERE biz_tag = ?" + forShare,
 		addPeriod:    "INSERT INTO leaf_alloc (biz_tag, max_id, step, update_time) VALUES (?, ?, ?, CURRENT_TIMESTAMP) ON CONFLICT (biz_tag) DO NOTHING",
 		raiseStart:   "UPDATE leaf_alloc SET max_id = ? WHERE biz_tag = ? AND max_id < ?",
+
+		fence: "SELECT db_index, db_count, block, cluster FROM leaf_stripe WHERE id = 1" + forShare,
 	}
 	if d.OnDuplicateKey {
 		// INSERT IGNORE also turns other errors into warnings; the values
@@ -370,6 +378,11 @@ func (s *Store) reserveOnce(ctx context.Context, tag string, step int) (r leaf.R
 		}
 		if err != nil {
 			return r, fmt.Errorf("read back: %w", err)
+		}
+	}
+	if f := s.fence.Load(); f != nil {
+		if err = s.checkFence(ctx, tx, f); err != nil {
+			return r, err
 		}
 	}
 	if err = tx.Commit(); err != nil {

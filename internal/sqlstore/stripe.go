@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/leafgo/leaf"
@@ -39,6 +40,7 @@ type stripeQueries struct {
 	anyRow, anyTomb            string
 	tombstones                 string
 	raiseAlloc, raiseTombstone string
+	lockedAllocs               string
 }
 
 // NewStripes serves s's leaf_stripe, which the caller has created.
@@ -56,6 +58,12 @@ func NewStripes(s *Store) *Stripes {
 		raiseTombstone: "INSERT INTO leaf_alloc_tombstone (biz_tag, max_id, deleted_at) VALUES (?, ?, CURRENT_TIMESTAMP)" +
 			" ON CONFLICT (biz_tag) DO UPDATE SET max_id = CASE WHEN excluded.max_id > leaf_alloc_tombstone.max_id THEN excluded.max_id ELSE leaf_alloc_tombstone.max_id END",
 	}
+	// Shared row locks: see LockedAllocs. MariaDB has no FOR SHARE.
+	share := " FOR SHARE"
+	if s.d.OnDuplicateKey {
+		share = " LOCK IN SHARE MODE"
+	}
+	q.lockedAllocs = "SELECT biz_tag, max_id, step, description, update_time FROM leaf_alloc WHERE " + notPeriod + share
 	if s.d.OnDuplicateKey {
 		// The raises name the value twice rather than VALUES(), which MySQL
 		// 8.0.20 deprecates and MariaDB keeps.
@@ -185,6 +193,48 @@ func (t *Stripes) Tombstones(ctx context.Context) (map[string]int64, error) {
 		return nil, t.s.wrap(op, err)
 	}
 	return out, nil
+}
+
+// LockedAllocs lists every row as Store.Allocs does, but reads them under
+// shared row locks, in a transaction of its own: it waits for the reserves
+// in flight, which hold their tag's row lock until they commit, and reads
+// what they committed. A migration reads its bounds so after writing the
+// records that fence servers of the old layout: a reserve still running
+// then either committed before the read, and counts, or reads the new
+// record and rolls back.
+func (t *Stripes) LockedAllocs(ctx context.Context) ([]leaf.Alloc, error) {
+	const op = "list allocs under lock"
+	if err := t.s.checkOpen(op); err != nil {
+		return nil, err
+	}
+	var as []leaf.Alloc
+	err := t.s.retry(ctx, func() (err error) {
+		tx, err := t.s.db.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("begin: %w", err)
+		}
+		// Read-only: rolling back releases the locks as a commit would.
+		defer func() { _ = tx.Rollback() }()
+		rows, err := tx.QueryContext(ctx, t.q.lockedAllocs)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		as = []leaf.Alloc{}
+		for rows.Next() {
+			a, err := scanAlloc(rows)
+			if err != nil {
+				return err
+			}
+			as = append(as, a)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, t.s.wrap(op, err)
+	}
+	slices.SortFunc(as, func(a, b leaf.Alloc) int { return strings.Compare(a.Tag, b.Tag) })
+	return as, nil
 }
 
 // RaiseAlloc makes a.Tag's max_id at least a.MaxID: it inserts the row with
