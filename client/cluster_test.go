@@ -225,4 +225,4 @@ func serveFast(t *testing.T, cfg httpapi.Config) *fastServer {
 
 // kill closes the listener and every connection: the clients see the
 // server go away mid-stream.
-func (s *fastServer) kill() { _ = s.srv.Shutdown() }
+func (s *fastServer) kill() { testutil.ShutdownFast(s.srv) }

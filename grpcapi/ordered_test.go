@@ -35,7 +35,7 @@ func TestOrderedTagForwarded(t *testing.T) {
 	genA := newSegment(t, store, func(s *segment.Settings) { s.Owner, s.OwnerLease = urlA+"#a", 2*time.Second })
 	srv := httpapi.NewFastServer(httpapi.New(httpapi.Config{Segment: genA, Logger: testutil.Logger()}), httpapi.Limits{})
 	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Shutdown() })
+	t.Cleanup(func() { testutil.ShutdownFast(srv) })
 	first, err := genA.NextID(ctx, "seq") // A takes the lease
 	if err != nil {
 		t.Fatal(err)

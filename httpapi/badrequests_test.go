@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf/internal/deadline"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/metrics"
 )
@@ -149,7 +150,7 @@ func TestBadRequestReasons(t *testing.T) {
 		defer close(done)
 		_ = srv.Serve(tls.NewListener(deadline.Wrap(ln, 50*time.Millisecond), tlsCfg))
 	}()
-	t.Cleanup(func() { _ = srv.Shutdown(); <-done })
+	t.Cleanup(func() { testutil.ShutdownFast(srv); <-done })
 
 	for _, tc := range []struct {
 		name, addr, raw, reason string

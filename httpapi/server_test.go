@@ -19,6 +19,7 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/internal/deadline"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/leaftest"
 )
 
@@ -58,7 +59,7 @@ func serveFast(t testing.TB, s *Server, lim Limits) string {
 	// As leaf serve does: coarse deadlines, enforced every 50ms.
 	go func() { defer close(done); _ = srv.Serve(deadline.Wrap(ln, 50*time.Millisecond)) }()
 	t.Cleanup(func() {
-		_ = srv.Shutdown()
+		testutil.ShutdownFast(srv)
 		<-done
 	})
 	return "http://" + ln.Addr().String()

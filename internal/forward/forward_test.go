@@ -83,7 +83,7 @@ func startOwner(t *testing.T, gen httpapi.SegmentGenerator, token string) string
 	}
 	srv := httpapi.NewFastServer(httpapi.New(httpapi.Config{Segment: gen, AdminToken: token, Logger: testutil.Logger()}), httpapi.Limits{})
 	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Shutdown() })
+	t.Cleanup(func() { testutil.ShutdownFast(srv) })
 	return "http://" + ln.Addr().String()
 }
 

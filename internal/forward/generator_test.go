@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/valyala/fasthttp"
+
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/httpapi"
 	"github.com/leafgo/leaf/inmem"
@@ -28,7 +30,7 @@ type server struct {
 	url string
 	gen *segment.Generator
 	fwd *forward.Forwarder
-	srv interface{ Shutdown() error }
+	srv *fasthttp.Server
 }
 
 func startServer(t *testing.T, store *inmem.SegmentStore, i int) *server {
@@ -51,7 +53,7 @@ func startServer(t *testing.T, store *inmem.SegmentStore, i int) *server {
 	s.srv = srv
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() {
-		_ = srv.Shutdown()
+		testutil.ShutdownFast(srv)
 		s.fwd.Close()
 		_ = s.gen.Close(context.Background())
 	})
@@ -134,7 +136,7 @@ func TestForwardRealGenerators(t *testing.T) {
 	}
 
 	// A graceful stop releases the lease: the other takes over at once.
-	_ = owner.srv.Shutdown()
+	testutil.ShutdownFast(owner.srv)
 	if err := owner.gen.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}

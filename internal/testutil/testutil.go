@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/valyala/fasthttp"
+
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/inmem"
 )
@@ -113,4 +115,16 @@ func Store(t testing.TB, rows ...leaf.Alloc) *inmem.SegmentStore {
 		}
 	}
 	return st
+}
+
+// ShutdownFast shuts a fasthttp server down, waiting at most 3s for its
+// connections. fasthttp closes idle keep-alive connections at shutdown,
+// but not one a client dialled and never sent a request on (net/http
+// dials such spare connections when requests race for one); such a
+// connection kept a test's cleanup waiting until the client dropped it,
+// 90s later (http.Transport's IdleConnTimeout).
+func ShutdownFast(srv *fasthttp.Server) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_ = srv.ShutdownWithContext(ctx)
 }
