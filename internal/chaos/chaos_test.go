@@ -73,6 +73,9 @@ type run struct {
 	reg       *service
 	servers   []*leafServer
 	rng       *rand.Rand // the scheduler's; only its goroutine uses it
+	// ordered: the run has the ordered tag and its worker. Only a store of
+	// one database keeps ordered tags.
+	ordered bool
 
 	mu          sync.Mutex
 	faults      []fault
@@ -93,7 +96,7 @@ func runChaos(t *testing.T, bin, registry string, databases int, duration time.D
 	ctx := t.Context()
 	seed := rand.Uint64()
 	r := &run{t: t, registry: registry, duration: duration, t0: time.Now(), clockServer: -1,
-		rng: rand.New(rand.NewPCG(seed, 1)), databases: databases}
+		rng: rand.New(rand.NewPCG(seed, 1)), databases: databases, ordered: databases == 1}
 	t.Logf("registry %s, segment store over %d database(s), %v of load, seed %d", registry, databases, duration, seed)
 
 	var dsns []string
@@ -128,13 +131,17 @@ func runChaos(t *testing.T, bin, registry string, databases int, duration time.D
 			t.Fatal(err)
 		}
 	}
-	for _, tag := range tags {
-		if err := runLeaf(ctx, bin, append([]string{"tags", "create", tag.name, "--step", strconv.Itoa(tag.step)}, dsnArgs...)...); err != nil {
+	for _, tag := range r.tags() {
+		args := []string{"tags", "create", tag.name, "--step", strconv.Itoa(tag.step)}
+		if tag.ordered {
+			args = append(args, "--ordered")
+		}
+		if err := runLeaf(ctx, bin, append(args, dsnArgs...)...); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for i := range leafServers {
-		r.servers = append(r.servers, newLeafServer(t, i, bin, registryArgs, dsnArgs))
+		r.servers = append(r.servers, newLeafServer(t, i, bin, registryArgs, dsnArgs, r.ordered))
 	}
 	t.Cleanup(func() { r.keepLogs(t) })
 	for _, s := range r.servers {
@@ -149,11 +156,15 @@ func runChaos(t *testing.T, bin, registry string, databases int, duration time.D
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	defer stopLoad()
 	loadStart := r.now()
-	workers := make([]*worker, len(workerSpecs))
+	var workers []*worker
 	var wg sync.WaitGroup
 	for i, spec := range workerSpecs {
-		workers[i] = newWorker(spec, seed+uint64(i)+1, len(r.servers))
-		wg.Go(func() { workers[i].run(loadCtx, r) })
+		if spec.mode == orderedMode && !r.ordered {
+			continue
+		}
+		w := newWorker(spec, seed+uint64(i)+1, len(r.servers))
+		workers = append(workers, w)
+		wg.Go(func() { w.run(loadCtx, r) })
 	}
 	r.chaos(ctx, loadStart)
 	sleep(ctx, loadStart+duration-r.now())
@@ -176,6 +187,17 @@ func runChaos(t *testing.T, bin, registry string, databases int, duration time.D
 	for _, p := range res.problems {
 		t.Error(p)
 	}
+}
+
+// tags are the tags of this run: the ordered one only with one database.
+func (r *run) tags() []tagSpec {
+	var ts []tagSpec
+	for _, t := range tags {
+		if !t.ordered || r.ordered {
+			ts = append(ts, t)
+		}
+	}
+	return ts
 }
 
 // artifactsDir is where summaries and logs are kept after the run.

@@ -10,6 +10,16 @@
 // are checked to increase within each answer, ranges from the two
 // databases interleaving; the zookeeper run keeps one database.
 //
+// The zookeeper run also has an ordered tag (README "Ordered tags"): its
+// servers advertise their URLs and hold the tag under a 3 s owner lease,
+// every other server crash kills the tag's owner, and one client goroutine
+// asks the servers in turn for single IDs and small batches, each request
+// after the previous answer: its IDs must strictly increase whichever
+// server answered. The tag may answer 503 only while an owner may be gone
+// (from a server's kill until its lease could have run out, plus a grace)
+// or the database is out (plus the lease); any other failure of it counts
+// like the others'.
+//
 // Why a separate harness: the unit and conformance suites prove each part
 // with fakes and injected clocks, one fault at a time. The guarantees of
 // SPEC §1 are about the whole process under faults that overlap with

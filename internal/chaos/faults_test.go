@@ -27,6 +27,15 @@ const (
 	// retries of a failed load (segment.Settings.MaxRetryBackoff): a server
 	// may take this long after the database is back to notice.
 	storeRetryMax = 2 * time.Second
+	// ownerLease is the servers' segment.owner_lease: a killed owner's
+	// ordered tag fails for up to this long before another server takes
+	// it over. Short, so that takeovers happen between the faults.
+	ownerLease = 3 * time.Second
+	// ownerGrace is how long after a lease could have run out the ordered
+	// tag may still fail: a server reads the lease again at most a second
+	// after it last did, and a request waits up to segment.wait_timeout
+	// (1 s) for the new owner's first range.
+	ownerGrace = 2 * time.Second
 )
 
 // fault is one injected fault, for the summary.
@@ -56,6 +65,7 @@ func (r *run) chaos(ctx context.Context, loadStart time.Duration) {
 		{loadStart + d*8/10, time.Second, r.registryOutage},
 		{loadStart + d - time.Second, 0, nil}, // the end: the last crash is over by then
 	}
+	crashes := 0
 	for _, b := range big {
 		for ctx.Err() == nil {
 			gap := 1500*time.Millisecond + r.jitter(1500*time.Millisecond)
@@ -63,7 +73,17 @@ func (r *run) chaos(ctx context.Context, loadStart time.Duration) {
 				break
 			}
 			sleep(ctx, gap)
-			r.crashAndRestart(ctx, r.servers[r.rng.IntN(len(r.servers))], 500*time.Millisecond+r.jitter(time.Second), "")
+			// Every other crash kills the ordered tag's owner, so that
+			// the run sees takeovers from a dead owner, not only from
+			// the database outage.
+			victim, why := r.servers[r.rng.IntN(len(r.servers))], ""
+			if crashes%2 == 0 {
+				if o := r.owner(ctx); o != nil {
+					victim, why = o, " (owner of "+tags[orderedTag].name+")"
+				}
+			}
+			crashes++
+			r.crashAndRestart(ctx, victim, 500*time.Millisecond+r.jitter(time.Second), why)
 		}
 		if b.inject == nil || ctx.Err() != nil {
 			return
@@ -71,6 +91,36 @@ func (r *run) chaos(ctx context.Context, loadStart time.Duration) {
 		sleep(ctx, b.at-r.now())
 		b.inject(ctx)
 	}
+}
+
+// owner is the server that owns the ordered tag, as the first server up
+// that answers says; nil in a run without it, or when no lease holds.
+func (r *run) owner(ctx context.Context) *leafServer {
+	if !r.ordered {
+		return nil
+	}
+	for _, s := range r.servers {
+		if !s.up.Load() {
+			continue
+		}
+		url, err := s.tagOwner(ctx, tags[orderedTag].name)
+		if err != nil {
+			r.logf("ask %s for the owner of %s: %v", s.name, tags[orderedTag].name, err)
+			continue
+		}
+		if url == "" {
+			r.logf("no server holds the lease of %s; killing another", tags[orderedTag].name)
+			return nil
+		}
+		for _, o := range r.servers {
+			if url == "http://"+o.addr {
+				return o
+			}
+		}
+		r.logf("%s owned by %q: none of the servers; killing another", tags[orderedTag].name, url)
+		return nil
+	}
+	return nil
 }
 
 func (r *run) jitter(d time.Duration) time.Duration { return time.Duration(r.rng.Int64N(int64(d))) }

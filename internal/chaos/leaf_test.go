@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -58,8 +59,11 @@ type leafServer struct {
 	startedIn []time.Duration // how long each successful restart took
 }
 
-// newLeafServer prepares server idx on a fixed port.
-func newLeafServer(t *testing.T, idx int, bin string, registryArgs, storeArgs []string) *leafServer {
+// newLeafServer prepares server idx on a fixed port. With ordered, it
+// advertises its base URL (where the other servers forward an ordered tag's
+// requests while it owns the tag) and holds the tag under a short lease, so
+// that another server takes over from a killed owner within the run.
+func newLeafServer(t *testing.T, idx int, bin string, registryArgs, storeArgs []string, ordered bool) *leafServer {
 	t.Helper()
 	dir := t.TempDir()
 	s := &leafServer{
@@ -73,8 +77,14 @@ func newLeafServer(t *testing.T, idx int, bin string, registryArgs, storeArgs []
 		"--name", "chaos",
 	}, storeArgs...)
 	args = append(args, registryArgs...)
+	if ordered {
+		args = append(args, "--advertise-url", "http://"+s.addr)
+	}
 	s.proc = newProc(t, dir, fmt.Sprintf("leaf-%d", idx), bin, args...)
 	s.env = append(leaflessEnv(), envClockFile+"="+s.clockFile)
+	if ordered {
+		s.env = append(s.env, "LEAF_SEGMENT_OWNER_LEASE="+ownerLease.String())
+	}
 	return s
 }
 
@@ -173,6 +183,35 @@ func (s *leafServer) wasDown(from, to time.Duration) bool {
 		}
 	}
 	return false
+}
+
+// tagOwner asks the server who owns an ordered tag (GET /v2/tags/{tag}):
+// the owner's base URL, "" while no lease holds. The servers listen on
+// loopback without an admin token, so the admin route is open.
+func (s *leafServer) tagOwner(ctx context.Context, tag string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+s.addr+"/v2/tags/"+tag, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := healthClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET /v2/tags/%s: %s", tag, resp.Status)
+	}
+	var row struct {
+		Ordered bool   `json:"ordered"`
+		Owner   string `json:"owner"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&row); err != nil {
+		return "", fmt.Errorf("GET /v2/tags/%s: %w", tag, err)
+	}
+	if !row.Ordered {
+		return "", fmt.Errorf("GET /v2/tags/%s: the tag is not ordered", tag)
+	}
+	return row.Owner, nil
 }
 
 // setClock writes the offset the server's snowflake clock runs at. The

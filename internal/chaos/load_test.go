@@ -26,9 +26,14 @@ type mode int8
 const (
 	segmentMode mode = iota
 	snowflakeMode
+	// orderedMode asks for an ordered tag's IDs (segment routes): one
+	// owner issues them, the other servers forward, and they strictly
+	// increase in issue order across the cluster.
+	orderedMode
+	modes = 3
 )
 
-func (m mode) String() string { return [...]string{"segment", "snowflake"}[m] }
+func (m mode) String() string { return [...]string{"segment", "snowflake", "ordered"}[m] }
 
 // tagSpec is a segment tag the test creates. Steps are large enough for the
 // buffers to outlast the database outage at the paced traffic below: a big
@@ -37,15 +42,33 @@ func (m mode) String() string { return [...]string{"segment", "snowflake"}[m] }
 // (re)start; the adaptive step only grows from there. The first run of this
 // test had 200,000, and buffers loaded 6 s before the outage ran dry just as
 // the database came back.
+//
+// The ordered tag is created only in a run whose store is one database (an
+// ordered tag's lease lives in one row). Its step is small: a few hundred
+// IDs per second, through one owner, so that ranges end and batches span
+// two of them; each new owner reserves ranges of its own.
 type tagSpec struct {
-	name string
-	step int
+	name    string
+	step    int
+	ordered bool
 }
 
 var tags = []tagSpec{
-	{"chaos.big-a", 500_000},
-	{"chaos.big-b", 500_000},
-	{"chaos.small", 2_000}, // single IDs only: a few hundred per second per server
+	{"chaos.big-a", 500_000, false},
+	{"chaos.big-b", 500_000, false},
+	{"chaos.small", 2_000, false}, // single IDs only: a few hundred per second per server
+	{"chaos.ordered", 1_000, true},
+}
+
+// orderedTag is the index of the ordered tag in tags.
+const orderedTag = 3
+
+// tagMode is how a tag's IDs are counted and checked.
+func (t tagSpec) mode() mode {
+	if t.ordered {
+		return orderedMode
+	}
+	return segmentMode
 }
 
 // workerSpec is one client goroutine: which IDs it asks for, how many at a
@@ -77,6 +100,10 @@ var workerSpecs = []workerSpec{
 	{name: "snowflake-batch", mode: snowflakeMode, count: thousand, rate: 150},
 	{name: "snowflake-few", mode: snowflakeMode, count: few, rate: 400},
 	{name: "snowflake-one", mode: snowflakeMode, count: one, rate: 300},
+	// Sequential requests, each sent after the previous answer arrived,
+	// to the servers in turn: every ID must be above every earlier one,
+	// whichever server answered. Only in the run with an ordered tag.
+	{name: "ordered-few", mode: orderedMode, tags: []int{orderedTag}, count: few, rate: 150},
 }
 
 // Snowflake layout (snowflake.LeafLayout): 41 bits of ms since the epoch,
@@ -126,6 +153,8 @@ type worker struct {
 	segIDs     [][]int64 // per tag
 	snowIDs    []int64
 	lastSeg    [][]int64       // [server][tag]: the last ID this goroutine got there
+	lastOrd    int64           // the last ordered ID this goroutine got, from any server
+	lastOrdRec record          // the request that got it
 	lastSnow   map[int64]int64 // worker ID → last ID this goroutine got from it
 	snowFrom   map[int64]uint8 // worker ID → bit set of the servers seen issuing it
 
@@ -206,7 +235,7 @@ func (w *worker) once(ctx context.Context, r *run) {
 	n := w.count(w.rng)
 	tag := -1
 	var url string
-	if w.mode == segmentMode {
+	if w.mode != snowflakeMode {
 		tag = w.tags[w.rng.IntN(len(w.tags))]
 		url = "http://" + r.servers[srv].addr + "/api/segment/get/" + tags[tag].name
 	} else {
@@ -255,14 +284,17 @@ func (w *worker) once(ctx context.Context, r *run) {
 		return
 	}
 	w.records = append(w.records, rec)
-	if w.mode == segmentMode {
+	switch w.mode {
+	case orderedMode:
+		w.checkOrdered(rec, tag, ids)
+	case segmentMode:
 		if r.databases > 1 {
 			// Ranges from different databases interleave: the next
 			// answer may start below this one.
 			w.lastSeg[srv][tag] = 0
 		}
 		w.checkSegment(rec.end, srv, tag, ids)
-	} else {
+	default:
 		w.checkSnowflake(rec.end, srv, ids)
 	}
 }
@@ -278,6 +310,29 @@ func (w *worker) checkSegment(at time.Duration, srv, tag int, ids []int64) {
 		last = id
 	}
 	w.lastSeg[srv][tag] = last
+	w.segIDs[tag] = append(w.segIDs[tag], ids...)
+}
+
+// checkOrdered keeps the IDs of an ordered tag and checks that they
+// strictly increase in the order this goroutine received them, across all
+// servers: each request is sent after the previous answer arrived, so any
+// ID at or below an earlier one is an order violation (README "Ordered
+// tags"), within an answer or between two.
+func (w *worker) checkOrdered(rec record, tag int, ids []int64) {
+	last := w.lastOrd
+	for i, id := range ids {
+		if id < 1 || id <= last {
+			prev := fmt.Sprintf("from leaf-%d, request %.3fs–%.3fs", w.lastOrdRec.server, w.lastOrdRec.start.Seconds(), w.lastOrdRec.end.Seconds())
+			if i > 0 {
+				prev = "earlier in the same answer"
+			}
+			w.violate(rec.end, "ordered %s: ID %d (#%d of %d) from leaf-%d, request %.3fs–%.3fs, after %d (%s)",
+				tags[tag].name, id, i+1, len(ids), rec.server, rec.start.Seconds(), rec.end.Seconds(), last, prev)
+		}
+		last = id
+	}
+	w.lastOrd = last
+	w.lastOrdRec = rec
 	w.segIDs[tag] = append(w.segIDs[tag], ids...)
 }
 

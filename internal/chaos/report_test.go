@@ -36,10 +36,10 @@ func (s share) String() string {
 }
 
 type results struct {
-	requests, ok [2]int
-	ids          [2]int
+	requests, ok [modes]int
+	ids          [modes]int
 	tagIDs       []int
-	dups         map[string]int // "segment TAG" or "snowflake" → IDs seen twice or more
+	dups         map[string]int // "segment TAG", "ordered TAG" or "snowflake" → IDs seen twice or more
 	dupExamples  []string
 	violations   int
 	violationMsg []string
@@ -51,6 +51,12 @@ type results struct {
 	workerIDs    map[int64]uint8
 	logWarnings  map[string]int // server log lines worth a look, by kind
 	problems     []string
+
+	// ordered requests started outside every window where the ordered tag
+	// may fail (orderedExcuse), and inside one; violations of its order.
+	orderedClear, orderedExcused share
+	orderedViolations            int
+	orderedOutages               []string // stretches of failed ordered requests
 }
 
 func (res *results) problem(format string, args ...any) {
@@ -64,13 +70,16 @@ func (r *run) check(workers []*worker) *results {
 
 	// Uniqueness, by sorting: cheaper than a set at tens of millions.
 	for ti, tag := range tags {
+		if tag.ordered && !r.ordered {
+			continue
+		}
 		var all []int64
 		for _, w := range workers {
 			all = append(all, w.segIDs[ti]...)
 		}
 		res.tagIDs[ti] = len(all)
-		res.ids[segmentMode] += len(all)
-		r.countDups(res, "segment "+tag.name, all)
+		res.ids[tag.mode()] += len(all)
+		r.countDups(res, tag.dupKey(), all)
 	}
 	var snow []int64
 	for _, w := range workers {
@@ -85,6 +94,9 @@ func (r *run) check(workers []*worker) *results {
 
 	for _, w := range workers {
 		res.violations += len(w.violations)
+		if w.mode == orderedMode {
+			res.orderedViolations += len(w.violations)
+		}
 		for _, v := range w.violations {
 			if v.msg != "" && len(res.violationMsg) < maxViolations {
 				res.violationMsg = append(res.violationMsg, fmt.Sprintf("%.1fs %s", v.at.Seconds(), v.msg))
@@ -116,13 +128,31 @@ func (r *run) check(workers []*worker) *results {
 			if rec.mode == snowflakeMode && int(rec.server) == clockServer && startedIn(clockSpan, rec) {
 				res.clockStepped.add(ok)
 			}
+			if rec.mode == orderedMode {
+				if r.orderedExcuse(rec) != "" || r.servers[rec.server].wasDown(rec.start, rec.end) {
+					res.orderedExcused.add(ok)
+				} else {
+					res.orderedClear.add(ok)
+				}
+			}
 		}
 		for _, f := range w.failures {
 			k := censusKey{mode: f.mode, message: f.kind, during: r.during(f.record)}
+			excuse := ""
+			if f.mode == orderedMode {
+				// A transport error has its own excuse: the server was
+				// down (k.during says so).
+				if excuse = r.orderedExcuse(f.record); excuse != "" && f.status != statusTransport {
+					k.during = excuse
+				}
+			}
 			switch f.status {
 			case 503:
-				// The promised answer when no ID can be issued yet.
-				k.status, k.allowed = "503", true
+				// The promised answer when no ID can be issued yet. An
+				// ordered tag has no buffers on the servers that do not
+				// own it: it is promised only while its owner is gone
+				// and its lease runs, or the store is out.
+				k.status, k.allowed = "503", f.mode != orderedMode || excuse != ""
 			case statusTransport:
 				// Only a server that was down may fail to answer.
 				k.status, k.allowed = "transport", r.servers[f.server].wasDown(f.start, f.end)
@@ -138,9 +168,17 @@ func (r *run) check(workers []*worker) *results {
 			}
 		}
 	}
+	for _, w := range workers {
+		if w.mode == orderedMode {
+			res.orderedOutages = append(res.orderedOutages, r.outages(w.failures)...)
+		}
+	}
 	slices.Sort(res.disallowed)
 	for k, n := range res.census {
-		if !k.allowed {
+		if !k.allowed && k.mode == orderedMode {
+			res.problem("%d ordered requests got %s %q (during: %s); only 503 while an owner may be gone or the store is out (a kill or the mariadb outage, + %v), or a transport error from a server that was down, is allowed",
+				n, k.status, k.message, k.during, ownerLease+ownerGrace)
+		} else if !k.allowed {
 			res.problem("%d %s requests got %s %q (during: %s); only 503, or a transport error from a server that was down, is allowed",
 				n, k.mode, k.status, k.message, k.during)
 		}
@@ -148,6 +186,9 @@ func (r *run) check(workers []*worker) *results {
 
 	if dbDown.from > 0 && (res.dbOutage.total == 0 || res.dbOutage.ok != res.dbOutage.total) {
 		res.problem("segment requests during the mariadb outage %v: %v got IDs; the buffers must carry every one", dbDown, res.dbOutage)
+	}
+	if r.ordered && res.orderedClear.total == 0 {
+		res.problem("no ordered request outside the fault windows: the ordered load did not run")
 	}
 	// A registry that keeps one ID per endpoint is a weak dependency: the
 	// worker cache carries the high-water mark (SPEC §1.4). A leasing one
@@ -160,7 +201,10 @@ func (r *run) check(workers []*worker) *results {
 			clockServer, -clockStep, res.clockStepped)
 	}
 
-	total := res.ids[segmentMode] + res.ids[snowflakeMode]
+	total := 0
+	for _, n := range res.ids {
+		total += n
+	}
 	if want := int(float64(minIDsPerMinute) * r.duration.Minutes()); total < want {
 		res.problem("only %d IDs checked; the run should check at least %d", total, want)
 	}
@@ -217,6 +261,67 @@ func (r *run) during(rec record) string {
 	return "no fault"
 }
 
+// outages groups one sequential worker's failures into stretches, a
+// failure less than a second after the one before joining its stretch, so
+// that the summary shows how long each takeover took.
+func (r *run) outages(fs []failure) []string {
+	var out []string
+	for i := 0; i < len(fs); {
+		j := i + 1
+		for j < len(fs) && fs[j].start-fs[j-1].end < time.Second {
+			j++
+		}
+		servers := map[int8]int{}
+		for _, f := range fs[i:j] {
+			servers[f.server]++
+		}
+		var on []string
+		for _, s := range slices.Sorted(maps.Keys(servers)) {
+			on = append(on, fmt.Sprintf("leaf-%d×%d", s, servers[s]))
+		}
+		why := r.orderedExcuse(fs[i].record)
+		if why == "" {
+			why = "no fault"
+		}
+		out = append(out, fmt.Sprintf("%.1fs–%.1fs\t%d failed\t%s\t%s",
+			fs[i].start.Seconds(), fs[j-1].end.Seconds(), j-i, strings.Join(on, " "), why))
+		i = j
+	}
+	return out
+}
+
+// dupKey names a tag's IDs in the duplicate counts.
+func (t tagSpec) dupKey() string { return t.mode().String() + " " + t.name }
+
+// orderedExcuse names the window an ordered request met in which the tag
+// may fail, "" if none. A server killed may have been the owner: its lease
+// runs out at most ownerLease after the kill (it renewed before), and the
+// others take over within ownerGrace after that; a restart of the owner is
+// a new process, which waits out the old one's lease like the others. With
+// the database out the owner cannot renew and stops issuing; after the
+// outage (dbDown ends after the servers' retry) a server takes the lease
+// again, at the latest once the old one has run out.
+func (r *run) orderedExcuse(rec record) string {
+	const w = ownerLease + ownerGrace
+	for _, s := range r.servers {
+		s.mu.Lock()
+		downs := slices.Clone(s.downs)
+		s.mu.Unlock()
+		for _, d := range downs {
+			if rec.end >= d.from && rec.start <= d.from+w {
+				return fmt.Sprintf("owner lease after %s's kill", s.name)
+			}
+		}
+	}
+	r.mu.Lock()
+	dbDown := r.dbDown
+	r.mu.Unlock()
+	if dbDown.from > 0 && rec.end >= dbDown.from && rec.start <= dbDown.to+w {
+		return "mariadb outage + owner lease"
+	}
+	return ""
+}
+
 // countDups sorts ids and counts those that repeat.
 func (r *run) countDups(res *results, what string, ids []int64) {
 	slices.Sort(ids)
@@ -270,22 +375,35 @@ func (r *run) summary(res *results, load time.Duration) string {
 		r.registry, len(r.servers), r.databases, load.Seconds(), r.duration)
 
 	fmt.Fprintln(tw, "IDs\trequests\tanswered\tIDs\tIDs/s\tduplicates")
-	for m := range 2 {
+	var requests, answered, total int
+	for m := range modes {
 		md := mode(m)
+		if md == orderedMode && !r.ordered {
+			continue
+		}
 		dups := res.dups["snowflake"]
-		if md == segmentMode {
+		if md != snowflakeMode {
 			dups = 0
-			for _, t := range tags {
-				dups += res.dups["segment "+t.name]
+			for _, t := range r.tags() {
+				if t.mode() == md {
+					dups += res.dups[t.dupKey()]
+				}
 			}
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.0f\t%d\n", md, res.requests[m], res.ok[m], res.ids[m], float64(res.ids[m])/load.Seconds(), dups)
+		requests, answered, total = requests+res.requests[m], answered+res.ok[m], total+res.ids[m]
 	}
 	for ti, t := range tags {
-		fmt.Fprintf(tw, "  %s (step %d)\t\t\t%d\t\t%d\n", t.name, t.step, res.tagIDs[ti], res.dups["segment "+t.name])
+		if t.ordered && !r.ordered {
+			continue
+		}
+		kind := ""
+		if t.ordered {
+			kind = ", ordered"
+		}
+		fmt.Fprintf(tw, "  %s (step %d%s)\t\t\t%d\t\t%d\n", t.name, t.step, kind, res.tagIDs[ti], res.dups[t.dupKey()])
 	}
-	total := res.ids[0] + res.ids[1]
-	fmt.Fprintf(tw, "total\t%d\t%d\t%d\t%.0f\t\n", res.requests[0]+res.requests[1], res.ok[0]+res.ok[1], total, float64(total)/load.Seconds())
+	fmt.Fprintf(tw, "total\t%d\t%d\t%d\t%.0f\t\n", requests, answered, total, float64(total)/load.Seconds())
 	tw.Flush()
 
 	b.WriteString("\nfaults\n")
@@ -326,6 +444,15 @@ func (r *run) summary(res *results, load time.Duration) string {
 	fmt.Fprintf(tw, "  IDs out of order or range\t%d\n", res.violations)
 	fmt.Fprintf(tw, "  segment requests started in the mariadb outage (+%v for the servers' retry) %v, servers up throughout\t%v\n", storeRetryMax, r.dbDown, res.dbOutage)
 	fmt.Fprintf(tw, "  snowflake requests started in the %s outage %v, servers up throughout\t%v\n", r.reg.name, r.regDown, res.regOutage)
+	if r.ordered {
+		fmt.Fprintf(tw, "  ordered IDs out of order (one client, servers in turn)\t%d\n", res.orderedViolations)
+		fmt.Fprintf(tw, "  ordered requests outside the owner-lease windows (kill + %v, mariadb outage + %v), servers up throughout\t%v\n",
+			ownerLease+ownerGrace, ownerLease+ownerGrace, res.orderedClear)
+		fmt.Fprintf(tw, "  ordered requests inside them\t%v (503 allowed)\n", res.orderedExcused)
+		for _, o := range res.orderedOutages {
+			fmt.Fprintf(tw, "    ordered failures\t%s\n", o)
+		}
+	}
 	if r.clockServer >= 0 {
 		fmt.Fprintf(tw, "  snowflake from leaf-%d during its clock step %v\t%v (503 expected until the clock passes the last ID)\n",
 			r.clockServer, r.clockSpan, res.clockStepped)
