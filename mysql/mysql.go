@@ -99,7 +99,9 @@ const (
 // Its methods come from the embedded shared SQL store.
 type Store struct {
 	*sqlstore.Store
-	stripes *sqlstore.Stripes
+	// Stripes gives the store the methods a database of a multi-database
+	// store offers (multidb.Migratable): ReadStripe, ExpectStripe, Used, …
+	*sqlstore.Stripes
 }
 
 var (
@@ -206,15 +208,15 @@ func open(ctx context.Context, dsn string, guard bool) (*Store, error) {
 		}
 	}
 	st := sqlstore.New(db, dialect, sqlstore.Settings{})
-	s := &Store{Store: st, stripes: sqlstore.NewStripes(st)}
+	s := &Store{Store: st, Stripes: sqlstore.NewStripes(st)}
 	if guard {
-		if err := s.stripes.Guard(ctx, "open "+cfg.DBName); err != nil {
+		if err := s.Guard(ctx, "open "+cfg.DBName); err != nil {
 			_ = s.Close()
 			return nil, err
 		}
 		// What Guard accepted must hold at every reserve, not only now:
 		// see sqlstore.Stripes.ExpectPlain.
-		s.stripes.ExpectPlain()
+		s.ExpectPlain()
 	}
 	return s, nil
 }

@@ -48,7 +48,9 @@ const (
 // methods come from the embedded shared SQL store.
 type Store struct {
 	*sqlstore.Store
-	stripes *sqlstore.Stripes
+	// Stripes gives the store the methods a database of a multi-database
+	// store offers (multidb.Migratable): ReadStripe, ExpectStripe, Used, …
+	*sqlstore.Stripes
 }
 
 var (
@@ -130,15 +132,15 @@ func open(ctx context.Context, dsn string, guard bool) (*Store, error) {
 		return nil, fmt.Errorf("postgres: open %s: create schema: %w", cfg.Database, err)
 	}
 	st := sqlstore.New(db, dialect, sqlstore.Settings{})
-	s := &Store{Store: st, stripes: sqlstore.NewStripes(st)}
+	s := &Store{Store: st, Stripes: sqlstore.NewStripes(st)}
 	if guard {
-		if err := s.stripes.Guard(ctx, "open "+cfg.Database); err != nil {
+		if err := s.Guard(ctx, "open "+cfg.Database); err != nil {
 			_ = s.Close()
 			return nil, err
 		}
 		// What Guard accepted must hold at every reserve, not only now:
 		// see sqlstore.Stripes.ExpectPlain.
-		s.stripes.ExpectPlain()
+		s.ExpectPlain()
 	}
 	return s, nil
 }

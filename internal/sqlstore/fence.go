@@ -28,11 +28,11 @@ func (t *Stripes) ExpectPlain() {
 	t.s.fence.Store(&stripeFence{plain: true})
 }
 
-// Expect fences the store's reserves by rec: from now on a reserve commits
+// ExpectStripe fences the store's reserves by rec: from now on a reserve commits
 // only while the database records rec's stripe and cluster. A
 // multi-database store sets it once it has checked the member's record
 // against its list.
-func (t *Stripes) Expect(rec leaf.StripeRecord) {
+func (t *Stripes) ExpectStripe(rec leaf.StripeRecord) {
 	t.s.fence.Store(&stripeFence{rec: rec})
 }
 

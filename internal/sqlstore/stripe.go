@@ -81,8 +81,8 @@ func NewStripes(s *Store) *Stripes {
 	return &Stripes{s: s, q: q}
 }
 
-// Read reads the record; ok is false when the database has none.
-func (t *Stripes) Read(ctx context.Context) (rec leaf.StripeRecord, ok bool, err error) {
+// ReadStripe reads the record; ok is false when the database has none.
+func (t *Stripes) ReadStripe(ctx context.Context) (rec leaf.StripeRecord, ok bool, err error) {
 	const op = "read stripe record"
 	if err := t.s.checkOpen(op); err != nil {
 		return rec, false, err
@@ -100,9 +100,9 @@ func (t *Stripes) Read(ctx context.Context) (rec leaf.StripeRecord, ok bool, err
 	return rec, true, nil
 }
 
-// Write records rec unless the database has a record; it reports whether
+// WriteStripe records rec unless the database has a record; it reports whether
 // it wrote. Two writers racing leave exactly one record, the first one's.
-func (t *Stripes) Write(ctx context.Context, rec leaf.StripeRecord) (bool, error) {
+func (t *Stripes) WriteStripe(ctx context.Context, rec leaf.StripeRecord) (bool, error) {
 	if err := rec.Validate(); err != nil {
 		return false, err
 	}
@@ -122,10 +122,10 @@ func (t *Stripes) Write(ctx context.Context, rec leaf.StripeRecord) (bool, error
 	return n == 1, nil
 }
 
-// Replace sets the record to rec if it still is old (its stripe and
+// ReplaceStripe sets the record to rec if it still is old (its stripe and
 // cluster): a compare-and-set, for a migration. It reports whether it
 // replaced it.
-func (t *Stripes) Replace(ctx context.Context, old, rec leaf.StripeRecord) (bool, error) {
+func (t *Stripes) ReplaceStripe(ctx context.Context, old, rec leaf.StripeRecord) (bool, error) {
 	if err := rec.Validate(); err != nil {
 		return false, err
 	}
@@ -313,7 +313,7 @@ func (t *Stripes) RaiseTombstone(ctx context.Context, tag string, maxID int64) e
 // the other databases' stripes as its own. name is the store's and the
 // database's name for the message.
 func (t *Stripes) Guard(ctx context.Context, name string) error {
-	rec, ok, err := t.Read(ctx)
+	rec, ok, err := t.ReadStripe(ctx)
 	if err != nil {
 		return err
 	}
