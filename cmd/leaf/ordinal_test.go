@@ -227,7 +227,7 @@ func TestOrdinalClaimSameOrdinal(t *testing.T) {
 			// A graceful stop releases the claim: the next start is at once,
 			// without a warning about a held claim.
 			if code := a2.stop(t); code != 0 {
-				t.Fatalf("graceful stop: exit %d", code)
+				t.Fatalf("graceful stop: exit %d:\n%s", code, a2.log.String())
 			}
 			a3, refused := tryStart(t, bin, dirB, env, argsB...)
 			if refused || strings.Contains(a3.log.String(), "held by another") {

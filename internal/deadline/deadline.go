@@ -73,6 +73,23 @@ func (l *Listener) Close() error {
 	return l.Listener.Close()
 }
 
+// CloseAll closes every connection accepted and not closed yet, at once
+// (no lingering), and reports how many it closed: the end of a graceful
+// shutdown whose drain ran out of time.
+func (l *Listener) CloseAll() int {
+	l.mu.Lock()
+	conns := make([]*conn, 0, len(l.conns))
+	for c := range l.conns {
+		conns = append(conns, c)
+	}
+	l.mu.Unlock()
+	for _, c := range conns {
+		c.linger.Store(false)
+		_ = c.Close()
+	}
+	return len(conns)
+}
+
 func (l *Listener) run() {
 	t := time.NewTicker(l.tick)
 	defer t.Stop()

@@ -249,3 +249,29 @@ func TestLingerIsBounded(t *testing.T) {
 		t.Fatalf("the socket closed %v after Close (%v): it did not linger", took, err)
 	}
 }
+
+// TestCloseAll: after the listener is closed (its janitor stopped, as at a
+// shutdown), CloseAll closes the connections still open, lingering ones
+// too: a read blocked on one returns at once, and the client sees the end.
+func TestCloseAll(t *testing.T) {
+	server, client, l := pair(t)
+	server.(*conn).Linger()
+	l.Close()
+	read := make(chan error, 1)
+	go func() {
+		_, err := server.Read(make([]byte, 1))
+		read <- err
+	}()
+	if n := l.CloseAll(); n != 1 {
+		t.Fatalf("CloseAll closed %d connections, want 1", n)
+	}
+	if err := <-read; err == nil {
+		t.Fatal("a read on a connection CloseAll closed succeeded")
+	}
+	if _, err := client.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Fatalf("the client read %v, want EOF", err)
+	}
+	if n := l.CloseAll(); n != 0 {
+		t.Fatalf("a second CloseAll closed %d, want 0", n)
+	}
+}
