@@ -321,7 +321,15 @@ func (b *Buffer) take(ctx context.Context, n int64, until *time.Time, timer **ti
 			return 0, 0, err
 		}
 		if b.advanceLocked() {
+			loading := b.loading
 			b.mu.Unlock()
+			if loading {
+				// Takes have caught up with a lease still arriving range
+				// by range: let the loader run before they catch up
+				// again. When every P hands out IDs, it otherwise waits
+				// for a preemption per step of its request.
+				runtime.Gosched()
+			}
 			continue
 		}
 		// Both leases are used up. A load that failed for good while this
