@@ -58,11 +58,8 @@ func (a *app) get(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := wantArgs(pos, "TAG"); err != nil {
-		return err
-	}
-	tag := pos[0]
-	if err := leaf.ValidateTag(tag); err != nil {
+	tag, err := tagArg(pos)
+	if err != nil {
 		return err
 	}
 	if err := leaf.ValidateCount(*count); err != nil {

@@ -135,6 +135,18 @@ func wantArgs(got []string, names ...string) error {
 	return nil
 }
 
+// tagArg is the one positional argument of a command on a tag, checked
+// before any store is opened.
+func tagArg(pos []string) (string, error) {
+	if err := wantArgs(pos, "TAG"); err != nil {
+		return "", err
+	}
+	if err := leaf.ValidateTag(pos[0]); err != nil {
+		return "", err
+	}
+	return pos[0], nil
+}
+
 // listPage is how many rows tags list reads at a time.
 const listPage = 1000
 
@@ -502,11 +514,8 @@ func (a *app) tagsDelete(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := wantArgs(pos, "TAG"); err != nil {
-		return err
-	}
-	tag := pos[0]
-	if err := leaf.ValidateTag(tag); err != nil {
+	tag, err := tagArg(pos)
+	if err != nil {
 		return err
 	}
 	return a.withStore(ctx, flags, mustExist, func(s segmentStore) error {
@@ -542,11 +551,8 @@ func (a *app) tagsGet(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := wantArgs(pos, "TAG"); err != nil {
-		return err
-	}
-	tag := pos[0]
-	if err := leaf.ValidateTag(tag); err != nil {
+	tag, err := tagArg(pos)
+	if err != nil {
 		return err
 	}
 	return a.withStore(ctx, flags, mustExist, func(s segmentStore) error {
@@ -652,11 +658,8 @@ func (a *app) tagsPrune(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := wantArgs(pos, "TAG"); err != nil {
-		return err
-	}
-	tag := pos[0]
-	if err := leaf.ValidateTag(tag); err != nil {
+	tag, err := tagArg(pos)
+	if err != nil {
 		return err
 	}
 	pr := leaf.Prune{Keep: *keep, Before: *before}
