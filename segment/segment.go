@@ -464,7 +464,12 @@ func (g *Generator) NextIDsPeriod(ctx context.Context, tag string, n int, dst []
 				return dst, "", err
 			}
 		}
-		start, end, err := b.take(ctx, left, &waitUntil)
+		// An ordered tag's shell is stopped: asking it would take its lock
+		// only to hear errOrdered.
+		start, end, err := int64(0), int64(0), errOrdered
+		if b.ord.Load() == nil {
+			start, end, err = b.take(ctx, left, &waitUntil)
+		}
 		if err == errOrdered {
 			// The tag is ordered: its batch comes from its
 			// ownership's buffer. IDs taken before it was found ordered
@@ -583,7 +588,10 @@ func (g *Generator) take(ctx context.Context, tag string, n int64, waitUntil *ti
 				return 0, 0, "", nil, err
 			}
 		}
-		start, end, err := b.take(ctx, n, waitUntil)
+		start, end, err := int64(0), int64(0), errOrdered
+		if b.ord.Load() == nil { // see NextIDsPeriod
+			start, end, err = b.take(ctx, n, waitUntil)
+		}
 		if err == errOrdered {
 			o := b.ord.Load()
 			if kind == takeRange {
