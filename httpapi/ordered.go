@@ -87,6 +87,13 @@ func (s *Server) forwardedRange(w http.ResponseWriter, r *http.Request) error {
 	if err := s.checkAdmin(r); err != nil {
 		return err
 	}
+	if !s.hasToken {
+		// Without a token anyone can send the header: it must not also
+		// be a way around the rate limit.
+		if err := s.limit(r.RemoteAddr); err != nil {
+			return err
+		}
+	}
 	tag, err := s.segmentTag(r)
 	if err != nil {
 		return err
@@ -214,11 +221,13 @@ const (
 // request adaptation, routing or reflection. It returns false, having
 // written nothing, for a request it leaves to the handler: anything but a
 // well-formed GET or POST from a server holding the token, for a
-// generator that serves ordered tags; the handler then answers it, its
-// errors included, in its words.
+// generator that serves ordered tags, or, with no token but a rate limit,
+// any forward; the handler then answers it, its errors included, in its
+// words.
 func (s *Server) fastForwardedRange(ctx *fasthttp.RequestCtx, path, query []byte) bool {
 	og, ok := s.seg.(OrderedGenerator)
-	if !ok || !(ctx.IsGet() || ctx.IsPost()) || !bytes.HasSuffix(path, []byte(rangeSuffix)) || !s.fastAdmin(ctx) {
+	if !ok || !(ctx.IsGet() || ctx.IsPost()) || !bytes.HasSuffix(path, []byte(rangeSuffix)) || !s.fastAdmin(ctx) ||
+		(!s.hasToken && s.limiter != nil) { // the handler rate-limits a forward anyone could send
 		return false
 	}
 	rawTag := path[len(v2SegmentPrefix) : len(path)-len(rangeSuffix)]

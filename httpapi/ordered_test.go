@@ -118,7 +118,7 @@ func TestOrderedAnswers(t *testing.T) {
 
 // TestForwardedRange: a request carrying Leaf-Forward is served from the
 // ordered sequence, never redirected, refused by a server that does not
-// own the tag, guarded by the admin token and not rate limited.
+// own the tag, guarded by the admin token and, with one, not rate limited.
 func TestForwardedRange(t *testing.T) {
 	const token = "ordered-test-admin-token"
 	fwd := http.Header{forward.Header: {"1"}, "Authorization": {"Bearer " + token}}
@@ -157,6 +157,18 @@ func TestForwardedRange(t *testing.T) {
 			g.mu.Unlock()
 			if r := noFollow(t, "GET", base+"/v2/segment/ord/range?count=5", fwd); r.status != 503 || !strings.Contains(r.body, `"code":"no_owner"`) {
 				t.Errorf("forwarded with no owner = %d %q; want 503 no_owner", r.status, r.body)
+			}
+		})
+	}
+	// Without a token anyone can send the header: a forward then goes
+	// through the rate limit like any client's request.
+	for _, tr := range transports {
+		t.Run(tr.name+" without a token", func(t *testing.T) {
+			g := newOrderedFake("ord")
+			lim := &stingyLimiter{allow: 0, wait: time.Second, seen: map[netip.Addr]int{}}
+			base := tr.serve(t, New(Config{Segment: g, Limiter: lim}))
+			if r := noFollow(t, "GET", base+"/v2/segment/ord/range?count=5", http.Header{forward.Header: {"1"}}); r.status != 429 {
+				t.Errorf("forwarded without a token configured = %d %q; want 429: the header must not bypass the limit", r.status, r.body)
 			}
 		})
 	}
