@@ -533,6 +533,23 @@ func collect(ctx context.Context, from []Database, old []leaf.Stripe, opts Optio
 // checkPlain refuses a tag with a shape among names, where d keeps shapes
 // (leaf.TagShaper): a shape outlives its tag, so deleted tags count too.
 func checkPlain(ctx context.Context, d Database, names []string, opts Options) error {
+	if lister, ok := d.Store.(shapeLister); ok {
+		// A few queries per thousands of tags, not one per tag.
+		for chunk := range slices.Chunk(names, shapesChunk) {
+			rctx, cancel := context.WithTimeout(ctx, opts.ReadTimeout)
+			shapes, err := lister.TagShapes(rctx, chunk)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("multidb: migrate: read the shapes of %d tags on %s: %w", len(chunk), d.Name, err)
+			}
+			for _, tag := range chunk {
+				if sh, ok := shapes[tag]; ok && !sh.IsPlain() {
+					return shapeRefusal(tag, d.Name, sh)
+				}
+			}
+		}
+		return nil
+	}
 	shaper, ok := d.Store.(leaf.TagShaper)
 	if !ok {
 		return nil
@@ -545,11 +562,24 @@ func checkPlain(ctx context.Context, d Database, names []string, opts Options) e
 			return fmt.Errorf("multidb: migrate: read the shape of %q on %s: %w", tag, d.Name, err)
 		}
 		if !sh.IsPlain() {
-			return fmt.Errorf("multidb: migrate: %w: tag %q on %s has a shape (%s); a store over several databases serves plain tags only",
-				leaf.ErrInvalidArgument, tag, d.Name, sh)
+			return shapeRefusal(tag, d.Name, sh)
 		}
 	}
 	return nil
+}
+
+// shapeLister reads the shapes of many tags at once (the SQL stores).
+type shapeLister interface {
+	TagShapes(ctx context.Context, tags []string) (map[string]leaf.TagShape, error)
+}
+
+// shapesChunk is how many tags one TagShapes call of checkPlain names,
+// each call within ReadTimeout.
+const shapesChunk = 5000
+
+func shapeRefusal(tag, db string, sh leaf.TagShape) error {
+	return fmt.Errorf("multidb: migrate: %w: tag %q on %s has a shape (%s); a store over several databases serves plain tags only",
+		leaf.ErrInvalidArgument, tag, db, sh)
 }
 
 // writeRecord gives database d the record want: it writes it where there
