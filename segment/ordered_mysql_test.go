@@ -21,10 +21,7 @@ func TestOrderedHammerMariaDB(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { st.Close() })
-		ost, ok := any(st).(leaf.OrderedStore)
-		if !ok {
-			t.Skip("mysql.Store does not keep ordered tags (leaf.OrderedStore)")
-		}
+		var ost leaf.OrderedStore = st
 		if i == 0 {
 			if err := st.CreateTag(bg, leaf.Alloc{Tag: "seq", MaxID: 1, Step: 100}); err != nil {
 				t.Fatal(err)
