@@ -78,6 +78,10 @@ type OrderedStore interface {
 	// OrderedTags lists the ordered tags, in name order, after the tag
 	// after, at most limit of them (limit <= 0: no limit).
 	OrderedTags(ctx context.Context, after string, limit int) ([]TagLease, error)
+	// OrderedTagsIn answers which of tags are ordered, in no particular
+	// order: what a server checks of the tags it serves, at a cost set by
+	// their number, not by the table's.
+	OrderedTagsIn(ctx context.Context, tags []string) ([]string, error)
 }
 
 // NotOwnerError is the answer of a server asked for an ordered tag it does

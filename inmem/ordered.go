@@ -169,6 +169,26 @@ func (s *SegmentStore) SetOrdered(ctx context.Context, tag string, ordered bool)
 	return nil
 }
 
+// OrderedTagsIn answers which of tags are ordered.
+func (s *SegmentStore) OrderedTagsIn(ctx context.Context, tags []string) ([]string, error) {
+	for _, t := range tags {
+		if err := leaf.ValidateTag(t); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.begin(ctx, "read which tags are ordered"); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	out := []string{}
+	for _, t := range tags {
+		if _, ok := s.owners[t]; ok {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
 // OrderedTags lists the ordered tags after the tag after, in name order,
 // at most limit of them (limit <= 0: all).
 func (s *SegmentStore) OrderedTags(ctx context.Context, after string, limit int) ([]leaf.TagLease, error) {

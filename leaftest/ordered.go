@@ -427,6 +427,8 @@ func (s storeSuite) orderedInvalid(t *testing.T, open Opener) {
 				_, err := x.OrderedTags(ctx, tag, 10)
 				s.wantErr(t, fmt.Sprintf("OrderedTags(after %q)", tag), err, leaf.ErrInvalidArgument)
 			}
+			_, err := x.OrderedTagsIn(ctx, []string{"victim", tag})
+			s.wantErr(t, fmt.Sprintf("OrderedTagsIn(victim, %q)", tag), err, leaf.ErrInvalidTag)
 		}
 		var calls []call
 		for _, owner := range badOwners {
@@ -467,6 +469,7 @@ func (s storeSuite) orderedInvalid(t *testing.T, open Opener) {
 		{"ReleaseTag", func() error { _, err := closed.ReleaseTag(ctx, "victim", ownerA, 1); return err }()},
 		{"SetOrdered", closed.SetOrdered(ctx, "victim", false)},
 		{"OrderedTags", func() error { _, err := closed.OrderedTags(ctx, "", 0); return err }()},
+		{"OrderedTagsIn", func() error { _, err := closed.OrderedTagsIn(ctx, []string{"victim"}); return err }()},
 	} {
 		s.wantErr(t, c.name+" on a closed instance", c.err, leaf.ErrClosed)
 	}
@@ -613,6 +616,33 @@ func (s storeSuite) orderedTagsPage(t *testing.T, open Opener) {
 		}
 		if !slices.Equal(tags, c.want) {
 			t.Errorf("OrderedTags(%q, %d) = %v, want %v", c.after, c.limit, tags, c.want)
+		}
+	}
+	// OrderedTagsIn answers for the tags it is asked about only: ordered
+	// ones, not plain, unmarked or unknown ones, across statements of at
+	// most 500 tags.
+	ask := []string{"o03", "a-plain", "o05", "ghost", "o09"}
+	for i := range 1200 {
+		ask = append(ask, fmt.Sprintf("absent-%04d", i))
+	}
+	ask = append(ask, "o00")
+	for _, c := range []struct {
+		ask  []string
+		want []string
+	}{
+		{nil, nil},
+		{[]string{"a-plain", "ghost"}, nil},
+		{[]string{"o07"}, []string{"o07"}},
+		{ask, []string{"o00", "o03", "o09"}},
+	} {
+		got, err := os2.OrderedTagsIn(ctx, c.ask)
+		if err != nil {
+			t.Errorf("OrderedTagsIn(%d tags): %v", len(c.ask), err)
+			continue
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, c.want) {
+			t.Errorf("OrderedTagsIn(%.5q…) = %v, want %v", c.ask, got, c.want)
 		}
 	}
 	// The plain tags are still plain and listed by Tags as ever.

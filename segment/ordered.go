@@ -472,7 +472,11 @@ func (o *ordered) answerFor(l leaf.TagLease, sent, answered int64) *leaseAnswer 
 		left := l.Left - time.Duration(answered-sent)
 		wait = min(max(left, minLeaseCache), maxLeaseCache)
 	}
-	return &leaseAnswer{until: answered + int64(wait), lease: l, seenAt: sent}
+	a := &leaseAnswer{until: answered + int64(wait), lease: l, seenAt: sent, owner: l.Owner, url: leaf.OwnerURL(l.Owner)}
+	if own := o.g.s.Owner; own != "" && leaf.OwnerURL(own) == a.url {
+		a.owner, a.url = "", ""
+	}
+	return a
 }
 
 // ownedToken is the highest fencing token of the tag this generator took.
@@ -768,47 +772,44 @@ func (g *Generator) find(tag string) *buffer {
 	return g.pending[tag]
 }
 
-// Bounds of the ordered tags' listing at each refresh: pages of
-// orderedPage, at most maxOrderedPages of them. Tags past the last one
-// listed are not judged by that refresh.
-const (
-	orderedPage     = 1000
-	maxOrderedPages = 100
-)
-
-// refreshOrdered lists the ordered tags and drops the state of the tags in
-// use whose ordered flag differs: the next request reads them afresh.
+// refreshOrdered asks the store which of the tags in use are ordered and
+// drops the state of those whose ordered flag differs: the next request
+// reads them afresh. The question names the tags in use, never lists the
+// table: its cost follows this server's traffic, however many tags are
+// ordered.
 func (g *Generator) refreshOrdered(ctx context.Context) error {
-	if g.ordered == nil || len(g.active()) == 0 {
+	if g.ordered == nil {
 		return nil
 	}
 	g.refreshMu.Lock()
 	defer g.refreshMu.Unlock()
 	started := time.Now()
+	var tags []string
+	for _, b := range g.active() {
+		if b.per.Load() == nil {
+			tags = append(tags, b.tag)
+		}
+	}
+	if len(tags) == 0 {
+		return nil
+	}
 	lctx, cancel := context.WithTimeout(ctx, g.s.StoreTimeout)
 	defer cancel()
-	set := map[string]bool{}
-	after, complete := "", false
-	for range maxOrderedPages {
-		page, err := g.ordered.OrderedTags(lctx, after, orderedPage)
-		if err != nil {
-			g.storeFailed(err)
-			return fmt.Errorf("refresh ordered tags: %w", err)
-		}
-		for _, l := range page {
-			set[l.Tag] = true
-		}
-		if len(page) < orderedPage {
-			complete = true
-			break
-		}
-		after = page[len(page)-1].Tag
+	ordered, err := g.ordered.OrderedTagsIn(lctx, tags)
+	if err != nil {
+		g.storeFailed(err)
+		return fmt.Errorf("refresh ordered tags: %w", err)
+	}
+	set := make(map[string]bool, len(ordered))
+	for _, t := range ordered {
+		set[t] = true
 	}
 	var change []*buffer
 	g.mu.Lock()
 	g.eachActiveLocked(func(b *buffer) {
-		// A buffer made after the listing began reads the lease itself.
-		if b.per.Load() != nil || !b.created.Before(started) || !complete && b.tag > after {
+		// A buffer made after the question was asked reads the lease
+		// itself.
+		if b.per.Load() != nil || !b.created.Before(started) {
 			return
 		}
 		if (b.ord.Load() != nil) != set[b.tag] {
