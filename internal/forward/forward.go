@@ -138,10 +138,19 @@ type Forwarder struct {
 
 // owner is the connection pool to one owner URL.
 type owner struct {
-	url  string
-	hc   *fasthttp.HostClient
-	down atomic.Bool // the last call failed to reach it: logged once per outage
+	url      string
+	hc       *fasthttp.HostClient
+	down     atomic.Bool  // the last call failed to reach it: logged once per outage
+	lastUsed atomic.Int64 // unix nanoseconds of the last call's start
 }
+
+// ownerIdle is how long an owner's pool is kept unused once more than
+// keptOwners are known: owners come and go with the servers (a new pod, a
+// new URL), and their pools must not pile up.
+const (
+	ownerIdle  = 2 * time.Minute
+	keptOwners = 16
+)
 
 // New returns a Forwarder; it starts nothing.
 func New(s Settings) (*Forwarder, error) {
@@ -354,8 +363,7 @@ func retryable(err error) bool {
 		!errors.Is(err, context.Canceled)
 }
 
-// queue is tag's queue, made on first use. Queues are few (the ordered
-// tags this server forwards) and kept for the process's life.
+// queue is tag's queue, made on first use and dropped when it empties.
 func (f *Forwarder) queue(tag string) *tagQueue {
 	if q, ok := f.queues.Load(tag); ok {
 		return q.(*tagQueue)
@@ -368,8 +376,18 @@ func (f *Forwarder) queue(tag string) *tagQueue {
 func (f *Forwarder) ownerFor(base string) (*owner, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	now := time.Now()
 	if o := f.owners[base]; o != nil {
+		o.lastUsed.Store(now.UnixNano())
 		return o, nil
+	}
+	if len(f.owners) >= keptOwners {
+		for u, o := range f.owners {
+			if now.Sub(time.Unix(0, o.lastUsed.Load())) > ownerIdle {
+				o.hc.CloseIdleConnections()
+				delete(f.owners, u)
+			}
+		}
 	}
 	u, err := url.Parse(base)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -393,6 +411,7 @@ func (f *Forwarder) ownerFor(base string) (*owner, error) {
 		// connections.
 		MaxConns: 64,
 	}}
+	o.lastUsed.Store(now.UnixNano())
 	f.owners[base] = o
 	return o, nil
 }

@@ -412,3 +412,59 @@ func TestForwardToken(t *testing.T) {
 		t.Fatalf("with another token: err = %v, want ErrOwnerUnreachable saying the tokens differ", err)
 	}
 }
+
+// TestForwardKeepsNothingIdle: a tag's queue goes once its requests are
+// answered, and the pools of owners unused for a while go when new owners
+// come: neither grows with the tags or the owners seen over a process's
+// life.
+func TestForwardKeepsNothingIdle(t *testing.T) {
+	t.Parallel()
+	url := startOwner(t, newOwnerGen(), "")
+	f := newForwarder(t, forward.Settings{Local: ownedBy(url), Wait: 10 * time.Second})
+	ctx := testutil.Context(t, time.Minute)
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Go(func() {
+			if _, err := f.NextIDs(ctx, fmt.Sprintf("tag-%d", i%10), 3, nil); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	// The last fly goroutine drops its queue just after its answers.
+	for end := time.Now().Add(10 * time.Second); f.Queues() > 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("%d queues kept after every request was answered", f.Queues())
+		}
+	}
+
+	for i := range forward.KeptOwners - 1 {
+		if err := f.UseOwner(fmt.Sprintf("http://127.0.0.%d:8080", i+2)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := f.Owners(); got != forward.KeptOwners {
+		t.Fatalf("%d owners, want %d", got, forward.KeptOwners)
+	}
+	// All in use lately: a new owner is added to them.
+	if err := f.UseOwner("http://10.0.0.1:8080"); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Owners(); got != forward.KeptOwners+1 {
+		t.Fatalf("%d owners, want %d", got, forward.KeptOwners+1)
+	}
+	// Idle past OwnerIdle but for one: the next new owner replaces them.
+	f.AgeOwners(forward.OwnerIdle + time.Second)
+	if err := f.UseOwner(url); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.UseOwner("http://10.0.0.2:8080"); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Owners(); got != 2 {
+		t.Errorf("%d owners after the idle ones went, want 2", got)
+	}
+	if _, err := f.NextID(ctx, tag); err != nil {
+		t.Errorf("forwarding after the pools were pruned: %v", err)
+	}
+}

@@ -96,6 +96,11 @@ func (q *tagQueue) fly() {
 		q.dropGoneLocked()
 		if len(q.waiting) == 0 {
 			q.flying = false
+			// An idle tag keeps no queue: the tags forwarded over a
+			// process's life do not pile up. A request that found this
+			// queue before it left the map is still served: it starts
+			// a fly of its own.
+			q.f.queues.CompareAndDelete(q.tag, q)
 			q.mu.Unlock()
 			return
 		}
