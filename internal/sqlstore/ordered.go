@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"time"
 
 	"github.com/leafgo/leaf"
@@ -419,49 +418,19 @@ func (s *Store) setOrderedOnce(ctx context.Context, tag string, ordered bool) (e
 	return nil
 }
 
-// OrderedTagsIn answers which of tags have a row in leaf_tag_owner, in
-// statements of at most shapesBatch tags each.
+// OrderedTagsIn answers which of tags have a row in leaf_tag_owner.
 func (s *Store) OrderedTagsIn(ctx context.Context, tags []string) ([]string, error) {
-	for _, t := range tags {
-		if err := leaf.ValidateTag(t); err != nil {
-			return nil, err
-		}
-	}
-	const op = "read which tags are ordered"
-	if err := s.checkOpen(op); err != nil {
+	out := []string{}
+	err := s.byTags(ctx, "read which tags are ordered", "SELECT tag FROM leaf_tag_owner WHERE tag IN (", tags, func(rows *sql.Rows) error {
+		var tag string
+		err := rows.Scan(&tag)
+		out = append(out, tag)
+		return err
+	})
+	if err != nil {
 		return nil, err
 	}
-	out := []string{}
-	for len(tags) > 0 {
-		batch := tags[:min(len(tags), shapesBatch)]
-		tags = tags[len(batch):]
-		q := "SELECT tag FROM leaf_tag_owner WHERE tag IN (?" + strings.Repeat(", ?", len(batch)-1) + ")"
-		args := make([]any, len(batch))
-		for i, t := range batch {
-			args[i] = t
-		}
-		var err error
-		if out, err = s.appendTags(ctx, s.rebind(q), args, out); err != nil {
-			return nil, s.wrap(op, err)
-		}
-	}
 	return out, nil
-}
-
-func (s *Store) appendTags(ctx context.Context, q string, args []any, out []string) ([]string, error) {
-	rows, err := s.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return out, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var tag string
-		if err := rows.Scan(&tag); err != nil {
-			return out, err
-		}
-		out = append(out, tag)
-	}
-	return out, rows.Err()
 }
 
 // OrderedTags lists the rows of ordered tags after the tag after ("" for

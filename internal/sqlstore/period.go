@@ -319,56 +319,71 @@ func (s *Store) buryPeriods(ctx context.Context, tx *sql.Tx, tag, before string,
 	return rows, nil
 }
 
-// shapesBatch is how many tags one query of TagShapes names.
-const shapesBatch = 500
+// tagsBatch is how many tags one statement of a read by tags names.
+const tagsBatch = 500
 
-// TagShapes reads the shapes of tags, a page of a listing at a time: the
-// tags with a shape row, a few queries for any number of tags. Plain tags
-// are not in the map.
-func (s *Store) TagShapes(ctx context.Context, tags []string) (map[string]leaf.TagShape, error) {
+// byTags runs query, whose last condition is "biz_tag IN (" or "tag IN
+// (", for tags in statements of at most tagsBatch tags, each as op; read
+// takes each statement's rows. The tags are validated first.
+func (s *Store) byTags(ctx context.Context, op, query string, tags []string, read func(*sql.Rows) error) error {
 	for _, t := range tags {
 		if err := leaf.ValidateTag(t); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	const op = "read tag shapes"
 	if err := s.checkOpen(op); err != nil {
-		return nil, err
+		return err
 	}
-	out := map[string]leaf.TagShape{}
 	for len(tags) > 0 {
-		batch := tags[:min(len(tags), shapesBatch)]
+		batch := tags[:min(len(tags), tagsBatch)]
 		tags = tags[len(batch):]
-		q := "SELECT biz_tag, period, time_zone, fmt_prefix, fmt_width, fmt_radix, opaque_bits, key_check FROM leaf_tag_shape WHERE biz_tag IN (?" +
-			strings.Repeat(", ?", len(batch)-1) + ")"
 		args := make([]any, len(batch))
 		for i, t := range batch {
 			args[i] = t
 		}
-		if err := s.readShapes(ctx, s.rebind(q), args, out); err != nil {
-			return nil, s.wrap(op, err)
+		if err := s.readRows(ctx, s.rebind(query+"?"+strings.Repeat(", ?", len(batch)-1)+")"), args, read); err != nil {
+			return s.wrap(op, err)
 		}
 	}
-	return out, nil
+	return nil
 }
 
-func (s *Store) readShapes(ctx context.Context, q string, args []any, out map[string]leaf.TagShape) error {
+func (s *Store) readRows(ctx context.Context, q string, args []any, read func(*sql.Rows) error) error {
 	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return err
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var (
-			tag, period      string
-			sh               leaf.TagShape
-			width, radix, ob int64
-		)
-		if err := rows.Scan(&tag, &period, &sh.TimeZone, &sh.Format.Prefix, &width, &radix, &ob, &sh.KeyCheck); err != nil {
+		if err := read(rows); err != nil {
 			return err
 		}
-		sh.Period, sh.Format.Width, sh.Format.Radix, sh.OpaqueBits = leaf.Period(period), int(width), int(radix), int(ob)
-		out[tag] = sh
 	}
 	return rows.Err()
+}
+
+// TagShapes reads the shapes of tags, a page of a listing at a time: the
+// tags with a shape row, a few queries for any number of tags. Plain tags
+// are not in the map.
+func (s *Store) TagShapes(ctx context.Context, tags []string) (map[string]leaf.TagShape, error) {
+	out := map[string]leaf.TagShape{}
+	err := s.byTags(ctx, "read tag shapes",
+		"SELECT biz_tag, period, time_zone, fmt_prefix, fmt_width, fmt_radix, opaque_bits, key_check FROM leaf_tag_shape WHERE biz_tag IN (",
+		tags, func(rows *sql.Rows) error {
+			var (
+				tag, period      string
+				sh               leaf.TagShape
+				width, radix, ob int64
+			)
+			if err := rows.Scan(&tag, &period, &sh.TimeZone, &sh.Format.Prefix, &width, &radix, &ob, &sh.KeyCheck); err != nil {
+				return err
+			}
+			sh.Period, sh.Format.Width, sh.Format.Radix, sh.OpaqueBits = leaf.Period(period), int(width), int(radix), int(ob)
+			out[tag] = sh
+			return nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
