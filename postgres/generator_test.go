@@ -83,3 +83,11 @@ func TestScaleRefresh(t *testing.T) {
 func TestGeneratorPeriodic(t *testing.T) {
 	leaftest.PeriodicSegment(t, dbOpener(testdb.Postgres(t)))
 }
+
+// An opaque tag under three servers sharing one key: unique IDs, all
+// decoding back to distinct raw IDs of the row.
+func TestGeneratorOpaqueHammer(t *testing.T) {
+	leaftest.HammerSegment(t, dbOpener(testdb.Postgres(t)),
+		leaftest.Hammer{Instances: 3, Goroutines: 16, Total: 100_000, Step: 100, Batch: 10,
+			OpaqueBits: 40, OpaqueKey: []byte("0123456789abcdef0123456789abcdef")})
+}
