@@ -21,6 +21,13 @@ import (
 // sqliteServer serves the real generator on a real SQLite store.
 func sqliteServer(t *testing.T) string {
 	t.Helper()
+	return sqliteServerWith(t, nil)
+}
+
+// sqliteServerWith is sqliteServer with tweak (if not nil) applied to the
+// generator's settings.
+func sqliteServerWith(t *testing.T, tweak func(*segment.Settings)) string {
+	t.Helper()
 	st, err := sqlite.Open(t.Context(), testdb.SQLitePath(t))
 	if err != nil {
 		t.Fatal(err)
@@ -28,6 +35,9 @@ func sqliteServer(t *testing.T) string {
 	t.Cleanup(func() { _ = st.Close() })
 	set := segment.DefaultSettings()
 	set.Store, set.Logger = st, slog.New(slog.NewTextHandler(io.Discard, nil))
+	if tweak != nil {
+		tweak(&set)
+	}
 	g, err := segment.New(t.Context(), set)
 	if err != nil {
 		t.Fatal(err)

@@ -3,15 +3,19 @@ package mysql_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"net/http/httptest"
 	"os"
 	"testing"
 
 	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/httpapi"
 	"github.com/leafgo/leaf/internal/testdb"
 	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/mysql"
+	"github.com/leafgo/leaf/segment"
 )
 
 // The generator on MariaDB: three instances with their own pools on one
@@ -19,6 +23,14 @@ import (
 
 func dbOpener(dsn string) leaftest.Opener {
 	return func() (leaf.SegmentStore, error) { return mysql.Open(context.Background(), dsn) }
+}
+
+// serveHTTP serves g through httpapi, with no admin token, reading the
+// tag routes' rows from st, as leaf serve does.
+func serveHTTP(t *testing.T, g *segment.Generator, st leaf.SegmentStore) string {
+	srv := httptest.NewServer(httpapi.New(httpapi.Config{Segment: g, Tags: st.(*mysql.Store), Logger: slog.New(slog.DiscardHandler)}))
+	t.Cleanup(srv.Close)
+	return srv.URL
 }
 
 func TestGeneratorHammer(t *testing.T) {
@@ -78,4 +90,13 @@ func TestGeneratorOpaqueHammer(t *testing.T) {
 	leaftest.HammerSegment(t, dbOpener(testdb.MySQL(t)),
 		leaftest.Hammer{Instances: 3, Goroutines: 16, Total: 100_000, Step: 100, Batch: 10,
 			OpaqueBits: 40, OpaqueKey: []byte("0123456789abcdef0123456789abcdef")})
+}
+
+// The opaque key is in no row of any leaf_ table and in no HTTP answer
+// about the opaque tags: only its check is stored.
+func TestGeneratorOpaqueKeyNotStored(t *testing.T) {
+	dsn := testdb.MySQL(t)
+	leaftest.OpaqueKeyNotStored(t, dbOpener(dsn),
+		leaftest.RawTables{DB: rawDB(t, dsn), List: "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE()"},
+		serveHTTP)
 }

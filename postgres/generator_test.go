@@ -2,6 +2,8 @@ package postgres_test
 
 import (
 	"context"
+	"log/slog"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"testing"
@@ -9,9 +11,11 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/httpapi"
 	"github.com/leafgo/leaf/internal/testdb"
 	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/postgres"
+	"github.com/leafgo/leaf/segment"
 )
 
 // The generator on PostgreSQL: three instances with their own pools on one
@@ -19,6 +23,14 @@ import (
 
 func dbOpener(dsn string) leaftest.Opener {
 	return func() (leaf.SegmentStore, error) { return postgres.Open(context.Background(), dsn) }
+}
+
+// serveHTTP serves g through httpapi, with no admin token, reading the
+// tag routes' rows from st, as leaf serve does.
+func serveHTTP(t *testing.T, g *segment.Generator, st leaf.SegmentStore) string {
+	srv := httptest.NewServer(httpapi.New(httpapi.Config{Segment: g, Tags: st.(*postgres.Store), Logger: slog.New(slog.DiscardHandler)}))
+	t.Cleanup(srv.Close)
+	return srv.URL
 }
 
 func TestGeneratorHammer(t *testing.T) {
@@ -82,4 +94,21 @@ func TestScaleRefresh(t *testing.T) {
 
 func TestGeneratorPeriodic(t *testing.T) {
 	leaftest.PeriodicSegment(t, dbOpener(testdb.Postgres(t)))
+}
+
+// An opaque tag under three servers sharing one key: unique IDs, all
+// decoding back to distinct raw IDs of the row.
+func TestGeneratorOpaqueHammer(t *testing.T) {
+	leaftest.HammerSegment(t, dbOpener(testdb.Postgres(t)),
+		leaftest.Hammer{Instances: 3, Goroutines: 16, Total: 100_000, Step: 100, Batch: 10,
+			OpaqueBits: 40, OpaqueKey: []byte("0123456789abcdef0123456789abcdef")})
+}
+
+// The opaque key is in no row of any leaf_ table and in no HTTP answer
+// about the opaque tags: only its check is stored.
+func TestGeneratorOpaqueKeyNotStored(t *testing.T) {
+	dsn := testdb.Postgres(t)
+	leaftest.OpaqueKeyNotStored(t, dbOpener(dsn),
+		leaftest.RawTables{DB: rawDB(t, dsn), List: "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"},
+		serveHTTP)
 }

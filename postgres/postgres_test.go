@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"sync"
 	"testing"
@@ -40,6 +41,17 @@ const leafDDL = `CREATE TABLE leaf_alloc (
   update_time timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP,
   PRIMARY KEY (biz_tag)
 )`
+
+// rawDB connects without the store, as an operator's tools would.
+func rawDB(t *testing.T, dsn string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
 
 func TestExistingLeafTable(t *testing.T) {
 	dsn := testdb.Postgres(t)
