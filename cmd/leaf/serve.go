@@ -72,7 +72,8 @@ nothing; whether the store and the registry answer is left to serve.
 func (a *app) serve(ctx context.Context, args []string) error {
 	fs := newFlagSet("serve")
 	flags := config.BindFlags(fs, "listen", "advertise_url", "data_dir", "single_node", "segment.store", "segment.dsn", "log.level", "log.format",
-		"grpc_listen", "admin.token_file", "admin.insecure", "segment.opaque_key_file", "tls.cert", "tls.key", "rate_limit.per_second", "snowflake.registry", "snowflake.name", "snowflake.endpoint", "snowflake.worker_id", "snowflake.zk", "snowflake.etcd", "snowflake.dsn", "snowflake.layout")
+		"grpc_listen", "admin.token_file", "admin.insecure", "segment.opaque_key_file", "tls.cert", "tls.key", "rate_limit.per_second", "snowflake.registry", "snowflake.name", "snowflake.endpoint", "snowflake.worker_id", "snowflake.zk", "snowflake.etcd", "snowflake.dsn", "snowflake.layout",
+		"snowflake.ordinal.offset", "snowflake.ordinal.claim", "snowflake.ordinal.hostname")
 	flags.BindLeafProperties()
 	check := fs.Bool("check", false, "check everything serve checks before it starts (every setting, the config, token and opaque key files, the TLS pair, the DSNs' syntax, the snowflake layout and worker map), print a summary and exit 0, or exit 2 with serve's message; it connects to nothing, binds no port and writes nothing")
 	pos, err := a.parseFlags(fs, serveUsage, args)
@@ -188,7 +189,7 @@ func ordinalHost(sc config.Snowflake, hostname func() (string, error)) (string, 
 	if hostname == nil {
 		hostname = os.Hostname
 	}
-	const fix = "run it as a StatefulSet pod, or set snowflake.ordinal.hostname (LEAF_SNOWFLAKE_ORDINAL_HOSTNAME) " +
+	const fix = "run it as a StatefulSet pod, or set snowflake.ordinal.hostname (LEAF_SNOWFLAKE_ORDINAL_HOSTNAME or --ordinal-hostname) " +
 		"to the pod's name, e.g. from the downward API's metadata.name"
 	name, err := hostname()
 	if err != nil {

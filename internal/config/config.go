@@ -217,14 +217,14 @@ type Snowflake struct {
 // Ordinal configures the ordinal registry: the worker ID of the Kubernetes
 // StatefulSet pod NAME-N is N + Offset (package ordinal).
 type Ordinal struct {
-	Offset int `yaml:"offset" help:"ordinal registry: added to the pod's ordinal to make its worker ID, e.g. to give two StatefulSets sharing a registry distinct IDs"`
+	Offset int `yaml:"offset" flag:"ordinal-offset" arg:"n" help:"ordinal registry: added to the pod's ordinal to make its worker ID, e.g. to give two StatefulSets sharing a registry distinct IDs"`
 	// Claim: the registry that refuses a second live server with the same
 	// worker ID; its connection settings are the registry's own keys.
-	Claim string `yaml:"claim" enum:"none,etcd,mysql" help:"ordinal registry: where the worker ID is claimed, so that a second live server with the same ordinal is refused: etcd (snowflake.etcd and lease_ttl), mysql (snowflake.dsn and lease_ttl), or none (only a high-water mark file in data_dir: a copy of this configuration on another host is not detected)"`
+	Claim string `yaml:"claim" flag:"ordinal-claim" enum:"none,etcd,mysql" help:"ordinal registry: where the worker ID is claimed, so that a second live server with the same ordinal is refused: etcd (snowflake.etcd and lease_ttl), mysql (snowflake.dsn and lease_ttl), or none (only a high-water mark file in data_dir: a copy of this configuration on another host is not detected)"`
 	// Hostname overrides os.Hostname: a pod's host name is its name, unless
 	// the pod sets hostname or hostNetwork; the downward API's
 	// metadata.name is the name whatever the pod sets.
-	Hostname string `yaml:"hostname" arg:"name" help:"ordinal registry: the pod name NAME-N whose N is the ordinal; empty: this host's name. On Kubernetes, the downward API's metadata.name"`
+	Hostname string `yaml:"hostname" flag:"ordinal-hostname" arg:"name" help:"ordinal registry: the pod name NAME-N whose N is the ordinal; empty: this host's name. On Kubernetes, the downward API's metadata.name"`
 }
 
 // ClaimRegistry is the registry that claims the worker ID: Registry, or for
@@ -662,7 +662,7 @@ func (c Config) validateSnowflake(bad func(path, format string, args ...any)) {
 		// A copied configuration, or two StatefulSets of one name
 		// sharing a store, would give two live servers one worker ID:
 		// going without a claim is a choice to make knowingly.
-		bad("snowflake.ordinal.claim", "required with registry ordinal: etcd or mysql, where a second live server with the same ordinal is refused, or none, where nothing checks across hosts (a copied configuration issues the same IDs)")
+		bad("snowflake.ordinal.claim", "required with registry ordinal: etcd or mysql, where a second live server with the same ordinal is refused, or none, where nothing checks across hosts (a copied configuration issues the same IDs); set LEAF_SNOWFLAKE_ORDINAL_CLAIM or --ordinal-claim")
 	}
 	if o := s.Ordinal; layout.Validate() == nil && (o.Offset < 0 || int64(o.Offset) > layout.MaxWorkerID()) {
 		bad("snowflake.ordinal.offset", "%d is outside the layout's worker IDs 0..%d", o.Offset, layout.MaxWorkerID())

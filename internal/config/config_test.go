@@ -192,7 +192,7 @@ func TestBindFlags(t *testing.T) {
 	var names []string
 	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
 	want := []string{"admin-token-file", "advertise-url", "config", "data-dir", "etcd", "grpc-listen", "insecure-admin", "listen", "log-format", "log-level",
-		"name", "opaque-key-file", "rate-limit", "segment-dsn", "segment-store", "single-node", "snowflake-dsn", "snowflake-endpoint", "snowflake-layout", "snowflake-registry", "tls-cert", "tls-key",
+		"name", "opaque-key-file", "ordinal-claim", "ordinal-hostname", "ordinal-offset", "rate-limit", "segment-dsn", "segment-store", "single-node", "snowflake-dsn", "snowflake-endpoint", "snowflake-layout", "snowflake-registry", "tls-cert", "tls-key",
 		"worker-id", "zk"}
 	if !slices.Equal(names, want) {
 		t.Errorf("flags = %v, want %v", names, want)
@@ -294,6 +294,16 @@ func TestValidation(t *testing.T) {
 			`LEAF_SNOWFLAKE_ORDINAL_CLAIM: "zookeeper" is not one of none, etcd, mysql`},
 		{"pod name without an ordinal", Sources{Env: []string{"LEAF_SNOWFLAKE_REGISTRY=ordinal", "LEAF_SNOWFLAKE_ORDINAL_HOSTNAME=leaf-x"}},
 			`snowflake.ordinal.hostname (from LEAF_SNOWFLAKE_ORDINAL_HOSTNAME): invalid argument: host name "leaf-x" is not a StatefulSet pod name NAME-ORDINAL (like leaf-3): "x" after its last "-" is not a decimal number`},
+		{"bad ordinal claim flag", Sources{Flags: map[string]string{"snowflake.ordinal.claim": "zookeeper"}},
+			`--ordinal-claim: "zookeeper" is not one of none, etcd, mysql`},
+		{"ordinal offset flag not a number", Sources{Flags: map[string]string{"snowflake.ordinal.offset": "3rd"}},
+			`--ordinal-offset: "3rd" is not a whole number`},
+		{"ordinal offset flag past the layout", Sources{Flags: map[string]string{"snowflake.ordinal.offset": "1024"}},
+			"snowflake.ordinal.offset (from --ordinal-offset): 1024 is outside the layout's worker IDs 0..1023"},
+		{"pod name flag without an ordinal", Sources{Flags: map[string]string{"snowflake.registry": "ordinal", "snowflake.ordinal.claim": "none", "snowflake.ordinal.hostname": "leaf"}},
+			`snowflake.ordinal.hostname (from --ordinal-hostname): invalid argument: host name "leaf" is not a StatefulSet pod name NAME-ORDINAL (like leaf-3): it has no "-ORDINAL" at the end`},
+		{"ordinal registry flag without a claim", Sources{Flags: map[string]string{"snowflake.registry": "ordinal"}},
+			"snowflake.ordinal.claim: required with registry ordinal: etcd or mysql, where a second live server with the same ordinal is refused, or none, where nothing checks across hosts (a copied configuration issues the same IDs); set LEAF_SNOWFLAKE_ORDINAL_CLAIM or --ordinal-claim"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -456,6 +466,9 @@ func TestKeys(t *testing.T) {
 		{Path: "single_node", Env: "LEAF_SINGLE_NODE", Flag: "single-node", Type: "bool", Default: "false"},
 		{Path: "segment.opaque_key", Env: "LEAF_SEGMENT_OPAQUE_KEY", Type: "string"},
 		{Path: "segment.opaque_key_file", Env: "LEAF_SEGMENT_OPAQUE_KEY_FILE", Flag: "opaque-key-file", Type: "string"},
+		{Path: "snowflake.ordinal.offset", Env: "LEAF_SNOWFLAKE_ORDINAL_OFFSET", Flag: "ordinal-offset", Type: "int", Default: "0"},
+		{Path: "snowflake.ordinal.claim", Env: "LEAF_SNOWFLAKE_ORDINAL_CLAIM", Flag: "ordinal-claim", Type: "string"},
+		{Path: "snowflake.ordinal.hostname", Env: "LEAF_SNOWFLAKE_ORDINAL_HOSTNAME", Flag: "ordinal-hostname", Type: "string"},
 	}
 	for _, c := range checks {
 		k := byPath[c.Path]

@@ -23,6 +23,7 @@ import (
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/httpapi"
 	"github.com/leafgo/leaf/internal/history"
+	"github.com/leafgo/leaf/internal/opaque"
 	"github.com/leafgo/leaf/internal/testdb"
 	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/local"
@@ -131,6 +132,9 @@ func number(t *testing.T, s string) int64 {
 // orders and broken: enough that a page rendering every tag would show it.
 const monitorTags = 10_000
 
+// monitorOpaqueKey is the server's opaque key, for the opaque tag.
+var monitorOpaqueKey = []byte("0123456789abcdef0123456789abcdef")
+
 // bulkTag is the name of the i-th bulk tag; they sort after orders, so
 // that orders is on the first page of rows.
 func bulkTag(i int) string { return fmt.Sprintf("tenant-%05d", i) }
@@ -156,8 +160,9 @@ var errBrokenRow = errors.New("the test breaks this row")
 // real server (segment on SQLite with 10,000 tags, snowflake on a local
 // worker ID): the page follows IDs issued through the API, shows the
 // busiest tags in order and a degraded one, finds tags and the store's
-// rows by name and pages through them, shows the worker, draws charts of
-// the history that move under load, and decodes IDs, errors included.
+// rows by name and pages through them, marks the tags' shapes (period,
+// format, opaque), shows the worker, draws charts of the history that move
+// under load, and decodes IDs, errors included.
 func TestMonitorPage(t *testing.T) {
 	browserPath := chromium(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
@@ -180,6 +185,7 @@ func TestMonitorPage(t *testing.T) {
 	bulkInsert(t, st, monitorTags)
 	set := segment.DefaultSettings()
 	set.Store, set.Logger = failingStore{st, "broken"}, logger
+	set.OpaqueKey = monitorOpaqueKey
 	seg, err := segment.New(ctx, set)
 	if err != nil {
 		t.Fatal(err)
@@ -541,6 +547,35 @@ func TestMonitorPage(t *testing.T) {
 	}
 	if got := p.query(`#tags-body tr[data-tag="orders"] [data-field="format"]`, "hidden"); got != "true" {
 		t.Errorf("a plain tag's format shown: hidden = %q", got)
+	}
+
+	// An opaque tag is marked with its width; other tags are not.
+	if err := st.CreateShapedTag(ctx, leaf.Alloc{Tag: "invoices", MaxID: 1, Step: 10},
+		leaf.TagShape{OpaqueBits: 24, KeyCheck: opaque.KeyCheck(monitorOpaqueKey)}); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := get(t, srv.URL+"/v2/segment/invoices"); code != http.StatusOK {
+		t.Fatalf("ID of the opaque tag: %d %q", code, body)
+	}
+	const invoices = `#search-body tr[data-tag="invoices"] [data-field="opaque"]`
+	p.do("search invoices",
+		clearInput("search-input"),
+		chromedp.SendKeys(chromedp.ID("search-input"), "invoices"),
+		chromedp.Click(chromedp.ID("search-submit")),
+		chromedp.WaitVisible(chromedp.CSS(invoices)),
+	)
+	if got := p.text(invoices); got != "opaque 24 bits" {
+		t.Errorf("the opaque tag's badge: %q, want opaque 24 bits", got)
+	}
+	for _, row := range []string{`#tags-body tr[data-tag="orders"]`, `#search-body tr[data-tag="invoices"]`} {
+		for _, field := range []string{"period", "format"} {
+			if got := p.query(row+` [data-field="`+field+`"]`, "hidden"); got != "true" {
+				t.Errorf("%s: %s shown: hidden = %q", row, field, got)
+			}
+		}
+	}
+	if got := p.query(`#tags-body tr[data-tag="orders"] [data-field="opaque"]`, "hidden"); got != "true" {
+		t.Errorf("a plain tag's opaque badge shown: hidden = %q", got)
 	}
 
 	// A server without segment mode, reached through the redirect of /: the
