@@ -283,30 +283,19 @@ func (s *Store) RenewTag(ctx context.Context, tag, owner string, token int64, tt
 // transaction that commits what change wrote unless it fails.
 // sql.ErrNoRows when there is no row.
 func (s *Store) leaseTx(ctx context.Context, tag string, change func(tx *sql.Tx, cur leaf.TagLease, until, now int64) (leaf.TagLease, error)) (l leaf.TagLease, err error) {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return l, fmt.Errorf("begin: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback()
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		cur := leaf.TagLease{Tag: tag}
+		until, now, err := s.scanLease(tx.QueryRowContext(ctx, s.o.lock, tag), &cur, false)
+		if errors.Is(err, sql.ErrNoRows) {
+			return err
 		}
-	}()
-	cur := leaf.TagLease{Tag: tag}
-	until, now, err := s.scanLease(tx.QueryRowContext(ctx, s.o.lock, tag), &cur, false)
-	if errors.Is(err, sql.ErrNoRows) {
-		return l, err
-	}
-	if err != nil {
-		return l, fmt.Errorf("read the lease: %w", err)
-	}
-	if l, err = change(tx, cur, until, now); err != nil {
-		return l, err
-	}
-	if err = tx.Commit(); err != nil {
-		return l, fmt.Errorf("commit: %w", err)
-	}
-	return l, nil
+		if err != nil {
+			return fmt.Errorf("read the lease: %w", err)
+		}
+		l, err = change(tx, cur, until, now)
+		return err
+	})
+	return l, err
 }
 
 // ReleaseTag ends owner's lease at once if it holds it with token: the row
@@ -369,53 +358,43 @@ func (s *Store) SetOrdered(ctx context.Context, tag string, ordered bool) error 
 	return nil
 }
 
-func (s *Store) setOrderedOnce(ctx context.Context, tag string, ordered bool) (err error) {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback()
-		}
-	}()
-	if !ordered {
-		res, err := tx.ExecContext(ctx, s.o.unmark, tag)
-		if err != nil {
-			return fmt.Errorf("delete the lease: %w", err)
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return fmt.Errorf("delete the lease: %w", err)
-		}
-		if n == 0 {
+func (s *Store) setOrderedOnce(ctx context.Context, tag string, ordered bool) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		if !ordered {
+			res, err := tx.ExecContext(ctx, s.o.unmark, tag)
+			if err != nil {
+				return fmt.Errorf("delete the lease: %w", err)
+			}
+			n, err := res.RowsAffected()
+			if err != nil {
+				return fmt.Errorf("delete the lease: %w", err)
+			}
+			if n == 0 {
+				var maxID, step int64
+				err = tx.QueryRowContext(ctx, s.q.readBack, tag).Scan(&maxID, &step)
+				if errors.Is(err, sql.ErrNoRows) {
+					return leaf.ErrTagNotFound
+				}
+				if err != nil {
+					return fmt.Errorf("read the tag's row: %w", err)
+				}
+			}
+		} else {
 			var maxID, step int64
-			err = tx.QueryRowContext(ctx, s.q.readBack, tag).Scan(&maxID, &step)
+			err := tx.QueryRowContext(ctx, s.q.parentShared, tag).Scan(&maxID, &step)
 			if errors.Is(err, sql.ErrNoRows) {
 				return leaf.ErrTagNotFound
 			}
 			if err != nil {
 				return fmt.Errorf("read the tag's row: %w", err)
 			}
+			args := append([]any{tag, ""}, s.nowArgs()...)
+			if _, err = tx.ExecContext(ctx, s.o.mark, args...); err != nil {
+				return fmt.Errorf("add the lease: %w", err)
+			}
 		}
-	} else {
-		var maxID, step int64
-		err = tx.QueryRowContext(ctx, s.q.parentShared, tag).Scan(&maxID, &step)
-		if errors.Is(err, sql.ErrNoRows) {
-			return leaf.ErrTagNotFound
-		}
-		if err != nil {
-			return fmt.Errorf("read the tag's row: %w", err)
-		}
-		args := append([]any{tag, ""}, s.nowArgs()...)
-		if _, err = tx.ExecContext(ctx, s.o.mark, args...); err != nil {
-			return fmt.Errorf("add the lease: %w", err)
-		}
-	}
-	if err = tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
+		return nil
+	})
 }
 
 // OrderedTagsIn answers which of tags have a row in leaf_tag_owner.

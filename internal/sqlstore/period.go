@@ -90,44 +90,34 @@ func (s *Store) ReservePeriod(ctx context.Context, tag, key string, step int) (l
 // the insert, which waits for a prune of the row under way, and a row
 // below it is raised to it (every row is at or above its tombstone from
 // its making on, so raising one another server made changes nothing).
-func (s *Store) ensurePeriod(ctx context.Context, tag, name string) (err error) {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	defer func() {
+func (s *Store) ensurePeriod(ctx context.Context, tag, name string) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		var start, step int64
+		err := tx.QueryRowContext(ctx, s.q.parentShared, tag).Scan(&start, &step)
+		if errors.Is(err, sql.ErrNoRows) {
+			return leaf.ErrTagNotFound
+		}
 		if err != nil {
-			_ = tx.Rollback()
+			return fmt.Errorf("read the tag's row: %w", err)
 		}
-	}()
-	var start, step int64
-	err = tx.QueryRowContext(ctx, s.q.parentShared, tag).Scan(&start, &step)
-	if errors.Is(err, sql.ErrNoRows) {
-		return leaf.ErrTagNotFound
-	}
-	if err != nil {
-		return fmt.Errorf("read the tag's row: %w", err)
-	}
-	start = max(start, 1)
-	if _, err = tx.ExecContext(ctx, s.q.addPeriod, name, start, step); err != nil {
-		return fmt.Errorf("add the period's row: %w", err)
-	}
-	var tomb int64
-	err = tx.QueryRowContext(ctx, s.q.tombstone, name).Scan(&tomb)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		err = nil
-	case err != nil:
-		return fmt.Errorf("read tombstone: %w", err)
-	case tomb > start:
-		if _, err = tx.ExecContext(ctx, s.q.raiseStart, tomb, name, tomb); err != nil {
-			return fmt.Errorf("start above tombstone: %w", err)
+		start = max(start, 1)
+		if _, err = tx.ExecContext(ctx, s.q.addPeriod, name, start, step); err != nil {
+			return fmt.Errorf("add the period's row: %w", err)
 		}
-	}
-	if err = tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
+		var tomb int64
+		err = tx.QueryRowContext(ctx, s.q.tombstone, name).Scan(&tomb)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			err = nil
+		case err != nil:
+			return fmt.Errorf("read tombstone: %w", err)
+		case tomb > start:
+			if _, err = tx.ExecContext(ctx, s.q.raiseStart, tomb, name, tomb); err != nil {
+				return fmt.Errorf("start above tombstone: %w", err)
+			}
+		}
+		return nil
+	})
 }
 
 // GiveBackPeriod is GiveBack on the row of tag's period key.
@@ -274,21 +264,14 @@ func (s *Store) PrunePeriods(ctx context.Context, tag, before string) ([]leaf.Pe
 	}
 }
 
-func (s *Store) pruneOnce(ctx context.Context, tag, before string) (batch []leaf.PeriodAlloc, err error) {
-	tx, err := s.db.BeginTx(ctx, nil)
+func (s *Store) pruneOnce(ctx context.Context, tag, before string) ([]leaf.PeriodAlloc, error) {
+	var batch []leaf.PeriodAlloc
+	err := s.inTx(ctx, func(tx *sql.Tx) (err error) {
+		batch, err = s.buryPeriods(ctx, tx, tag, before, pruneBatch)
+		return err
+	})
 	if err != nil {
-		return nil, fmt.Errorf("begin: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback()
-		}
-	}()
-	if batch, err = s.buryPeriods(ctx, tx, tag, before, pruneBatch); err != nil {
 		return nil, err
-	}
-	if err = tx.Commit(); err != nil {
-		return nil, fmt.Errorf("commit: %w", err)
 	}
 	return batch, nil
 }

@@ -334,59 +334,50 @@ func (s *Store) Reserve(ctx context.Context, tag string, step int) (leaf.Reserva
 	return r, nil
 }
 
-func (s *Store) reserveOnce(ctx context.Context, tag string, step int) (r leaf.Reservation, err error) {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return r, fmt.Errorf("begin: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback()
-		}
-	}()
-
-	query, args := s.q.reserveStored, []any{tag}
-	if step > 0 {
-		query, args = s.q.reserveStep, []any{int64(step), tag}
-	}
+func (s *Store) reserveOnce(ctx context.Context, tag string, step int) (leaf.Reservation, error) {
 	var maxID, stored int64
-	if s.d.Returning {
-		err = tx.QueryRowContext(ctx, query, args...).Scan(&maxID, &stored)
-		if errors.Is(err, sql.ErrNoRows) {
-			return r, leaf.ErrTagNotFound
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		query, args := s.q.reserveStored, []any{tag}
+		if step > 0 {
+			query, args = s.q.reserveStep, []any{int64(step), tag}
 		}
-		if err != nil {
-			return r, fmt.Errorf("update: %w", err)
+		if s.d.Returning {
+			err := tx.QueryRowContext(ctx, query, args...).Scan(&maxID, &stored)
+			if errors.Is(err, sql.ErrNoRows) {
+				return leaf.ErrTagNotFound
+			}
+			if err != nil {
+				return fmt.Errorf("update: %w", err)
+			}
+		} else {
+			res, err := tx.ExecContext(ctx, query, args...)
+			if err != nil {
+				return fmt.Errorf("update: %w", err)
+			}
+			n, err := res.RowsAffected()
+			if err != nil {
+				return fmt.Errorf("update: %w", err)
+			}
+			if n == 0 {
+				return leaf.ErrTagNotFound
+			}
+			// The UPDATE holds the row lock until commit, so this reads exactly
+			// the row it wrote.
+			err = tx.QueryRowContext(ctx, s.q.readBack, tag).Scan(&maxID, &stored)
+			if errors.Is(err, sql.ErrNoRows) {
+				return leaf.ErrTagNotFound
+			}
+			if err != nil {
+				return fmt.Errorf("read back: %w", err)
+			}
 		}
-	} else {
-		var res sql.Result
-		if res, err = tx.ExecContext(ctx, query, args...); err != nil {
-			return r, fmt.Errorf("update: %w", err)
+		if f := s.fence.Load(); f != nil {
+			return s.checkFence(ctx, tx, f)
 		}
-		var n int64
-		if n, err = res.RowsAffected(); err != nil {
-			return r, fmt.Errorf("update: %w", err)
-		}
-		if n == 0 {
-			return r, leaf.ErrTagNotFound
-		}
-		// The UPDATE holds the row lock until commit, so this reads exactly
-		// the row it wrote.
-		err = tx.QueryRowContext(ctx, s.q.readBack, tag).Scan(&maxID, &stored)
-		if errors.Is(err, sql.ErrNoRows) {
-			return r, leaf.ErrTagNotFound
-		}
-		if err != nil {
-			return r, fmt.Errorf("read back: %w", err)
-		}
-	}
-	if f := s.fence.Load(); f != nil {
-		if err = s.checkFence(ctx, tx, f); err != nil {
-			return r, err
-		}
-	}
-	if err = tx.Commit(); err != nil {
-		return r, fmt.Errorf("commit: %w", err)
+		return nil
+	})
+	if err != nil {
+		return leaf.Reservation{}, err
 	}
 	used := step
 	if step <= 0 {
@@ -448,6 +439,31 @@ func (s *Store) retry(ctx context.Context, f func() error) error {
 		case <-t.C:
 		}
 	}
+}
+
+// inTx runs fn in a transaction of its own and commits what it wrote,
+// unless fn fails: then, as when the commit fails, it rolls back and
+// returns the error. fn's errors come back as they are, so that callers
+// still find the sentinels in them.
+func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	// Also after a failed commit: a Commit that finds ctx done returns
+	// without ending the transaction.
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	if err = fn(tx); err != nil {
+		return err
+	}
+	if err = tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
 }
 
 // Tags lists every tag, in byte order.
@@ -639,63 +655,50 @@ func (s *Store) TagShape(ctx context.Context, tag string) (leaf.TagShape, error)
 // could miss it, and start the new row below IDs the deleted one issued.
 // The shape's row is written only here, under the new row's lock, so two
 // creators cannot both add one.
-func (s *Store) createOnce(ctx context.Context, a leaf.Alloc, shape leaf.TagShape) (err error) {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	defer func() {
+func (s *Store) createOnce(ctx context.Context, a leaf.Alloc, shape leaf.TagShape) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		start := max(a.MaxID, 1)
+		desc := sql.NullString{String: a.Description, Valid: a.Description != ""}
+		if _, err := tx.ExecContext(ctx, s.q.create, a.Tag, start, int64(a.Step), desc); err != nil {
+			if s.d.IsUniqueViolation(err) {
+				return fmt.Errorf("%w (%w)", leaf.ErrTagExists, err)
+			}
+			return fmt.Errorf("insert: %w", err)
+		}
+		var tomb int64
+		hasTomb := true
+		err := tx.QueryRowContext(ctx, s.q.tombstone, a.Tag).Scan(&tomb)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			tomb, hasTomb, err = 0, false, nil
+		case err != nil:
+			return fmt.Errorf("read tombstone: %w", err)
+		}
+		kept, hasShape, err := scanShape(tx.QueryRowContext(ctx, s.q.shapeLocked, a.Tag))
 		if err != nil {
-			_ = tx.Rollback()
+			return fmt.Errorf("read shape: %w", err)
 		}
-	}()
-	start := max(a.MaxID, 1)
-	desc := sql.NullString{String: a.Description, Valid: a.Description != ""}
-	if _, err = tx.ExecContext(ctx, s.q.create, a.Tag, start, int64(a.Step), desc); err != nil {
-		if s.d.IsUniqueViolation(err) {
-			return fmt.Errorf("%w (%w)", leaf.ErrTagExists, err)
+		// A tag deleted plain has a tombstone and no shape row: it stays plain.
+		if hasShape && kept != shape || !hasShape && hasTomb && !shape.IsPlain() {
+			return &leaf.ShapeError{Tag: a.Tag, Kept: kept}
 		}
-		return fmt.Errorf("insert: %w", err)
-	}
-	var tomb int64
-	hasTomb := true
-	err = tx.QueryRowContext(ctx, s.q.tombstone, a.Tag).Scan(&tomb)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		tomb, hasTomb, err = 0, false, nil
-	case err != nil:
-		return fmt.Errorf("read tombstone: %w", err)
-	}
-	kept, hasShape, err := scanShape(tx.QueryRowContext(ctx, s.q.shapeLocked, a.Tag))
-	if err != nil {
-		return fmt.Errorf("read shape: %w", err)
-	}
-	// A tag deleted plain has a tombstone and no shape row: it stays plain.
-	if hasShape && kept != shape || !hasShape && hasTomb && !shape.IsPlain() {
-		return &leaf.ShapeError{Tag: a.Tag, Kept: kept}
-	}
-	if tomb > start {
-		if a.MaxID != 0 {
-			return &leaf.TombstoneError{Tag: a.Tag, MinStart: tomb}
+		if tomb > start {
+			if a.MaxID != 0 {
+				return &leaf.TombstoneError{Tag: a.Tag, MinStart: tomb}
+			}
+			if _, err = tx.ExecContext(ctx, s.q.setStart, tomb, a.Tag); err != nil {
+				return fmt.Errorf("start above tombstone: %w", err)
+			}
 		}
-		if _, err = tx.ExecContext(ctx, s.q.setStart, tomb, a.Tag); err != nil {
-			return fmt.Errorf("start above tombstone: %w", err)
+		if !hasShape && !shape.IsPlain() {
+			f := shape.Format
+			if _, err = tx.ExecContext(ctx, s.q.addShape, a.Tag, string(shape.Period), shape.TimeZone,
+				f.Prefix, int64(f.Width), int64(f.Radix), int64(shape.OpaqueBits), shape.KeyCheck); err != nil {
+				return fmt.Errorf("add shape: %w", err)
+			}
 		}
-	}
-	if !hasShape && !shape.IsPlain() {
-		f := shape.Format
-		if _, err = tx.ExecContext(ctx, s.q.addShape, a.Tag, string(shape.Period), shape.TimeZone,
-			f.Prefix, int64(f.Width), int64(f.Radix), int64(shape.OpaqueBits), shape.KeyCheck); err != nil {
-			return fmt.Errorf("add shape: %w", err)
-		}
-	}
-	if err = s.bumpVersion(ctx, tx); err != nil {
-		return err
-	}
-	if err = tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
+		return s.bumpVersion(ctx, tx)
+	})
 }
 
 // SetStep changes the stored step; leaf.ErrTagNotFound if there is no row.
@@ -720,34 +723,24 @@ func (s *Store) SetStep(ctx context.Context, tag string, step int) error {
 // periods copy the tag's, the current ones take it from their next range.
 // MySQL stores count matched rather than changed rows (clientFoundRows), or
 // setting the step a tag already has would look like a missing tag.
-func (s *Store) setStepOnce(ctx context.Context, tag string, step int) (err error) {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	defer func() {
+func (s *Store) setStepOnce(ctx context.Context, tag string, step int) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, s.q.setStep, int64(step), tag)
 		if err != nil {
-			_ = tx.Rollback()
+			return err
 		}
-	}()
-	res, err := tx.ExecContext(ctx, s.q.setStep, int64(step), tag)
-	if err != nil {
-		return err
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return err
-	}
-	if n == 0 {
-		return leaf.ErrTagNotFound
-	}
-	if _, err = tx.ExecContext(ctx, s.q.setPeriodStep, append([]any{int64(step)}, s.periodArgs(tag)...)...); err != nil {
-		return fmt.Errorf("set the step of the periods: %w", err)
-	}
-	if err = tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return leaf.ErrTagNotFound
+		}
+		if _, err = tx.ExecContext(ctx, s.q.setPeriodStep, append([]any{int64(step)}, s.periodArgs(tag)...)...); err != nil {
+			return fmt.Errorf("set the step of the periods: %w", err)
+		}
+		return nil
+	})
 }
 
 // DeleteTag removes the row and records its max_id in the tag's tombstone,
@@ -768,60 +761,48 @@ func (s *Store) DeleteTag(ctx context.Context, tag string) error {
 	return nil
 }
 
-func (s *Store) deleteOnce(ctx context.Context, tag string) (err error) {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	defer func() {
+func (s *Store) deleteOnce(ctx context.Context, tag string) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		// max_id is read under the row lock the delete holds until commit, so
+		// no reserve can move it between the read and the tombstone.
+		var maxID int64
+		var err error
+		if s.d.Returning {
+			err = tx.QueryRowContext(ctx, s.q.removeReturning, tag).Scan(&maxID)
+		} else {
+			err = tx.QueryRowContext(ctx, s.q.lockRow, tag).Scan(&maxID)
+			if err == nil {
+				_, err = tx.ExecContext(ctx, s.q.remove, tag)
+			}
+		}
+		if errors.Is(err, sql.ErrNoRows) {
+			return leaf.ErrTagNotFound
+		}
 		if err != nil {
-			_ = tx.Rollback()
+			return fmt.Errorf("delete: %w", err)
 		}
-	}()
-	// max_id is read under the row lock the delete holds until commit, so
-	// no reserve can move it between the read and the tombstone.
-	var maxID int64
-	if s.d.Returning {
-		err = tx.QueryRowContext(ctx, s.q.removeReturning, tag).Scan(&maxID)
-	} else {
-		err = tx.QueryRowContext(ctx, s.q.lockRow, tag).Scan(&maxID)
-		if err == nil {
-			_, err = tx.ExecContext(ctx, s.q.remove, tag)
+		args := []any{tag, maxID}
+		if s.d.OnDuplicateKey {
+			args = append(args, maxID)
 		}
-	}
-	if errors.Is(err, sql.ErrNoRows) {
-		return leaf.ErrTagNotFound
-	}
-	if err != nil {
-		return fmt.Errorf("delete: %w", err)
-	}
-	args := []any{tag, maxID}
-	if s.d.OnDuplicateKey {
-		args = append(args, maxID)
-	}
-	if _, err = tx.ExecContext(ctx, s.q.bury, args...); err != nil {
-		return fmt.Errorf("record tombstone: %w", err)
-	}
-	// The tag's periods go with it, each leaving its tombstone: created
-	// again, the tag continues every period above the IDs issued in it.
-	// Once the tag's row is gone no server makes a period row for it (that
-	// reads the tag's row under a shared lock), so none is left behind.
-	if _, err = s.buryPeriods(ctx, tx, tag, "", 0); err != nil {
-		return err
-	}
-	// A tag created again starts plain. Its lease goes with it, under the
-	// tag's row lock that SetOrdered's shared read waits for, so no
-	// marking can slip in between.
-	if _, err = tx.ExecContext(ctx, s.o.unmark, tag); err != nil {
-		return fmt.Errorf("delete the lease: %w", err)
-	}
-	if err = s.bumpVersion(ctx, tx); err != nil {
-		return err
-	}
-	if err = tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
+		if _, err = tx.ExecContext(ctx, s.q.bury, args...); err != nil {
+			return fmt.Errorf("record tombstone: %w", err)
+		}
+		// The tag's periods go with it, each leaving its tombstone: created
+		// again, the tag continues every period above the IDs issued in it.
+		// Once the tag's row is gone no server makes a period row for it (that
+		// reads the tag's row under a shared lock), so none is left behind.
+		if _, err = s.buryPeriods(ctx, tx, tag, "", 0); err != nil {
+			return err
+		}
+		// A tag created again starts plain. Its lease goes with it, under the
+		// tag's row lock that SetOrdered's shared read waits for, so no
+		// marking can slip in between.
+		if _, err = tx.ExecContext(ctx, s.o.unmark, tag); err != nil {
+			return fmt.Errorf("delete the lease: %w", err)
+		}
+		return s.bumpVersion(ctx, tx)
+	})
 }
 
 // bumpVersion moves the change counter inside a create or delete, so that

@@ -257,23 +257,13 @@ func (t *Stripes) RaiseAlloc(ctx context.Context, a leaf.Alloc) error {
 	if t.s.d.OnDuplicateKey {
 		args = append(args, a.MaxID)
 	}
-	err := t.s.retry(ctx, func() (err error) {
-		tx, err := t.s.db.BeginTx(ctx, nil)
-		if err != nil {
-			return fmt.Errorf("begin: %w", err)
-		}
-		defer func() {
-			if err != nil {
-				_ = tx.Rollback()
+	err := t.s.retry(ctx, func() error {
+		return t.s.inTx(ctx, func(tx *sql.Tx) error {
+			if _, err := tx.ExecContext(ctx, t.q.raiseAlloc, args...); err != nil {
+				return err
 			}
-		}()
-		if _, err = tx.ExecContext(ctx, t.q.raiseAlloc, args...); err != nil {
-			return err
-		}
-		if err = t.s.bumpVersion(ctx, tx); err != nil {
-			return err
-		}
-		return tx.Commit()
+			return t.s.bumpVersion(ctx, tx)
+		})
 	})
 	if err != nil {
 		return t.s.wrap(op, err)
