@@ -3,6 +3,8 @@ package segment
 import (
 	"context"
 	"time"
+
+	"github.com/leafgo/leaf"
 )
 
 // Sample takes the rate sample the background loop takes every second, so
@@ -35,3 +37,16 @@ func (g *Generator) Refresh() error { return g.refresh(context.Background()) }
 // the take and the look at the lease's deadline, as a process paused
 // there would. Set it before the generator's first request.
 func (g *Generator) PauseAfterTake(f func(tag string, start, end int64)) { g.afterTake = f }
+
+// PeriodSpan is the span [from, until) a periodic tag of shape compares
+// instants with on its hot path, for the period t is in; ok is false where
+// it compares dates instead.
+func PeriodSpan(shape leaf.TagShape, t time.Time) (from, until time.Time, ok bool, err error) {
+	loc, err := leaf.Location(shape.TimeZone)
+	if err != nil {
+		return from, until, false, err
+	}
+	p := &periodic{shape: shape, loc: loc}
+	f, u := p.bounds(p.date(t))
+	return time.Unix(0, f), time.Unix(0, u), u != 0, nil
+}

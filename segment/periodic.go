@@ -65,14 +65,17 @@ type periodic struct {
 }
 
 // period is one period's buffer. y, m and d are the date of its start, as
-// the period's kind keeps them (0 for the parts it does not have), for the
-// hot path's comparison.
+// the period's kind keeps them (0 for the parts it does not have). from and
+// until are the instants it spans, [from, until) in Unix nanoseconds, for
+// the hot path's comparison; both 0 where the zone's rules make its edges
+// uncertain (see bounds), and the hot path then compares dates.
 type period struct {
-	y   int
-	m   time.Month
-	d   int
-	key string
-	b   *buffer
+	y           int
+	m           time.Month
+	d           int
+	from, until int64
+	key         string
+	b           *buffer
 }
 
 func newPeriodic(g *Generator, shell *buffer, shape leaf.TagShape, enc *encoder) (*periodic, error) {
@@ -95,12 +98,56 @@ func (p *periodic) date(t time.Time) (int, time.Month, int) {
 	return y, m, d
 }
 
+// bounds are the instants [from, until) in Unix nanoseconds of the period
+// whose date (p.date) is y, m, d: every instant from its first midnight to
+// the next period's has that date. 0, 0 where that does not hold: a zone
+// whose clock goes back across a midnight gives one date two spans, and a
+// comparison of instants would then decide otherwise than p.date.
+func (p *periodic) bounds(y int, m time.Month, d int) (int64, int64) {
+	var start, end time.Time
+	switch p.shape.Period {
+	case leaf.PeriodYear:
+		start, end = time.Date(y, 1, 1, 0, 0, 0, 0, p.loc), time.Date(y+1, 1, 1, 0, 0, 0, 0, p.loc)
+	case leaf.PeriodMonth:
+		start, end = time.Date(y, m, 1, 0, 0, 0, 0, p.loc), time.Date(y, m+1, 1, 0, 0, 0, 0, p.loc)
+	default:
+		start, end = time.Date(y, m, d, 0, 0, 0, 0, p.loc), time.Date(y, m, d+1, 0, 0, 0, 0, p.loc)
+	}
+	in := func(t time.Time) bool {
+		ty, tm, td := p.date(t)
+		return ty == y && tm == m && td == d
+	}
+	// Within one offset of the zone the date only grows with the instant,
+	// so an offset's span whose first and last instants have the date has
+	// it throughout. A year has a few offsets at most; 64 bounds the walk.
+	t := start
+	for range 64 {
+		last := end
+		if _, zend := t.ZoneBounds(); !zend.IsZero() && zend.Before(end) {
+			last = zend
+		}
+		if !last.After(t) || !in(t) || !in(last.Add(-1)) {
+			return 0, 0
+		}
+		if t = last; !t.Before(end) {
+			return start.UnixNano(), end.UnixNano()
+		}
+	}
+	return 0, 0
+}
+
 // fast is the period of now if it is the one the last request was routed
 // to; nil otherwise.
 func (p *periodic) fast(now time.Time) *period {
 	c := p.cur.Load()
 	if c == nil {
 		return nil
+	}
+	if c.until != 0 {
+		if n := now.UnixNano(); n < c.from || n >= c.until {
+			return nil
+		}
+		return c
 	}
 	if y, m, d := p.date(now); y != c.y || m != c.m || d != c.d {
 		return nil
@@ -130,6 +177,7 @@ func (p *periodic) current(now time.Time) (*period, error) {
 		}
 	}
 	c := &period{y: y, m: m, d: d, key: leaf.PeriodKey(p.shape.Period, now.In(p.loc))}
+	c.from, c.until = p.bounds(y, m, d)
 	c.b = newBuffer(p.g, p.tag, false)
 	c.b.period, c.b.owner = c.key, p
 	c.b.enc.Store(p.enc)

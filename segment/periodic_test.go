@@ -228,3 +228,87 @@ func TestPeriodicHammer(t *testing.T) {
 	st := inmem.NewSegmentStore()
 	leaftest.PeriodicSegment(t, func() (leaf.SegmentStore, error) { return st, nil })
 }
+
+// The hot path of a periodic tag compares the instant with its period's
+// span: every instant in the span must have the period's date in the zone,
+// where clock changes fall at or across midnight too; and in zones whose
+// changes keep clear of midnight the span is the whole period.
+func TestPeriodSpan(t *testing.T) {
+	zones := []struct {
+		name   string
+		always bool // every period has a span, the whole period (no clock change at midnight)
+	}{
+		{"UTC", true},
+		{"Asia/Shanghai", true},
+		{"America/New_York", true},
+		{"Australia/Lord_Howe", true}, // 30-minute changes at 2am
+		{"America/Sao_Paulo", false},  // changed at midnight until 2019
+		{"America/Havana", false},     // changes at midnight
+		{"Asia/Tehran", false},        // changed at midnight until 2022
+		{"Pacific/Apia", false},       // skipped 2011-12-30
+	}
+	for _, z := range zones {
+		loc, err := time.LoadLocation(z.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, kind := range []leaf.Period{leaf.PeriodDay, leaf.PeriodMonth, leaf.PeriodYear} {
+			shape := leaf.TagShape{Period: kind, TimeZone: z.name}
+			key := func(at time.Time) string { return leaf.PeriodKey(kind, at.In(loc)) }
+			spans, without := 0, 0
+			for at := time.Date(2010, 6, 1, 0, 0, 0, 0, time.UTC); at.Year() < 2024; at = at.Add(23*time.Hour + 17*time.Minute) {
+				from, until, ok, err := segment.PeriodSpan(shape, at)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !ok {
+					without++
+					continue
+				}
+				spans++
+				if z.always && (at.Before(from) || !at.Before(until)) {
+					t.Fatalf("%s %s: %v is outside its period's span [%v, %v)", z.name, kind, at, from, until)
+				}
+				want := key(at)
+				step := until.Sub(from) / 7
+				for _, probe := range []time.Time{from, from.Add(step), from.Add(3 * step), until.Add(-step), until.Add(-1)} {
+					if got := key(probe); got != want {
+						t.Fatalf("%s %s: %v in the span [%v, %v) of %s is in period %s", z.name, kind, probe, from, until, want, got)
+					}
+				}
+				// Where midnight falls in a clock change, the span may be
+				// shorter than the period (time.Date picks one side of the
+				// change), and the rest takes the path that compares dates.
+				if z.always && (key(from.Add(-1)) == want || key(until) == want) {
+					t.Fatalf("%s %s: the span [%v, %v) of %s does not reach the period's edges", z.name, kind, from, until, want)
+				}
+			}
+			if z.always && without > 0 {
+				t.Errorf("%s %s: %d instants' periods have no span: the hot path compares dates there", z.name, kind, without)
+			}
+			if spans == 0 {
+				t.Errorf("%s %s: no span at all", z.name, kind)
+			}
+		}
+	}
+}
+
+// BenchmarkNextIDPeriodic is BenchmarkNextID for a daily tag: the hot path
+// adds one comparison of the clock with the period's span.
+func BenchmarkNextIDPeriodic(b *testing.B) {
+	st := inmem.NewSegmentStore()
+	if err := st.CreateShapedTag(bg, leaf.Alloc{Tag: "t", MaxID: 1, Step: leaf.MaxStep}, daily); err != nil {
+		b.Fatal(err)
+	}
+	g, err := segment.New(bg, settings(st, func(s *segment.Settings) { s.Logger = testutil.Logger() }))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = g.Close(bg) })
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := g.NextIDPeriod(bg, "t"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
