@@ -63,6 +63,9 @@ type collector struct {
 	dbFailures  *prometheus.Desc
 	dbHighestID *prometheus.Desc
 
+	// Forwarding of ordered tags' requests to their owners.
+	fwdCalls, fwdRequests, fwdFailures *prometheus.Desc
+
 	sfWorkerID     *prometheus.Desc
 	sfLead         *prometheus.Desc
 	sfRollbacks    *prometheus.Desc
@@ -123,6 +126,9 @@ func newCollector(cfg Config) *collector {
 		dbReserves:  d("leaf_segment_database_reserves_total", "Ranges this server reserved from the database since start.", []string{"db"}, nil),
 		dbFailures:  d("leaf_segment_database_failures_total", "Failed or timed-out reserve calls of this server on the database since start.", []string{"db"}, nil),
 		dbHighestID: d("leaf_segment_database_highest_id", "The exclusive end, as an ID, of the highest range this server reserved from the database; 0 before the first.", []string{"db"}, nil),
+		fwdCalls:    d("leaf_segment_forward_calls_total", "Calls this server made to the owners of ordered tags it does not own, since start; each carries a batch of requests.", nil, nil),
+		fwdRequests: d("leaf_segment_forward_requests_total", "ID requests for ordered tags that this server's calls to their owners answered, since start.", nil, nil),
+		fwdFailures: d("leaf_segment_forward_failures_total", "Calls to the owners of ordered tags that failed (no answer, or the server asked was no longer the owner), since start.", nil, nil),
 
 		sfWorkerID:     d("leaf_snowflake_worker_id", "The snowflake worker ID held by this server; -1 while it is lost and not yet re-registered.", nil, nil),
 		sfLead:         d("leaf_snowflake_high_water_lead_seconds", "Persisted high-water mark minus the current time: how far ahead of the clock IDs may be issued before the next heartbeat must land. Negative means issuing is blocked on a heartbeat.", nil, nil),
@@ -154,6 +160,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.segIssued, c.segLoads, c.segLoadErrors, c.segLoadSecs, c.segStep, c.segMinStep, c.segRemaining,
 		c.segRate, c.segUntilDry, c.segNextReady, c.segWaits, c.segGivenBack,
 		c.dbUp, c.dbReserves, c.dbFailures, c.dbHighestID,
+		c.fwdCalls, c.fwdRequests, c.fwdFailures,
 		c.sfWorkerID, c.sfLead, c.sfRollbacks, c.sfRollbackSecs, c.sfRollbackMax,
 		c.sfHBFailures, c.sfFromCache, c.sfLeaseLeft, c.sfPeers, c.sfPeerSkew,
 	} {
@@ -167,6 +174,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		c.collectSegment(ch)
 		if c.cfg.Databases != nil {
 			c.collectDatabases(ch)
+		}
+		if c.cfg.Forwarded != nil {
+			f := c.cfg.Forwarded()
+			ch <- prometheus.MustNewConstMetric(c.fwdCalls, prometheus.CounterValue, float64(f.Calls))
+			ch <- prometheus.MustNewConstMetric(c.fwdRequests, prometheus.CounterValue, float64(f.Requests))
+			ch <- prometheus.MustNewConstMetric(c.fwdFailures, prometheus.CounterValue, float64(f.Failures))
 		}
 	}
 	if c.cfg.Snowflake != nil {

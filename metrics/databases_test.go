@@ -46,3 +46,33 @@ func TestDatabaseSeries(t *testing.T) {
 		}
 	}
 }
+
+// TestForwardSeries: a server that forwards ordered tags' requests exports
+// its counters, read at each scrape; one that does not, or with segment
+// mode off, exports none.
+func TestForwardSeries(t *testing.T) {
+	var f metrics.Forwarded
+	m := metrics.New(metrics.Config{Segment: &fakeSegment{}, Forwarded: func() metrics.Forwarded { return f }})
+	if text := scrapeText(t, m); !strings.Contains(text, "leaf_segment_forward_calls_total 0\n") {
+		t.Errorf("no zero forward series before any call:\n%s", text)
+	}
+	f = metrics.Forwarded{Calls: 3, Requests: 40, Failures: 1}
+	text := scrapeText(t, m)
+	for _, want := range []string{
+		"leaf_segment_forward_calls_total 3",
+		"leaf_segment_forward_requests_total 40",
+		"leaf_segment_forward_failures_total 1",
+	} {
+		if !strings.Contains(text, want+"\n") {
+			t.Errorf("scrape lacks %q", want)
+		}
+	}
+	for _, cfg := range []metrics.Config{
+		{Segment: &fakeSegment{}},
+		{Forwarded: func() metrics.Forwarded { return f }},
+	} {
+		if text := scrapeText(t, metrics.New(cfg)); strings.Contains(text, "leaf_segment_forward_") {
+			t.Errorf("forward series without a forwarding segment generator:\n%s", text)
+		}
+	}
+}

@@ -106,6 +106,17 @@ type Config struct {
 	// scrape: one series per database and metric, at most
 	// leaf.MaxStripes. Nil for a store of one database.
 	Databases func() []Database
+	// Forwarded, when set with Segment, reports what this server passed to
+	// the owners of ordered tags it does not own (internal/forward),
+	// called once per scrape. Nil where nothing is forwarded.
+	Forwarded func() Forwarded
+}
+
+// Forwarded counts a server's forwarding of ordered tags' requests since
+// start: the calls it made to owners, the requests those calls answered
+// (a call answers a whole batch) and the calls that failed.
+type Forwarded struct {
+	Calls, Requests, Failures uint64
 }
 
 // Database is one database of a segment store spread over several, as the

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -84,8 +85,22 @@ func TestOrderedTagCluster(t *testing.T) {
 	n := testutil.CheckOrdered(t, load.all())
 	t.Logf("(a, b) %d IDs in order", n)
 
-	// (c) kill -9 the owner.
+	// The servers that forwarded say so in their metrics; the owner
+	// forwarded nothing.
 	owner := ownerOf(t, servers, tag)
+	for i, s := range servers {
+		var forwarded float64
+		for line := range strings.Lines(getText(t, s.url("/metrics"))) {
+			if v, ok := strings.CutPrefix(line, "leaf_segment_forward_requests_total "); ok {
+				forwarded, _ = strconv.ParseFloat(strings.TrimSpace(v), 64)
+			}
+		}
+		if (forwarded > 0) != (i != owner) {
+			t.Errorf("server %d (owner: %v) counts %v forwarded requests on /metrics", i, i == owner, forwarded)
+		}
+	}
+
+	// (c) kill -9 the owner.
 	if err := servers[owner].cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}

@@ -599,9 +599,16 @@ func (a *app) runServer(ctx context.Context, p *servePlan, log *slog.Logger) err
 	if worker != nil {
 		snowSrc = worker.gen
 	}
+	var forwarded func() metrics.Forwarded
+	if fwd != nil {
+		forwarded = func() metrics.Forwarded {
+			st := fwd.Stats()
+			return metrics.Forwarded{Calls: st.Calls, Requests: st.Forwarded, Failures: st.Failures}
+		}
+	}
 	m := metrics.New(metrics.Config{Segment: segSrc, Snowflake: snowSrc, Version: buildVersion(),
 		TopTags: cfg.Metrics.TopTags, DegradedTags: cfg.Metrics.DegradedTags, Tags: cfg.Metrics.TagList(), LowBuffer: cfg.Segment.LowBuffer,
-		Databases: metricDatabases(store)})
+		Databases: metricDatabases(store), Forwarded: forwarded})
 	// The monitor page's charts: the last ten minutes, sampled once a
 	// second from what the generators and the latency histogram already
 	// keep, so that they cost the requests nothing.
