@@ -101,8 +101,11 @@ func TestBufferedSequential(t *testing.T) {
 	if ids := draw(t, b, 1000); !contiguous(ids, 1) {
 		t.Fatalf("IDs %v... are not 1..1000", ids[:20])
 	}
+	// A lease counts in Leases once its load has returned, but its IDs
+	// count (and can be issued) as soon as its range arrives: the lease in
+	// flight may be in LeasedIDs and not yet in Leases.
 	st := b.Stats()
-	if st.Leases < 10 || st.Leases > 12 || st.LeasedIDs != 100*st.Leases || st.RangeSize != 100 {
+	if n := st.LeasedIDs / 100; st.LeasedIDs%100 != 0 || n < 10 || n > 12 || st.Leases != n && st.Leases != n-1 || st.RangeSize != 100 {
 		t.Errorf("Stats = %+v, want 10-12 leases of 100", st)
 	}
 	ids, err := b.NextIDs(testutil.Context(t, time.Minute), 250)
