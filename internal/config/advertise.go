@@ -9,9 +9,9 @@ import (
 	"strings"
 )
 
-// MaxAdvertiseURLLen bounds advertise_url: with '#' and a process nonce it
+// maxAdvertiseURLLen bounds advertise_url: with '#' and a process nonce it
 // is the owner identity the stores keep of an ordered tag's owner.
-const MaxAdvertiseURLLen = 200
+const maxAdvertiseURLLen = 200
 
 // ParseAdvertiseURL checks an advertise_url and returns it without a
 // trailing slash: an absolute http or https URL with a host, and nothing
@@ -22,8 +22,8 @@ func ParseAdvertiseURL(s string) (string, error) {
 	bad := func(why string) (string, error) {
 		return "", fmt.Errorf("%q %s; want a base URL such as http://10.0.0.7:8080", s, why)
 	}
-	if len(s) > MaxAdvertiseURLLen {
-		return bad(fmt.Sprintf("is %d bytes, at most %d", len(s), MaxAdvertiseURLLen))
+	if len(s) > maxAdvertiseURLLen {
+		return bad(fmt.Sprintf("is %d bytes, at most %d", len(s), maxAdvertiseURLLen))
 	}
 	if !strings.HasPrefix(s, "http://") && !strings.HasPrefix(s, "https://") {
 		return bad("has no http:// or https:// scheme")

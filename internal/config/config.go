@@ -93,9 +93,9 @@ type Admin struct {
 	Insecure  bool   `yaml:"insecure" flag:"insecure-admin" help:"serve without an admin token on a listen address that is not loopback, letting anyone who reaches the port create, change and delete tags"`
 }
 
-// MinAdminTokenLen is the shortest admin token accepted: a token is compared
+// minAdminTokenLen is the shortest admin token accepted: a token is compared
 // in constant time, but a short one can still be guessed.
-const MinAdminTokenLen = 16
+const minAdminTokenLen = 16
 
 // TLS configures TLS for both the HTTP and the gRPC listener.
 type TLS struct {
@@ -524,8 +524,8 @@ func (c Config) validateSecurity(bad func(path, format string, args ...any)) {
 // cannot travel in an Authorization header. The message never quotes the
 // token.
 func checkToken(t string) error {
-	if len(t) < MinAdminTokenLen {
-		return fmt.Errorf("too short (%d bytes), want at least %d", len(t), MinAdminTokenLen)
+	if len(t) < minAdminTokenLen {
+		return fmt.Errorf("too short (%d bytes), want at least %d", len(t), minAdminTokenLen)
 	}
 	for i := 0; i < len(t); i++ {
 		if c := t[i]; c <= ' ' || c >= 0x7f {

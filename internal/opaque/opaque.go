@@ -26,7 +26,7 @@
 // to 128 bits, so every tag and width gets an unrelated permutation from one
 // configured key.
 //
-// Rounds is 10, FF1's count. Luby and Rackoff's bounds (3 rounds a PRP, 4 a
+// The network has 10 rounds, FF1's count. Luby and Rackoff's bounds (3 rounds a PRP, 4 a
 // strong PRP) hold only up to about 2^(bits/4) queries, weak at 16 bits;
 // the known attacks on small-domain Feistel ciphers (on FF3 and FF1) need
 // many chosen inputs and lose ground with every round, and an observer of
@@ -53,9 +53,9 @@ import (
 	"github.com/leafgo/leaf"
 )
 
-// Rounds is the number of Feistel rounds; even, so that the halves of an
+// rounds is the number of Feistel rounds; even, so that the halves of an
 // odd width end where they started.
-const Rounds = 10
+const rounds = 10
 
 // Key lengths, in bytes. The lower bound is AES-128's key size: a shorter key
 // would be the weakest link. The upper bound only catches a pasted file.
@@ -176,7 +176,7 @@ var blocks = sync.Pool{New: func() any { return new([aes.BlockSize]byte) }}
 func (p *Perm) feistel(x uint64, buf *[aes.BlockSize]byte) uint64 {
 	hi := p.bits - p.lo
 	a, b := x>>p.lo, x&(1<<p.lo-1)
-	for i := range Rounds {
+	for i := range rounds {
 		w := hi // a's width: the high half's in even rounds
 		if i%2 == 1 {
 			w = p.lo
@@ -190,7 +190,7 @@ func (p *Perm) feistel(x uint64, buf *[aes.BlockSize]byte) uint64 {
 func (p *Perm) inverse(y uint64, buf *[aes.BlockSize]byte) uint64 {
 	hi := p.bits - p.lo
 	a, b := y>>p.lo, y&(1<<p.lo-1)
-	for i := Rounds - 1; i >= 0; i-- {
+	for i := rounds - 1; i >= 0; i-- {
 		w := hi
 		if i%2 == 1 {
 			w = p.lo

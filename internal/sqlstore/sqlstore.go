@@ -156,10 +156,10 @@ var (
 	_ leaf.OrderedStore     = (*Store)(nil)
 )
 
-// VersionTable is the change counter's table: one row, id 1. Each store
+// versionTable is the change counter's table: one row, id 1. Each store
 // package creates it with VersionSchema's columns in its own dialect and
 // seeds the row; see leaf.SegmentVersioner.
-const VersionTable = "leaf_alloc_version"
+const versionTable = "leaf_alloc_version"
 
 type queries struct {
 	reserveStored, reserveStep, readBack string
@@ -232,8 +232,8 @@ func New(db *sql.DB, d Dialect, set Settings) *Store {
 		removeReturning: "DELETE FROM leaf_alloc WHERE biz_tag = ? RETURNING max_id",
 		setStart:        "UPDATE leaf_alloc SET max_id = ? WHERE biz_tag = ?",
 
-		version: "SELECT version FROM " + VersionTable + " WHERE id = 1",
-		bump:    "UPDATE " + VersionTable + " SET version = version + 1 WHERE id = 1",
+		version: "SELECT version FROM " + versionTable + " WHERE id = 1",
+		bump:    "UPDATE " + versionTable + " SET version = version + 1 WHERE id = 1",
 
 		shapeLocked: shapeCols + " WHERE biz_tag = ?" + forUpdate,
 		shape:       shapeCols + " WHERE biz_tag = ?",
@@ -830,7 +830,7 @@ func (s *Store) TagsVersion(ctx context.Context) (int64, error) {
 	var v int64
 	err := s.db.QueryRowContext(ctx, s.q.version).Scan(&v)
 	if errors.Is(err, sql.ErrNoRows) {
-		return 0, s.wrap(op, fmt.Errorf("%s has no row; reopening the store seeds it", VersionTable))
+		return 0, s.wrap(op, fmt.Errorf("%s has no row; reopening the store seeds it", versionTable))
 	}
 	if err != nil {
 		return 0, s.wrap(op, err)
