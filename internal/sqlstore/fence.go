@@ -17,14 +17,13 @@ type stripeFence struct {
 	rec   leaf.StripeRecord
 }
 
-// ExpectPlain fences the store's reserves: from now on a reserve commits
+// expectPlain fences the store's reserves: from now on a reserve commits
 // only while the database records no stripe, or one of a store of one
-// database, as Guard accepted when the store opened. A store of one
-// database (mysql.Open, postgres.Open) sets it, so that a `leaf db
-// migrate` run while it is still serving stops it at its next reserve
-// rather than letting it issue its old numbers as IDs next to the new
-// layout's.
-func (t *Stripes) ExpectPlain() {
+// database, as Guard accepted when the store opened (mysql.Open,
+// postgres.Open), so that a `leaf db migrate` run while it is still
+// serving stops it at its next reserve rather than letting it issue its
+// old numbers as IDs next to the new layout's.
+func (t *Stripes) expectPlain() {
 	t.s.fence.Store(&stripeFence{plain: true})
 }
 

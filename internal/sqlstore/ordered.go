@@ -318,13 +318,8 @@ func (s *Store) ReleaseTag(ctx context.Context, tag, owner string, token int64) 
 	var n int64
 	// A retryable error rolled the statement back; a repeat that finds the
 	// lease released already changes nothing.
-	err := s.retry(ctx, func() error {
-		args := append(append([]any{""}, s.nowArgs()...), tag, owner, token)
-		res, err := s.db.ExecContext(ctx, s.o.release, args...)
-		if err != nil {
-			return err
-		}
-		n, err = res.RowsAffected()
+	err := s.retry(ctx, func() (err error) {
+		n, err = s.execCount(ctx, s.o.release, append(append([]any{""}, s.nowArgs()...), tag, owner, token)...)
 		return err
 	})
 	if err != nil {

@@ -142,7 +142,7 @@ type Store struct {
 	backoff  time.Duration
 	closed   atomic.Bool
 	// fence is what leaf_stripe must record for a reserve to commit (see
-	// Stripes.ExpectPlain and Stripes.Expect); nil: no check, as on SQLite,
+	// Stripes.Guard and Stripes.ExpectStripe); nil: no check, as on SQLite,
 	// which has no leaf_stripe.
 	fence atomic.Pointer[stripeFence]
 }
@@ -406,18 +406,24 @@ func (s *Store) giveBackRow(ctx context.Context, op, name string, from, expect i
 	}
 	var n int64
 	// Retrying is safe: the condition max_id = expect makes a repeat a no-op.
-	err := s.retry(ctx, func() error {
-		res, err := s.db.ExecContext(ctx, s.q.giveBack, from, name, expect, name, from)
-		if err != nil {
-			return err
-		}
-		n, err = res.RowsAffected()
+	err := s.retry(ctx, func() (err error) {
+		n, err = s.execCount(ctx, s.q.giveBack, from, name, expect, name, from)
 		return err
 	})
 	if err != nil {
 		return false, s.wrap(op, err)
 	}
 	return n == 1, nil
+}
+
+// execCount runs a statement and answers how many rows it changed (matched,
+// on MySQL: clientFoundRows).
+func (s *Store) execCount(ctx context.Context, query string, args ...any) (int64, error) {
+	res, err := s.db.ExecContext(ctx, query, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
 }
 
 // maxRetryPause caps the bound of a retry's pause.

@@ -111,11 +111,7 @@ func (t *Stripes) WriteStripe(ctx context.Context, rec leaf.StripeRecord) (bool,
 		return false, err
 	}
 	st := rec.Stripe
-	res, err := t.s.db.ExecContext(ctx, t.q.write, int64(st.Index), int64(st.Of), st.Block, rec.Cluster)
-	if err != nil {
-		return false, t.s.wrap(op, err)
-	}
-	n, err := res.RowsAffected()
+	n, err := t.s.execCount(ctx, t.q.write, int64(st.Index), int64(st.Of), st.Block, rec.Cluster)
 	if err != nil {
 		return false, t.s.wrap(op, err)
 	}
@@ -134,12 +130,8 @@ func (t *Stripes) ReplaceStripe(ctx context.Context, old, rec leaf.StripeRecord)
 		return false, err
 	}
 	st, o := rec.Stripe, old.Stripe
-	res, err := t.s.db.ExecContext(ctx, t.q.replace, int64(st.Index), int64(st.Of), st.Block, rec.Cluster,
+	n, err := t.s.execCount(ctx, t.q.replace, int64(st.Index), int64(st.Of), st.Block, rec.Cluster,
 		int64(o.Index), int64(o.Of), o.Block, old.Cluster)
-	if err != nil {
-		return false, t.s.wrap(op, err)
-	}
-	n, err := res.RowsAffected()
 	if err != nil {
 		return false, t.s.wrap(op, err)
 	}
@@ -301,7 +293,8 @@ func (t *Stripes) RaiseTombstone(ctx context.Context, tag string, maxID int64) e
 // Guard refuses a database that records a stripe of a store of several
 // (db_count > 1) to a store opened on it alone: it would issue the IDs of
 // the other databases' stripes as its own. name is the store's and the
-// database's name for the message.
+// database's name for the message. What it accepts must hold at every
+// reserve, not only now, so it then fences the reserves (expectPlain).
 func (t *Stripes) Guard(ctx context.Context, name string) error {
 	rec, ok, err := t.ReadStripe(ctx)
 	if err != nil {
@@ -312,5 +305,6 @@ func (t *Stripes) Guard(ctx context.Context, name string) error {
 			" so on its own it would issue the IDs of the others; list all %d databases, in their recorded order, as the segment store's databases",
 			t.s.d.Name, name, leaf.ErrStripeLayout, rec, rec.Stripe.Of)
 	}
+	t.expectPlain()
 	return nil
 }
