@@ -560,6 +560,18 @@ func (c *counters) add(b *buffer) {
 	}
 }
 
+// fill sets the counters of st, the status of a tag whose state spans
+// several buffers (a periodic tag's periods, an ordered tag's ownerships),
+// to c, and its rate and time until dry to rate's over c.
+func (c *counters) fill(st *leaf.SegmentStatus, rate *ratemeter.Meter, now time.Time) {
+	st.Issued, st.Loads, st.Waits, st.LoadErrors = c.issued, c.loads, c.waits, c.loadErrors
+	st.LoadSeconds, st.GivenBack, st.LoadLatency = c.loadSeconds, c.givenBack, loadHistogram(c.loadLatency)
+	st.Rate, st.SecondsLeft = rate.Rate(now, c.issued), -1
+	if st.Rate > 0 {
+		st.SecondsLeft = float64(st.Remaining) / st.Rate
+	}
+}
+
 // merge adds o to c.
 func (c *counters) merge(o counters) {
 	c.issued += o.issued

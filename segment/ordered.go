@@ -680,12 +680,7 @@ func (o *ordered) status(now time.Time) leaf.SegmentStatus {
 		st.LoadError = a.err.Error()
 	}
 	st.Ordered = true
-	st.Issued, st.Loads, st.Waits, st.LoadErrors = c.issued, c.loads, c.waits, c.loadErrors
-	st.LoadSeconds, st.GivenBack, st.LoadLatency = c.loadSeconds, c.givenBack, loadHistogram(c.loadLatency)
-	st.Rate, st.SecondsLeft = o.rate.Rate(now, c.issued), -1
-	if st.Rate > 0 {
-		st.SecondsLeft = float64(st.Remaining) / st.Rate
-	}
+	c.fill(&st, &o.rate, now)
 	return st
 }
 

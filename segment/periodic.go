@@ -276,12 +276,7 @@ func (p *periodic) status(now time.Time) leaf.SegmentStatus {
 	if l := p.latest(); l != nil {
 		st = l.b.status(now)
 	}
-	st.Issued, st.Loads, st.Waits, st.LoadErrors = c.issued, c.loads, c.waits, c.loadErrors
-	st.LoadSeconds, st.GivenBack, st.LoadLatency = c.loadSeconds, c.givenBack, loadHistogram(c.loadLatency)
-	st.Rate, st.SecondsLeft = p.rate.Rate(now, c.issued), -1
-	if st.Rate > 0 {
-		st.SecondsLeft = float64(st.Remaining) / st.Rate
-	}
+	c.fill(&st, &p.rate, now)
 	return st
 }
 
