@@ -6,7 +6,6 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -58,39 +57,8 @@ func TestMonitorDatabases(t *testing.T) {
 	single := httptest.NewServer(httpapi.New(httpapi.Config{Segment: seg, Tags: st, Logger: logger}))
 	t.Cleanup(single.Close)
 
-	allocCtx, allocCancel := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(browserPath), chromedp.NoSandbox, chromedp.DisableGPU)...)
-	t.Cleanup(allocCancel)
-	tabCtx, tabCancel := chromedp.NewContext(allocCtx)
-	t.Cleanup(tabCancel)
-	p := &page{t: t, ctx: tabCtx}
-	// Reading the console starts the browser on the tab's own context, so
-	// that the shorter contexts of each step do not end it; the page's
-	// script errors fail the test.
-	var (
-		mu       sync.Mutex
-		problems []string
-	)
-	console := chromedp.Console(tabCtx)
-	go func() {
-		for m, err := range console {
-			if err != nil {
-				return
-			}
-			if m.IsException() || m.Type == chromedp.ConsoleError && m.Source != "network" {
-				mu.Lock()
-				problems = append(problems, m.String())
-				mu.Unlock()
-			}
-		}
-	}()
-	defer func() {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, m := range problems {
-			t.Errorf("the page's console: %s", m)
-		}
-	}()
+	p := openTab(t, ctx, browserPath)
+	defer p.checkConsole()
 
 	p.do("open the page of a multi-database store",
 		chromedp.Navigate(multi.URL+"/monitor/"),

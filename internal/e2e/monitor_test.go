@@ -61,6 +61,54 @@ func chromium(t *testing.T) string {
 type page struct {
 	t   *testing.T
 	ctx context.Context // the tab's context, bounded by the test's deadline
+
+	mu       sync.Mutex
+	problems []string // the page's script errors so far
+}
+
+// openTab starts the browser at browserPath and opens a tab, within ctx.
+// Cancelling the allocator kills the browser (and any child process left)
+// and waits for that; cleanups run last-in first-out, so the tab closes
+// first. Reading the console starts the browser on the tab's own context,
+// so that the shorter contexts of each step do not end it.
+func openTab(t *testing.T, ctx context.Context, browserPath string) *page {
+	t.Helper()
+	allocCtx, allocCancel := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(browserPath),
+		chromedp.NoSandbox, // tests run as root, where Chromium's sandbox cannot start
+		chromedp.DisableGPU,
+		chromedp.WindowSize(1440, 900),
+	)...)
+	t.Cleanup(allocCancel)
+	tabCtx, tabCancel := chromedp.NewContext(allocCtx)
+	t.Cleanup(tabCancel)
+	p := &page{t: t, ctx: tabCtx}
+	// Collect the page's script errors (uncaught exceptions, console.error,
+	// CSP violations). Failed requests are logged by the browser too; those
+	// the test provokes itself (the 400 of a bad ID) are not errors.
+	console := chromedp.Console(tabCtx)
+	go func() {
+		for m, err := range console {
+			if err != nil {
+				return
+			}
+			if m.IsException() || m.Type == chromedp.ConsoleError && m.Source != "network" {
+				p.mu.Lock()
+				p.problems = append(p.problems, m.String())
+				p.mu.Unlock()
+			}
+		}
+	}()
+	return p
+}
+
+// checkConsole fails the test for every script error the page logged.
+func (p *page) checkConsole() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, m := range p.problems {
+		p.t.Errorf("the page's console: %s", m)
+	}
 }
 
 // do runs actions, failing the test on error.
@@ -221,40 +269,8 @@ func TestMonitorPage(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 
-	// The browser. Cancelling the allocator kills it (and any child process
-	// left) and waits for that; cleanups run last-in first-out, so the tab
-	// closes first.
-	allocCtx, allocCancel := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(browserPath),
-		chromedp.NoSandbox, // tests run as root, where Chromium's sandbox cannot start
-		chromedp.DisableGPU,
-		chromedp.WindowSize(1440, 900),
-	)...)
-	t.Cleanup(allocCancel)
-	tabCtx, tabCancel := chromedp.NewContext(allocCtx)
-	t.Cleanup(tabCancel)
-	p := &page{t: t, ctx: tabCtx}
-
-	// Collect the page's script errors (uncaught exceptions, console.error,
-	// CSP violations). Failed requests are logged by the browser too; those
-	// the test provokes itself (the 400 of a bad ID) are not errors.
-	var (
-		mu       sync.Mutex
-		problems []string
-	)
-	console := chromedp.Console(tabCtx)
-	go func() {
-		for m, err := range console {
-			if err != nil {
-				return
-			}
-			if m.IsException() || m.Type == chromedp.ConsoleError && m.Source != "network" {
-				mu.Lock()
-				problems = append(problems, m.String())
-				mu.Unlock()
-			}
-		}
-	}()
+	p := openTab(t, ctx, browserPath)
+	tabCtx := p.ctx
 
 	shot := func(name string, of ...string) {
 		capture := chromedp.FullScreenshot(100) // 100: PNG
@@ -647,11 +663,7 @@ func TestMonitorPage(t *testing.T) {
 	p.waitCharts(func(lines map[string]string) bool { return strings.Count(lines["ids segment"], "L") >= 2 })
 	shot("monitor-token.png")
 
-	mu.Lock()
-	defer mu.Unlock()
-	for _, m := range problems {
-		t.Errorf("browser console: %s", m)
-	}
+	p.checkConsole()
 }
 
 // waitCharts waits, at most 15 s, until ok accepts the charts' lines, and
