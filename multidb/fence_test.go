@@ -271,13 +271,7 @@ func TestFenceHammer(t *testing.T) {
 						t.Errorf("%s reserve: %v", key, err)
 						return
 					}
-					if r.Stripe.Striped() {
-						mine = append(mine, ids(t, r)...)
-					} else {
-						for id := r.Start(); id < r.MaxID; id++ {
-							mine = append(mine, id)
-						}
-					}
+					mine = append(mine, ids(t, r)...)
 				}
 				mu.Lock()
 				all[key] = append(all[key], mine...)
@@ -441,13 +435,7 @@ func TestMigrateWhileReserving(t *testing.T) {
 								}
 								return
 							}
-							if r.Stripe.Striped() {
-								mine = append(mine, ids(t, r)...)
-							} else {
-								for id := r.Start(); id < r.MaxID; id++ {
-									mine = append(mine, id)
-								}
-							}
+							mine = append(mine, ids(t, r)...)
 						}
 					})
 				}

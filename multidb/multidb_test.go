@@ -726,13 +726,7 @@ func drain(t *testing.T, s leaf.SegmentStore, tag string, n int) []int64 {
 		if err != nil {
 			t.Fatalf("reserve %s: %v", tag, err)
 		}
-		if r.Stripe.Striped() {
-			out = append(out, ids(t, r)...)
-		} else {
-			for id := r.Start(); id < r.MaxID; id++ {
-				out = append(out, id)
-			}
-		}
+		out = append(out, ids(t, r)...)
 	}
 	return out
 }
