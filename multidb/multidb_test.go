@@ -405,8 +405,8 @@ func TestLayoutRefused(t *testing.T) {
 			create(t, st.(leaf.SegmentAdmin), "x", 0, 10)
 			st.Close()
 		}
-		other := open(t, k, newDBs(t, k, 2), testOptions()) // another cluster's
-		_ = other
+		otherDSNs := newDBs(t, k, 3)
+		open(t, k, otherDSNs, testOptions()) // another cluster's
 		cases := []struct {
 			name string
 			list []string
@@ -417,6 +417,8 @@ func TestLayoutRefused(t *testing.T) {
 			{"fewer", abc[:2], "the list makes it database 0 of 2"},
 			{"more", append(append([]string{}, abc...), dsns[3]), "record a stripe and [db3] do not"},
 			{"duplicate", []string{abc[0], abc[0], abc[2]}, "list position 1"},
+			// Same index and count as position 1 wants: only the cluster differs.
+			{"another cluster's", []string{abc[0], otherDSNs[1], abc[2]}, "(list position 1) records that it is database 1 of 3"},
 			{"used without record", []string{used, dsns[3]}, "leaf db migrate"},
 		}
 		for _, c := range cases {
