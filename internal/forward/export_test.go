@@ -3,9 +3,14 @@ package forward
 import "time"
 
 // Waiting is how many requests for tag are queued, the call in flight's
-// included.
+// included. It makes no queue: one made here would stand in the map for
+// the tag's next requests.
 func (f *Forwarder) Waiting(tag string) int {
-	q := f.queue(tag)
+	v, ok := f.queues.Load(tag)
+	if !ok {
+		return 0
+	}
+	q := v.(*tagQueue)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return len(q.waiting)
