@@ -141,6 +141,9 @@ type Store struct {
 	attempts int
 	backoff  time.Duration
 	closed   atomic.Bool
+	// forShare is the dialect's shared row lock clause ("" without
+	// locking reads), for the statements that read under it.
+	forShare string
 	// fence is what leaf_stripe must record for a reserve to commit (see
 	// Stripes.Guard and Stripes.ExpectStripe); nil: no check, as on SQLite,
 	// which has no leaf_stripe.
@@ -270,7 +273,7 @@ func New(db *sql.DB, d Dialect, set Settings) *Store {
 			*p = Rebind(*p)
 		}
 	}
-	return &Store{db: db, d: d, q: q, o: newOwnerQueries(d, forUpdate), attempts: set.MaxAttempts, backoff: set.RetryBackoff}
+	return &Store{db: db, d: d, q: q, o: newOwnerQueries(d, forUpdate), forShare: forShare, attempts: set.MaxAttempts, backoff: set.RetryBackoff}
 }
 
 // Rebind turns ? placeholders into $1, $2, ... . The statements here have

@@ -58,12 +58,8 @@ func NewStripes(s *Store) *Stripes {
 		raiseTombstone: "INSERT INTO leaf_alloc_tombstone (biz_tag, max_id, deleted_at) VALUES (?, ?, CURRENT_TIMESTAMP)" +
 			" ON CONFLICT (biz_tag) DO UPDATE SET max_id = CASE WHEN excluded.max_id > leaf_alloc_tombstone.max_id THEN excluded.max_id ELSE leaf_alloc_tombstone.max_id END",
 	}
-	// Shared row locks: see LockedAllocs. MariaDB has no FOR SHARE.
-	share := " FOR SHARE"
-	if s.d.OnDuplicateKey {
-		share = " LOCK IN SHARE MODE"
-	}
-	q.lockedAllocs = "SELECT biz_tag, max_id, step, description, update_time FROM leaf_alloc WHERE " + notPeriod + share
+	// Shared row locks: see LockedAllocs.
+	q.lockedAllocs = "SELECT biz_tag, max_id, step, description, update_time FROM leaf_alloc WHERE " + notPeriod + s.forShare
 	if s.d.OnDuplicateKey {
 		// The raises name the value twice rather than VALUES(), which MySQL
 		// 8.0.20 deprecates and MariaDB keeps.
