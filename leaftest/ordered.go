@@ -164,6 +164,23 @@ func (s storeSuite) orderedMark(t *testing.T, open Opener) {
 	s.wantRange(t, s.reserve(t, st, "m", 0), 1, 10, 10)
 }
 
+// orderedShaped: a tag with a shape (a period, a format, opaque IDs) cannot
+// be marked ordered: the store refuses it, as the generator does.
+func (s storeSuite) orderedShaped(t *testing.T, open Opener) {
+	ctx := t.Context()
+	st, _ := s.open(t, open)
+	sh := s.shaper(t, st)
+	os := s.ordered(t, st)
+	if err := sh.CreateShapedTag(ctx, leaf.Alloc{Tag: "daily", Step: 10}, leaf.TagShape{Period: leaf.PeriodDay}); err != nil {
+		t.Fatal(err)
+	}
+	s.wantErr(t, "SetOrdered(daily, true)", os.SetOrdered(ctx, "daily", true), leaf.ErrOrderedTag)
+	s.notOrdered(t, os, "daily")
+	if err := os.SetOrdered(ctx, "daily", false); err != nil {
+		t.Errorf("SetOrdered(daily, false): %v", err)
+	}
+}
+
 // orderedNotFound: a tag without a leaf_alloc row cannot be marked, has no
 // lease to take, renew or release.
 func (s storeSuite) orderedNotFound(t *testing.T, open Opener) {

@@ -74,6 +74,7 @@ func TestSegmentStore(t *testing.T, newDB func(t *testing.T) func() (leaf.Segmen
 		{"PeriodConcurrent", s.periodConcurrent},
 		{"OrderedMark", s.orderedMark},
 		{"OrderedNotFound", s.orderedNotFound},
+		{"OrderedShaped", s.orderedShaped},
 		{"OrderedAcquire", s.orderedAcquire},
 		{"OrderedExpiry", s.orderedExpiry},
 		{"OrderedRenew", s.orderedRenew},

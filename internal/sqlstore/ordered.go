@@ -383,6 +383,15 @@ func (s *Store) setOrderedOnce(ctx context.Context, tag string, ordered bool) er
 			if err != nil {
 				return fmt.Errorf("read the tag's row: %w", err)
 			}
+			// A shape is written only with the tag's row, which the read
+			// above holds: what it reads stands until the commit.
+			shape, _, err := scanShape(tx.QueryRowContext(ctx, s.q.shape, tag))
+			if err != nil {
+				return fmt.Errorf("read the tag's shape: %w", err)
+			}
+			if !shape.IsPlain() {
+				return fmt.Errorf("the tag's shape is %s: %w", shape, leaf.ErrOrderedTag)
+			}
 			args := append([]any{tag, ""}, s.nowArgs()...)
 			if _, err = tx.ExecContext(ctx, s.o.mark, args...); err != nil {
 				return fmt.Errorf("add the lease: %w", err)
