@@ -152,8 +152,9 @@ func (s storeSuite) orderedMark(t *testing.T, open Opener) {
 	}
 	_, err := os.AcquireTag(ctx, "m", ownerA, longTTL)
 	s.wantErr(t, "AcquireTag on an unmarked tag", err, leaf.ErrTagNotFound)
-	// Marked again, the row starts over: no owner, token 0 (see
-	// sqlstore's note on why a token may come back after a new row).
+	// Marked again, the row starts over with no owner. Its token may start
+	// over too (the SQL stores) or go on (inmem): a token guards no IDs,
+	// see leaf.TagLease.Token.
 	if err := os.SetOrdered(ctx, "m", true); err != nil {
 		t.Fatalf("SetOrdered(m, true) after unmarking: %v", err)
 	}
