@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -117,6 +118,24 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
+// WithOwnerRouting turns routing to owners on (the default) or off. An
+// ordered tag's IDs are issued by one server, its owner, and the others
+// forward its requests there. A forwarded answer names the owner (header
+// Leaf-Owner); with routing on, when that URL is one of the client's
+// endpoints, the tag's next calls try it first, whatever its zone, since
+// any other server would forward them to it anyway. This spares the
+// forward, a second hop per call. The
+// preference is only an order: when the owner fails or hands the tag on,
+// the call goes on as for any tag, and the next forwarded answer names the
+// new owner. Routing needs the endpoints listed as the servers advertise
+// themselves (server.advertise_url).
+func WithOwnerRouting(on bool) Option {
+	return func(c *Client) error {
+		c.noOwners = !on
+		return nil
+	}
+}
+
 // Client calls a cluster of leaf servers over the /v2 JSON API, failing
 // over from one to the next. It is safe for concurrent use.
 type Client struct {
@@ -135,7 +154,31 @@ type Client struct {
 	// away is set while calls are answered from other zones than the own:
 	// the warning is logged once per trip, not once per call.
 	away atomic.Bool
+
+	noOwners bool           // WithOwnerRouting(false)
+	byBase   map[string]int // ownerKey(base) → index in eps
+	// owners maps an ordered tag to its owner (ownerHint), as the last
+	// forwarded answer named it. Bounded by maxOwners: past it, it starts
+	// over (a forward teaches it again).
+	owners  sync.Map
+	nOwners atomic.Int32
 }
+
+// ownerHint is an ordered tag's owner: its index in eps, until a time.
+type ownerHint struct {
+	i     int
+	until int64 // Unix ns
+}
+
+// maxOwners bounds the ordered tags whose owners a Client remembers;
+// ownerTTL is how long one is remembered. The owner's own answers do not
+// say the tag is still ordered: a tag made plain again would otherwise
+// keep all its calls on one server. Once the hint lapses, the next
+// forwarded answer names the owner again.
+const (
+	maxOwners = 4096
+	ownerTTL  = 30 * time.Second
+)
 
 // endpoint is one server.
 type endpoint struct {
@@ -179,6 +222,10 @@ func newClient(endpoints []Endpoint, opts []Option) (*Client, error) {
 		}
 		seen[base] = true
 		c.eps = append(c.eps, &endpoint{base: base, zone: e.Zone})
+	}
+	c.byBase = make(map[string]int, len(c.eps))
+	for i, ep := range c.eps {
+		c.byBase[ownerKey(ep.base)] = i
 	}
 	c.attempts = max(3, len(c.eps)+1)
 	// Start the rotation at a random server, so that many processes
@@ -290,7 +337,7 @@ func (c *Client) next(ctx context.Context, tag string) (idAnswer, error) {
 	if err := leaf.ValidateTag(tag); err != nil {
 		return r, fmt.Errorf("leaf client: %w", err)
 	}
-	err := c.call(ctx, http.MethodPost, "/v2/segment/"+tag, func(body []byte) error {
+	err := c.call(ctx, http.MethodPost, "/v2/segment/"+tag, tag, func(body []byte) error {
 		r = idAnswer{}
 		if err := json.Unmarshal(body, &r); err != nil {
 			return err
@@ -366,7 +413,7 @@ func (c *Client) nextIDs(ctx context.Context, tag string, n int) (idsAnswer, err
 	if err := leaf.ValidateCount(n); err != nil {
 		return r, fmt.Errorf("leaf client: %w", err)
 	}
-	err := c.call(ctx, http.MethodPost, "/v2/segment/"+tag+"/batch?count="+strconv.Itoa(n), func(body []byte) error {
+	err := c.call(ctx, http.MethodPost, "/v2/segment/"+tag+"/batch?count="+strconv.Itoa(n), tag, func(body []byte) error {
 		r = idsAnswer{}
 		if err := json.Unmarshal(body, &r); err != nil {
 			return err
@@ -415,7 +462,7 @@ func (c *Client) RangeWithPeriod(ctx context.Context, tag string, n int) (start,
 		Count  int64  `json:"count"`
 		Period string `json:"period"`
 	}
-	err = c.call(ctx, http.MethodPost, "/v2/segment/"+tag+"/range?count="+strconv.Itoa(n), func(body []byte) error {
+	err = c.call(ctx, http.MethodPost, "/v2/segment/"+tag+"/range?count="+strconv.Itoa(n), "", func(body []byte) error {
 		r.Period = ""
 		if err := json.Unmarshal(body, &r); err != nil {
 			return err
@@ -439,7 +486,7 @@ func (c *Client) SnowflakeID(ctx context.Context) (int64, error) {
 	var r struct {
 		ID int64 `json:"id"`
 	}
-	err := c.call(ctx, http.MethodPost, "/v2/snowflake", func(body []byte) error {
+	err := c.call(ctx, http.MethodPost, "/v2/snowflake", "", func(body []byte) error {
 		if err := json.Unmarshal(body, &r); err != nil {
 			return err
 		}
@@ -457,7 +504,7 @@ func (c *Client) SnowflakeIDs(ctx context.Context, n int) ([]int64, error) {
 	var r struct {
 		IDs []int64 `json:"ids"`
 	}
-	err := c.call(ctx, http.MethodPost, "/v2/snowflake/batch?count="+strconv.Itoa(n), func(body []byte) error {
+	err := c.call(ctx, http.MethodPost, "/v2/snowflake/batch?count="+strconv.Itoa(n), "", func(body []byte) error {
 		r.IDs = nil
 		if err := json.Unmarshal(body, &r); err != nil {
 			return err
@@ -481,7 +528,7 @@ func (c *Client) Decode(ctx context.Context, id int64) (leaf.SnowflakeParts, err
 		Sequence    int64 `json:"sequence"`
 	}
 	var r answer
-	err := c.call(ctx, http.MethodGet, "/v2/snowflake/decode/"+strconv.FormatInt(id, 10), func(body []byte) error {
+	err := c.call(ctx, http.MethodGet, "/v2/snowflake/decode/"+strconv.FormatInt(id, 10), "", func(body []byte) error {
 		r = answer{} // a retry decodes into a clean value
 		if err := json.Unmarshal(body, &r); err != nil {
 			return err
@@ -517,8 +564,10 @@ func (e *badAnswerError) Unwrap() error { return e.err }
 // after the others. Once every server has failed in this call, it pauses
 // before the next round: a random time below 50ms, a bound that doubles per
 // round up to 1s (full jitter), or the servers' Retry-After up to 1s if
-// longer. A 4xx is returned at once. decode parses a 200 body.
-func (c *Client) call(ctx context.Context, method, path string, decode func([]byte) error) error {
+// longer. A 4xx is returned at once. decode parses a 200 body. For the ID
+// calls of a segment tag, tag is the tag: an ordered tag's known owner is
+// tried first (WithOwnerRouting); else "".
+func (c *Client) call(ctx context.Context, method, path, tag string, decode func([]byte) error) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("leaf client: %s %s: %w", method, path, err)
 	}
@@ -535,6 +584,10 @@ func (c *Client) call(ctx context.Context, method, path string, decode func([]by
 	pause := backoff.Backoff{Base: firstRetryWait, Max: maxRetryWait}
 	var retryAfter time.Duration // the largest asked for in this round
 	left := n                    // servers not yet tried in this round
+	owner := -1                  // the tag's owner, tried first
+	if tag != "" && c.nOwners.Load() > 0 {
+		owner = c.ownerOf(tag)
+	}
 	for attempt := 0; attempt < c.attempts; attempt++ {
 		if left == 0 {
 			// A server's Retry-After is a floor; the jitter is ours.
@@ -549,22 +602,35 @@ func (c *Client) call(ctx context.Context, method, path string, decode func([]by
 			clear(tried)
 			left, retryAfter = n, 0
 		}
-		i := c.pick(rot, tried)
+		i := owner
+		if i < 0 || attempt > 0 || c.eps[i].downUntil.Load() > time.Now().UnixNano() {
+			i = c.pick(rot, tried)
+		}
 		tried[i] = true
 		left--
 		ep := c.eps[i]
 		ep.requests.Add(1)
-		err := c.attempt(ctx, ep, method, path, decode)
+		named, err := c.attempt(ctx, ep, method, path, decode)
 		if err == nil {
 			if ep.downUntil.Load() != 0 {
 				ep.downUntil.Store(0)
 			}
-			if c.zone != "" {
+			if named != "" && tag != "" && !c.noOwners {
+				c.noteOwner(tag, named)
+			}
+			if c.zone != "" && i != owner {
+				// An owner answers from wherever it runs: that says
+				// nothing of the client's zone.
 				c.noteZone(ep)
 			}
 			return nil
 		}
 		last = err
+		if i == owner {
+			// Whoever owns the tag now, the next forwarded answer says.
+			c.forgetOwner(tag)
+			owner = -1
+		}
 		if ctx.Err() != nil {
 			// The caller's context, not the attempt's timeout.
 			return err
@@ -633,38 +699,90 @@ func (c *Client) markDown(ep *endpoint, err error, se *Error) {
 }
 
 // attempt sends one request to one server, bounded by the per-attempt
-// timeout, and decodes a 200 body.
-func (c *Client) attempt(ctx context.Context, ep *endpoint, method, path string, decode func([]byte) error) error {
+// timeout, and decodes a 200 body. owner is the owner of an ordered tag
+// that a forwarded answer names (Leaf-Owner), or that answered after a
+// redirect; else "".
+func (c *Client) attempt(ctx context.Context, ep *endpoint, method, path string, decode func([]byte) error) (owner string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	u := ep.base + path
 	req, err := http.NewRequestWithContext(ctx, method, u, nil)
 	if err != nil {
-		return fmt.Errorf("leaf client: %w", err)
+		return "", fmt.Errorf("leaf client: %w", err)
 	}
 	req.Header["Accept"] = acceptJSON
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return fmt.Errorf("leaf client: %w", err) // *url.Error names method and URL
+		return "", fmt.Errorf("leaf client: %w", err) // *url.Error names method and URL
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
 	resp.Body.Close()
 	if err != nil {
-		return fmt.Errorf("leaf client: %s %s: reading the answer: %w", method, u, err)
+		return "", fmt.Errorf("leaf client: %s %s: reading the answer: %w", method, u, err)
 	}
 	if len(body) > maxBody {
 		err = fmt.Errorf("answer is over %d bytes", maxBody)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return answerError(method, u, resp, body)
+		return "", answerError(method, u, resp, body)
 	}
 	if err == nil {
 		err = decode(body)
 	}
 	if err != nil {
-		return &badAnswerError{method, u, err}
+		return "", &badAnswerError{method, u, err}
 	}
-	return nil
+	if v := resp.Header[ownerHeader]; len(v) > 0 {
+		owner = v[0]
+	} else if to := resp.Request.URL; to.Host != req.URL.Host || to.Scheme != req.URL.Scheme {
+		// Redirected (a server answering an ordered tag's requests with
+		// the owner's URL, server.ordered_redirect): the owner answered.
+		owner = to.Scheme + "://" + to.Host
+	}
+	return owner, nil
+}
+
+// ownerHeader is forward.OwnerHeader, in canonical form.
+const ownerHeader = "Leaf-Owner"
+
+// ownerKey is how an endpoint's base URL and an owner's advertised URL are
+// compared: scheme and host are case-insensitive, a trailing slash is
+// nothing.
+func ownerKey(u string) string { return strings.ToLower(strings.TrimRight(u, "/")) }
+
+// ownerOf is the index of tag's owner among the endpoints, or -1.
+func (c *Client) ownerOf(tag string) int {
+	v, ok := c.owners.Load(tag)
+	if !ok {
+		return -1
+	}
+	if h := v.(ownerHint); time.Now().UnixNano() < h.until {
+		return h.i
+	}
+	c.forgetOwner(tag)
+	return -1
+}
+
+// noteOwner learns tag's owner from an answer that names it.
+func (c *Client) noteOwner(tag, named string) {
+	j, ok := c.byBase[ownerKey(named)]
+	if !ok {
+		// An owner the client cannot call (another URL than the ones it
+		// was given): the servers keep forwarding.
+		c.forgetOwner(tag)
+		return
+	}
+	if _, loaded := c.owners.Swap(tag, ownerHint{j, time.Now().Add(ownerTTL).UnixNano()}); !loaded && c.nOwners.Add(1) > maxOwners {
+		c.owners.Clear()
+		c.nOwners.Store(0)
+	}
+}
+
+// forgetOwner drops tag's owner.
+func (c *Client) forgetOwner(tag string) {
+	if _, loaded := c.owners.LoadAndDelete(tag); loaded {
+		c.nOwners.Add(-1)
+	}
 }
 
 var acceptJSON = []string{"application/json"}

@@ -118,4 +118,8 @@
 // Range refuses an ordered tag, and a Buffered fails with ErrOrderedTag
 // (matching leaf.ErrOrderedTag): a client's cache would hand the IDs out
 // of order.
+//
+// A forwarded answer names the owner (header Leaf-Owner). When it is one of
+// the endpoints, the Client calls it first for the tag from then on, in any
+// zone, sparing the forward: see WithOwnerRouting.
 package client

@@ -12,3 +12,14 @@ func SetClock(b *Buffered, now func() time.Time) {
 	b.now = now
 	b.mu.Unlock()
 }
+
+// LapseOwners makes every ordered tag's known owner lapse, as ownerTTL
+// after it was learnt.
+func LapseOwners(c *Client) {
+	c.owners.Range(func(k, v any) bool {
+		h := v.(ownerHint)
+		h.until = 0
+		c.owners.Store(k, h)
+		return true
+	})
+}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -27,7 +29,7 @@ func (l *lateHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // orderedServer is a server on store as leaf serve wires one: forwarding
 // the ordered tags it does not own, or with redirect, answering 307.
-func orderedServer(t *testing.T, store *inmem.SegmentStore, i int, redirect bool) *server {
+func orderedServer(t *testing.T, store *inmem.SegmentStore, i int, redirect bool) (*server, *segment.Generator) {
 	t.Helper()
 	lh := &lateHandler{}
 	s := serveHandler(t, lh)
@@ -44,7 +46,7 @@ func orderedServer(t *testing.T, store *inmem.SegmentStore, i int, redirect bool
 	}
 	var h http.Handler = httpapi.New(httpapi.Config{Segment: seg, Logger: testutil.Logger()})
 	lh.h.Store(&h)
-	return s
+	return s, gen
 }
 
 // TestOrderedTag: the client takes an ordered tag's IDs from any server,
@@ -57,10 +59,12 @@ func TestOrderedTag(t *testing.T) {
 	if err := store.SetOrdered(ctx, "seq", true); err != nil {
 		t.Fatal(err)
 	}
-	a := orderedServer(t, store, 0, false)
-	b := orderedServer(t, store, 1, false)
-	r := orderedServer(t, store, 2, true)
-	c := newClient(t, []string{a.URL, b.URL, r.URL})
+	a, _ := orderedServer(t, store, 0, false)
+	b, _ := orderedServer(t, store, 1, false)
+	r, _ := orderedServer(t, store, 2, true)
+	// Without routing to the owner, so that the calls go through the
+	// forwards and the redirects.
+	c := newClient(t, []string{a.URL, b.URL, r.URL}, client.WithOwnerRouting(false))
 
 	// Round robin over the three, one call after the other: the IDs
 	// strictly increase, whoever owns the tag.
@@ -96,5 +100,148 @@ func TestOrderedTag(t *testing.T) {
 		if _, err := buf.Next(ctx); !errors.Is(err, client.ErrOrderedTag) || !errors.Is(err, leaf.ErrOrderedTag) {
 			t.Fatalf("Buffered.Next: %v, want ErrOrderedTag", err)
 		}
+	}
+}
+
+// TestOrderedOwnerRouting: a client given every server sends an ordered
+// tag's calls to its owner once a forwarded answer has named it, sparing the
+// forward, and the IDs keep their order; when the owner goes away, the
+// client finds the next one; with routing off, calls spread as for any tag.
+func TestOrderedOwnerRouting(t *testing.T) {
+	t.Parallel()
+	ctx := testutil.Context(t, time.Minute)
+	store := newStore(t, 1000, "seq")
+	if err := store.SetOrdered(ctx, "seq", true); err != nil {
+		t.Fatal(err)
+	}
+	var srvs [3]*server
+	var gens [3]*segment.Generator
+	urls := make([]string, 3)
+	for i := range srvs {
+		srvs[i], gens[i] = orderedServer(t, store, i, false)
+		urls[i] = srvs[i].URL
+	}
+	// The first server issues the first ID, and so owns the tag.
+	if _, err := gens[0].NextID(ctx, "seq"); err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, urls)
+	requests := func(c *client.Client) []uint64 {
+		var n []uint64
+		for _, e := range c.Stats().Endpoints {
+			n = append(n, e.Requests)
+		}
+		return n
+	}
+
+	// Concurrent callers: until a forwarded answer names the owner, calls
+	// go round robin; after it, to the owner.
+	const workers, each = 8, 100
+	var clock atomic.Int64
+	answers := make([][]testutil.Answer, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range each {
+				a := testutil.Answer{Sent: clock.Add(1)}
+				var err error
+				if i%3 == 0 {
+					a.IDs, err = c.NextIDs(ctx, "seq", 3)
+				} else {
+					var id int64
+					id, err = c.NextID(ctx, "seq")
+					a.IDs = []int64{id}
+				}
+				a.Received = clock.Add(1)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				answers[w] = append(answers[w], a)
+			}
+		})
+	}
+	wg.Wait()
+	testutil.CheckOrdered(t, slices.Concat(answers...))
+	got := requests(c)
+	if away := got[1] + got[2]; got[0] != workers*each-away || away > 3*workers {
+		t.Errorf("requests per server %v: want all but the few sent before the owner was known (at most %d) at the owner, the first", got, 3*workers)
+	}
+
+	// The owner goes away (its lease released): the next calls fail over,
+	// and once the tag's new owner is named, go to it.
+	srvs[0].Close()
+	if err := gens[0].Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var last int64
+	for _, a := range slices.Concat(answers...) {
+		last = max(last, slices.Max(a.IDs))
+	}
+	next := func(k int) {
+		t.Helper()
+		for range k {
+			id, err := c.NextID(ctx, "seq")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if id <= last {
+				t.Fatalf("%d after %d: want increasing", id, last)
+			}
+			last = id
+		}
+	}
+	next(20)
+	owner := -1
+	for i := 1; i < 3; i++ {
+		if _, err := gens[i].NextID(ctx, "seq"); err == nil {
+			owner = i
+		}
+	}
+	if owner < 0 {
+		t.Fatal("neither remaining server owns the tag")
+	}
+	before := requests(c)
+	next(50)
+	after := requests(c)
+	if d := after[owner] - before[owner]; d != 50 {
+		t.Errorf("the new owner (server %d) got %d of the last 50 calls, want all: requests per server %v", owner, d, after)
+	}
+
+	// A known owner lapses (the tag may have been made plain since): the
+	// calls spread again until a forwarded answer names the owner anew.
+	client.LapseOwners(c)
+	next(10)
+	before = requests(c)
+	if away := before[0] + before[3-owner] - after[0] - after[3-owner]; away == 0 {
+		t.Errorf("after the owner lapsed, no call went elsewhere: requests per server %v", before)
+	}
+	next(10)
+	if d := requests(c)[owner] - before[owner]; d != 10 {
+		t.Errorf("the owner, named again, got %d of the next 10 calls, want all", d)
+	}
+
+	// Routing off: the calls go round robin, as for any tag.
+	off := newClient(t, urls[1:], client.WithOwnerRouting(false))
+	for range 40 {
+		if _, err := off.NextID(ctx, "seq"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := requests(off); got[0] != 20 || got[1] != 20 {
+		t.Errorf("with routing off, requests per server %v, want 20 each", got)
+	}
+
+	// A server that redirects to the owner: after the first call, the
+	// client calls the owner itself.
+	r, _ := orderedServer(t, store, 3, true)
+	viaRedirect := newClient(t, []string{r.URL, urls[owner]})
+	for range 20 {
+		if _, err := viaRedirect.NextID(ctx, "seq"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := requests(viaRedirect); got[0] != 1 || got[1] != 19 {
+		t.Errorf("through a redirecting server, requests per server %v, want the first at it and the rest at the owner", got)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/forward"
 	"github.com/leafgo/leaf/internal/idformat"
 )
 
@@ -68,13 +69,15 @@ func (s *Server) v2SegmentID(w http.ResponseWriter, r *http.Request) error {
 	if r.Method == http.MethodHead {
 		return s.v2Head(w, r, s.segmentTagKnown(r.Context(), tag))
 	}
-	id, period, err := s.seg.NextIDPeriod(r.Context(), tag)
+	var owner forward.OwnerNote
+	id, period, err := s.seg.NextIDPeriod(forward.WithOwnerNote(r.Context(), &owner), tag)
 	if err == nil {
 		err = checkID(id)
 	}
 	if err != nil {
 		return err
 	}
+	setOwner(w, owner.URL)
 	// After the ID: the generator read the shape at the tag's first load,
 	// so this is from memory, and a failing store fails the request as the
 	// generator words it.
@@ -96,6 +99,14 @@ func (s *Server) v2SegmentID(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeBody(w, r, http.StatusOK, appJSON, append(b, "}\n"...))
 	return nil
+}
+
+// setOwner names the owner of an ordered tag on an answer whose IDs were
+// forwarded to it (forward.OwnerHeader), for clients that route to owners.
+func setOwner(w http.ResponseWriter, url string) {
+	if url != "" {
+		w.Header()[forward.OwnerHeader] = []string{url}
+	}
 }
 
 // v2Head answers HEAD on a /v2 ID route, which the mux hands to the GET
@@ -163,7 +174,8 @@ func (s *Server) v2SegmentBatch(w http.ResponseWriter, r *http.Request) error {
 		return s.v2Head(w, r, s.segmentTagKnown(r.Context(), tag))
 	}
 	p := idBufs.Get().(*[]int64)
-	ids, period, err := s.seg.NextIDsPeriod(r.Context(), tag, n, (*p)[:0])
+	var owner forward.OwnerNote
+	ids, period, err := s.seg.NextIDsPeriod(forward.WithOwnerNote(r.Context(), &owner), tag, n, (*p)[:0])
 	if err == nil {
 		err = checkIDs(ids, n)
 	}
@@ -171,6 +183,7 @@ func (s *Server) v2SegmentBatch(w http.ResponseWriter, r *http.Request) error {
 		idBufs.Put(p)
 		return err
 	}
+	setOwner(w, owner.URL)
 	defer putIDs(p, ids)
 	shape, err := s.seg.TagShape(r.Context(), tag) // from memory: see v2SegmentID
 	if err != nil {

@@ -13,6 +13,11 @@
 # grows with the concurrency: B batches the requests that wait while a
 # call to A is in flight, so the more clients, the more requests share a
 # call. Loopback only; only the processes started here are stopped, by PID.
+#
+# Then the same through the Go client (package client, 'leaf bench' with
+# both servers listed, B first): the plain tag's requests spread over both
+# servers; the ordered tag's go to B until a forwarded answer names A as
+# the owner (Leaf-Owner), then to A directly (client.WithOwnerRouting).
 #   scripts/bench-ordered.sh                        # DURATION=5s, ROUNDS=3, CONCURRENCY="8 32 64"
 #   DURATION=2s ROUNDS=1 CONCURRENCY=32 scripts/bench-ordered.sh
 # MariaDB: MYSQL_HOST (127.0.0.1), MYSQL_PORT (3306), MYSQL_USER (root),
@@ -64,8 +69,8 @@ done
 curl -fs "http://127.0.0.1:$PORT_A/api/segment/get/ordered" >/dev/null
 curl -fs "http://127.0.0.1:$PORT_B/api/segment/get/ordered" >/dev/null
 
-rate() { # tag concurrency -> requests/s of single IDs through B
-  "$tmp/leaf" bench --server "http://127.0.0.1:$PORT_B" --tag "$1" --duration "$DURATION" \
+rate() { # tag concurrency [servers] -> requests/s of single IDs through B (or servers)
+  "$tmp/leaf" bench --server "${3:-http://127.0.0.1:$PORT_B}" --tag "$1" --duration "$DURATION" \
     --concurrency "$2" --quiet --json >"$tmp/bench.json" || {
     echo "leaf bench --tag $1 failed:" >&2; cat "$tmp/bench.json" >&2; exit 1; }
   python3 -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["requests_per_second"]))' "$tmp/bench.json"
@@ -80,4 +85,15 @@ for c in $CONCURRENCY; do
   done
   mp=$(median "${plain[@]}"); mo=$(median "${ordered[@]}")
   echo "concurrency $c: plain $mp req/s, ordered through a non-owner $mo req/s: $(python3 -c "print(f'{$mo/$mp:.0%}')") of plain (goal >= 50%)"
+done
+both="http://127.0.0.1:$PORT_B,http://127.0.0.1:$PORT_A"
+for c in $CONCURRENCY; do
+  plain=() ordered=()
+  for r in $(seq "$ROUNDS"); do
+    p=$(rate plain "$c" "$both"); o=$(rate ordered "$c" "$both")
+    plain+=("$p"); ordered+=("$o")
+    echo "Go client, concurrency $c, round $r: plain $p req/s, ordered $o req/s"
+  done
+  mp=$(median "${plain[@]}"); mo=$(median "${ordered[@]}")
+  echo "Go client, concurrency $c: plain $mp req/s, ordered (routed to the owner) $mo req/s: $(python3 -c "print(f'{$mo/$mp:.0%}')") of plain"
 done

@@ -98,6 +98,19 @@ func TestOrderedTagCluster(t *testing.T) {
 		if (forwarded > 0) != (i != owner) {
 			t.Errorf("server %d (owner: %v) counts %v forwarded requests on /metrics", i, i == owner, forwarded)
 		}
+		// A forwarded /v2 answer names the owner, for clients to go there.
+		resp, err := http.Post(s.url("/v2/segment/"+tag), "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		want := ""
+		if i != owner {
+			want = servers[owner].url("")
+		}
+		if got := resp.Header.Get("Leaf-Owner"); resp.StatusCode != http.StatusOK || got != want {
+			t.Errorf("server %d (owner: %v): POST /v2/segment/%s: %s, Leaf-Owner %q, want 200 and %q", i, i == owner, tag, resp.Status, got, want)
+		}
 	}
 
 	// (c) kill -9 the owner.

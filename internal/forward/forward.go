@@ -59,6 +59,24 @@ import (
 // ordered sequence or refuses it; it never forwards it again.
 const Header = "Leaf-Forward"
 
+// OwnerHeader names, on a /v2 answer that was forwarded, the owner's URL:
+// a client that knows that server may send the tag's next requests to it
+// directly and spare the forward (package client does).
+const OwnerHeader = "Leaf-Owner"
+
+// OwnerNote receives, when a request's IDs came from the owner of an
+// ordered tag, the owner's URL; it stays empty for IDs issued here. See
+// WithOwnerNote.
+type OwnerNote struct{ URL string }
+
+type noteKey struct{}
+
+// WithOwnerNote returns ctx carrying n: a Forwarder serving a request with
+// this context writes the owner's URL to n when it forwards.
+func WithOwnerNote(ctx context.Context, n *OwnerNote) context.Context {
+	return context.WithValue(ctx, noteKey{}, n)
+}
+
 // Errors of forwarding, beside the generator's own.
 var (
 	// ErrOwnerUnreachable: the owner of an ordered tag did not answer, or
@@ -297,6 +315,9 @@ func (f *Forwarder) forward(ctx context.Context, tag string, n int, dst []int64,
 		default:
 			ids, err := f.queue(tag).take(ctx, deadline, noe.URL, n, dst)
 			if err == nil {
+				if note, ok := ctx.Value(noteKey{}).(*OwnerNote); ok {
+					note.URL = noe.URL
+				}
 				return ids, nil
 			}
 			if !retryable(err) {
