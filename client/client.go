@@ -124,11 +124,11 @@ func WithLogger(l *slog.Logger) Option {
 // Leaf-Owner); with routing on, when that URL is one of the client's
 // endpoints, the tag's next calls try it first, whatever its zone, since
 // any other server would forward them to it anyway. This spares the
-// forward, a second hop per call. The
-// preference is only an order: when the owner fails or hands the tag on,
-// the call goes on as for any tag, and the next forwarded answer names the
-// new owner. Routing needs the endpoints listed as the servers advertise
-// themselves (server.advertise_url).
+// forward, a second hop per call. The preference is only an order: when
+// the owner fails or hands the tag on, the call goes on as for any tag, and
+// the next forwarded answer names the new owner. Routing needs the
+// endpoints listed as the servers advertise themselves
+// (server.advertise_url).
 func WithOwnerRouting(on bool) Option {
 	return func(c *Client) error {
 		c.noOwners = !on
