@@ -68,6 +68,14 @@ type OrderedStore interface {
 	// RenewTag extends the lease to ttl from now if owner still holds it
 	// with token and it has not run out; ErrLeaseLost otherwise.
 	RenewTag(ctx context.Context, tag, owner string, token int64, ttl time.Duration) (TagLease, error)
+	// RenewTags renews many of owner's leases as RenewTag renews one, in a
+	// few transactions rather than one per tag: a server owning thousands
+	// of ordered tags (a sequence per conversation) renews them all at a
+	// cost set by their number over MaxRenewBatch. It answers one
+	// LeaseResult per lease, in the order given. err is for the whole
+	// call, with nothing renewed: an invalid owner, ttl, tag or token
+	// (ErrInvalidArgument), a closed store.
+	RenewTags(ctx context.Context, owner string, leases []TagToken, ttl time.Duration) ([]LeaseResult, error)
 	// ReleaseTag ends the lease at once if owner holds it with token (a
 	// graceful stop), so that another server takes over without waiting;
 	// it reports whether it did.
@@ -83,6 +91,24 @@ type OrderedStore interface {
 	// their number, not by the table's.
 	OrderedTagsIn(ctx context.Context, tags []string) ([]string, error)
 }
+
+// TagToken names one lease of an ordered tag: the tag and the fencing
+// token it was taken with.
+type TagToken struct {
+	Tag   string
+	Token int64
+}
+
+// LeaseResult is RenewTags' answer for one lease: the lease as renewed, or
+// Err, matching ErrLeaseLost when the owner no longer holds it (as
+// RenewTag's), else the store's failure (the lease may be tried again).
+type LeaseResult struct {
+	Lease TagLease
+	Err   error
+}
+
+// MaxRenewBatch is the most leases a store renews in one transaction.
+const MaxRenewBatch = 500
 
 // NotOwnerError is the answer of a server asked for an ordered tag it does
 // not own. It matches ErrNotOwner with errors.Is.

@@ -119,6 +119,43 @@ func (s *SegmentStore) RenewTag(ctx context.Context, tag, owner string, token in
 	return leaseLocked(tag, o, now), nil
 }
 
+// RenewTags renews each lease as RenewTag does, under one lock.
+func (s *SegmentStore) RenewTags(ctx context.Context, owner string, leases []leaf.TagToken, ttl time.Duration) ([]leaf.LeaseResult, error) {
+	if err := checkLease(owner, 0, false, ttl, true); err != nil {
+		return nil, err
+	}
+	for _, l := range leases {
+		if err := leaf.ValidateTag(l.Tag); err != nil {
+			return nil, err
+		}
+		if err := leaf.ValidateToken(l.Token); err != nil {
+			return nil, err
+		}
+	}
+	op := fmt.Sprintf("renew %d leases", len(leases))
+	if err := s.begin(ctx, op); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	now := s.now()
+	out := make([]leaf.LeaseResult, len(leases))
+	for i, l := range leases {
+		o, ok := s.owners[l.Tag]
+		switch {
+		case !ok:
+			out[i].Err = fmt.Errorf("inmem: renew %q: the tag is no longer ordered: %w", l.Tag, leaf.ErrLeaseLost)
+		case o.owner != owner || o.token != l.Token:
+			out[i].Err = fmt.Errorf("inmem: renew %q: owned by %q with token %d: %w", l.Tag, o.owner, o.token, leaf.ErrLeaseLost)
+		case !now.Before(o.expires):
+			out[i].Err = fmt.Errorf("inmem: renew %q: the lease ran out %s ago: %w", l.Tag, now.Sub(o.expires), leaf.ErrLeaseLost)
+		default:
+			o.expires = now.Add(ttl)
+			out[i].Lease = leaseLocked(l.Tag, o, now)
+		}
+	}
+	return out, nil
+}
+
 // ReleaseTag ends owner's lease with token at once and reports whether it
 // did.
 func (s *SegmentStore) ReleaseTag(ctx context.Context, tag, owner string, token int64) (bool, error) {

@@ -279,6 +279,32 @@ func (s *Store) RenewTag(ctx context.Context, tag, owner string, token int64, tt
 	return l, nil
 }
 
+// RenewTags renews each lease as RenewTag does.
+func (s *Store) RenewTags(ctx context.Context, owner string, leases []leaf.TagToken, ttl time.Duration) ([]leaf.LeaseResult, error) {
+	if err := leaf.ValidateOwner(owner); err != nil {
+		return nil, err
+	}
+	if err := leaf.ValidateLeaseTTL(ttl); err != nil {
+		return nil, err
+	}
+	for _, l := range leases {
+		if err := leaf.ValidateTag(l.Tag); err != nil {
+			return nil, err
+		}
+		if err := leaf.ValidateToken(l.Token); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.checkOpen(fmt.Sprintf("renew %d leases for %s", len(leases), owner)); err != nil {
+		return nil, err
+	}
+	out := make([]leaf.LeaseResult, len(leases))
+	for i, l := range leases {
+		out[i].Lease, out[i].Err = s.RenewTag(ctx, l.Tag, owner, l.Token, ttl)
+	}
+	return out, nil
+}
+
 // leaseTx runs change on the tag's row read under its lock, in one
 // transaction that commits what change wrote unless it fails.
 // sql.ErrNoRows when there is no row.
