@@ -142,9 +142,11 @@ type ownership struct {
 	// math.MinInt64 once the ownership ended. Only renewals move it, and
 	// never once it ended.
 	deadline atomic.Int64
-	stop     chan struct{} // closed when the ownership ends
 	endOnce  sync.Once
 }
+
+// ended reports whether the ownership ended.
+func (w *ownership) ended() bool { return w.deadline.Load() == math.MinInt64 }
 
 func newOrdered(g *Generator, shell *buffer, l leaf.TagLease, sent int64) *ordered {
 	o := &ordered{g: g, tag: shell.tag, shell: shell, activeAt: time.Now()}
@@ -497,12 +499,11 @@ func (o *ordered) startLocked(token, deadline int64) {
 	b := newBuffer(g, o.tag, false)
 	b.shapeRead = true // an ordered tag is plain: checked by readShape
 	b.orderedBy = o
-	w := &ownership{o: o, token: token, b: b, stop: make(chan struct{})}
+	w := &ownership{o: o, token: token, b: b}
 	w.deadline.Store(deadline)
 	o.answer.Store(nil)
 	o.cur.Store(w)
-	g.wg.Add(1)
-	go o.renew(w)
+	g.renewer.add(w)
 	b.ids.Fill()
 	g.s.Logger.Info("segment ordered tag: this server owns it", "tag", o.tag, "token", token)
 }
@@ -518,52 +519,6 @@ func (o *ordered) admit(start, end int64) error {
 	}
 	o.floor = end
 	return nil
-}
-
-// renew renews the ownership's lease every third of the lease until it
-// ends. A renewal that fails is tried again sooner; meanwhile the deadline
-// stands, and the ownership ends there. A lease found lost ends it at once.
-func (o *ordered) renew(w *ownership) {
-	g := o.g
-	defer g.wg.Done()
-	every := g.s.OwnerLease / 3
-	t := time.NewTimer(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-w.stop:
-			return
-		case <-t.C:
-		}
-		sent := g.mono()
-		ctx, cancel := context.WithTimeout(g.ctx, min(g.s.StoreTimeout, g.s.OwnerLease))
-		l, err := g.ordered.RenewTag(ctx, o.tag, g.s.Owner, w.token, g.s.OwnerLease)
-		cancel()
-		next := every
-		switch {
-		case errors.Is(err, leaf.ErrLeaseLost):
-			if w.end() {
-				g.s.Logger.Error("segment ordered tag: lease lost; stopped issuing", "tag", o.tag, "token", w.token, "err", err)
-			}
-			return
-		case err != nil:
-			if g.mono() >= w.deadline.Load() {
-				if w.end() {
-					g.s.Logger.Error("segment ordered tag: lease could not be renewed before it ran out; stopped issuing", "tag", o.tag, "token", w.token, "err", err)
-				}
-				return
-			}
-			next = max(every/4, minLeaseCache)
-			g.s.Logger.Warn("segment ordered tag: lease renewal failed; retrying, and issuing stops when the lease runs out", "tag", o.tag,
-				"left", time.Duration(w.deadline.Load()-g.mono()).Round(time.Millisecond), "retry_in", next, "err", err)
-		default:
-			w.extend(sent + int64(l.Left-g.leaseMargin()))
-			o.mu.Lock()
-			o.seen, o.seenAt = l, sent
-			o.mu.Unlock()
-		}
-		t.Reset(next)
-	}
 }
 
 // extend moves the deadline to d, unless the ownership ended.
@@ -585,7 +540,6 @@ func (w *ownership) end() bool {
 		first = true
 		w.deadline.Store(math.MinInt64)
 		w.b.ids.Stop(errOwnershipEnded)
-		close(w.stop)
 		o := w.o
 		o.mu.Lock()
 		if o.cur.CompareAndSwap(w, nil) {

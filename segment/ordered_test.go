@@ -28,6 +28,9 @@ var errCut = errors.New("link cut")
 type link struct {
 	*inmem.SegmentStore
 	cut atomic.Bool
+	// renewCalls and renewLeases count the renewals asked of the store:
+	// calls (RenewTag or RenewTags) and the leases they carried.
+	renewCalls, renewLeases atomic.Int64
 }
 
 func (l *link) check() error {
@@ -66,10 +69,21 @@ func (l *link) AcquireTag(ctx context.Context, tag, owner string, ttl time.Durat
 }
 
 func (l *link) RenewTag(ctx context.Context, tag, owner string, token int64, ttl time.Duration) (leaf.TagLease, error) {
+	l.renewCalls.Add(1)
+	l.renewLeases.Add(1)
 	if err := l.check(); err != nil {
 		return leaf.TagLease{}, err
 	}
 	return l.SegmentStore.RenewTag(ctx, tag, owner, token, ttl)
+}
+
+func (l *link) RenewTags(ctx context.Context, owner string, leases []leaf.TagToken, ttl time.Duration) ([]leaf.LeaseResult, error) {
+	l.renewCalls.Add(1)
+	l.renewLeases.Add(int64(len(leases)))
+	if err := l.check(); err != nil {
+		return nil, err
+	}
+	return l.SegmentStore.RenewTags(ctx, owner, leases, ttl)
 }
 
 func (l *link) ReleaseTag(ctx context.Context, tag, owner string, token int64) (bool, error) {
@@ -831,4 +845,71 @@ func BenchmarkNextIDOrdered(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// TestRenewBatched: a generator owning many ordered tags renews their
+// leases together, a few store calls per round however many tags, and
+// holds them all, under their first tokens, past several leases.
+func TestRenewBatched(t *testing.T) {
+	t.Parallel()
+	const n = 2*leaf.MaxRenewBatch + 200 // three calls per round
+	tags := make([]string, n)
+	for i := range tags {
+		tags[i] = fmt.Sprintf("conv-%04d", i)
+	}
+	const lease = time.Second
+	c := newCluster(t, 1, tags, func(s *segment.Settings) { s.OwnerLease = lease })
+	g, l := c.gens[0], c.links[0]
+	for _, tag := range tags {
+		if _, err := g.NextID(bg, tag); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(5 * lease / 2)
+	calls, leases := l.renewCalls.Load(), l.renewLeases.Load()
+	// A round every third of the lease at most (a sixth when rounds fall
+	// out of step), three calls each: at most 3*(2.5*6+1) calls, where a
+	// renewal per tag would make over 7 rounds * 1,200.
+	if calls == 0 || calls > 3*16 || leases < 5*n {
+		t.Errorf("%d renewal calls carrying %d leases in %v for %d tags: want a few calls per round, each of up to %d leases, and every lease renewed about every third of the lease",
+			calls, leases, 5*lease/2, n, leaf.MaxRenewBatch)
+	}
+	for _, tag := range tags {
+		ls, ok, err := c.st.TagLease(bg, tag)
+		if err != nil || !ok || ls.Owner != ownerOf(0) || ls.Token != 1 || !ls.Held() {
+			t.Fatalf("tag %s: lease %+v, %v, %v: want held by %s with its first token", tag, ls, ok, err, ownerOf(0))
+		}
+		if _, err := g.NextID(bg, tag); err != nil {
+			t.Fatalf("tag %s: %v", tag, err)
+		}
+	}
+	t.Logf("%d renewal calls carrying %d leases", calls, leases)
+}
+
+// TestRenewRecovers: renewals that fail for less than the lease's margin
+// are tried again, and once the store answers the ownerships go on under
+// their tokens, past the lease they had when the store went away.
+func TestRenewRecovers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tags := []string{"a", "b", "c"}
+		c := newCluster(t, 1, tags)
+		g, l := c.gens[0], c.links[0]
+		for _, tag := range tags {
+			next(t, g, tag)
+		}
+		l.cut.Store(true)
+		time.Sleep(5 * time.Second) // a round failed, and a few retries
+		failed := l.renewCalls.Load()
+		l.cut.Store(false)
+		time.Sleep(7 * time.Second) // past the lease taken before the cut
+		if failed < 2 {
+			t.Errorf("%d renewal calls while the store was away, want the round and its retries", failed)
+		}
+		for _, tag := range tags {
+			if st := status(g, tag); st.OwnerToken != 1 {
+				t.Errorf("tag %s: token %d, want still the first", tag, st.OwnerToken)
+			}
+			next(t, g, tag)
+		}
+	})
 }

@@ -226,7 +226,8 @@ type Generator struct {
 	periods leaf.PeriodStore      // nil if the store keeps no periods
 	ordered leaf.OrderedStore     // nil if the store keeps no ordered tags
 	// epoch is the origin of mono, the clock of ordered tags' leases.
-	epoch time.Time
+	epoch   time.Time
+	renewer *renewer // renews the leases of the ordered tags owned here
 	// tokens holds, by tag, the highest fencing token of an ordered tag's
 	// lease this generator took (int64): see ordered.fly.
 	tokens sync.Map
@@ -326,6 +327,11 @@ func New(ctx context.Context, s Settings) (*Generator, error) {
 	g.ctx, g.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	if err := g.refresh(ctx); err != nil {
 		s.Logger.Warn("segment: initial tag listing failed; retrying at each health check, looking tags up on demand meanwhile", "err", err)
+	}
+	if g.ordered != nil {
+		g.renewer = newRenewer(g)
+		g.wg.Add(1)
+		go g.renewer.run()
 	}
 	g.wg.Add(4)
 	go g.loop(s.RefreshInterval, g.refresh)
