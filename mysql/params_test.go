@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -132,6 +133,13 @@ func TestTagsNeverReachSQLText(t *testing.T) {
 		{"TagLease", func(tag string) error { _, _, err := s.TagLease(ctx, tag); return err }},
 		{"AcquireTag", func(tag string) error { _, err := s.AcquireTag(ctx, tag, owner, time.Minute); return err }},
 		{"RenewTag", func(tag string) error { _, err := s.RenewTag(ctx, tag, owner, 1, time.Minute); return err }},
+		{"RenewTags", func(tag string) error {
+			rs, err := s.RenewTags(ctx, owner, []leaf.TagToken{{Tag: tag, Token: 1}}, time.Minute)
+			if err == nil {
+				err = rs[0].Err
+			}
+			return err
+		}},
 		{"ReleaseTag", func(tag string) error {
 			ok, err := s.ReleaseTag(ctx, tag, owner, 1)
 			if err == nil && !ok {
@@ -184,5 +192,74 @@ func TestTagsNeverReachSQLText(t *testing.T) {
 	a, err := s.Alloc(ctx, victim)
 	if err != nil || a.MaxID != 1 || a.Step != 10 {
 		t.Errorf("victim row = %+v, %v; want it untouched", a, err)
+	}
+}
+
+// TestRenewTagsBatched: RenewTags renews a batch of leases with one
+// locking read and one UPDATE, in one transaction per leaf.MaxRenewBatch
+// leases, not a transaction per lease. A tag spelled in another case than
+// its row is renewed, as RenewTag's WHERE tag = ? finds the row under the
+// column's collation.
+func TestRenewTagsBatched(t *testing.T) {
+	ctx := t.Context()
+	cfg, err := config(testdb.MySQL(t), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{Connector: conn}
+	db := sql.OpenDB(rec)
+	t.Cleanup(func() { db.Close() })
+	for _, q := range schema {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := sqlstore.New(db, dialect, sqlstore.Settings{})
+	const owner = "http://10.0.0.1:8080#b1"
+	n := 2*leaf.MaxRenewBatch + 1
+	leases := make([]leaf.TagToken, n)
+	var values []string
+	for i := range leases {
+		leases[i] = leaf.TagToken{Tag: fmt.Sprintf("b%04d", i), Token: 1}
+		values = append(values, fmt.Sprintf("('b%04d', '%s', 1, %s + 60000000)", i, owner, dialect.ClockMicros))
+	}
+	if _, err := db.ExecContext(ctx, "INSERT INTO leaf_tag_owner (tag, owner, token, lease_until) VALUES "+strings.Join(values, ", ")); err != nil {
+		t.Fatal(err)
+	}
+	leases[0].Tag = "b9999"   // no row
+	leases[n-1].Tag = "B0000" // the row b0000, which no other lease names
+	before := rec.count()
+	got, err := s.RenewTags(ctx, owner, leases, 2*time.Minute)
+	if err != nil || len(got) != n {
+		t.Fatalf("RenewTags = %d results, %v", len(got), err)
+	}
+	var locks, updates int
+	for _, st := range rec.since(before) {
+		switch {
+		case strings.HasPrefix(st.query, "SELECT") && strings.HasSuffix(st.query, "FOR UPDATE"):
+			locks++
+		case strings.HasPrefix(st.query, "UPDATE leaf_tag_owner"):
+			updates++
+		default:
+			t.Errorf("RenewTags sent %q", st.query)
+		}
+	}
+	if locks != 3 || updates != 3 {
+		t.Errorf("RenewTags of %d leases: %d locking reads, %d updates; want 3 of each", n, locks, updates)
+	}
+	for i, r := range got {
+		if i == 0 {
+			if !errors.Is(r.Err, leaf.ErrLeaseLost) {
+				t.Errorf("RenewTags[0] (%s, no row) = %+v, %v; want ErrLeaseLost", leases[0].Tag, r.Lease, r.Err)
+			}
+			continue
+		}
+		if r.Err != nil || r.Lease.Tag != leases[i].Tag || r.Lease.Left <= time.Minute {
+			t.Fatalf("RenewTags[%d] (%s) = %+v, %v; want renewed", i, leases[i].Tag, r.Lease, r.Err)
+		}
 	}
 }

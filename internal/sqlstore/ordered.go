@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/leafgo/leaf"
@@ -57,6 +58,10 @@ const MaxOwnerLen = leaf.MaxOwnerLen
 type ownerQueries struct {
 	read, lock, list, listLimit string
 	set, release, mark, unmark  string
+	// The locking read of many rows and the UPDATE that extends many
+	// leases: each is completed with an IN list of tags (lockIn + list +
+	// lockInEnd, extendIn + list + ")") and then rebound.
+	lockIn, lockInEnd, extendIn string
 }
 
 func newOwnerQueries(d Dialect, forUpdate string) ownerQueries {
@@ -77,6 +82,12 @@ func newOwnerQueries(d Dialect, forUpdate string) ownerQueries {
 		release: "UPDATE leaf_tag_owner SET owner = ?, lease_until = " + clockVal + ", updated_at = CURRENT_TIMESTAMP WHERE tag = ? AND owner = ? AND token = ?",
 		mark:    "INSERT INTO leaf_tag_owner (tag, owner, token, lease_until, updated_at) VALUES (?, ?, 0, " + clockVal + ", CURRENT_TIMESTAMP) ON CONFLICT (tag) DO NOTHING",
 		unmark:  "DELETE FROM leaf_tag_owner WHERE tag = ?",
+
+		lockIn:    "SELECT tag, owner, token, lease_until" + clockCol + " FROM leaf_tag_owner WHERE tag IN (",
+		lockInEnd: ") ORDER BY tag" + forUpdate,
+		// owner = ? is the rows' check once more: they are locked, and
+		// RenewTags counts the changed rows.
+		extendIn: "UPDATE leaf_tag_owner SET lease_until = ?, updated_at = CURRENT_TIMESTAMP WHERE owner = ? AND tag IN (",
 	}
 	if d.OnDuplicateKey {
 		// Not INSERT IGNORE, which would turn any other error into a warning.
@@ -279,7 +290,15 @@ func (s *Store) RenewTag(ctx context.Context, tag, owner string, token int64, tt
 	return l, nil
 }
 
-// RenewTags renews each lease as RenewTag does.
+// RenewTags renews owner's leases as RenewTag does, in one transaction
+// per leaf.MaxRenewBatch of them: a locking read of the batch's rows in tag
+// order (calls naming the same tags lock them in the same order), then one
+// UPDATE of those still held, all to ttl from the latest time the read saw,
+// so that no lease looks longer than it is. A tag given twice is answered
+// twice from its one row: renewed both times if both name the lease. A
+// batch whose transaction fails answers that failure for each of its
+// leases; the batches before it stay renewed, those after it are still
+// tried.
 func (s *Store) RenewTags(ctx context.Context, owner string, leases []leaf.TagToken, ttl time.Duration) ([]leaf.LeaseResult, error) {
 	if err := leaf.ValidateOwner(owner); err != nil {
 		return nil, err
@@ -299,10 +318,140 @@ func (s *Store) RenewTags(ctx context.Context, owner string, leases []leaf.TagTo
 		return nil, err
 	}
 	out := make([]leaf.LeaseResult, len(leases))
-	for i, l := range leases {
-		out[i].Lease, out[i].Err = s.RenewTag(ctx, l.Tag, owner, l.Token, ttl)
+	for start := 0; start < len(leases); start += leaf.MaxRenewBatch {
+		end := min(start+leaf.MaxRenewBatch, len(leases))
+		s.renewBatch(ctx, owner, leases[start:end], ttl, out[start:end])
 	}
 	return out, nil
+}
+
+// lockedLease is a row of leaf_tag_owner read under its lock.
+type lockedLease struct {
+	l     leaf.TagLease
+	until int64
+}
+
+// renewBatch renews leases in one transaction and answers each in out.
+func (s *Store) renewBatch(ctx context.Context, owner string, leases []leaf.TagToken, ttl time.Duration, out []leaf.LeaseResult) {
+	var (
+		found map[string]lockedLease
+		lost  []error // per lease; nil: renewed
+		now   int64
+	)
+	err := s.retry(ctx, func() error {
+		return s.inTx(ctx, func(tx *sql.Tx) error {
+			var err error
+			if found, now, err = s.lockLeases(ctx, tx, leases); err != nil {
+				return fmt.Errorf("read the leases: %w", err)
+			}
+			lost = make([]error, len(leases))
+			var held []any // the rows' tags, each once
+			renewed := make(map[string]bool)
+			for i, l := range leases {
+				cur, ok := found[l.Tag]
+				switch {
+				case !ok:
+					lost[i] = fmt.Errorf("%w: the tag is not ordered any more (%w)", leaf.ErrLeaseLost, leaf.ErrTagNotFound)
+				case cur.l.Owner == "":
+					lost[i] = fmt.Errorf("%w: no one holds it (released or taken over and released; token now %d)", leaf.ErrLeaseLost, cur.l.Token)
+				case cur.l.Owner != owner || cur.l.Token != l.Token:
+					lost[i] = fmt.Errorf("%w: held by %s with token %d", leaf.ErrLeaseLost, cur.l.Owner, cur.l.Token)
+				case cur.until <= now:
+					lost[i] = fmt.Errorf("%w: ran out %v ago", leaf.ErrLeaseLost, -leftOf(cur.until, now))
+				case !renewed[cur.l.Tag]:
+					renewed[cur.l.Tag] = true
+					held = append(held, cur.l.Tag)
+				}
+			}
+			if len(held) == 0 {
+				return nil
+			}
+			args := append([]any{now + ttlMicros(ttl), owner}, held...)
+			res, err := tx.ExecContext(ctx, s.rebind(s.o.extendIn+placeholders(len(held))+")"), args...)
+			if err != nil {
+				return fmt.Errorf("extend the leases: %w", err)
+			}
+			// The rows are locked: anything else is a store gone wrong,
+			// which must not answer leases as renewed that are not.
+			n, err := res.RowsAffected()
+			if err != nil {
+				return fmt.Errorf("extend the leases: %w", err)
+			}
+			if n != int64(len(held)) {
+				return fmt.Errorf("extend the leases: %d rows changed, want %d", n, len(held))
+			}
+			return nil
+		})
+	})
+	until := now + ttlMicros(ttl)
+	for i, l := range leases {
+		cause := err
+		if cause == nil {
+			cause = lost[i]
+		}
+		if cause != nil {
+			out[i].Err = s.wrap(fmt.Sprintf("renew %q for %s token %d", l.Tag, owner, l.Token), cause)
+			continue
+		}
+		out[i].Lease = leaf.TagLease{Tag: l.Tag, Owner: owner, Token: l.Token, Left: leftOf(until, now)}
+	}
+}
+
+// lockLeases reads the rows of leases' tags under their locks and answers
+// them by the tags as given, with the latest time the read saw: with the
+// database's clock, read per row (PostgreSQL's clock_timestamp moves within
+// a statement); with Go's, after the rows. A row the batch does not spell
+// exactly answers the tags equal to it but for case: the database matched
+// them by its collation (MySQL's ignores case, as in RenewTag's WHERE tag =
+// ?; the others compare bytes and return no such row).
+func (s *Store) lockLeases(ctx context.Context, tx *sql.Tx, leases []leaf.TagToken) (map[string]lockedLease, int64, error) {
+	var tags []any
+	asked := make(map[string]bool, len(leases))
+	for _, l := range leases {
+		if !asked[l.Tag] {
+			asked[l.Tag] = true
+			tags = append(tags, l.Tag)
+		}
+	}
+	rows, err := tx.QueryContext(ctx, s.rebind(s.o.lockIn+placeholders(len(tags))+s.o.lockInEnd), tags...)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rows.Close()
+	found := make(map[string]lockedLease, len(tags))
+	folded := map[string]lockedLease{}
+	var now int64
+	for rows.Next() {
+		var cur lockedLease
+		var at int64
+		if cur.until, at, err = s.scanLease(rows, &cur.l, true); err != nil {
+			return nil, 0, err
+		}
+		now = max(now, at)
+		if asked[cur.l.Tag] {
+			found[cur.l.Tag] = cur
+		} else {
+			folded[strings.ToLower(cur.l.Tag)] = cur
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, err
+	}
+	if len(folded) > 0 {
+		for tag := range asked {
+			if cur, ok := folded[strings.ToLower(tag)]; ok {
+				if _, exact := found[tag]; !exact {
+					found[tag] = cur
+				}
+			}
+		}
+	}
+	return found, now, nil
+}
+
+// placeholders is the inside of an IN list of n arguments.
+func placeholders(n int) string {
+	return "?" + strings.Repeat(", ?", n-1)
 }
 
 // leaseTx runs change on the tag's row read under its lock, in one

@@ -324,7 +324,7 @@ func (s *Store) byTags(ctx context.Context, op, query string, tags []string, rea
 		for i, t := range batch {
 			args[i] = t
 		}
-		if err := s.readRows(ctx, s.rebind(query+"?"+strings.Repeat(", ?", len(batch)-1)+")"), args, read); err != nil {
+		if err := s.readRows(ctx, s.rebind(query+placeholders(len(batch))+")"), args, read); err != nil {
 			return s.wrap(op, err)
 		}
 	}
