@@ -322,6 +322,219 @@ func (s storeSuite) orderedRenew(t *testing.T, open Opener) {
 	s.wantErr(t, "RenewTag of an unmarked tag", err, leaf.ErrLeaseLost)
 }
 
+// orderedRenewTags: RenewTags answers each lease as RenewTag would, in the
+// order given, in one call: the held lease is renewed to ttl from now; a
+// wrong token, another owner's lease, a released or run-out lease, a plain
+// tag and a missing one are lost, and stay as they were. A tag given twice
+// is answered twice, as two RenewTag calls would be. Invalid input fails
+// the whole call and renews nothing.
+func (s storeSuite) orderedRenewTags(t *testing.T, open Opener) {
+	ctx := t.Context()
+	_, adm, os := s.openOrdered(t, open, "rn-held", "rn-held2", "rn-token", "rn-other", "rn-released", "rn-expired")
+	s.create(t, adm, "rn-plain", 1, 10)
+	st2, _ := s.open(t, open)
+	os2 := s.ordered(t, st2)
+	s.acquire(t, os, "rn-expired", ownerA, shortTTL)
+	for _, tag := range []string{"rn-held", "rn-held2", "rn-token", "rn-released"} {
+		s.acquire(t, os, tag, ownerA, time.Minute)
+	}
+	s.acquire(t, os, "rn-other", ownerB, time.Minute)
+	if ok, err := os.ReleaseTag(ctx, "rn-released", ownerA, 1); !ok || err != nil {
+		t.Fatalf("ReleaseTag(rn-released) = %v, %v", ok, err)
+	}
+	s.waitExpired(t, os, "rn-expired")
+
+	leases := []leaf.TagToken{
+		{Tag: "rn-token", Token: 2},
+		{Tag: "rn-held", Token: 1},
+		{Tag: "rn-other", Token: 1},
+		{Tag: "rn-held2", Token: 1},
+		{Tag: "rn-released", Token: 1},
+		{Tag: "rn-expired", Token: 1},
+		{Tag: "rn-plain", Token: 1},
+		{Tag: "rn-ghost", Token: 1},
+		{Tag: "rn-held", Token: 1},
+	}
+	got, err := os2.RenewTags(ctx, ownerA, leases, 2*time.Minute)
+	if err != nil || len(got) != len(leases) {
+		t.Fatalf("RenewTags(%d leases) = %d results, %v", len(leases), len(got), err)
+	}
+	for i, r := range got {
+		what := fmt.Sprintf("RenewTags[%d] (%s token %d)", i, leases[i].Tag, leases[i].Token)
+		if tag := leases[i].Tag; tag != "rn-held" && tag != "rn-held2" {
+			s.wantErr(t, what, r.Err, leaf.ErrLeaseLost)
+			if r.Err != nil && !strings.Contains(r.Err.Error(), leases[i].Tag) {
+				t.Errorf("%s: error %q does not name the tag", what, r.Err)
+			}
+			continue
+		}
+		if r.Err != nil {
+			t.Errorf("%s: %v", what, r.Err)
+			continue
+		}
+		if r.Lease.Tag != leases[i].Tag {
+			t.Errorf("%s: Tag %q", what, r.Lease.Tag)
+		}
+		s.wantHeld(t, what, r.Lease, ownerA, 1, 2*time.Minute)
+		if r.Lease.Left <= time.Minute {
+			t.Errorf("%s: left %v, want more than the 1m it had", what, r.Lease.Left)
+		}
+	}
+	for _, tag := range []string{"rn-held", "rn-held2"} {
+		l := s.lease(t, os, tag)
+		s.wantHeld(t, tag+" after RenewTags", l, ownerA, 1, 2*time.Minute)
+		if l.Left <= time.Minute {
+			t.Errorf("%s after RenewTags: left %v, want more than the 1m it had", tag, l.Left)
+		}
+	}
+	for _, c := range []struct {
+		tag   string
+		owner string
+	}{{"rn-token", ownerA}, {"rn-other", ownerB}} {
+		s.wantHeld(t, c.tag+" after RenewTags", s.lease(t, os, c.tag), c.owner, 1, time.Minute)
+	}
+	if l := s.lease(t, os, "rn-released"); l.Owner != "" || l.Held() {
+		t.Errorf("rn-released after RenewTags = %+v, want no owner", l)
+	}
+	if l := s.lease(t, os, "rn-expired"); l.Owner != ownerA || l.Held() {
+		t.Errorf("rn-expired after RenewTags = %+v, want %s's lease run out", l, ownerA)
+	}
+	s.notOrdered(t, os, "rn-plain")
+	s.notOrdered(t, os, "rn-ghost")
+
+	for _, empty := range [][]leaf.TagToken{nil, {}} {
+		if got, err := os.RenewTags(ctx, ownerA, empty, longTTL); err != nil || len(got) != 0 {
+			t.Errorf("RenewTags(%#v) = %+v, %v; want nothing, nil", empty, got, err)
+		}
+	}
+
+	// Each call names rn-held first: a renewal to longTTL would show.
+	held := leaf.TagToken{Tag: "rn-held", Token: 1}
+	for _, c := range []struct {
+		name   string
+		owner  string
+		leases []leaf.TagToken
+		ttl    time.Duration
+		want   error
+	}{
+		{"EmptyOwner", "", []leaf.TagToken{held}, longTTL, leaf.ErrInvalidArgument},
+		{"OwnerWithSpace", ownerA + " ", []leaf.TagToken{held}, longTTL, leaf.ErrInvalidArgument},
+		{"ZeroTTL", ownerA, []leaf.TagToken{held}, 0, leaf.ErrInvalidArgument},
+		{"NegativeTTL", ownerA, []leaf.TagToken{held}, -time.Second, leaf.ErrInvalidArgument},
+		{"EmptyTag", ownerA, []leaf.TagToken{held, {Tag: "", Token: 1}}, longTTL, leaf.ErrInvalidTag},
+		{"BadTag", ownerA, []leaf.TagToken{held, {Tag: "rn held", Token: 1}}, longTTL, leaf.ErrInvalidTag},
+		{"ZeroToken", ownerA, []leaf.TagToken{held, {Tag: "rn-token", Token: 0}}, longTTL, leaf.ErrInvalidArgument},
+		{"NegativeToken", ownerA, []leaf.TagToken{held, {Tag: "rn-token", Token: -1}}, longTTL, leaf.ErrInvalidArgument},
+	} {
+		got, err := os.RenewTags(ctx, c.owner, c.leases, c.ttl)
+		s.wantErr(t, "RenewTags "+c.name, err, c.want)
+		if got != nil {
+			t.Errorf("RenewTags %s answered %+v beside its error", c.name, got)
+		}
+	}
+	s.wantHeld(t, "rn-held after invalid RenewTags", s.lease(t, os, "rn-held"), ownerA, 1, 2*time.Minute)
+}
+
+// orderedRenewTagsMany: one call renews more leases than one batch holds,
+// answering each in the order given (not the tags' order), the lost ones
+// among them in each batch included.
+func (s storeSuite) orderedRenewTagsMany(t *testing.T, open Opener) {
+	ctx := t.Context()
+	n := 2*leaf.MaxRenewBatch + 200
+	tags := make([]string, n)
+	for i := range tags {
+		tags[i] = fmt.Sprintf("many-%04d", i)
+	}
+	_, adm, os := s.openOrdered(t, open)
+	// Three transactions per tag: spread over a few connections.
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+		next = make(chan string)
+	)
+	for range 8 {
+		wg.Go(func() {
+			for tag := range next {
+				err := adm.CreateTag(ctx, leaf.Alloc{Tag: tag, MaxID: 1, Step: 10})
+				if err == nil {
+					err = os.SetOrdered(ctx, tag, true)
+				}
+				if err == nil {
+					var l leaf.TagLease
+					if l, err = os.AcquireTag(ctx, tag, ownerA, time.Minute); err == nil && (l.Owner != ownerA || l.Token != 1) {
+						err = fmt.Errorf("acquired %+v", l)
+					}
+				}
+				if err != nil {
+					mu.Lock()
+					errs = append(errs, fmt.Errorf("%s: %w", tag, err))
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for _, tag := range tags {
+		next <- tag
+	}
+	close(next)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	// Asked in reverse; one lease lost in each batch of the call.
+	leases := make([]leaf.TagToken, n)
+	for i := range leases {
+		leases[i] = leaf.TagToken{Tag: tags[n-1-i], Token: 1}
+	}
+	lost := map[string]bool{}
+	for _, i := range []int{7, leaf.MaxRenewBatch + 250, n - 1} {
+		tag := leases[i].Tag
+		lost[tag] = true
+		if ok, err := os.ReleaseTag(ctx, tag, ownerA, 1); !ok || err != nil {
+			t.Fatalf("ReleaseTag(%s) = %v, %v", tag, ok, err)
+		}
+	}
+	st2, _ := s.open(t, open)
+	got, err := s.ordered(t, st2).RenewTags(ctx, ownerA, leases, 2*time.Minute)
+	if err != nil || len(got) != n {
+		t.Fatalf("RenewTags(%d leases) = %d results, %v", n, len(got), err)
+	}
+	bad := 0
+	for i, r := range got {
+		tag := leases[i].Tag
+		switch {
+		case lost[tag] && !errors.Is(r.Err, leaf.ErrLeaseLost):
+			t.Errorf("RenewTags[%d] (%s, released) = %+v, %v; want ErrLeaseLost", i, tag, r.Lease, r.Err)
+		case lost[tag]:
+		case r.Err != nil || r.Lease.Tag != tag || r.Lease.Owner != ownerA || r.Lease.Token != 1 || r.Lease.Left <= time.Minute || r.Lease.Left > 2*time.Minute:
+			t.Errorf("RenewTags[%d] (%s) = %+v, %v; want renewed to 1m < left <= 2m", i, tag, r.Lease, r.Err)
+		default:
+			continue
+		}
+		if bad++; bad >= 10 {
+			t.Fatal("too many wrong results")
+		}
+	}
+	ls, err := os.OrderedTags(ctx, "", 0)
+	if err != nil || len(ls) != n {
+		t.Fatalf("OrderedTags = %d leases, %v; want %d", len(ls), err, n)
+	}
+	for _, l := range ls {
+		switch {
+		case lost[l.Tag] && (l.Owner != "" || l.Held()):
+			t.Errorf("%s after RenewTags = %+v, want released", l.Tag, l)
+		case !lost[l.Tag] && (l.Owner != ownerA || l.Token != 1 || l.Left <= time.Minute || l.Left > 2*time.Minute):
+			t.Errorf("%s after RenewTags = %+v, want %s's, 1m < left <= 2m", l.Tag, l, ownerA)
+		default:
+			continue
+		}
+		if bad++; bad >= 10 {
+			t.Fatal("too many wrong leases")
+		}
+	}
+}
+
 // orderedRelease: the holder with its token ends its lease at once; the
 // token stays, and another server takes over without waiting, with the
 // next token.
@@ -435,6 +648,10 @@ func (s storeSuite) orderedInvalid(t *testing.T, open Opener) {
 				{"TagLease", func() error { _, _, err := x.TagLease(ctx, tag); return err }()},
 				{"AcquireTag", func() error { _, err := x.AcquireTag(ctx, tag, ownerA, longTTL); return err }()},
 				{"RenewTag", func() error { _, err := x.RenewTag(ctx, tag, ownerA, 1, longTTL); return err }()},
+				{"RenewTags", func() error {
+					_, err := x.RenewTags(ctx, ownerA, []leaf.TagToken{{Tag: "victim", Token: 1}, {Tag: tag, Token: 1}}, longTTL)
+					return err
+				}()},
 				{"ReleaseTag", func() error { _, err := x.ReleaseTag(ctx, tag, ownerA, 1); return err }()},
 				{"SetOrdered(true)", x.SetOrdered(ctx, tag, true)},
 				{"SetOrdered(false)", x.SetOrdered(ctx, tag, false)},
@@ -453,6 +670,10 @@ func (s storeSuite) orderedInvalid(t *testing.T, open Opener) {
 			calls = append(calls,
 				call{"AcquireTag owner " + fmt.Sprintf("%.20q", owner), func() error { _, err := x.AcquireTag(ctx, "victim", owner, longTTL); return err }()},
 				call{"RenewTag owner " + fmt.Sprintf("%.20q", owner), func() error { _, err := x.RenewTag(ctx, "victim", owner, 1, longTTL); return err }()},
+				call{"RenewTags owner " + fmt.Sprintf("%.20q", owner), func() error {
+					_, err := x.RenewTags(ctx, owner, []leaf.TagToken{{Tag: "victim", Token: 1}}, longTTL)
+					return err
+				}()},
 				call{"ReleaseTag owner " + fmt.Sprintf("%.20q", owner), func() error { _, err := x.ReleaseTag(ctx, "victim", owner, 1); return err }()},
 			)
 		}
@@ -460,11 +681,19 @@ func (s storeSuite) orderedInvalid(t *testing.T, open Opener) {
 			calls = append(calls,
 				call{fmt.Sprintf("AcquireTag ttl %v", ttl), func() error { _, err := x.AcquireTag(ctx, "victim", ownerB, ttl); return err }()},
 				call{fmt.Sprintf("RenewTag ttl %v", ttl), func() error { _, err := x.RenewTag(ctx, "victim", ownerA, 1, ttl); return err }()},
+				call{fmt.Sprintf("RenewTags ttl %v", ttl), func() error {
+					_, err := x.RenewTags(ctx, ownerA, []leaf.TagToken{{Tag: "victim", Token: 1}}, ttl)
+					return err
+				}()},
 			)
 		}
 		for _, token := range []int64{0, -1} {
 			calls = append(calls,
 				call{fmt.Sprintf("RenewTag token %d", token), func() error { _, err := x.RenewTag(ctx, "victim", ownerA, token, longTTL); return err }()},
+				call{fmt.Sprintf("RenewTags token %d", token), func() error {
+					_, err := x.RenewTags(ctx, ownerA, []leaf.TagToken{{Tag: "victim", Token: 1}, {Tag: "victim", Token: token}}, longTTL)
+					return err
+				}()},
 				call{fmt.Sprintf("ReleaseTag token %d", token), func() error { _, err := x.ReleaseTag(ctx, "victim", ownerA, token); return err }()},
 			)
 		}
@@ -484,6 +713,10 @@ func (s storeSuite) orderedInvalid(t *testing.T, open Opener) {
 		{"TagLease", func() error { _, _, err := closed.TagLease(ctx, "victim"); return err }()},
 		{"AcquireTag", func() error { _, err := closed.AcquireTag(ctx, "victim", ownerB, longTTL); return err }()},
 		{"RenewTag", func() error { _, err := closed.RenewTag(ctx, "victim", ownerA, 1, longTTL); return err }()},
+		{"RenewTags", func() error {
+			_, err := closed.RenewTags(ctx, ownerA, []leaf.TagToken{{Tag: "victim", Token: 1}}, longTTL)
+			return err
+		}()},
 		{"ReleaseTag", func() error { _, err := closed.ReleaseTag(ctx, "victim", ownerA, 1); return err }()},
 		{"SetOrdered", closed.SetOrdered(ctx, "victim", false)},
 		{"OrderedTags", func() error { _, err := closed.OrderedTags(ctx, "", 0); return err }()},

@@ -78,6 +78,8 @@ func TestSegmentStore(t *testing.T, newDB func(t *testing.T) func() (leaf.Segmen
 		{"OrderedAcquire", s.orderedAcquire},
 		{"OrderedExpiry", s.orderedExpiry},
 		{"OrderedRenew", s.orderedRenew},
+		{"OrderedRenewTags", s.orderedRenewTags},
+		{"OrderedRenewTagsMany", s.orderedRenewTagsMany},
 		{"OrderedRelease", s.orderedRelease},
 		{"OrderedDeleteTag", s.orderedDeleteTag},
 		{"OrderedDeleteRace", s.orderedDeleteRace},
