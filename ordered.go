@@ -73,8 +73,8 @@ type OrderedStore interface {
 	// of ordered tags (a sequence per conversation) renews them all at a
 	// cost set by their number over MaxRenewBatch. It answers one
 	// LeaseResult per lease, in the order given. err is for the whole
-	// call, with nothing renewed: an invalid owner, ttl, tag or token
-	// (ErrInvalidArgument), a closed store.
+	// call, with nothing renewed: an invalid tag (ErrInvalidTag), owner,
+	// ttl or token (ErrInvalidArgument), a closed store.
 	RenewTags(ctx context.Context, owner string, leases []TagToken, ttl time.Duration) ([]LeaseResult, error)
 	// ReleaseTag ends the lease at once if owner holds it with token (a
 	// graceful stop), so that another server takes over without waiting;
