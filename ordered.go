@@ -170,6 +170,26 @@ func ValidateLeaseTTL(ttl time.Duration) error {
 	return nil
 }
 
+// ValidateRenewal checks the arguments of OrderedStore.RenewTags, as the
+// stores do before they renew anything.
+func ValidateRenewal(owner string, leases []TagToken, ttl time.Duration) error {
+	if err := ValidateOwner(owner); err != nil {
+		return err
+	}
+	if err := ValidateLeaseTTL(ttl); err != nil {
+		return err
+	}
+	for _, l := range leases {
+		if err := ValidateTag(l.Tag); err != nil {
+			return err
+		}
+		if err := ValidateToken(l.Token); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // ValidateToken checks a fencing token: tokens start at 1 with a row's
 // first owner, so a lower one names no lease.
 func ValidateToken(token int64) error {

@@ -121,16 +121,8 @@ func (s *SegmentStore) RenewTag(ctx context.Context, tag, owner string, token in
 
 // RenewTags renews each lease as RenewTag does, under one lock.
 func (s *SegmentStore) RenewTags(ctx context.Context, owner string, leases []leaf.TagToken, ttl time.Duration) ([]leaf.LeaseResult, error) {
-	if err := checkLease(owner, 0, false, ttl, true); err != nil {
+	if err := leaf.ValidateRenewal(owner, leases, ttl); err != nil {
 		return nil, err
-	}
-	for _, l := range leases {
-		if err := leaf.ValidateTag(l.Tag); err != nil {
-			return nil, err
-		}
-		if err := leaf.ValidateToken(l.Token); err != nil {
-			return nil, err
-		}
 	}
 	op := fmt.Sprintf("renew %d leases", len(leases))
 	if err := s.begin(ctx, op); err != nil {

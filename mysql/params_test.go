@@ -92,12 +92,10 @@ func (c *recConn) ResetSession(ctx context.Context) error {
 	return c.Conn.(driver.SessionResetter).ResetSession(ctx)
 }
 
-// TestTagsNeverReachSQLText runs every store operation on a real MariaDB
-// through a recording connector. A hostile tag is refused before any
-// statement is sent; a valid one travels only as an argument, never in a
-// statement's text.
-func TestTagsNeverReachSQLText(t *testing.T) {
-	ctx := t.Context()
+// recordedStore is a store on a fresh MariaDB database whose statements rec
+// records; db is its pool.
+func recordedStore(t *testing.T) (*sqlstore.Store, *recorder, *sql.DB) {
+	t.Helper()
 	cfg, err := config(testdb.MySQL(t), "test")
 	if err != nil {
 		t.Fatal(err)
@@ -110,11 +108,20 @@ func TestTagsNeverReachSQLText(t *testing.T) {
 	db := sql.OpenDB(rec)
 	t.Cleanup(func() { db.Close() })
 	for _, q := range schema {
-		if _, err := db.ExecContext(ctx, q); err != nil {
+		if _, err := db.ExecContext(t.Context(), q); err != nil {
 			t.Fatal(err)
 		}
 	}
-	s := sqlstore.New(db, dialect, sqlstore.Settings{})
+	return sqlstore.New(db, dialect, sqlstore.Settings{}), rec, db
+}
+
+// TestTagsNeverReachSQLText runs every store operation on a real MariaDB
+// through a recording connector. A hostile tag is refused before any
+// statement is sent; a valid one travels only as an argument, never in a
+// statement's text.
+func TestTagsNeverReachSQLText(t *testing.T) {
+	ctx := t.Context()
+	s, rec, _ := recordedStore(t)
 	const victim, owner = "victim", "http://10.0.0.1:8080#p1"
 	if err := s.CreateTag(ctx, leaf.Alloc{Tag: victim, MaxID: 1, Step: 10}); err != nil {
 		t.Fatal(err)
@@ -202,23 +209,7 @@ func TestTagsNeverReachSQLText(t *testing.T) {
 // column's collation.
 func TestRenewTagsBatched(t *testing.T) {
 	ctx := t.Context()
-	cfg, err := config(testdb.MySQL(t), "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := mysql.NewConnector(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := &recorder{Connector: conn}
-	db := sql.OpenDB(rec)
-	t.Cleanup(func() { db.Close() })
-	for _, q := range schema {
-		if _, err := db.ExecContext(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	s := sqlstore.New(db, dialect, sqlstore.Settings{})
+	s, rec, db := recordedStore(t)
 	const owner = "http://10.0.0.1:8080#b1"
 	n := 2*leaf.MaxRenewBatch + 1
 	leases := make([]leaf.TagToken, n)

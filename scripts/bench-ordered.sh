@@ -76,24 +76,17 @@ rate() { # tag concurrency [servers] -> requests/s of single IDs through B (or s
   python3 -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["requests_per_second"]))' "$tmp/bench.json"
 }
 median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-for c in $CONCURRENCY; do
-  plain=() ordered=()
-  for r in $(seq "$ROUNDS"); do
-    p=$(rate plain "$c"); o=$(rate ordered "$c")
-    plain+=("$p"); ordered+=("$o")
-    echo "concurrency $c, round $r: plain $p req/s, ordered (forwarded) $o req/s"
+compare() { # label how-ordered-goes [servers]: plain against ordered at each concurrency
+  for c in $CONCURRENCY; do
+    plain=() ordered=()
+    for r in $(seq "$ROUNDS"); do
+      p=$(rate plain "$c" "${3:-}"); o=$(rate ordered "$c" "${3:-}")
+      plain+=("$p"); ordered+=("$o")
+      echo "$1concurrency $c, round $r: plain $p req/s, ordered $o req/s"
+    done
+    mp=$(median "${plain[@]}"); mo=$(median "${ordered[@]}")
+    echo "$1concurrency $c: plain $mp req/s, ordered $2 $mo req/s: $(python3 -c "print(f'{$mo/$mp:.0%}')") of plain (goal >= 50%)"
   done
-  mp=$(median "${plain[@]}"); mo=$(median "${ordered[@]}")
-  echo "concurrency $c: plain $mp req/s, ordered through a non-owner $mo req/s: $(python3 -c "print(f'{$mo/$mp:.0%}')") of plain (goal >= 50%)"
-done
-both="http://127.0.0.1:$PORT_B,http://127.0.0.1:$PORT_A"
-for c in $CONCURRENCY; do
-  plain=() ordered=()
-  for r in $(seq "$ROUNDS"); do
-    p=$(rate plain "$c" "$both"); o=$(rate ordered "$c" "$both")
-    plain+=("$p"); ordered+=("$o")
-    echo "Go client, concurrency $c, round $r: plain $p req/s, ordered $o req/s"
-  done
-  mp=$(median "${plain[@]}"); mo=$(median "${ordered[@]}")
-  echo "Go client, concurrency $c: plain $mp req/s, ordered (routed to the owner) $mo req/s: $(python3 -c "print(f'{$mo/$mp:.0%}')") of plain"
-done
+}
+compare "" "through a non-owner"
+compare "Go client, " "(routed to the owner)" "http://127.0.0.1:$PORT_B,http://127.0.0.1:$PORT_A"

@@ -300,19 +300,8 @@ func (s *Store) RenewTag(ctx context.Context, tag, owner string, token int64, tt
 // leases; the batches before it stay renewed, those after it are still
 // tried.
 func (s *Store) RenewTags(ctx context.Context, owner string, leases []leaf.TagToken, ttl time.Duration) ([]leaf.LeaseResult, error) {
-	if err := leaf.ValidateOwner(owner); err != nil {
+	if err := leaf.ValidateRenewal(owner, leases, ttl); err != nil {
 		return nil, err
-	}
-	if err := leaf.ValidateLeaseTTL(ttl); err != nil {
-		return nil, err
-	}
-	for _, l := range leases {
-		if err := leaf.ValidateTag(l.Tag); err != nil {
-			return nil, err
-		}
-		if err := leaf.ValidateToken(l.Token); err != nil {
-			return nil, err
-		}
 	}
 	if err := s.checkOpen(fmt.Sprintf("renew %d leases for %s", len(leases), owner)); err != nil {
 		return nil, err
