@@ -913,3 +913,78 @@ func TestRenewRecovers(t *testing.T) {
 		}
 	})
 }
+
+// busyStore is a store whose give-backs and lease releases each take a
+// while, and which counts how many run at once.
+type busyStore struct {
+	*inmem.SegmentStore
+	running, most atomic.Int64
+}
+
+func (s *busyStore) busy() func() {
+	n := s.running.Add(1)
+	for m := s.most.Load(); n > m && !s.most.CompareAndSwap(m, n); m = s.most.Load() {
+	}
+	time.Sleep(2 * time.Millisecond)
+	return func() { s.running.Add(-1) }
+}
+
+func (s *busyStore) GiveBack(ctx context.Context, tag string, from, expect int64) (bool, error) {
+	defer s.busy()()
+	return s.SegmentStore.GiveBack(ctx, tag, from, expect)
+}
+
+func (s *busyStore) ReleaseTag(ctx context.Context, tag, owner string, token int64) (bool, error) {
+	defer s.busy()()
+	return s.SegmentStore.ReleaseTag(ctx, tag, owner, token)
+}
+
+// TestCloseManyTags: Close gives back the unused IDs of every tag in use
+// and releases every lease, several at a time, and the next generator
+// continues right above what was issued.
+func TestCloseManyTags(t *testing.T) {
+	t.Parallel()
+	st := &busyStore{SegmentStore: testutil.Store(t)}
+	var plain, ordered []string
+	for i := range 60 {
+		tag := fmt.Sprintf("p%02d", i)
+		if i%3 == 0 {
+			tag = fmt.Sprintf("o%02d", i)
+			ordered = append(ordered, tag)
+		} else {
+			plain = append(plain, tag)
+		}
+		if err := st.CreateTag(bg, leaf.Alloc{Tag: tag, MaxID: 1, Step: 1000}); err != nil {
+			t.Fatal(err)
+		}
+		if tag[0] == 'o' {
+			if err := st.SetOrdered(bg, tag, true); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	all := append(slices.Clone(plain), ordered...)
+	// Owners of their own: other tests run alongside with ownerOf's.
+	g := newGen(t, settings(st, func(s *segment.Settings) { s.Owner = "http://10.0.9.1:8080#close1" }))
+	last := map[string]int64{}
+	for _, tag := range all {
+		last[tag] = next(t, g, tag)
+	}
+	if err := g.Close(bg); err != nil {
+		t.Fatal(err)
+	}
+	if m := st.most.Load(); m < 2 {
+		t.Errorf("at most %d give-backs or releases ran at once, want several", m)
+	}
+	for _, tag := range ordered {
+		if l, _, _ := st.TagLease(bg, tag); l.Held() {
+			t.Errorf("tag %s: lease %+v after Close, want released", tag, l)
+		}
+	}
+	g2 := newGen(t, settings(st, func(s *segment.Settings) { s.Owner = "http://10.0.9.2:8080#close2" }))
+	for _, tag := range all {
+		if id := next(t, g2, tag); id != last[tag]+1 {
+			t.Errorf("tag %s: %d after %d, want the next: the unused IDs given back", tag, id, last[tag])
+		}
+	}
+}

@@ -1098,11 +1098,7 @@ func (g *Generator) Close(ctx context.Context) error {
 	// lands and the next owner continues right above the last ID issued.
 	// Released first, it would be as safe: the give-back is conditional,
 	// and the buffer was frozen, so [from, expect) was never issued.
-	defer func() {
-		for _, o := range owned {
-			o.release(ctx)
-		}
-	}()
+	defer inParallel(len(owned), func(i int) { owned[i].release(ctx) })
 	// Let in-flight loads finish their attempt, so a range reserved just now
 	// is known and can be given back; ctx bounds the wait.
 	stopped := make(chan struct{})
@@ -1127,24 +1123,50 @@ func (g *Generator) Close(ctx context.Context) error {
 			tails = append(tails, tail{b, from, expect})
 		}
 	}
-	var errs []error
-	for _, t := range tails {
+	var (
+		mu   sync.Mutex
+		errs []error
+	)
+	inParallel(len(tails), func(i int) {
+		t := tails[i]
 		ok, err := g.giveBackRange(ctx, t.b, t.from, t.expect)
 		switch {
 		case err != nil:
+			mu.Lock()
 			errs = append(errs, fmt.Errorf("give back %q: %w", t.b.tag, err))
+			mu.Unlock()
 		case ok:
 			t.b.mu.Lock()
 			t.b.givenBack += uint64(t.expect - t.from)
 			t.b.mu.Unlock()
 			if t.b.owner != nil {
 				g.s.Logger.Info("segment unused IDs given back", "tag", t.b.tag, "period", t.b.period, "from", t.from, "to", t.expect)
-				continue
+				return
 			}
 			g.s.Logger.Info("segment unused IDs given back", "tag", t.b.tag, "from", t.from, "to", t.expect)
 		default:
 			g.s.Logger.Info("segment give-back skipped: another server reserved since", "tag", t.b.tag, "period", t.b.period)
 		}
-	}
+	})
 	return errors.Join(errs...)
+}
+
+// closeWorkers is how many give-backs and lease releases Close runs at
+// once: a server with thousands of tags in use stops in a few hundred
+// round trips' time rather than thousands, within its stop's deadline,
+// and the store's pool (16 connections) is not flooded.
+const closeWorkers = 8
+
+// inParallel runs f(0..n-1) on up to closeWorkers goroutines and waits.
+func inParallel(n int, f func(i int)) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(n, closeWorkers) {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				f(i)
+			}
+		})
+	}
+	wg.Wait()
 }
