@@ -22,15 +22,29 @@ import (
 // into step and a round renews them all. A renewal that fails is tried
 // again sooner; meanwhile the deadline stands, and the ownership ends
 // there. A lease found lost ends at once.
+//
+// A batch fails as a whole when one of its rows cannot be had (a peer
+// stopped while it held the row's lock, a store call that hangs): the
+// leases of a failed batch are retried each on its own (RenewTag, a few at
+// a time), so that one bad row costs its own lease, not its batch's, and
+// go back to batches once renewed. Every call is bounded by half the
+// renewal interval, so that a hung one leaves the retries time.
 type renewer struct {
 	g    *Generator
-	wake chan struct{} // an ownership was added: its renewal may be the next
+	wake chan struct{} // the first ownership was added
 	mu   sync.Mutex
-	due  map[*ownership]int64 // g.mono() at which each is to be renewed
+	due  map[*ownership]slot
+}
+
+// slot is an ownership's next renewal: when (g.mono()), and whether on its
+// own, after its batch failed.
+type slot struct {
+	at   int64
+	solo bool
 }
 
 func newRenewer(g *Generator) *renewer {
-	return &renewer{g: g, wake: make(chan struct{}, 1), due: map[*ownership]int64{}}
+	return &renewer{g: g, wake: make(chan struct{}, 1), due: map[*ownership]slot{}}
 }
 
 // every is the interval between the renewals of one lease.
@@ -39,14 +53,24 @@ func (r *renewer) every() int64 { return int64(r.g.s.OwnerLease / 3) }
 // retryIn is how soon a failed renewal is tried again.
 func (r *renewer) retryIn() int64 { return max(r.every()/4, int64(minLeaseCache)) }
 
+// callTimeout bounds one store call.
+func (r *renewer) callTimeout() time.Duration {
+	return min(r.g.s.StoreTimeout, time.Duration(r.every()/2))
+}
+
 // add schedules the renewals of a new ownership.
 func (r *renewer) add(w *ownership) {
 	r.mu.Lock()
-	r.due[w] = r.g.mono() + r.every()
+	r.due[w] = slot{at: r.g.mono() + r.every()}
+	// Every other renewal is due no later than this one: the timer only
+	// needs setting when there was none.
+	first := len(r.due) == 1
 	r.mu.Unlock()
-	select {
-	case r.wake <- struct{}{}:
-	default:
+	if first {
+		select {
+		case r.wake <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -58,9 +82,11 @@ func (r *renewer) run() {
 	t.Stop()
 	defer t.Stop()
 	for {
-		batch, next := r.dueNow()
-		if len(batch) > 0 {
-			r.renew(batch)
+		batch, solo, next := r.dueNow()
+		if len(batch)+len(solo) > 0 {
+			if !r.renew(batch, solo) {
+				return
+			}
 			continue
 		}
 		if next != math.MaxInt64 {
@@ -75,47 +101,74 @@ func (r *renewer) run() {
 	}
 }
 
-// dueNow returns the ownerships to renew now, none unless one is due, and
-// otherwise when the next one is; it forgets those that ended.
-func (r *renewer) dueNow() (batch []*ownership, next int64) {
+// dueNow returns the ownerships to renew now, in batches or on their own,
+// none unless one is due, and otherwise when the next one is; it forgets
+// those that ended.
+func (r *renewer) dueNow() (batch, solo []*ownership, next int64) {
 	now := r.g.mono()
 	ahead := now + r.every()/2
 	next = math.MaxInt64
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for w, d := range r.due {
+	for w, s := range r.due {
 		if w.ended() {
 			delete(r.due, w)
 			continue
 		}
-		next = min(next, d)
-		if d <= ahead {
+		next = min(next, s.at)
+		switch {
+		case s.at > ahead:
+		case s.solo:
+			solo = append(solo, w)
+		default:
 			batch = append(batch, w)
 		}
 	}
 	if next > now {
-		return nil, next
+		return nil, nil, next
 	}
-	return batch, next
+	return batch, solo, next
 }
 
 // schedule sets w's next renewal, unless it was forgotten.
-func (r *renewer) schedule(w *ownership, at int64) {
+func (r *renewer) schedule(w *ownership, s slot) {
 	r.mu.Lock()
 	if _, ok := r.due[w]; ok {
-		r.due[w] = at
+		r.due[w] = s
 	}
 	r.mu.Unlock()
 }
 
-// renew renews batch, leaf.MaxRenewBatch leases per store call.
-func (r *renewer) renew(batch []*ownership) {
+// renew renews solo each on its own, a few at a time, and batch
+// leaf.MaxRenewBatch leases per store call. It reports false once the
+// generator is closing.
+func (r *renewer) renew(batch, solo []*ownership) bool {
 	g := r.g
+	var (
+		mu     sync.Mutex
+		failed []string
+		why    error
+	)
+	fail := func(tag string, err error) {
+		mu.Lock()
+		failed, why = append(failed, tag), err
+		mu.Unlock()
+	}
+	inParallel(len(solo), func(i int) {
+		w := solo[i]
+		sent := g.mono()
+		ctx, cancel := context.WithTimeout(g.ctx, r.callTimeout())
+		l, err := g.ordered.RenewTag(ctx, w.o.tag, g.s.Owner, w.token, g.s.OwnerLease)
+		cancel()
+		if r.apply(w, sent, l, err) {
+			fail(w.o.tag, err)
+		}
+	})
 	leases := make([]leaf.TagToken, 0, min(len(batch), leaf.MaxRenewBatch))
 	for len(batch) > 0 {
 		select {
 		case <-g.done:
-			return
+			return false
 		default:
 		}
 		chunk := batch[:min(len(batch), leaf.MaxRenewBatch)]
@@ -125,14 +178,12 @@ func (r *renewer) renew(batch []*ownership) {
 			leases = append(leases, leaf.TagToken{Tag: w.o.tag, Token: w.token})
 		}
 		sent := g.mono()
-		ctx, cancel := context.WithTimeout(g.ctx, min(g.s.StoreTimeout, g.s.OwnerLease))
+		ctx, cancel := context.WithTimeout(g.ctx, r.callTimeout())
 		res, err := g.ordered.RenewTags(ctx, g.s.Owner, leases, g.s.OwnerLease)
 		cancel()
 		if err == nil && len(res) != len(chunk) {
 			err = fmt.Errorf("the store answered %d renewals for %d leases", len(res), len(chunk))
 		}
-		var failed []string
-		var why error
 		for i, w := range chunk {
 			var l leaf.TagLease
 			e := err
@@ -140,21 +191,26 @@ func (r *renewer) renew(batch []*ownership) {
 				l, e = res[i].Lease, res[i].Err
 			}
 			if r.apply(w, sent, l, e) {
-				failed = append(failed, w.o.tag)
-				why = e
+				fail(w.o.tag, e)
 			}
 		}
-		if len(failed) > 0 {
-			// One line per call, not per tag: a store that is down fails
-			// every lease at once.
-			g.s.Logger.Warn("segment ordered tags: lease renewal failed; retrying, and each tag stops issuing when its lease runs out",
-				"tags", len(failed), "first", failed[0], "retry_in", time.Duration(r.retryIn()), "err", why)
-		}
+	}
+	if len(failed) > 0 {
+		// One line per round, not per tag: a store that is down fails
+		// every lease at once.
+		g.s.Logger.Warn("segment ordered tags: lease renewal failed; retrying, and each tag stops issuing when its lease runs out",
+			"tags", len(failed), "first", failed[0], "retry_in", time.Duration(r.retryIn()), "err", why)
+	}
+	select {
+	case <-g.done:
+		return false
+	default:
+		return true
 	}
 }
 
 // apply takes one lease's renewal, sent at sent: the lease, or the error.
-// It reports a failure to try again.
+// It reports a failure to try again, which the next try makes on its own.
 func (r *renewer) apply(w *ownership, sent int64, l leaf.TagLease, err error) (retry bool) {
 	g, o := r.g, w.o
 	switch {
@@ -169,14 +225,14 @@ func (r *renewer) apply(w *ownership, sent int64, l leaf.TagLease, err error) (r
 			}
 			return false
 		}
-		r.schedule(w, g.mono()+r.retryIn())
+		r.schedule(w, slot{at: g.mono() + r.retryIn(), solo: true})
 		return true
 	default:
 		w.extend(sent + int64(l.Left-g.leaseMargin()))
 		o.mu.Lock()
 		o.seen, o.seenAt = l, sent
 		o.mu.Unlock()
-		r.schedule(w, sent+r.every())
+		r.schedule(w, slot{at: sent + r.every()})
 	}
 	return false
 }

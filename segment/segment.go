@@ -1151,17 +1151,18 @@ func (g *Generator) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// closeWorkers is how many give-backs and lease releases Close runs at
-// once: a server with thousands of tags in use stops in a few hundred
-// round trips' time rather than thousands, within its stop's deadline,
-// and the store's pool (16 connections) is not flooded.
-const closeWorkers = 8
+// storeWorkers is how many store calls of one kind run at once where
+// there may be thousands (Close's give-backs and lease releases, the
+// renewals of leases whose batch failed): they take a few hundred round
+// trips' time rather than thousands, and the store's pool (16
+// connections) is not flooded.
+const storeWorkers = 8
 
-// inParallel runs f(0..n-1) on up to closeWorkers goroutines and waits.
+// inParallel runs f(0..n-1) on up to storeWorkers goroutines and waits.
 func inParallel(n int, f func(i int)) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range min(n, closeWorkers) {
+	for range min(n, storeWorkers) {
 		wg.Go(func() {
 			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
 				f(i)
