@@ -158,8 +158,9 @@ type Client struct {
 	noOwners bool           // WithOwnerRouting(false)
 	byBase   map[string]int // ownerKey(base) → index in eps
 	// owners maps an ordered tag to its owner (ownerHint), as the last
-	// forwarded answer named it. Bounded by maxOwners: past it, it starts
-	// over (a forward teaches it again).
+	// forwarded answer named it. Bounded by maxOwners (nOwners counts it,
+	// give or take the races of a Clear): past it, it starts over (a
+	// forward teaches it again).
 	owners  sync.Map
 	nOwners atomic.Int32
 }
@@ -585,7 +586,7 @@ func (c *Client) call(ctx context.Context, method, path, tag string, decode func
 	var retryAfter time.Duration // the largest asked for in this round
 	left := n                    // servers not yet tried in this round
 	owner := -1                  // the tag's owner, tried first
-	if tag != "" && c.nOwners.Load() > 0 {
+	if tag != "" {
 		owner = c.ownerOf(tag)
 	}
 	for attempt := 0; attempt < c.attempts; attempt++ {
@@ -734,10 +735,13 @@ func (c *Client) attempt(ctx context.Context, ep *endpoint, method, path string,
 	}
 	if v := resp.Header[ownerHeader]; len(v) > 0 {
 		owner = v[0]
-	} else if to := resp.Request.URL; to.Host != req.URL.Host || to.Scheme != req.URL.Scheme {
-		// Redirected (a server answering an ordered tag's requests with
-		// the owner's URL, server.ordered_redirect): the owner answered.
-		owner = to.Scheme + "://" + to.Host
+	} else if via := resp.Request.Response; via != nil {
+		// Redirected: by a server answering an ordered tag's requests
+		// with the owner's URL (segment.ordered: redirect), which names
+		// it; any other redirect says nothing of owners.
+		if v := via.Header[ownerHeader]; len(v) > 0 {
+			owner = v[0]
+		}
 	}
 	return owner, nil
 }
@@ -759,7 +763,10 @@ func (c *Client) ownerOf(tag string) int {
 	if h := v.(ownerHint); time.Now().UnixNano() < h.until {
 		return h.i
 	}
-	c.forgetOwner(tag)
+	// Not a hint stored since the Load.
+	if c.owners.CompareAndDelete(tag, v) {
+		c.nOwners.Add(-1)
+	}
 	return -1
 }
 

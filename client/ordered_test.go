@@ -125,7 +125,10 @@ func TestOrderedOwnerRouting(t *testing.T) {
 	if _, err := gens[0].NextID(ctx, "seq"); err != nil {
 		t.Fatal(err)
 	}
-	c := newClient(t, urls)
+	// A long attempt timeout: the counts below assume no attempt is
+	// given up on and sent again, whatever the machine's load.
+	const patient = 30 * time.Second
+	c := newClient(t, urls, client.WithTimeout(patient))
 	requests := func(c *client.Client) []uint64 {
 		var n []uint64
 		for _, e := range c.Stats().Endpoints {
@@ -222,7 +225,7 @@ func TestOrderedOwnerRouting(t *testing.T) {
 	}
 
 	// Routing off: the calls go round robin, as for any tag.
-	off := newClient(t, urls[1:], client.WithOwnerRouting(false))
+	off := newClient(t, urls[1:], client.WithOwnerRouting(false), client.WithTimeout(patient))
 	for range 40 {
 		if _, err := off.NextID(ctx, "seq"); err != nil {
 			t.Fatal(err)
@@ -235,7 +238,7 @@ func TestOrderedOwnerRouting(t *testing.T) {
 	// A server that redirects to the owner: after the first call, the
 	// client calls the owner itself.
 	r, _ := orderedServer(t, store, 3, true)
-	viaRedirect := newClient(t, []string{r.URL, urls[owner]})
+	viaRedirect := newClient(t, []string{r.URL, urls[owner]}, client.WithTimeout(patient))
 	for range 20 {
 		if _, err := viaRedirect.NextID(ctx, "seq"); err != nil {
 			t.Fatal(err)

@@ -136,6 +136,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, style errorS
 	if owner := ownerRedirect(err); owner != "" && r.Header.Get(forward.Header) == "" {
 		k.status = http.StatusTemporaryRedirect
 		h["Location"] = []string{owner + r.URL.RequestURI()}
+		h[forward.OwnerHeader] = []string{owner}
 	}
 	switch k.status {
 	case http.StatusServiceUnavailable, http.StatusTooManyRequests:

@@ -266,6 +266,7 @@ func (s *Server) fastError(ctx *fasthttp.RequestCtx, err error) int {
 	if owner := ownerRedirect(err); owner != "" && len(ctx.Request.Header.Peek(forward.Header)) == 0 {
 		k.status = fasthttp.StatusTemporaryRedirect
 		h.Set("Location", owner+string(ctx.RequestURI()))
+		h.Set(forward.OwnerHeader, owner)
 	}
 	if k.status == fasthttp.StatusServiceUnavailable || k.status == fasthttp.StatusTooManyRequests {
 		h.Set("Retry-After", retryAfter(err))

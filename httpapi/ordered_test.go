@@ -111,6 +111,10 @@ func TestOrderedAnswers(t *testing.T) {
 					t.Errorf("GET %s = %d Location %q Retry-After %q %q; want %d %q %q containing %q", tt.target,
 						r.status, r.header.Get("Location"), r.header.Get("Retry-After"), r.body, tt.status, tt.location, tt.retry, tt.body)
 				}
+				// A redirect names the owner for clients to go to it.
+				if want := map[bool]string{true: owner}[tt.status == 307]; r.header.Get(forward.OwnerHeader) != want {
+					t.Errorf("GET %s: %s %q, want %q", tt.target, forward.OwnerHeader, r.header.Get(forward.OwnerHeader), want)
+				}
 			}
 		})
 	}

@@ -77,7 +77,6 @@ func (s *Server) v2SegmentID(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	setOwner(w, owner.URL)
 	// After the ID: the generator read the shape at the tag's first load,
 	// so this is from memory, and a failing store fails the request as the
 	// generator words it.
@@ -85,6 +84,7 @@ func (s *Server) v2SegmentID(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	setOwner(w, owner.URL)
 	buf := smallBufs.Get().(*[256]byte)
 	defer smallBufs.Put(buf)
 	b := append(buf[:0], `{"tag":"`...)
@@ -102,7 +102,8 @@ func (s *Server) v2SegmentID(w http.ResponseWriter, r *http.Request) error {
 }
 
 // setOwner names the owner of an ordered tag on an answer whose IDs were
-// forwarded to it (forward.OwnerHeader), for clients that route to owners.
+// forwarded to it (forward.OwnerHeader), for clients that route to owners;
+// a redirect to the owner names it too (writeError).
 func setOwner(w http.ResponseWriter, url string) {
 	if url != "" {
 		w.Header()[forward.OwnerHeader] = []string{url}
@@ -183,12 +184,12 @@ func (s *Server) v2SegmentBatch(w http.ResponseWriter, r *http.Request) error {
 		idBufs.Put(p)
 		return err
 	}
-	setOwner(w, owner.URL)
 	defer putIDs(p, ids)
 	shape, err := s.seg.TagShape(r.Context(), tag) // from memory: see v2SegmentID
 	if err != nil {
 		return err
 	}
+	setOwner(w, owner.URL)
 	bp := batchBufs.Get().(*[]byte)
 	b := append((*bp)[:0], `{"tag":"`...)
 	b = append(b, tag...)
