@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -140,32 +139,14 @@ func TestOrderedOwnerRouting(t *testing.T) {
 	// Concurrent callers: until a forwarded answer names the owner, calls
 	// go round robin; after it, to the owner.
 	const workers, each = 8, 100
-	var clock atomic.Int64
-	answers := make([][]testutil.Answer, workers)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			for i := range each {
-				a := testutil.Answer{Sent: clock.Add(1)}
-				var err error
-				if i%3 == 0 {
-					a.IDs, err = c.NextIDs(ctx, "seq", 3)
-				} else {
-					var id int64
-					id, err = c.NextID(ctx, "seq")
-					a.IDs = []int64{id}
-				}
-				a.Received = clock.Add(1)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				answers[w] = append(answers[w], a)
-			}
-		})
-	}
-	wg.Wait()
-	testutil.CheckOrdered(t, slices.Concat(answers...))
+	answers := testutil.AskConcurrently(t, workers, each, func(i int) ([]int64, error) {
+		if i%3 == 0 {
+			return c.NextIDs(ctx, "seq", 3)
+		}
+		id, err := c.NextID(ctx, "seq")
+		return []int64{id}, err
+	})
+	testutil.CheckOrdered(t, answers)
 	got := requests(c)
 	if away := got[1] + got[2]; got[0] != workers*each-away || away > 3*workers {
 		t.Errorf("requests per server %v: want all but the few sent before the owner was known (at most %d) at the owner, the first", got, 3*workers)
@@ -178,7 +159,7 @@ func TestOrderedOwnerRouting(t *testing.T) {
 		t.Fatal(err)
 	}
 	var last int64
-	for _, a := range slices.Concat(answers...) {
+	for _, a := range answers {
 		last = max(last, slices.Max(a.IDs))
 	}
 	next := func(k int) {

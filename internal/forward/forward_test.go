@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -167,32 +166,14 @@ func TestForwardHammer(t *testing.T) {
 	ctx := testutil.Context(t, time.Minute)
 
 	const workers, each = 16, 150
-	var clock atomic.Int64 // orders the events: a send, an answer
-	answers := make([][]testutil.Answer, workers)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			for range each {
-				a := testutil.Answer{Sent: clock.Add(1)}
-				var err error
-				if n := rand.IntN(4); n == 0 {
-					var id int64
-					id, err = f.NextID(ctx, tag)
-					a.IDs = []int64{id}
-				} else {
-					a.IDs, err = f.NextIDs(ctx, tag, n, nil)
-				}
-				a.Received = clock.Add(1)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				answers[w] = append(answers[w], a)
-			}
-		})
-	}
-	wg.Wait()
-	n := testutil.CheckOrdered(t, slices.Concat(answers...))
+	answers := testutil.AskConcurrently(t, workers, each, func(int) ([]int64, error) {
+		if n := rand.IntN(4); n > 0 {
+			return f.NextIDs(ctx, tag, n, nil)
+		}
+		id, err := f.NextID(ctx, tag)
+		return []int64{id}, err
+	})
+	n := testutil.CheckOrdered(t, answers)
 	st := f.Stats()
 	if st.Forwarded != workers*each || st.Failures != 0 {
 		t.Errorf("stats %+v, want %d requests forwarded and no failure", st, workers*each)

@@ -4,8 +4,36 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 )
+
+// AskConcurrently calls ask from workers goroutines, each times each, and
+// returns the answers, each with when it was sent and received on one
+// counter, for CheckOrdered. A failed ask fails t and ends its worker.
+func AskConcurrently(t testing.TB, workers, each int, ask func(i int) ([]int64, error)) []Answer {
+	var clock atomic.Int64 // orders the events: a send, an answer
+	answers := make([][]Answer, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range each {
+				a := Answer{Sent: clock.Add(1)}
+				var err error
+				a.IDs, err = ask(i)
+				a.Received = clock.Add(1)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				answers[w] = append(answers[w], a)
+			}
+		})
+	}
+	wg.Wait()
+	return slices.Concat(answers...)
+}
 
 // Answer is one request's IDs and when it was sent and its answer received,
 // in any unit that orders the events of one process (a monotonic clock's
