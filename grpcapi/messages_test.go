@@ -104,6 +104,11 @@ func TestNoInternalsInStatuses(t *testing.T) {
 					requestID = ri.GetRequestId()
 				}
 			}
+			// The request ID is random hex, which may spell a port
+			// ("…3306…"): it is not what is checked here.
+			if requestID != "" {
+				shown = strings.ReplaceAll(shown, requestID, "<request-id>")
+			}
 			for _, bad := range internals {
 				if strings.Contains(shown, bad) {
 					t.Errorf("%s: status shows %q: %s", what, bad, shown)
