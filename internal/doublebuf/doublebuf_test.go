@@ -556,10 +556,19 @@ func TestStopIf(t *testing.T) {
 func TestOverflowGuard(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var calls atomic.Int64
+		// The second load (the prefetch the first Take starts) waits for
+		// the test: until it delivers, the wrapped counter must give
+		// nothing; afterwards Next moves on to its range, as it should.
+		release := make(chan struct{})
 		cfg := config(nil)
-		cfg.Load = func(_ context.Context, deliver func(doublebuf.Range) error) error {
+		cfg.Load = func(ctx context.Context, deliver func(doublebuf.Range) error) error {
 			if calls.Add(1) == 1 {
 				return deliver(doublebuf.Range{Start: math.MaxInt64 - 5, End: math.MaxInt64})
+			}
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return ctx.Err()
 			}
 			return deliver(doublebuf.Range{Start: 1, End: 3})
 		}
@@ -581,6 +590,7 @@ func TestOverflowGuard(t *testing.T) {
 			}
 		}
 		// The next lease is handed out as usual.
+		close(release)
 		synctest.Wait()
 		if got := []int64{next(t, b), next(t, b)}; !slices.Equal(got, []int64{1, 2}) {
 			t.Fatalf("IDs %v after the wrap, want [1 2]", got)
