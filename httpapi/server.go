@@ -302,7 +302,8 @@ type BadRequestObserver interface {
 // Server is the HTTP handler. It is safe for concurrent use.
 type Server struct {
 	seg  SegmentGenerator
-	tags TagReader // nil when tag administration is off
+	via  ownerNamer // seg, when it forwards; nil otherwise
+	tags TagReader  // nil when tag administration is off
 	snow SnowflakeGenerator
 	// segIDs and snowIDs are seg and snow as the shared ID-route code takes
 	// them, converted once here rather than on every request; nil when the
@@ -369,6 +370,7 @@ func New(cfg Config) *Server {
 	if s.seg != nil {
 		s.segIDs = s.seg
 		s.tags = cfg.Tags
+		s.via, _ = s.seg.(ownerNamer)
 	}
 	if s.snow != nil {
 		s.snowIDs = s.snow

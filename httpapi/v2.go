@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -69,8 +70,7 @@ func (s *Server) v2SegmentID(w http.ResponseWriter, r *http.Request) error {
 	if r.Method == http.MethodHead {
 		return s.v2Head(w, r, s.segmentTagKnown(r.Context(), tag))
 	}
-	var owner forward.OwnerNote
-	id, period, err := s.seg.NextIDPeriod(forward.WithOwnerNote(r.Context(), &owner), tag)
+	id, period, owner, err := s.nextIDVia(r.Context(), tag)
 	if err == nil {
 		err = checkID(id)
 	}
@@ -84,7 +84,7 @@ func (s *Server) v2SegmentID(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	setOwner(w, owner.URL)
+	setOwner(w, owner)
 	buf := smallBufs.Get().(*[256]byte)
 	defer smallBufs.Put(buf)
 	b := append(buf[:0], `{"tag":"`...)
@@ -99,6 +99,33 @@ func (s *Server) v2SegmentID(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeBody(w, r, http.StatusOK, appJSON, append(b, "}\n"...))
 	return nil
+}
+
+// ownerNamer is a SegmentGenerator that forwards the ordered tags it does
+// not own (forward.Generator) and names the owner an answer's IDs came
+// from: "" when they were issued here.
+type ownerNamer interface {
+	NextIDVia(ctx context.Context, tag string) (id int64, period, owner string, err error)
+	NextIDsVia(ctx context.Context, tag string, n int, dst []int64) (ids []int64, period, owner string, err error)
+}
+
+// nextIDVia is the generator's NextIDPeriod, and the owner the ID came
+// from when it forwards.
+func (s *Server) nextIDVia(ctx context.Context, tag string) (int64, string, string, error) {
+	if s.via != nil {
+		return s.via.NextIDVia(ctx, tag)
+	}
+	id, period, err := s.seg.NextIDPeriod(ctx, tag)
+	return id, period, "", err
+}
+
+// nextIDsVia is nextIDVia for n IDs.
+func (s *Server) nextIDsVia(ctx context.Context, tag string, n int, dst []int64) ([]int64, string, string, error) {
+	if s.via != nil {
+		return s.via.NextIDsVia(ctx, tag, n, dst)
+	}
+	ids, period, err := s.seg.NextIDsPeriod(ctx, tag, n, dst)
+	return ids, period, "", err
 }
 
 // setOwner names the owner of an ordered tag on an answer whose IDs were
@@ -175,8 +202,7 @@ func (s *Server) v2SegmentBatch(w http.ResponseWriter, r *http.Request) error {
 		return s.v2Head(w, r, s.segmentTagKnown(r.Context(), tag))
 	}
 	p := idBufs.Get().(*[]int64)
-	var owner forward.OwnerNote
-	ids, period, err := s.seg.NextIDsPeriod(forward.WithOwnerNote(r.Context(), &owner), tag, n, (*p)[:0])
+	ids, period, owner, err := s.nextIDsVia(r.Context(), tag, n, (*p)[:0])
 	if err == nil {
 		err = checkIDs(ids, n)
 	}
@@ -189,7 +215,7 @@ func (s *Server) v2SegmentBatch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	setOwner(w, owner.URL)
+	setOwner(w, owner)
 	bp := batchBufs.Get().(*[]byte)
 	b := append((*bp)[:0], `{"tag":"`...)
 	b = append(b, tag...)

@@ -64,19 +64,6 @@ const Header = "Leaf-Forward"
 // directly and spare the forward (package client does).
 const OwnerHeader = "Leaf-Owner"
 
-// OwnerNote receives, when a request's IDs came from the owner of an
-// ordered tag, the owner's URL; it stays empty for IDs issued here. See
-// WithOwnerNote.
-type OwnerNote struct{ URL string }
-
-type noteKey struct{}
-
-// WithOwnerNote returns ctx carrying n: a Forwarder serving a request with
-// this context writes the owner's URL to n when it forwards.
-func WithOwnerNote(ctx context.Context, n *OwnerNote) context.Context {
-	return context.WithValue(ctx, noteKey{}, n)
-}
-
 // Errors of forwarding, beside the generator's own.
 var (
 	// ErrOwnerUnreachable: the owner of an ordered tag did not answer, or
@@ -233,20 +220,27 @@ func (f *Forwarder) NextID(ctx context.Context, tag string) (int64, error) {
 // NextIDPeriod is NextID that names a periodic tag's period; a forwarded
 // ID has none (an ordered tag is not periodic).
 func (f *Forwarder) NextIDPeriod(ctx context.Context, tag string) (int64, string, error) {
-	id, period, err := f.local.NextIDPeriod(ctx, tag)
+	id, period, _, err := f.NextIDVia(ctx, tag)
+	return id, period, err
+}
+
+// NextIDVia is NextIDPeriod that also names where the ID came from: the
+// owner's URL when it was forwarded there, "" when issued here.
+func (f *Forwarder) NextIDVia(ctx context.Context, tag string) (id int64, period, owner string, err error) {
+	id, period, err = f.local.NextIDPeriod(ctx, tag)
 	if err == nil {
-		return id, period, nil
+		return id, period, "", nil
 	}
 	noe, ok := errors.AsType[*leaf.NotOwnerError](err)
 	if !ok {
-		return id, period, err
+		return id, period, "", err
 	}
 	var one [1]int64
-	ids, err := f.forward(ctx, tag, 1, one[:0], noe)
+	ids, owner, err := f.forward(ctx, tag, 1, one[:0], noe)
 	if err != nil {
-		return 0, "", err
+		return 0, "", "", err
 	}
-	return ids[0], "", nil
+	return ids[0], "", owner, nil
 }
 
 // NextIDs appends n IDs of tag to dst, here or at its owner.
@@ -257,16 +251,23 @@ func (f *Forwarder) NextIDs(ctx context.Context, tag string, n int, dst []int64)
 
 // NextIDsPeriod is NextIDs that names a periodic tag's period.
 func (f *Forwarder) NextIDsPeriod(ctx context.Context, tag string, n int, dst []int64) ([]int64, string, error) {
-	ids, period, err := f.local.NextIDsPeriod(ctx, tag, n, dst)
+	ids, period, _, err := f.NextIDsVia(ctx, tag, n, dst)
+	return ids, period, err
+}
+
+// NextIDsVia is NextIDsPeriod that also names where the IDs came from, as
+// NextIDVia does.
+func (f *Forwarder) NextIDsVia(ctx context.Context, tag string, n int, dst []int64) (ids []int64, period, owner string, err error) {
+	ids, period, err = f.local.NextIDsPeriod(ctx, tag, n, dst)
 	if err == nil {
-		return ids, period, nil
+		return ids, period, "", nil
 	}
 	noe, ok := errors.AsType[*leaf.NotOwnerError](err)
 	if !ok {
-		return ids, period, err
+		return ids, period, "", err
 	}
-	ids, err = f.forward(ctx, tag, n, dst, noe)
-	return ids, "", err
+	ids, owner, err = f.forward(ctx, tag, n, dst, noe)
+	return ids, "", owner, err
 }
 
 // Pauses between attempts of one request: from firstPause, doubling, up
@@ -277,10 +278,11 @@ const (
 )
 
 // forward gets n IDs of tag for a request the generator answered noe: from
-// the owner it names, or, after a takeover, from the generator itself.
-func (f *Forwarder) forward(ctx context.Context, tag string, n int, dst []int64, noe *leaf.NotOwnerError) ([]int64, error) {
+// the owner it names (whose URL it answers), or, after a takeover, from the
+// generator itself ("").
+func (f *Forwarder) forward(ctx context.Context, tag string, n int, dst []int64, noe *leaf.NotOwnerError) ([]int64, string, error) {
 	if err := leaf.ValidateCount(n); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	deadline := time.Now().Add(f.wait)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
@@ -304,7 +306,7 @@ func (f *Forwarder) forward(ctx context.Context, tag string, n int, dst []int64,
 			// runs out. Waiting past the request's budget helps no one:
 			// the client is told when to come back.
 			if time.Until(deadline) < noe.Retry {
-				return nil, noe
+				return nil, "", noe
 			}
 			wait = max(noe.Retry, firstPause)
 		case noe.URL == f.selfURL:
@@ -315,13 +317,10 @@ func (f *Forwarder) forward(ctx context.Context, tag string, n int, dst []int64,
 		default:
 			ids, err := f.queue(tag).take(ctx, deadline, noe.URL, n, dst)
 			if err == nil {
-				if note, ok := ctx.Value(noteKey{}).(*OwnerNote); ok {
-					note.URL = noe.URL
-				}
-				return ids, nil
+				return ids, noe.URL, nil
 			}
 			if !retryable(err) {
-				return nil, err
+				return nil, "", err
 			}
 			if w, ok := f.local.(OwnerWatcher); ok {
 				w.OwnerUnreachable(tag)
@@ -331,19 +330,19 @@ func (f *Forwarder) forward(ctx context.Context, tag string, n int, dst []int64,
 		}
 		pause = min(2*pause, maxPause)
 		if time.Until(deadline) <= wait {
-			return nil, f.giveUp(tag, last, noe, context.DeadlineExceeded)
+			return nil, "", f.giveUp(tag, last, noe, context.DeadlineExceeded)
 		}
 		if err := sleep(ctx, wait); err != nil {
-			return nil, f.giveUp(tag, last, noe, err)
+			return nil, "", f.giveUp(tag, last, noe, err)
 		}
 		// The generator knows best who owns the tag now: itself, maybe.
 		ids, _, err := f.local.NextIDsPeriod(ctx, tag, n, dst)
 		if err == nil {
-			return ids, nil
+			return ids, "", nil
 		}
 		var ok bool
 		if noe, ok = errors.AsType[*leaf.NotOwnerError](err); !ok {
-			return nil, err
+			return nil, "", err
 		}
 	}
 }

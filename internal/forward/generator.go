@@ -40,3 +40,15 @@ func (g *Generator) NextIDPeriod(ctx context.Context, tag string) (int64, string
 func (g *Generator) NextIDsPeriod(ctx context.Context, tag string, n int, dst []int64) ([]int64, string, error) {
 	return g.fwd.NextIDsPeriod(ctx, tag, n, dst)
 }
+
+// NextIDVia is NextIDPeriod that also names the owner the ID was forwarded
+// to, "" when it was issued here.
+func (g *Generator) NextIDVia(ctx context.Context, tag string) (int64, string, string, error) {
+	return g.fwd.NextIDVia(ctx, tag)
+}
+
+// NextIDsVia is NextIDsPeriod that also names the owner the IDs were
+// forwarded to, "" when they were issued here.
+func (g *Generator) NextIDsVia(ctx context.Context, tag string, n int, dst []int64) ([]int64, string, string, error) {
+	return g.fwd.NextIDsVia(ctx, tag, n, dst)
+}
