@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/leafgo/leaf"
@@ -106,7 +107,10 @@ type Moved struct {
 // again with the same lists: it recognises the records the failed run
 // wrote. Block is opts.Block if set, else the old layout's (DefaultBlock
 // for a single database). Tags with a shape (periodic, formatted, opaque),
-// live or deleted, are refused: the store serves plain tags only.
+// live or deleted, are refused: the store serves plain tags only. So are
+// ordered tags (rows of leaf_tag_owner, see leaf.OrderedStore), which it
+// would serve as plain ones, their order lost: an *OrderedTagsError, before
+// anything is written.
 func Migrate(ctx context.Context, from, to []Database, opts Options) (Report, error) {
 	explicitBlock := opts.Block
 	opts = opts.withDefaults()
@@ -123,20 +127,38 @@ func Migrate(ctx context.Context, from, to []Database, opts Options) (Report, er
 		return Report{}, fmt.Errorf("multidb: migrate: %w: block %d, want 1..%d (or 0: the old layout's)", leaf.ErrInvalidArgument, explicitBlock, leaf.MaxBlock)
 	}
 	// Every database must be open: connect those given by Connect, for the
-	// length of the migration.
+	// length of the migration. The old list first: what it holds may refuse
+	// the migration before a database only in the new one is touched
+	// (opening one creates its tables).
 	from, to = slices.Clone(from), slices.Clone(to)
-	for _, list := range [][]Database{from, to} {
+	var opened []Member
+	defer func() {
+		for _, m := range opened {
+			_ = m.Close()
+		}
+	}()
+	connect := func(list []Database) error {
 		for i, d := range list {
 			if d.Store != nil {
 				continue
 			}
 			m, err := d.Connect(ctx)
 			if err != nil {
-				return Report{}, fmt.Errorf("multidb: migrate: connect %s: %w", d.Name, err)
+				return fmt.Errorf("multidb: migrate: connect %s: %w", d.Name, err)
 			}
-			defer m.Close()
+			opened = append(opened, m)
 			list[i].Store = m
 		}
+		return nil
+	}
+	if err := connect(from); err != nil {
+		return Report{}, err
+	}
+	if err := checkUnordered(ctx, from, opts); err != nil {
+		return Report{}, err
+	}
+	if err := connect(to); err != nil {
+		return Report{}, err
 	}
 	mig := func(d Database) (Migratable, error) {
 		m, ok := d.Store.(Migratable)
@@ -580,6 +602,110 @@ const shapesChunk = 5000
 func shapeRefusal(tag, db string, sh leaf.TagShape) error {
 	return fmt.Errorf("multidb: migrate: %w: tag %q on %s has a shape (%s); a store over several databases serves plain tags only",
 		leaf.ErrInvalidArgument, tag, db, sh)
+}
+
+// orderedLister lists the ordered tags of a database
+// (leaf.OrderedStore.OrderedTags): the SQL stores.
+type orderedLister interface {
+	OrderedTags(ctx context.Context, after string, limit int) ([]leaf.TagLease, error)
+}
+
+// MaxListedOrdered is how many ordered tags an OrderedTagsError names; it
+// counts the rest.
+const MaxListedOrdered = 10
+
+// orderedPage is how many ordered tags one OrderedTags call of
+// checkUnordered reads, each call within ReadTimeout.
+const orderedPage = 1000
+
+// OrderedTagsError is Migrate's refusal of databases holding ordered tags:
+// a store spread over several databases serves every tag as a plain one,
+// so the tags would go on issuing IDs that no longer increase in the order
+// they are issued, without an error. Make them plain first (or keep the
+// store on one database). It matches leaf.ErrInvalidArgument and
+// leaf.ErrOrderedTag.
+type OrderedTagsError struct {
+	// Databases names the databases of the old list holding ordered tags.
+	Databases []string
+	// Tags are the first of them, at most MaxListedOrdered: in the order
+	// of Databases, each database's in name order.
+	Tags []string
+	// Count is how many there are in all.
+	Count int
+}
+
+func (e *OrderedTagsError) Error() string {
+	quoted := make([]string, len(e.Tags))
+	for i, t := range e.Tags {
+		quoted[i] = strconv.Quote(t)
+	}
+	list := strings.Join(quoted, ", ")
+	if more := e.Count - len(e.Tags); more > 0 {
+		list += fmt.Sprintf(" and %d more", more)
+	}
+	return fmt.Sprintf("multidb: migrate: %v: %s on %s: %s; a store over several databases serves every tag as a plain one,"+
+		" so %s would no longer issue IDs that increase in the order they are issued: make %s plain first, or keep the store on one database",
+		leaf.ErrInvalidArgument, plural(e.Count, "ordered tag"), strings.Join(e.Databases, ", "), list,
+		pick(e.Count, "it", "they"), pick(e.Count, "it", "them"))
+}
+
+func (e *OrderedTagsError) Unwrap() []error {
+	return []error{leaf.ErrInvalidArgument, leaf.ErrOrderedTag}
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+func pick(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// checkUnordered refuses databases holding ordered tags with an
+// *OrderedTagsError: every row of leaf_tag_owner counts, one left by hand
+// without its tag too. It reads the rows a page at a time, naming the
+// first MaxListedOrdered and counting the rest.
+func checkUnordered(ctx context.Context, from []Database, opts Options) error {
+	var refusal OrderedTagsError
+	for _, d := range from {
+		lister, ok := d.Store.(orderedLister)
+		if !ok {
+			continue
+		}
+		n := 0
+		for after := ""; ; {
+			rctx, cancel := context.WithTimeout(ctx, opts.ReadTimeout)
+			page, err := lister.OrderedTags(rctx, after, orderedPage)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("multidb: migrate: list the ordered tags of %s: %w", d.Name, err)
+			}
+			for _, l := range page {
+				if len(refusal.Tags) < MaxListedOrdered {
+					refusal.Tags = append(refusal.Tags, l.Tag)
+				}
+			}
+			n += len(page)
+			if len(page) < orderedPage {
+				break
+			}
+			after = page[len(page)-1].Tag
+		}
+		if n > 0 {
+			refusal.Databases = append(refusal.Databases, d.Name)
+			refusal.Count += n
+		}
+	}
+	if refusal.Count > 0 {
+		return &refusal
+	}
+	return nil
 }
 
 // writeRecord gives database d the record want: it writes it where there

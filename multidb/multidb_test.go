@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -890,6 +891,116 @@ func TestMigrateRefused(t *testing.T) {
 		}
 		if _, err := multidb.Init(ctx, members(t, k, []string{k.newDB(t), k.newDB(t)}), multidb.Options{Block: -1}); !errors.Is(err, leaf.ErrInvalidArgument) {
 			t.Errorf("init with block -1: %v, want refused", err)
+		}
+	})
+}
+
+// TestMigrateRefusesOrdered: a database holding ordered tags is refused
+// with an *OrderedTagsError naming the first few and counting them all
+// (rows left by hand without their tag too, over more than one page of
+// the listing), before a database only in the new list is even opened;
+// once the tags are plain, they move.
+func TestMigrateRefusesOrdered(t *testing.T) {
+	eachKind(t, func(t *testing.T, k kind) {
+		ctx := t.Context()
+		dsns := newDBs(t, k, 2)
+		single, err := k.single(ctx, dsns[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		admin, ordered := single.(leaf.SegmentAdmin), single.(leaf.OrderedStore)
+		for _, tag := range []string{"ord.a", "ord.b", "plain"} {
+			create(t, admin, tag, 0, 10)
+		}
+		for _, tag := range []string{"ord.a", "ord.b"} {
+			if err := ordered.SetOrdered(ctx, tag, true); err != nil {
+				t.Fatal(err)
+			}
+		}
+		single.Close()
+		// Rows of ordered tags whose tags are gone, made by hand: more
+		// than one page of the listing.
+		const leftovers = 1200
+		db, err := sql.Open(k.driver, dsns[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		values := make([]string, leftovers)
+		for i := range values {
+			values[i] = fmt.Sprintf("('zz.%04d')", i)
+		}
+		if _, err := db.ExecContext(ctx, "INSERT INTO leaf_tag_owner (tag) VALUES "+strings.Join(values, ", ")); err != nil {
+			t.Fatal(err)
+		}
+
+		connected := false
+		migrate := func() (multidb.Report, error) {
+			t.Helper()
+			to := append(members(t, k, dsns[:1]), multidb.Database{Name: "db1", Connect: func(ctx context.Context) (multidb.Member, error) {
+				connected = true
+				m, err := k.member(ctx, dsns[1])
+				if err != nil {
+					return nil, err
+				}
+				return m, nil
+			}})
+			return multidb.Migrate(ctx, members(t, k, dsns[:1]), to, testOptions())
+		}
+		_, err = migrate()
+		var refusal *multidb.OrderedTagsError
+		if !errors.As(err, &refusal) {
+			t.Fatalf("migrate ordered tags: %v, want an *OrderedTagsError", err)
+		}
+		want := []string{"ord.a", "ord.b"}
+		for i := range multidb.MaxListedOrdered - 2 {
+			want = append(want, fmt.Sprintf("zz.%04d", i))
+		}
+		if refusal.Count != leftovers+2 || !slices.Equal(refusal.Tags, want) || !slices.Equal(refusal.Databases, []string{"db0"}) {
+			t.Errorf("refusal %+v, want count %d, tags %q on db0", refusal, leftovers+2, want)
+		}
+		if !errors.Is(err, leaf.ErrInvalidArgument) || !errors.Is(err, leaf.ErrOrderedTag) {
+			t.Errorf("%v does not match ErrInvalidArgument and ErrOrderedTag", err)
+		}
+		msg := err.Error()
+		for _, s := range []string{"1202 ordered tags on db0", `"ord.a", "ord.b", "zz.0000"`, fmt.Sprintf("and %d more", leftovers+2-multidb.MaxListedOrdered), "one database"} {
+			if !strings.Contains(msg, s) {
+				t.Errorf("%q does not say %q", msg, s)
+			}
+		}
+		if strings.Contains(msg, `"plain"`) {
+			t.Errorf("%q names the plain tag", msg)
+		}
+		if connected {
+			t.Error("the refused migration opened the database only in the new list")
+		}
+		if _, ok, err := members(t, k, dsns[:1])[0].Store.ReadStripe(ctx); err != nil || ok {
+			t.Errorf("the old database has a record after the refusal (%v)", err)
+		}
+
+		// Plain again: the leftovers by hand, the tags as an operator would.
+		if _, err := db.ExecContext(ctx, "DELETE FROM leaf_tag_owner WHERE tag LIKE 'zz.%'"); err != nil {
+			t.Fatal(err)
+		}
+		if single, err = k.single(ctx, dsns[0]); err != nil {
+			t.Fatal(err)
+		}
+		for _, tag := range []string{"ord.a", "ord.b"} {
+			if err := single.(leaf.OrderedStore).SetOrdered(ctx, tag, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		single.Close()
+		rep, err := migrate()
+		if err != nil {
+			t.Fatalf("migrate once the tags are plain: %v", err)
+		}
+		var moved []string
+		for _, m := range rep.Tags {
+			moved = append(moved, m.Tag)
+		}
+		if !slices.Equal(moved, []string{"ord.a", "ord.b", "plain"}) {
+			t.Errorf("moved %q, want ord.a, ord.b and plain", moved)
 		}
 	})
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -43,6 +44,8 @@ order (default: segment.dsn); --to the new one, which keeps every database
 of --from, spelled the same, and adds at least one. Each flag is repeated
 once per database, or takes one DSN per line. Only plain tags can move:
 periodic, formatted, opaque and ordered tags need a store of one database.
+A store holding any is refused before anything changes; an ordered tag
+can be made plain first with 'leaf tags order TAG off'.
 A migration that failed part-way (a database down) can be run again with
 the same lists; one already done is reported as such and changes nothing.
 
@@ -173,6 +176,10 @@ func (a *app) dbMigrate(ctx context.Context, args []string) error {
 	}
 	log := newLogger(cfg.Log, a.stderr)
 	rep, err := multidb.Migrate(ctx, fromDBs, toDBs, multidb.Options{Block: *block, Logger: log})
+	if ordered := (*multidb.OrderedTagsError)(nil); errors.As(err, &ordered) {
+		return fmt.Errorf("%w. Nothing was changed. To make a tag plain, run 'leaf tags order TAG off' on the current store"+
+			" (segment.dsn set to --from's database), then migrate again", err)
+	}
 	if err != nil {
 		return err
 	}

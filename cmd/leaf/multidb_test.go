@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -645,4 +646,144 @@ func getJSON(t *testing.T, url string, v any) {
 	if err := json.Unmarshal([]byte(getText(t, url)), v); err != nil {
 		t.Fatalf("GET %s: %v", url, err)
 	}
+}
+
+// TestMultiDatabaseMigrateOrdered: a store of several databases serves
+// every tag as a plain one, so leaf db migrate refuses a store holding an
+// ordered tag (exit 2, naming it and the way out) before it changes
+// anything, rather than move the tag and lose its order without a word;
+// once the tags are made plain, the migration goes through.
+func TestMultiDatabaseMigrateOrdered(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary on MariaDB")
+	}
+	t.Parallel()
+	bin := testutil.BuildLeaf(t)
+	db1, db2 := testdb.MySQL(t), testdb.MySQL(t)
+	dir := t.TempDir()
+	one := multiEnv(db1)
+	for _, args := range [][]string{
+		{"tags", "create", "keep", "--ordered"},
+		{"tags", "create", "keep.too"},
+		{"tags", "order", "keep.too", "on"},
+		{"tags", "create", "plain.a", "--step", "100"},
+	} {
+		if r := runBin(t, bin, dir, one, args...); r.code != 0 {
+			t.Fatalf("leaf %s: exit %d\n%s%s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+		}
+	}
+	// Issue from every tag, so that the rows hold more than their start.
+	s := startServer(t, bin, dir, one, "--listen", "127.0.0.1:0")
+	for _, tag := range []string{"keep", "keep.too", "plain.a"} {
+		fetchID(t, s.url("/api/segment/get/"+tag))
+	}
+	if code := s.stop(t); code != 0 {
+		t.Fatalf("server exited %d:\n%s", code, s.log.String())
+	}
+
+	before1, before2 := dumpDatabase(t, db1), dumpDatabase(t, db2)
+	args := []string{"db", "migrate", "--segment-store", "mysql", "--from", db1, "--to", db1, "--to", db2}
+	r := runBin(t, bin, dir, cleanEnv(), args...)
+	t.Logf("leaf db migrate with ordered tags: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r.code != exitUsage {
+		t.Errorf("exit %d, want %d", r.code, exitUsage)
+	}
+	for _, s := range []string{`"keep"`, `"keep.too"`, "2 ordered tags", "leaf tags order TAG off", "one database"} {
+		if !strings.Contains(r.stderr, s) {
+			t.Errorf("stderr does not say %q:\n%s", s, r.stderr)
+		}
+	}
+	if strings.Contains(r.stderr, "plain.a") {
+		t.Errorf("stderr names the plain tag plain.a:\n%s", r.stderr)
+	}
+	if after := dumpDatabase(t, db1); after != before1 {
+		t.Errorf("the refused migration changed the old database:\nbefore\n%s\nafter\n%s", before1, after)
+	}
+	if after := dumpDatabase(t, db2); after != before2 {
+		t.Errorf("the refused migration changed the new database:\nbefore\n%s\nafter\n%s", before2, after)
+	}
+	// The store of one database still serves, the ordered tag included.
+	s = startServer(t, bin, dir, one, "--listen", "127.0.0.1:0")
+	fetchID(t, s.url("/api/segment/get/keep"))
+	if code := s.stop(t); code != 0 {
+		t.Fatalf("server exited %d:\n%s", code, s.log.String())
+	}
+
+	for _, tag := range []string{"keep", "keep.too"} {
+		if r := runBin(t, bin, dir, one, "tags", "order", tag, "off"); r.code != 0 {
+			t.Fatalf("tags order %s off: exit %d\n%s", tag, r.code, r.stderr)
+		}
+	}
+	r = runBin(t, bin, dir, cleanEnv(), args...)
+	if r.code != 0 {
+		t.Fatalf("leaf db migrate once the tags are plain: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, tag := range []string{"keep", "keep.too", "plain.a"} {
+		if !strings.Contains(r.stdout, tag) {
+			t.Errorf("the report does not name %s:\n%s", tag, r.stdout)
+		}
+	}
+}
+
+// dumpDatabase renders every row of every table of the MySQL database dsn,
+// sorted, so that two dumps are equal when nothing changed.
+func dumpDatabase(t *testing.T, dsn string) string {
+	t.Helper()
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := t.Context()
+	var tables []string
+	rows, err := db.QueryContext(ctx, "SHOW TABLES")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			t.Fatal(err)
+		}
+		tables = append(tables, name)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	rows.Close()
+	slices.Sort(tables)
+	var b strings.Builder
+	for _, table := range tables {
+		rows, err := db.QueryContext(ctx, "SELECT * FROM `"+table+"`")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cols, err := rows.Columns()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var lines []string
+		for rows.Next() {
+			vals := make([]sql.RawBytes, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			if err := rows.Scan(ptrs...); err != nil {
+				t.Fatal(err)
+			}
+			fields := make([]string, len(cols))
+			for i, v := range vals {
+				fields[i] = cols[i] + "=" + string(v)
+			}
+			lines = append(lines, "  "+strings.Join(fields, " "))
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		rows.Close()
+		slices.Sort(lines)
+		fmt.Fprintf(&b, "%s (%d rows)\n%s\n", table, len(lines), strings.Join(lines, "\n"))
+	}
+	return b.String()
 }

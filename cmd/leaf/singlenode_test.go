@@ -3,6 +3,7 @@ package main
 import (
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -82,4 +83,35 @@ func freePort(t *testing.T) string {
 	}
 	defer ln.Close()
 	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+}
+
+// TestServeCheckSampleSingleNode: etc/leaf.yml copied to a host and opened
+// to the network is the copied configuration the guard exists for (two
+// hosts, both worker 0): the sample documents snowflake.worker_id without
+// setting it, so serve --check refuses it, exit 2 naming single_node, until
+// the operator chooses a worker ID.
+func TestServeCheckSampleSingleNode(t *testing.T) {
+	t.Parallel()
+	bin := testutil.BuildLeaf(t)
+	sample, err := filepath.Abs("../../etc/leaf.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(t.TempDir(), "data")
+	env := append(cleanEnv(), "LEAF_ADMIN_TOKEN="+serveToken, "LEAF_SEGMENT_ENABLED=false", "LEAF_DATA_DIR="+data)
+	args := []string{"serve", "--check", "--config", sample, "--listen", "0.0.0.0:0"}
+	r := runBin(t, bin, t.TempDir(), env, args...)
+	if r.code != exitUsage || !strings.Contains(r.stderr, "single_node") || !strings.Contains(r.stderr, "worker ID 0") {
+		t.Errorf("%q: exit %d\nstdout %s\nstderr %s\nwant exit %d naming single_node and worker ID 0", args, r.code, r.stdout, r.stderr, exitUsage)
+	}
+	if strings.Contains(r.stdout, "config OK") {
+		t.Errorf("%q printed a summary after the refusal:\n%s", args, r.stdout)
+	}
+	// The operator's own worker ID, 0 included, is a choice the guard
+	// cannot second-guess.
+	r = runBin(t, bin, t.TempDir(), env, append(args, "--worker-id", "0")...)
+	if r.code != 0 || !strings.Contains(r.stdout, "local, worker ID 0") {
+		t.Errorf("%q --worker-id 0: exit %d\nstdout %s\nstderr %s\nwant exit 0", args, r.code, r.stdout, r.stderr)
+	}
+	checkNotCreated(t, data)
 }

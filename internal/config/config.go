@@ -200,7 +200,7 @@ type Snowflake struct {
 	ZooKeeper  string        `yaml:"zk" flag:"zk" arg:"host:port,..." help:"ZooKeeper servers, for the zookeeper and zookeeper-recycle registries"`
 	Etcd       string        `yaml:"etcd" flag:"etcd" arg:"host:port,..." help:"etcd endpoints, for the etcd registry"`
 	DSN        string        `yaml:"dsn" flag:"snowflake-dsn" arg:"dsn" help:"mysql registry: the database holding leaf_workerid_alloc; empty: segment.dsn when segment.store is mysql"`
-	LeaseTTL   time.Duration `yaml:"lease_ttl" help:"zookeeper-recycle session timeout, etcd lease TTL and mysql live-claim lease: how long a silent server keeps its worker ID or claim"`
+	LeaseTTL   time.Duration `yaml:"lease_ttl" help:"the lease every registry but local holds a worker ID under: the registry may be down this long without IDs stopping, and a dead server's claim is free after it"`
 	LayoutName string        `yaml:"layout" flag:"snowflake-layout" enum:"leaf,js-safe,custom" help:"the ID layout: leaf (Java Leaf's, 41/10/12 bits), js-safe (every ID below 2^53, for JavaScript: 40/5/8 bits from 2026-01-01, until 2060-11-03) or custom (epoch and the *_bits keys); setting those keys without a layout means custom"`
 	Epoch      int           `yaml:"epoch" help:"layout: the zero of the time part, Unix milliseconds"`
 	TimeBits   int           `yaml:"time_bits" help:"layout: bits of milliseconds"`
@@ -301,7 +301,7 @@ func Default() Config {
 			Enabled:      true,
 			Registry:     RegistryLocal,
 			Name:         "leaf",
-			LeaseTTL:     10 * time.Second,
+			LeaseTTL:     time.Minute,
 			LayoutName:   snowflake.LayoutLeaf,
 			Epoch:        snowflake.LeafEpoch,
 			TimeBits:     snowflake.LeafLayout.TimeBits,

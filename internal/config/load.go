@@ -61,7 +61,10 @@ func LoadWithWarnings(src Sources) (Config, []Warning, error) {
 
 // Origins tells where each key that is not at its default was set, by key
 // path: "--listen", "LEAF_LISTEN", "leaf.yml:3", or the leaf.properties line.
-// A value equal to the default counts as set if a source set it.
+// A value equal to the default counts as set if a source set it; an empty
+// one (a YAML key with no value or null, an empty LEAF_* variable) sets
+// nothing, so that a sample file can list a key without choosing for the
+// operator (etc/leaf.yml's snowflake.worker_id).
 type Origins map[string]string
 
 // Set reports whether a source set the key at path.

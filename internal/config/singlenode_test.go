@@ -185,6 +185,9 @@ func TestSingleNodeSources(t *testing.T) {
 		{"nothing", Sources{Env: mysql}, true},
 		{"worker_id in YAML", Sources{Env: mysql, File: writeFile(t, "snowflake:\n  worker_id: 0\n")}, false},
 		{"worker_id null in YAML", Sources{Env: mysql, File: writeFile(t, "snowflake:\n  worker_id:\n")}, true},
+		{"worker_id ~ in YAML", Sources{Env: mysql, File: writeFile(t, "snowflake:\n  worker_id: ~\n")}, true},
+		{"worker_id null, spelled out, in YAML", Sources{Env: mysql, File: writeFile(t, "snowflake:\n  worker_id: null\n")}, true},
+		{"worker_ids null in YAML", Sources{Env: mysql, File: writeFile(t, "snowflake:\n  worker_ids:\n")}, true},
 		{"worker_id empty in env", Sources{Env: append(mysql, "LEAF_SNOWFLAKE_WORKER_ID=")}, true},
 		{"--worker-id", Sources{Env: mysql, Flags: map[string]string{"snowflake.worker_id": "0"}}, false},
 		{"workIdMap in leaf.properties", Sources{Env: mysql, LeafProperties: writeProps(t,
@@ -198,5 +201,38 @@ func TestSingleNodeSources(t *testing.T) {
 		if got := err != nil; got != tt.refused {
 			t.Errorf("%s: err = %v, want refused %t", tt.name, err, tt.refused)
 		}
+	}
+}
+
+// TestSingleNodeSample: the sample configuration, copied to two hosts and
+// opened to the network, is the case the guard exists for. It documents
+// worker_id without setting it, so it chooses no worker ID for the
+// operator: on every interface, with segment mode off (so that only the
+// worker ID is in question), it is refused. A worker ID the operator adds
+// to it is a choice, as in any file.
+func TestSingleNodeSample(t *testing.T) {
+	const sample = "../../etc/leaf.yml"
+	exposed := []string{"LEAF_LISTEN=0.0.0.0:8080", "LEAF_SEGMENT_ENABLED=false"}
+	cfg, origins, _, err := LoadWithOrigins(Sources{File: sample, Env: exposed})
+	if err != nil {
+		t.Fatalf("load %s: %v", sample, err)
+	}
+	for _, k := range []string{"snowflake.worker_id", "snowflake.worker_ids"} {
+		if origins.Set(k) {
+			t.Errorf("%s sets %s (%s): a sample must leave the worker ID to the operator", sample, k, origins[k])
+		}
+	}
+	err = cfg.CheckSingleNode(context.Background(), origins, testResolver)
+	if err == nil {
+		t.Fatalf("%s on 0.0.0.0:8080 with segment mode off: accepted, want refused as local worker 0", sample)
+	}
+	checkRefusal(t, sample, err)
+	for _, s := range []string{"single_node", "worker ID 0", "listen 0.0.0.0:8080"} {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("%s: %q does not name %q", sample, err, s)
+		}
+	}
+	if err := checkSingleNode(t, Sources{File: sample, Env: append(exposed, "LEAF_SNOWFLAKE_WORKER_ID=0")}); err != nil {
+		t.Errorf("%s with LEAF_SNOWFLAKE_WORKER_ID=0: %v, want accepted", sample, err)
 	}
 }
