@@ -11,17 +11,36 @@ import (
 // across the cluster: one server at a time, its owner, issues them, under a
 // lease on the tag kept in the segment store (table leaf_tag_owner, one row
 // per ordered tag: a row marks the tag ordered). The other servers forward
-// requests to the owner. Each new owner gets a higher fencing token and
-// issues from ranges it reserves after taking the lease, so above every ID
-// an earlier owner could have issued; an owner stops issuing before its
-// lease can run out.
+// requests to the owner. What keeps the order, none of it resting on a
+// clock that servers share:
+//   - Each new owner gets a higher fencing token and issues from ranges it
+//     reserves after taking the lease, with ReserveOwned: the store checks
+//     the owner's token in the reserve's own transaction, so an owner whose
+//     lease was taken over reserves nothing more, and every range of the
+//     new owner lies above every range of the old.
+//   - A server takes over a lease only when the row has no owner
+//     (released), or when it has watched the very same lease (owner, token
+//     and Version) go unrenewed for a whole lease on its own monotonic
+//     clock (see TagLease.Version); the store grants it only if the row
+//     still holds that lease and, as a second line, the lease ran out by
+//     the store's clock.
+//   - An owner stops issuing before its lease can run out by its own
+//     monotonic clock, counted from before it sent the request that took or
+//     renewed it, so it has stopped before a watching server may take over.
+//
+// What none of this covers: an owner whose monotonic clock stood still
+// while real time passed (its host or VM suspended past the lease) may,
+// once it wakes and before its next renewal or reserve finds the lease
+// lost, issue the IDs it had already buffered, after the new owner issued
+// higher ones. The reserve fence bounds that to the IDs already buffered.
 
 var (
 	// ErrNotOwner: an ordered tag's IDs are issued by another server, its
 	// owner; a *NotOwnerError says which.
 	ErrNotOwner = errors.New("not the owner of the ordered tag")
-	// ErrLeaseLost: a renewal found the lease expired or taken by another
-	// owner (another fencing token): the owner must have stopped issuing.
+	// ErrLeaseLost: a renewal or a reserve found the lease released or
+	// taken by another owner (another fencing token): the owner must have
+	// stopped issuing.
 	ErrLeaseLost = errors.New("lease of the ordered tag lost")
 	// ErrOrderedTag: an operation that would break an ordered tag's order,
 	// such as caching its IDs in a client or leasing them as a range to
@@ -37,36 +56,67 @@ type TagLease struct {
 	// ("http://10.0.0.7:8080#5f2c…"). Empty when no one owns the tag.
 	Owner string
 	// Token is the fencing token: it grows with each new owner of the
-	// tag's row. A row made again after the tag was deleted or unmarked
-	// starts over; that is safe because a token never guards IDs (a new
-	// owner reserves its ranges after taking the lease) and owners differ
-	// by their nonce.
+	// tag's row, and every reserve of the owner checks it
+	// (OrderedStore.ReserveOwned). A row made again after the tag was
+	// deleted or unmarked starts over; that is safe because the fence
+	// checks the owner with the token, owners differ by the nonce of their
+	// process, and a process issues under one lease of a tag at a time
+	// (the ranges of one that ended are never issued).
 	Token int64
 	// Left is how long the lease had to run when the store answered, by the
-	// store's clock: the owner counts it from before it sent its request,
-	// so it stops before the store would let another take over. Zero or
-	// negative when the lease has run out.
+	// store's clock: the owner counts it from before it sent its request
+	// and stops before it runs out. Zero or negative when the lease has run
+	// out by the store's clock, which alone lets no one take it over (see
+	// Version).
 	Left time.Duration
+	// Version is the lease's end as the store records it (lease_until), in
+	// the store's own units: compare it for equality only. It changes with
+	// every acquisition and renewal, to a value it did not have before
+	// (past the last one, should the store's clock stand still); a
+	// candidate compares it to tell a live owner's renewals from a dead
+	// owner's silence, which a store's clock stepped forward cannot fake.
+	Version int64
 }
 
 // Held reports whether someone owns the tag and the lease has time left.
 func (l TagLease) Held() bool { return l.Owner != "" && l.Left > 0 }
 
+// Same reports whether l and o are the very same lease: the same owner,
+// token and Version. A row that shows the same lease over time was not
+// renewed, taken or released in between.
+func (l TagLease) Same(o TagLease) bool {
+	return l.Owner == o.Owner && l.Token == o.Token && l.Version == o.Version
+}
+
 // OrderedStore keeps the leases of ordered tags. Stores that support
 // ordered tags implement it; found by type assertion on the segment store.
-// Every method is one short transaction on the tag's row.
+// Every method is one short transaction on the tag's row (ReserveOwned's
+// on its leaf_alloc row too).
 type OrderedStore interface {
 	// TagLease reads the tag's lease; ok is false when the tag is not
 	// ordered (no row).
 	TagLease(ctx context.Context, tag string) (l TagLease, ok bool, err error)
-	// AcquireTag makes owner the owner for ttl, with a new token, if no one
-	// holds the lease (no owner, or its lease ran out); otherwise it changes
-	// nothing. It answers the lease as it stands afterwards: the caller owns
-	// the tag when l.Owner == owner. ErrTagNotFound when the tag is not
-	// ordered.
-	AcquireTag(ctx context.Context, tag, owner string, ttl time.Duration) (TagLease, error)
+	// AcquireTag makes owner the owner for ttl, with a new token, if the
+	// row has no owner (new, or released), or if it still holds the very
+	// lease the caller watched (watched.Same) and that lease ran out by
+	// the store's clock; otherwise it changes nothing. The caller passes
+	// the lease it saw unrenewed for a whole lease (or its own, which it
+	// knows it no longer issues under), else the zero TagLease. It answers
+	// the lease as it stands afterwards: the caller owns the tag when
+	// l.Owner == owner. ErrTagNotFound when the tag is not ordered.
+	AcquireTag(ctx context.Context, tag, owner string, ttl time.Duration, watched TagLease) (TagLease, error)
+	// ReserveOwned reserves a range of the tag as SegmentStore.Reserve
+	// does, and in the same transaction checks that owner holds the tag's
+	// lease with token, whatever any clock says of it; otherwise it
+	// reserves nothing and fails with ErrLeaseLost, saying who holds it
+	// (a tag no longer ordered has lost its lease too). ErrTagNotFound if
+	// the tag has no leaf_alloc row. An owner reserves every range this
+	// way, so that once its lease is taken over it reserves nothing more.
+	ReserveOwned(ctx context.Context, tag, owner string, token int64, step int) (Reservation, error)
 	// RenewTag extends the lease to ttl from now if owner still holds it
-	// with token and it has not run out; ErrLeaseLost otherwise.
+	// with token; ErrLeaseLost otherwise. The token decides, not the
+	// store's clock: a lease that ran out by it but that no one took over
+	// (which would have changed the token) was never interrupted.
 	RenewTag(ctx context.Context, tag, owner string, token int64, ttl time.Duration) (TagLease, error)
 	// RenewTags renews many of owner's leases as RenewTag renews one, in a
 	// few transactions rather than one per tag: a server owning thousands

@@ -18,18 +18,32 @@ type tagOwner struct {
 	expires time.Time
 }
 
-// now is the store's clock, the database's in the SQL stores: leases are
-// judged by it alone, never by a caller's. Inside a testing/synctest bubble
-// it is the bubble's fake clock.
+// now is the store's clock, the database's in the SQL stores: Left is
+// counted by it, and a takeover needs the lease run out by it as well as
+// watched unrenewed (AcquireTag). Inside a testing/synctest bubble it is
+// the bubble's fake clock.
 func (s *SegmentStore) now() time.Time { return time.Now() }
 
 // leaseLocked answers a row as a leaf.TagLease at now. s.mu must be held.
 func leaseLocked(tag string, o *tagOwner, now time.Time) leaf.TagLease {
 	l := leaf.TagLease{Tag: tag, Owner: o.owner, Token: o.token}
 	if o.owner != "" {
-		l.Left = o.expires.Sub(now)
+		l.Left, l.Version = o.expires.Sub(now), o.expires.UnixNano()
 	}
 	return l
+}
+
+// extendLocked makes o's lease end ttl from now, or, where that would not
+// pass its end less than a lease beyond it (a clock that stands still, as
+// a testing/synctest bubble's between sleeps), a nanosecond past it, as
+// the SQL stores' newUntil does: the Version only grows while the clock
+// stalls, and never returns to a value it had. s.mu must be held.
+func (o *tagOwner) extendLocked(now time.Time, ttl time.Duration) {
+	e := now.Add(ttl)
+	if old := o.expires; !o.expires.IsZero() && !old.Before(e) && old.Sub(e) <= ttl {
+		e = old.Add(time.Nanosecond)
+	}
+	o.expires = e
 }
 
 // checkLease validates what names a lease: the owner, and the token when
@@ -65,9 +79,10 @@ func (s *SegmentStore) TagLease(ctx context.Context, tag string) (leaf.TagLease,
 	return leaseLocked(tag, o, s.now()), true, nil
 }
 
-// AcquireTag makes owner the owner for ttl, with a new token, unless
-// someone holds an unexpired lease; it answers the lease as it stands.
-func (s *SegmentStore) AcquireTag(ctx context.Context, tag, owner string, ttl time.Duration) (leaf.TagLease, error) {
+// AcquireTag makes owner the owner for ttl, with a new token, if the row
+// has no owner, or if it still holds the very lease watched and that ran
+// out by the store's clock; it answers the lease as it stands.
+func (s *SegmentStore) AcquireTag(ctx context.Context, tag, owner string, ttl time.Duration, watched leaf.TagLease) (leaf.TagLease, error) {
 	if err := leaf.ValidateTag(tag); err != nil {
 		return leaf.TagLease{}, err
 	}
@@ -84,15 +99,49 @@ func (s *SegmentStore) AcquireTag(ctx context.Context, tag, owner string, ttl ti
 		return leaf.TagLease{}, fmt.Errorf("inmem: %s: the tag is not ordered: %w", op, leaf.ErrTagNotFound)
 	}
 	now := s.now()
-	if o.owner == "" || !now.Before(o.expires) {
+	if o.owner == "" || leaseLocked(tag, o, now).Same(watched) && !now.Before(o.expires) {
 		s.tokens[tag]++
-		o.owner, o.token, o.expires = owner, s.tokens[tag], now.Add(ttl)
+		o.extendLocked(now, ttl)
+		o.owner, o.token = owner, s.tokens[tag]
 	}
 	return leaseLocked(tag, o, now), nil
 }
 
-// RenewTag extends owner's unexpired lease with token to ttl from now;
-// leaf.ErrLeaseLost otherwise.
+// ReserveOwned reserves as Reserve does if owner holds the tag's lease
+// with token, whatever the clock says; leaf.ErrLeaseLost otherwise, with
+// nothing reserved.
+func (s *SegmentStore) ReserveOwned(ctx context.Context, tag, owner string, token int64, step int) (leaf.Reservation, error) {
+	if err := leaf.ValidateTag(tag); err != nil {
+		return leaf.Reservation{}, err
+	}
+	if err := checkLease(owner, token, true, 0, false); err != nil {
+		return leaf.Reservation{}, err
+	}
+	op := fmt.Sprintf("reserve %q for %s token %d", tag, owner, token)
+	if err := s.delayReserve(ctx, op); err != nil {
+		return leaf.Reservation{}, err
+	}
+	if err := s.begin(ctx, op); err != nil {
+		return leaf.Reservation{}, err
+	}
+	defer s.mu.Unlock()
+	if _, ok := s.rows[tag]; !ok {
+		return leaf.Reservation{}, fmt.Errorf("inmem: %s: %w", op, leaf.ErrTagNotFound)
+	}
+	o, ok := s.owners[tag]
+	switch {
+	case !ok:
+		return leaf.Reservation{}, fmt.Errorf("inmem: %s: the tag is not ordered any more: %w", op, leaf.ErrLeaseLost)
+	case o.owner == "":
+		return leaf.Reservation{}, fmt.Errorf("inmem: %s: no one holds it (token now %d): %w", op, o.token, leaf.ErrLeaseLost)
+	case o.owner != owner || o.token != token:
+		return leaf.Reservation{}, fmt.Errorf("inmem: %s: held by %s with token %d: %w", op, o.owner, o.token, leaf.ErrLeaseLost)
+	}
+	return s.reserveLocked(op, tag, step)
+}
+
+// RenewTag extends owner's lease with token to ttl from now, whatever the
+// clock says of it (the token decides); leaf.ErrLeaseLost otherwise.
 func (s *SegmentStore) RenewTag(ctx context.Context, tag, owner string, token int64, ttl time.Duration) (leaf.TagLease, error) {
 	if err := leaf.ValidateTag(tag); err != nil {
 		return leaf.TagLease{}, err
@@ -112,10 +161,8 @@ func (s *SegmentStore) RenewTag(ctx context.Context, tag, owner string, token in
 		return leaf.TagLease{}, fmt.Errorf("inmem: %s: the tag is no longer ordered: %w", op, leaf.ErrLeaseLost)
 	case o.owner != owner || o.token != token:
 		return leaf.TagLease{}, fmt.Errorf("inmem: %s: owned by %q with token %d: %w", op, o.owner, o.token, leaf.ErrLeaseLost)
-	case !now.Before(o.expires):
-		return leaf.TagLease{}, fmt.Errorf("inmem: %s: the lease ran out %s ago: %w", op, now.Sub(o.expires), leaf.ErrLeaseLost)
 	}
-	o.expires = now.Add(ttl)
+	o.extendLocked(now, ttl)
 	return leaseLocked(tag, o, now), nil
 }
 
@@ -131,18 +178,25 @@ func (s *SegmentStore) RenewTags(ctx context.Context, owner string, leases []lea
 	defer s.mu.Unlock()
 	now := s.now()
 	out := make([]leaf.LeaseResult, len(leases))
+	// A tag given twice is renewed once and answered twice, as the SQL
+	// stores' one UPDATE does: a second extension at the same instant
+	// would move the Version the first answered.
+	renewed := map[string]leaf.TagLease{}
 	for i, l := range leases {
 		o, ok := s.owners[l.Tag]
+		if r, done := renewed[l.Tag]; done && r.Token == l.Token {
+			out[i].Lease = r
+			continue
+		}
 		switch {
 		case !ok:
 			out[i].Err = fmt.Errorf("inmem: renew %q: the tag is no longer ordered: %w", l.Tag, leaf.ErrLeaseLost)
 		case o.owner != owner || o.token != l.Token:
 			out[i].Err = fmt.Errorf("inmem: renew %q: owned by %q with token %d: %w", l.Tag, o.owner, o.token, leaf.ErrLeaseLost)
-		case !now.Before(o.expires):
-			out[i].Err = fmt.Errorf("inmem: renew %q: the lease ran out %s ago: %w", l.Tag, now.Sub(o.expires), leaf.ErrLeaseLost)
 		default:
-			o.expires = now.Add(ttl)
+			o.extendLocked(now, ttl)
 			out[i].Lease = leaseLocked(l.Tag, o, now)
+			renewed[l.Tag] = out[i].Lease
 		}
 	}
 	return out, nil

@@ -26,7 +26,7 @@ func TestOrderedLeases(t *testing.T) {
 		if _, ok, err := s.TagLease(ctx, "a"); ok || err != nil {
 			t.Fatalf("TagLease of a plain tag: ok %v, %v", ok, err)
 		}
-		if _, err := s.AcquireTag(ctx, "a", "x#1", time.Second); !errors.Is(err, leaf.ErrTagNotFound) {
+		if _, err := s.AcquireTag(ctx, "a", "x#1", time.Second, leaf.TagLease{}); !errors.Is(err, leaf.ErrTagNotFound) {
 			t.Fatalf("AcquireTag of a plain tag: %v, want ErrTagNotFound", err)
 		}
 		if err := s.SetOrdered(ctx, "nope", true); !errors.Is(err, leaf.ErrTagNotFound) {
@@ -41,13 +41,13 @@ func TestOrderedLeases(t *testing.T) {
 			t.Fatalf("TagLease of a new ordered tag: %+v %v %v", l, ok, err)
 		}
 
-		l1, err := s.AcquireTag(ctx, "a", "http://x#1", 10*time.Second)
+		l1, err := s.AcquireTag(ctx, "a", "http://x#1", 10*time.Second, leaf.TagLease{})
 		if err != nil || l1.Owner != "http://x#1" || l1.Left != 10*time.Second || l1.Token < 1 {
 			t.Fatalf("first AcquireTag: %+v, %v", l1, err)
 		}
-		l2, err := s.AcquireTag(ctx, "a", "http://y#2", 10*time.Second)
+		l2, err := s.AcquireTag(ctx, "a", "http://y#2", 10*time.Second, l1)
 		if err != nil || l2.Owner != "http://x#1" || l2.Token != l1.Token {
-			t.Fatalf("AcquireTag of a held tag changed it: %+v, %v", l2, err)
+			t.Fatalf("AcquireTag of a held tag, watching it, changed it: %+v, %v", l2, err)
 		}
 		time.Sleep(4 * time.Second)
 		if l, err := s.RenewTag(ctx, "a", "http://x#1", l1.Token, 10*time.Second); err != nil || l.Left != 10*time.Second {
@@ -62,15 +62,25 @@ func TestOrderedLeases(t *testing.T) {
 			}
 		}
 		time.Sleep(10 * time.Second) // the lease runs out
-		if l, _, _ := s.TagLease(ctx, "a"); l.Held() || l.Left > 0 {
-			t.Errorf("lease after it ran out: %+v", l)
+		ran, _, _ := s.TagLease(ctx, "a")
+		if ran.Held() || ran.Left > 0 {
+			t.Errorf("lease after it ran out: %+v", ran)
 		}
-		if _, err := s.RenewTag(ctx, "a", "http://x#1", l1.Token, time.Second); !errors.Is(err, leaf.ErrLeaseLost) {
-			t.Errorf("RenewTag after the lease ran out: %v", err)
+		if l, err := s.AcquireTag(ctx, "a", "http://y#2", 10*time.Second, l1); err != nil || !l.Same(ran) {
+			t.Fatalf("AcquireTag watching the lease before its renewal: %+v, %v; want %+v unchanged", l, err, ran)
 		}
-		l3, err := s.AcquireTag(ctx, "a", "http://y#2", 10*time.Second)
+		l3, err := s.AcquireTag(ctx, "a", "http://y#2", 10*time.Second, ran)
 		if err != nil || l3.Owner != "http://y#2" || l3.Token <= l1.Token {
 			t.Fatalf("AcquireTag after the lease ran out: %+v, %v (first token %d)", l3, err, l1.Token)
+		}
+		if _, err := s.RenewTag(ctx, "a", "http://x#1", l1.Token, time.Second); !errors.Is(err, leaf.ErrLeaseLost) {
+			t.Errorf("RenewTag after the lease was taken over: %v", err)
+		}
+		if _, err := s.ReserveOwned(ctx, "a", "http://x#1", l1.Token, 0); !errors.Is(err, leaf.ErrLeaseLost) {
+			t.Errorf("ReserveOwned after the lease was taken over: %v", err)
+		}
+		if r, err := s.ReserveOwned(ctx, "a", "http://y#2", l3.Token, 0); err != nil || r.Start() != 1 {
+			t.Errorf("ReserveOwned by the new owner: %+v, %v; want [1, 11)", r, err)
 		}
 		if ok, err := s.ReleaseTag(ctx, "a", "http://y#2", l1.Token); ok || err != nil {
 			t.Errorf("ReleaseTag with an old token: %v, %v", ok, err)
@@ -78,7 +88,7 @@ func TestOrderedLeases(t *testing.T) {
 		if ok, err := s.ReleaseTag(ctx, "a", "http://y#2", l3.Token); !ok || err != nil {
 			t.Errorf("ReleaseTag: %v, %v", ok, err)
 		}
-		l4, err := s.AcquireTag(ctx, "a", "http://x#1", 10*time.Second)
+		l4, err := s.AcquireTag(ctx, "a", "http://x#1", 10*time.Second, leaf.TagLease{})
 		if err != nil || l4.Owner != "http://x#1" || l4.Token <= l3.Token {
 			t.Fatalf("AcquireTag after a release: %+v, %v", l4, err)
 		}
@@ -93,7 +103,7 @@ func TestOrderedLeases(t *testing.T) {
 		if err := s.SetOrdered(ctx, "a", true); err != nil {
 			t.Fatal(err)
 		}
-		if l, err := s.AcquireTag(ctx, "a", "http://x#1", time.Second); err != nil || l.Token <= l4.Token {
+		if l, err := s.AcquireTag(ctx, "a", "http://x#1", time.Second, leaf.TagLease{}); err != nil || l.Token <= l4.Token {
 			t.Errorf("token after a plain spell %d, want above %d (%v)", l.Token, l4.Token, err)
 		}
 
@@ -133,21 +143,22 @@ func TestOrderedErrors(t *testing.T) {
 	if err := s.SetOrdered(ctx, "t", true); err != nil {
 		t.Fatal(err)
 	}
-	_, err := s.AcquireTag(ctx, "t", "", time.Second)
+	_, err := s.AcquireTag(ctx, "t", "", time.Second, leaf.TagLease{})
 	leaftest.ErrIs(t, err, leaf.ErrInvalidArgument)
-	_, err = s.AcquireTag(ctx, "t", "x#1", 0)
+	_, err = s.AcquireTag(ctx, "t", "x#1", 0, leaf.TagLease{})
 	leaftest.ErrIs(t, err, leaf.ErrInvalidArgument)
 	_, _, err = s.TagLease(ctx, "bad tag")
 	leaftest.ErrIs(t, err, leaf.ErrInvalidTag)
 
 	s.SetDown(errBoom)
 	calls := map[string]func() error{
-		"TagLease":    func() error { _, _, err := s.TagLease(ctx, "t"); return err },
-		"AcquireTag":  func() error { _, err := s.AcquireTag(ctx, "t", "x#1", time.Second); return err },
-		"RenewTag":    func() error { _, err := s.RenewTag(ctx, "t", "x#1", 1, time.Second); return err },
-		"ReleaseTag":  func() error { _, err := s.ReleaseTag(ctx, "t", "x#1", 1); return err },
-		"SetOrdered":  func() error { return s.SetOrdered(ctx, "t", false) },
-		"OrderedTags": func() error { _, err := s.OrderedTags(ctx, "", 0); return err },
+		"TagLease":     func() error { _, _, err := s.TagLease(ctx, "t"); return err },
+		"AcquireTag":   func() error { _, err := s.AcquireTag(ctx, "t", "x#1", time.Second, leaf.TagLease{}); return err },
+		"RenewTag":     func() error { _, err := s.RenewTag(ctx, "t", "x#1", 1, time.Second); return err },
+		"ReserveOwned": func() error { _, err := s.ReserveOwned(ctx, "t", "x#1", 1, 0); return err },
+		"ReleaseTag":   func() error { _, err := s.ReleaseTag(ctx, "t", "x#1", 1); return err },
+		"SetOrdered":   func() error { return s.SetOrdered(ctx, "t", false) },
+		"OrderedTags":  func() error { _, err := s.OrderedTags(ctx, "", 0); return err },
 	}
 	for name, call := range calls {
 		if err := call(); !errors.Is(err, errBoom) {

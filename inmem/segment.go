@@ -186,6 +186,11 @@ func (s *SegmentStore) Reserve(ctx context.Context, tag string, step int) (leaf.
 		return leaf.Reservation{}, err
 	}
 	defer s.mu.Unlock()
+	return s.reserveLocked(op, tag, step)
+}
+
+// reserveLocked is Reserve's update of the row. s.mu must be held.
+func (s *SegmentStore) reserveLocked(op, tag string, step int) (leaf.Reservation, error) {
 	a, ok := s.rows[tag]
 	if !ok {
 		return leaf.Reservation{}, fmt.Errorf("inmem: %s: %w", op, leaf.ErrTagNotFound)

@@ -73,11 +73,19 @@ func (storeSuite) notOrdered(t *testing.T, os leaf.OrderedStore, tag string) {
 	}
 }
 
-func (storeSuite) acquire(t *testing.T, os leaf.OrderedStore, tag, owner string, ttl time.Duration) leaf.TagLease {
+// acquire asks for the tag's lease watching none: it is taken only if
+// the row has no owner.
+func (s storeSuite) acquire(t *testing.T, os leaf.OrderedStore, tag, owner string, ttl time.Duration) leaf.TagLease {
 	t.Helper()
-	l, err := os.AcquireTag(t.Context(), tag, owner, ttl)
+	return s.takeOver(t, os, tag, owner, ttl, leaf.TagLease{})
+}
+
+// takeOver asks for the tag's lease having watched the lease watched.
+func (storeSuite) takeOver(t *testing.T, os leaf.OrderedStore, tag, owner string, ttl time.Duration, watched leaf.TagLease) leaf.TagLease {
+	t.Helper()
+	l, err := os.AcquireTag(t.Context(), tag, owner, ttl, watched)
 	if err != nil {
-		t.Fatalf("AcquireTag(%s, %s, %v): %v", tag, owner, ttl, err)
+		t.Fatalf("AcquireTag(%s, %s, %v, watched %+v): %v", tag, owner, ttl, watched, err)
 	}
 	if l.Tag != tag {
 		t.Errorf("AcquireTag(%s).Tag = %q", tag, l.Tag)
@@ -150,7 +158,7 @@ func (s storeSuite) orderedMark(t *testing.T, open Opener) {
 	if err := os.SetOrdered(ctx, "m", false); err != nil {
 		t.Errorf("SetOrdered(m, false) on a plain tag: %v", err)
 	}
-	_, err := os.AcquireTag(ctx, "m", ownerA, longTTL)
+	_, err := os.AcquireTag(ctx, "m", ownerA, longTTL, leaf.TagLease{})
 	s.wantErr(t, "AcquireTag on an unmarked tag", err, leaf.ErrTagNotFound)
 	// Marked again, the row starts over with no owner. Its token may start
 	// over too (the SQL stores) or go on (inmem): a token guards no IDs,
@@ -191,7 +199,7 @@ func (s storeSuite) orderedNotFound(t *testing.T, open Opener) {
 		s.wantErr(t, fmt.Sprintf("SetOrdered(ghost, %v)", ordered), os.SetOrdered(ctx, "ghost", ordered), leaf.ErrTagNotFound)
 	}
 	s.notOrdered(t, os, "ghost")
-	_, err := os.AcquireTag(ctx, "ghost", ownerA, longTTL)
+	_, err := os.AcquireTag(ctx, "ghost", ownerA, longTTL, leaf.TagLease{})
 	s.wantErr(t, "AcquireTag(ghost)", err, leaf.ErrTagNotFound)
 	if err != nil && !strings.Contains(err.Error(), "ghost") {
 		t.Errorf("AcquireTag(ghost) error %q does not name the tag", err)
@@ -207,19 +215,26 @@ func (s storeSuite) orderedNotFound(t *testing.T, open Opener) {
 }
 
 // orderedAcquire: a free lease goes to the first taker with token 1; a
-// held one changes for no other owner, and all instances see its holder.
-// The holder asking again keeps it, token and all. An owner of the full
-// width fits the store.
+// held one changes for no other owner, not even one that watched it (it
+// has not run out), and all instances see its holder, the very same lease
+// (Version and all). The holder asking again keeps it, token and all. An
+// owner of the full width fits the store.
 func (s storeSuite) orderedAcquire(t *testing.T, open Opener) {
 	_, _, os := s.openOrdered(t, open, "acq", "wide")
 	st2, _ := s.open(t, open)
 	os2 := s.ordered(t, st2)
-	s.wantHeld(t, "AcquireTag(free)", s.acquire(t, os, "acq", ownerA, longTTL), ownerA, 1, longTTL)
+	taken := s.acquire(t, os, "acq", ownerA, longTTL)
+	s.wantHeld(t, "AcquireTag(free)", taken, ownerA, 1, longTTL)
 	s.wantHeld(t, "AcquireTag(held) by another owner", s.acquire(t, os2, "acq", ownerB, longTTL), ownerA, 1, longTTL)
 	s.wantHeld(t, "AcquireTag(held) by another owner, same instance", s.acquire(t, os, "acq", ownerB, time.Second), ownerA, 1, longTTL)
+	s.wantHeld(t, "AcquireTag(held) by another owner watching it", s.takeOver(t, os2, "acq", ownerB, longTTL, taken), ownerA, 1, longTTL)
 	s.wantHeld(t, "AcquireTag(held) by the holder", s.acquire(t, os2, "acq", ownerA, longTTL), ownerA, 1, longTTL)
 	for _, x := range []leaf.OrderedStore{os, os2} {
-		s.wantHeld(t, "TagLease(acq)", s.lease(t, x, "acq"), ownerA, 1, longTTL)
+		l := s.lease(t, x, "acq")
+		s.wantHeld(t, "TagLease(acq)", l, ownerA, 1, longTTL)
+		if !l.Same(taken) {
+			t.Errorf("TagLease(acq) = %+v, want the very lease AcquireTag answered, %+v", l, taken)
+		}
 	}
 	wide := "http://" + strings.Repeat("w", 512-len("http://#n")) + "#n"
 	if len(wide) != 512 {
@@ -232,39 +247,208 @@ func (s storeSuite) orderedAcquire(t *testing.T, open Opener) {
 	}
 }
 
-// orderedExpiry: a lease that ran out by the store's clock cannot be
-// renewed or released by its old holder, and goes to the next taker with
-// the next token.
+// orderedExpiry: a lease that ran out by the store's clock goes to no one
+// who did not watch it: a taker watching nothing, or another lease
+// (another owner, token or Version), changes nothing. One that watched the
+// very lease takes it with the next token, and the old holder can then
+// neither renew nor release it. Its own lease run out, an owner that takes
+// it again watching it gets a new token.
 func (s storeSuite) orderedExpiry(t *testing.T, open Opener) {
 	ctx := t.Context()
 	_, _, os := s.openOrdered(t, open, "exp")
 	st2, _ := s.open(t, open)
 	os2 := s.ordered(t, st2)
-	s.wantHeld(t, "AcquireTag(exp, short)", s.acquire(t, os, "exp", ownerA, shortTTL), ownerA, 1, shortTTL)
+	taken := s.acquire(t, os, "exp", ownerA, shortTTL)
+	s.wantHeld(t, "AcquireTag(exp, short)", taken, ownerA, 1, shortTTL)
 	l := s.waitExpired(t, os2, "exp")
-	if l.Owner != ownerA || l.Token != 1 || l.Held() {
-		t.Errorf("expired lease = %+v, want still naming %s, token 1, not held", l, ownerA)
+	if l.Owner != ownerA || l.Token != 1 || l.Held() || !l.Same(taken) {
+		t.Errorf("expired lease = %+v, want the lease taken (%+v), not held", l, taken)
 	}
+	others := []leaf.TagLease{{}, l, l, l}
+	others[1].Version++
+	others[2].Token++
+	others[3].Owner = ownerB
+	for i, w := range others {
+		if got := s.takeOver(t, os2, "exp", ownerB, longTTL, w); !got.Same(l) || got.Held() {
+			t.Errorf("AcquireTag after expiry watching another lease (#%d, %+v) = %+v; want the run-out lease unchanged", i, w, got)
+		}
+	}
+	s.wantHeld(t, "AcquireTag after expiry watching it", s.takeOver(t, os2, "exp", ownerB, longTTL, l), ownerB, 2, longTTL)
 	_, err := os.RenewTag(ctx, "exp", ownerA, 1, longTTL)
-	s.wantErr(t, "RenewTag after expiry", err, leaf.ErrLeaseLost)
-	if err != nil && !strings.Contains(err.Error(), "exp") {
-		t.Errorf("RenewTag error %q does not name the tag", err)
-	}
-	s.wantHeld(t, "AcquireTag after expiry", s.acquire(t, os2, "exp", ownerB, longTTL), ownerB, 2, longTTL)
-	_, err = os.RenewTag(ctx, "exp", ownerA, 1, longTTL)
 	s.wantErr(t, "RenewTag by the old owner after a takeover", err, leaf.ErrLeaseLost)
+	if err != nil && (!strings.Contains(err.Error(), "exp") || !strings.Contains(err.Error(), ownerB)) {
+		t.Errorf("RenewTag error %q does not name the tag and its holder", err)
+	}
 	if ok, err := os.ReleaseTag(ctx, "exp", ownerA, 1); ok || err != nil {
 		t.Errorf("ReleaseTag by the old owner = %v, %v; want false, nil", ok, err)
 	}
 	s.wantHeld(t, "lease after the old owner's attempts", s.lease(t, os, "exp"), ownerB, 2, longTTL)
-	// Its own lease run out, an owner taking it again gets a new token.
 	s.create(t, s.admin(t, st2), "exp2", 1, 10)
 	if err := os.SetOrdered(ctx, "exp2", true); err != nil {
 		t.Fatal(err)
 	}
 	s.acquire(t, os, "exp2", ownerA, shortTTL)
-	s.waitExpired(t, os, "exp2")
-	s.wantHeld(t, "AcquireTag by the same owner after expiry", s.acquire(t, os, "exp2", ownerA, longTTL), ownerA, 2, longTTL)
+	l = s.waitExpired(t, os, "exp2")
+	s.wantHeld(t, "AcquireTag by the same owner after expiry", s.takeOver(t, os, "exp2", ownerA, longTTL, l), ownerA, 2, longTTL)
+}
+
+// orderedRenewExpired: a lease that ran out by the store's clock but that
+// no one took over is renewed by its holder, token and all: the token
+// decides, not the clock (a clock stepped forward must not end every
+// lease). The renewal changes the lease's Version.
+func (s storeSuite) orderedRenewExpired(t *testing.T, open Opener) {
+	ctx := t.Context()
+	_, _, os := s.openOrdered(t, open, "late")
+	st2, _ := s.open(t, open)
+	os2 := s.ordered(t, st2)
+	s.acquire(t, os, "late", ownerA, shortTTL)
+	l := s.waitExpired(t, os2, "late")
+	got, err := os2.RenewTag(ctx, "late", ownerA, 1, longTTL)
+	if err != nil {
+		t.Fatalf("RenewTag of a lease run out but not taken over: %v", err)
+	}
+	s.wantHeld(t, "RenewTag after expiry", got, ownerA, 1, longTTL)
+	now := s.lease(t, os, "late")
+	s.wantHeld(t, "lease renewed after expiry", now, ownerA, 1, longTTL)
+	if now.Same(l) || !now.Same(got) {
+		t.Errorf("lease renewed after expiry = %+v; want a new Version (was %+v), the one RenewTag answered (%+v)", now, l, got)
+	}
+	// The lease watched is gone: watching it takes nothing.
+	s.wantHeld(t, "AcquireTag watching the lease before the renewal", s.takeOver(t, os2, "late", ownerB, longTTL, l), ownerA, 1, longTTL)
+}
+
+// orderedReserveOwned: the holder of a lease reserves with its token as
+// Reserve does, even once the lease ran out by the store's clock (the
+// token decides). Any other owner or token, a released lease, a plain
+// tag: nothing is reserved, with ErrLeaseLost naming who holds the lease;
+// once another took the lease over, the old token reserves nothing.
+func (s storeSuite) orderedReserveOwned(t *testing.T, open Opener) {
+	ctx := t.Context()
+	st, adm, os := s.openOrdered(t, open, "own", "own-short")
+	s.create(t, adm, "own-plain", 1, 10)
+	st2, _ := s.open(t, open)
+	os2 := s.ordered(t, st2)
+	reserve := func(x leaf.OrderedStore, tag, owner string, token int64, step int) leaf.Reservation {
+		t.Helper()
+		r, err := x.ReserveOwned(ctx, tag, owner, token, step)
+		if err != nil {
+			t.Fatalf("ReserveOwned(%s, %s, %d, %d): %v", tag, owner, token, step, err)
+		}
+		if r.Tag != tag {
+			t.Errorf("ReserveOwned(%s).Tag = %q", tag, r.Tag)
+		}
+		return r
+	}
+	refused := func(x leaf.OrderedStore, tag, owner string, token int64, holder string, maxID int64) {
+		t.Helper()
+		r, err := x.ReserveOwned(ctx, tag, owner, token, 0)
+		what := fmt.Sprintf("ReserveOwned(%s, %s, %d)", tag, owner, token)
+		s.wantErr(t, what, err, leaf.ErrLeaseLost)
+		if errors.Is(err, leaf.ErrTagNotFound) {
+			t.Errorf("%s: error %v matches ErrTagNotFound: the tag exists", what, err)
+		}
+		if err != nil && (!strings.Contains(err.Error(), tag) || !strings.Contains(err.Error(), holder)) {
+			t.Errorf("%s: error %q does not name the tag and %q", what, err, holder)
+		}
+		if err == nil {
+			t.Errorf("%s reserved %+v", what, r)
+		}
+		if a := s.alloc(t, st, tag); a.MaxID != maxID {
+			t.Errorf("%s moved max_id to %d, want it still %d", what, a.MaxID, maxID)
+		}
+	}
+	s.acquire(t, os, "own", ownerA, longTTL)
+	s.wantRange(t, reserve(os2, "own", ownerA, 1, 0), 1, 10, 10)
+	s.wantRange(t, reserve(os, "own", ownerA, 1, 25), 11, 25, 10)
+	for _, c := range []struct {
+		owner string
+		token int64
+	}{{ownerA, 2}, {ownerB, 1}, {strings.ToUpper(ownerA), 1}, {ownerA[:len(ownerA)-1], 1}} {
+		refused(os2, "own", c.owner, c.token, ownerA, 36)
+	}
+	refused(os, "own-plain", ownerA, 1, "not ordered", 1)
+	_, err := os.ReserveOwned(ctx, "own-ghost", ownerA, 1, 0)
+	s.wantErr(t, "ReserveOwned of a tag without a row", err, leaf.ErrTagNotFound)
+
+	s.acquire(t, os, "own-short", ownerA, shortTTL)
+	l := s.waitExpired(t, os2, "own-short")
+	s.wantRange(t, reserve(os, "own-short", ownerA, 1, 0), 1, 10, 10)
+	s.wantHeld(t, "AcquireTag watching the run-out lease", s.takeOver(t, os2, "own-short", ownerB, longTTL, l), ownerB, 2, longTTL)
+	refused(os, "own-short", ownerA, 1, ownerB, 11)
+	s.wantRange(t, reserve(os2, "own-short", ownerB, 2, 0), 11, 10, 10)
+	if ok, err := os2.ReleaseTag(ctx, "own-short", ownerB, 2); !ok || err != nil {
+		t.Fatalf("ReleaseTag = %v, %v", ok, err)
+	}
+	refused(os, "own-short", ownerB, 2, "no one", 21)
+}
+
+// orderedReserveRace: an owner reserves over and over while its lease is
+// released and taken by another owner, who then reserves. Every range the
+// first got lies below the second's, and none was granted to it after the
+// takeover returned: the check of the lease and the reserve are one
+// transaction, which a takeover waits for or fences.
+func (s storeSuite) orderedReserveRace(t *testing.T, open Opener) {
+	ctx := t.Context()
+	_, _, os := s.openOrdered(t, open, "fenced")
+	st2, _ := s.open(t, open)
+	os2 := s.ordered(t, st2)
+	s.acquire(t, os, "fenced", ownerA, longTTL)
+	var (
+		wg       sync.WaitGroup
+		took     = make(chan struct{})
+		reserved = make(chan struct{}, 1)
+		afterTo  int64 // the end of a range A asked for after the takeover returned
+		maxEnd   int64
+		lastErr  error
+	)
+	wg.Go(func() {
+		// Should the very first reserve fail, the test goes on to report it.
+		defer func() {
+			select {
+			case reserved <- struct{}{}:
+			default:
+			}
+		}()
+		for {
+			late := false // sent after the takeover returned
+			select {
+			case <-took:
+				late = true
+			default:
+			}
+			r, err := os.ReserveOwned(ctx, "fenced", ownerA, 1, 1)
+			if err != nil {
+				lastErr = err
+				return
+			}
+			maxEnd = max(maxEnd, r.MaxID)
+			if late && afterTo == 0 {
+				afterTo = r.MaxID
+			}
+			select {
+			case reserved <- struct{}{}:
+			default:
+			}
+		}
+	})
+	<-reserved
+	if ok, err := os2.ReleaseTag(ctx, "fenced", ownerA, 1); !ok || err != nil {
+		t.Fatalf("ReleaseTag = %v, %v", ok, err)
+	}
+	s.wantHeld(t, "AcquireTag after the release", s.acquire(t, os2, "fenced", ownerB, longTTL), ownerB, 2, longTTL)
+	close(took)
+	wg.Wait()
+	s.wantErr(t, "the old owner's reserve after the takeover", lastErr, leaf.ErrLeaseLost)
+	if afterTo != 0 {
+		t.Errorf("the old owner reserved up to %d after the takeover returned", afterTo)
+	}
+	r, err := os2.ReserveOwned(ctx, "fenced", ownerB, 2, 1)
+	if err != nil {
+		t.Fatalf("the new owner's ReserveOwned: %v", err)
+	}
+	if r.Start() < maxEnd {
+		t.Errorf("the new owner's range starts at %d, below the old owner's up to %d", r.Start(), maxEnd)
+	}
 }
 
 func (storeSuite) admin(t *testing.T, st leaf.SegmentStore) leaf.SegmentAdmin {
@@ -276,18 +460,22 @@ func (storeSuite) admin(t *testing.T, st leaf.SegmentStore) leaf.SegmentAdmin {
 	return adm
 }
 
-// orderedRenew: only the holder with its token renews, to ttl from now;
-// any other owner (one differing only in case included) or token is told
-// the lease is lost, and the lease stays as it was.
+// orderedRenew: only the holder with its token renews, to ttl from now,
+// which changes the lease's Version; any other owner (one differing only
+// in case included) or token is told the lease is lost, and the lease
+// stays as it was.
 func (s storeSuite) orderedRenew(t *testing.T, open Opener) {
 	ctx := t.Context()
 	_, _, os := s.openOrdered(t, open, "ren", "plain-now")
 	st2, _ := s.open(t, open)
 	os2 := s.ordered(t, st2)
-	s.acquire(t, os, "ren", ownerA, time.Minute)
+	taken := s.acquire(t, os, "ren", ownerA, time.Minute)
 	l, err := os2.RenewTag(ctx, "ren", ownerA, 1, 2*time.Minute)
 	if err != nil {
 		t.Fatalf("RenewTag: %v", err)
+	}
+	if l.Same(taken) || !l.Same(s.lease(t, os, "ren")) {
+		t.Errorf("RenewTag = %+v: want a Version other than the lease taken (%+v), the one TagLease reads", l, taken)
 	}
 	// Left is the new end less the store's now, in one transaction: the
 	// lease reaches past the minute it had.
@@ -310,8 +498,8 @@ func (s storeSuite) orderedRenew(t *testing.T, open Opener) {
 		s.wantErr(t, "RenewTag "+c.name, err, leaf.ErrLeaseLost)
 	}
 	s.wantHeld(t, "lease after refused renewals", s.lease(t, os, "ren"), ownerA, 1, 2*time.Minute)
-	if l := s.lease(t, os, "ren"); l.Left <= time.Minute {
-		t.Errorf("a refused renewal shortened the lease to %v", l.Left)
+	if now := s.lease(t, os, "ren"); now.Left <= time.Minute || !now.Same(l) {
+		t.Errorf("a refused renewal changed the lease to %+v (was %+v)", now, l)
 	}
 	// Unmarked under its holder: the holder's next renewal fails.
 	s.acquire(t, os, "plain-now", ownerA, longTTL)
@@ -323,9 +511,10 @@ func (s storeSuite) orderedRenew(t *testing.T, open Opener) {
 }
 
 // orderedRenewTags: RenewTags answers each lease as RenewTag would, in the
-// order given, in one call: the held lease is renewed to ttl from now; a
-// wrong token, another owner's lease, a released or run-out lease, a plain
-// tag and a missing one are lost, and stay as they were. A tag given twice
+// order given, in one call: the held leases, one run out by the store's
+// clock but not taken over among them, are renewed to ttl from now; a
+// wrong token, another owner's lease, a released lease, a plain tag and a
+// missing one are lost, and stay as they were. A tag given twice
 // is answered twice, as two RenewTag calls would be. Invalid input fails
 // the whole call and renews nothing.
 func (s storeSuite) orderedRenewTags(t *testing.T, open Opener) {
@@ -361,7 +550,7 @@ func (s storeSuite) orderedRenewTags(t *testing.T, open Opener) {
 	}
 	for i, r := range got {
 		what := fmt.Sprintf("RenewTags[%d] (%s token %d)", i, leases[i].Tag, leases[i].Token)
-		if tag := leases[i].Tag; tag != "rn-held" && tag != "rn-held2" {
+		if tag := leases[i].Tag; tag != "rn-held" && tag != "rn-held2" && tag != "rn-expired" {
 			s.wantErr(t, what, r.Err, leaf.ErrLeaseLost)
 			if r.Err != nil && !strings.Contains(r.Err.Error(), leases[i].Tag) {
 				t.Errorf("%s: error %q does not name the tag", what, r.Err)
@@ -380,11 +569,16 @@ func (s storeSuite) orderedRenewTags(t *testing.T, open Opener) {
 			t.Errorf("%s: left %v, want more than the 1m it had", what, r.Lease.Left)
 		}
 	}
-	for _, tag := range []string{"rn-held", "rn-held2"} {
+	for _, tag := range []string{"rn-held", "rn-held2", "rn-expired"} {
 		l := s.lease(t, os, tag)
 		s.wantHeld(t, tag+" after RenewTags", l, ownerA, 1, 2*time.Minute)
 		if l.Left <= time.Minute {
 			t.Errorf("%s after RenewTags: left %v, want more than the 1m it had", tag, l.Left)
+		}
+		for i, r := range got {
+			if leases[i].Tag == tag && !r.Lease.Same(l) {
+				t.Errorf("%s after RenewTags = %+v, not the lease RenewTags[%d] answered (%+v)", tag, l, i, r.Lease)
+			}
 		}
 	}
 	for _, c := range []struct {
@@ -395,9 +589,6 @@ func (s storeSuite) orderedRenewTags(t *testing.T, open Opener) {
 	}
 	if l := s.lease(t, os, "rn-released"); l.Owner != "" || l.Held() {
 		t.Errorf("rn-released after RenewTags = %+v, want no owner", l)
-	}
-	if l := s.lease(t, os, "rn-expired"); l.Owner != ownerA || l.Held() {
-		t.Errorf("rn-expired after RenewTags = %+v, want %s's lease run out", l, ownerA)
 	}
 	s.notOrdered(t, os, "rn-plain")
 	s.notOrdered(t, os, "rn-ghost")
@@ -462,7 +653,7 @@ func (s storeSuite) orderedRenewTagsMany(t *testing.T, open Opener) {
 				}
 				if err == nil {
 					var l leaf.TagLease
-					if l, err = os.AcquireTag(ctx, tag, ownerA, time.Minute); err == nil && (l.Owner != ownerA || l.Token != 1) {
+					if l, err = os.AcquireTag(ctx, tag, ownerA, time.Minute, leaf.TagLease{}); err == nil && (l.Owner != ownerA || l.Token != 1) {
 						err = fmt.Errorf("acquired %+v", l)
 					}
 				}
@@ -580,7 +771,7 @@ func (s storeSuite) orderedDeleteTag(t *testing.T, open Opener) {
 	s.notOrdered(t, os, "del")
 	_, err := os.RenewTag(ctx, "del", ownerA, 1, longTTL)
 	s.wantErr(t, "RenewTag of a deleted tag", err, leaf.ErrLeaseLost)
-	_, err = os.AcquireTag(ctx, "del", ownerB, longTTL)
+	_, err = os.AcquireTag(ctx, "del", ownerB, longTTL, leaf.TagLease{})
 	s.wantErr(t, "AcquireTag of a deleted tag", err, leaf.ErrTagNotFound)
 	s.wantErr(t, "SetOrdered of a deleted tag", os.SetOrdered(ctx, "del", true), leaf.ErrTagNotFound)
 	if ls, err := os.OrderedTags(ctx, "", 0); err != nil || len(ls) != 1 || ls[0].Tag != "kept" {
@@ -626,7 +817,7 @@ func (s storeSuite) orderedDeleteRace(t *testing.T, open Opener) {
 // a closed instance fails with leaf.ErrClosed.
 func (s storeSuite) orderedInvalid(t *testing.T, open Opener) {
 	ctx := t.Context()
-	_, _, os := s.openOrdered(t, open, "victim")
+	st, _, os := s.openOrdered(t, open, "victim")
 	s.acquire(t, os, "victim", ownerA, longTTL)
 	closedSt, err := open()
 	if err != nil {
@@ -646,13 +837,14 @@ func (s storeSuite) orderedInvalid(t *testing.T, open Opener) {
 		for _, tag := range badTags {
 			for _, c := range []call{
 				{"TagLease", func() error { _, _, err := x.TagLease(ctx, tag); return err }()},
-				{"AcquireTag", func() error { _, err := x.AcquireTag(ctx, tag, ownerA, longTTL); return err }()},
+				{"AcquireTag", func() error { _, err := x.AcquireTag(ctx, tag, ownerA, longTTL, leaf.TagLease{}); return err }()},
 				{"RenewTag", func() error { _, err := x.RenewTag(ctx, tag, ownerA, 1, longTTL); return err }()},
 				{"RenewTags", func() error {
 					_, err := x.RenewTags(ctx, ownerA, []leaf.TagToken{{Tag: "victim", Token: 1}, {Tag: tag, Token: 1}}, longTTL)
 					return err
 				}()},
 				{"ReleaseTag", func() error { _, err := x.ReleaseTag(ctx, tag, ownerA, 1); return err }()},
+				{"ReserveOwned", func() error { _, err := x.ReserveOwned(ctx, tag, ownerA, 1, 0); return err }()},
 				{"SetOrdered(true)", x.SetOrdered(ctx, tag, true)},
 				{"SetOrdered(false)", x.SetOrdered(ctx, tag, false)},
 			} {
@@ -668,18 +860,19 @@ func (s storeSuite) orderedInvalid(t *testing.T, open Opener) {
 		var calls []call
 		for _, owner := range badOwners {
 			calls = append(calls,
-				call{"AcquireTag owner " + fmt.Sprintf("%.20q", owner), func() error { _, err := x.AcquireTag(ctx, "victim", owner, longTTL); return err }()},
+				call{"AcquireTag owner " + fmt.Sprintf("%.20q", owner), func() error { _, err := x.AcquireTag(ctx, "victim", owner, longTTL, leaf.TagLease{}); return err }()},
 				call{"RenewTag owner " + fmt.Sprintf("%.20q", owner), func() error { _, err := x.RenewTag(ctx, "victim", owner, 1, longTTL); return err }()},
 				call{"RenewTags owner " + fmt.Sprintf("%.20q", owner), func() error {
 					_, err := x.RenewTags(ctx, owner, []leaf.TagToken{{Tag: "victim", Token: 1}}, longTTL)
 					return err
 				}()},
 				call{"ReleaseTag owner " + fmt.Sprintf("%.20q", owner), func() error { _, err := x.ReleaseTag(ctx, "victim", owner, 1); return err }()},
+				call{"ReserveOwned owner " + fmt.Sprintf("%.20q", owner), func() error { _, err := x.ReserveOwned(ctx, "victim", owner, 1, 0); return err }()},
 			)
 		}
 		for _, ttl := range []time.Duration{0, -time.Second} {
 			calls = append(calls,
-				call{fmt.Sprintf("AcquireTag ttl %v", ttl), func() error { _, err := x.AcquireTag(ctx, "victim", ownerB, ttl); return err }()},
+				call{fmt.Sprintf("AcquireTag ttl %v", ttl), func() error { _, err := x.AcquireTag(ctx, "victim", ownerB, ttl, leaf.TagLease{}); return err }()},
 				call{fmt.Sprintf("RenewTag ttl %v", ttl), func() error { _, err := x.RenewTag(ctx, "victim", ownerA, 1, ttl); return err }()},
 				call{fmt.Sprintf("RenewTags ttl %v", ttl), func() error {
 					_, err := x.RenewTags(ctx, ownerA, []leaf.TagToken{{Tag: "victim", Token: 1}}, ttl)
@@ -695,6 +888,7 @@ func (s storeSuite) orderedInvalid(t *testing.T, open Opener) {
 					return err
 				}()},
 				call{fmt.Sprintf("ReleaseTag token %d", token), func() error { _, err := x.ReleaseTag(ctx, "victim", ownerA, token); return err }()},
+				call{fmt.Sprintf("ReserveOwned token %d", token), func() error { _, err := x.ReserveOwned(ctx, "victim", ownerA, token, 0); return err }()},
 			)
 		}
 		for _, c := range calls {
@@ -702,6 +896,9 @@ func (s storeSuite) orderedInvalid(t *testing.T, open Opener) {
 		}
 	}
 	s.wantHeld(t, "lease after invalid calls", s.lease(t, os, "victim"), ownerA, 1, longTTL)
+	if a := s.alloc(t, st, "victim"); a.MaxID != 1 {
+		t.Errorf("max_id after invalid calls %d, want 1: an invalid ReserveOwned reserved", a.MaxID)
+	}
 	if ls, err := os.OrderedTags(ctx, "", 0); err != nil || len(ls) != 1 {
 		t.Errorf("OrderedTags after invalid calls = %+v, %v; want only victim", ls, err)
 	}
@@ -711,13 +908,14 @@ func (s storeSuite) orderedInvalid(t *testing.T, open Opener) {
 	}
 	for _, c := range []call{
 		{"TagLease", func() error { _, _, err := closed.TagLease(ctx, "victim"); return err }()},
-		{"AcquireTag", func() error { _, err := closed.AcquireTag(ctx, "victim", ownerB, longTTL); return err }()},
+		{"AcquireTag", func() error { _, err := closed.AcquireTag(ctx, "victim", ownerB, longTTL, leaf.TagLease{}); return err }()},
 		{"RenewTag", func() error { _, err := closed.RenewTag(ctx, "victim", ownerA, 1, longTTL); return err }()},
 		{"RenewTags", func() error {
 			_, err := closed.RenewTags(ctx, ownerA, []leaf.TagToken{{Tag: "victim", Token: 1}}, longTTL)
 			return err
 		}()},
 		{"ReleaseTag", func() error { _, err := closed.ReleaseTag(ctx, "victim", ownerA, 1); return err }()},
+		{"ReserveOwned", func() error { _, err := closed.ReserveOwned(ctx, "victim", ownerA, 1, 0); return err }()},
 		{"SetOrdered", closed.SetOrdered(ctx, "victim", false)},
 		{"OrderedTags", func() error { _, err := closed.OrderedTags(ctx, "", 0); return err }()},
 		{"OrderedTagsIn", func() error { _, err := closed.OrderedTagsIn(ctx, []string{"victim"}); return err }()},
@@ -753,7 +951,7 @@ func (s storeSuite) orderedRace(t *testing.T, open Opener) {
 		for i, os := range oss {
 			wg.Go(func() {
 				<-start
-				got[i], errs[i] = os.AcquireTag(ctx, "race", owner(i), longTTL)
+				got[i], errs[i] = os.AcquireTag(ctx, "race", owner(i), longTTL, leaf.TagLease{})
 			})
 		}
 		close(start)

@@ -40,8 +40,8 @@ func openOrdered(t *testing.T, dsn string) *mysql.Store {
 // does not shift them. MariaDB's timestamp variable moves NOW and
 // UTC_TIMESTAMP for one session, which stands in here for a store that
 // reads another clock than its neighbours: a lease it writes with it ended
-// long ago by the real one. A store that counted by Go's clock would see
-// no difference.
+// long ago by the real one, and a server that watched it takes it over. A
+// store that counted by Go's clock would see no difference.
 func TestOrderedLeaseClock(t *testing.T) {
 	ctx := t.Context()
 	dsn := testdb.MySQL(t)
@@ -58,25 +58,25 @@ func TestOrderedLeaseClock(t *testing.T) {
 	}
 	const owner, other = "http://10.0.0.1:8080#a", "http://10.0.0.2:8080#b"
 
-	if l, err := utc.AcquireTag(ctx, "zone", owner, time.Hour); err != nil || l.Owner != owner {
+	if l, err := utc.AcquireTag(ctx, "zone", owner, time.Hour, leaf.TagLease{}); err != nil || l.Owner != owner {
 		t.Fatalf("AcquireTag(zone) = %+v, %v", l, err)
 	}
 	l, ok, err := tokyo.TagLease(ctx, "zone")
 	if err != nil || !ok || !l.Held() || l.Left > time.Hour {
 		t.Errorf("TagLease(zone) in +09:00 = %+v, %v, %v; want held, at most 1h left", l, ok, err)
 	}
-	if l, err := tokyo.AcquireTag(ctx, "zone", other, time.Hour); err != nil || l.Owner != owner {
+	if l, err := tokyo.AcquireTag(ctx, "zone", other, time.Hour, l); err != nil || l.Owner != owner {
 		t.Errorf("AcquireTag(zone) in +09:00 = %+v, %v; want it still %s's", l, err, owner)
 	}
 
-	if l, err := past.AcquireTag(ctx, "skew", owner, time.Hour); err != nil || l.Owner != owner || l.Left != time.Hour {
+	if l, err := past.AcquireTag(ctx, "skew", owner, time.Hour, leaf.TagLease{}); err != nil || l.Owner != owner || l.Left != time.Hour {
 		t.Fatalf("AcquireTag(skew) in 2001 = %+v, %v", l, err)
 	}
 	l, ok, err = utc.TagLease(ctx, "skew")
 	if err != nil || !ok || l.Held() || l.Left > -20*365*24*time.Hour {
 		t.Errorf("TagLease(skew) now = %+v, %v, %v; want a lease that ran out in 2001", l, ok, err)
 	}
-	if l, err := utc.AcquireTag(ctx, "skew", other, time.Hour); err != nil || l.Owner != other || l.Token != 2 {
-		t.Errorf("AcquireTag(skew) now = %+v, %v; want it taken over with token 2", l, err)
+	if l, err := utc.AcquireTag(ctx, "skew", other, time.Hour, l); err != nil || l.Owner != other || l.Token != 2 {
+		t.Errorf("AcquireTag(skew) now, watching it = %+v, %v; want it taken over with token 2", l, err)
 	}
 }

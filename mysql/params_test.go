@@ -138,7 +138,11 @@ func TestTagsNeverReachSQLText(t *testing.T) {
 		{"GiveBack", func(tag string) error { _, err := s.GiveBack(ctx, tag, 15, 21); return err }},
 		{"SetOrdered(true)", func(tag string) error { return s.SetOrdered(ctx, tag, true) }},
 		{"TagLease", func(tag string) error { _, _, err := s.TagLease(ctx, tag); return err }},
-		{"AcquireTag", func(tag string) error { _, err := s.AcquireTag(ctx, tag, owner, time.Minute); return err }},
+		{"AcquireTag", func(tag string) error {
+			_, err := s.AcquireTag(ctx, tag, owner, time.Minute, leaf.TagLease{})
+			return err
+		}},
+		{"ReserveOwned", func(tag string) error { _, err := s.ReserveOwned(ctx, tag, owner, 1, 10); return err }},
 		{"RenewTag", func(tag string) error { _, err := s.RenewTag(ctx, tag, owner, 1, time.Minute); return err }},
 		{"RenewTags", func(tag string) error {
 			rs, err := s.RenewTags(ctx, owner, []leaf.TagToken{{Tag: tag, Token: 1}}, time.Minute)

@@ -53,7 +53,7 @@ func TestOrderedLeaseTimeZone(t *testing.T) {
 		t.Fatal(err)
 	}
 	const owner, other = "http://10.0.0.1:8080#a", "http://10.0.0.2:8080#b"
-	if l, err := tokyo.AcquireTag(ctx, "zone", owner, time.Hour); err != nil || l.Owner != owner {
+	if l, err := tokyo.AcquireTag(ctx, "zone", owner, time.Hour, leaf.TagLease{}); err != nil || l.Owner != owner {
 		t.Fatalf("AcquireTag in Tokyo = %+v, %v", l, err)
 	}
 	for name, s := range map[string]*postgres.Store{"UTC": utc, "Honolulu": honolulu} {
@@ -61,7 +61,7 @@ func TestOrderedLeaseTimeZone(t *testing.T) {
 		if err != nil || !ok || !l.Held() || l.Left > time.Hour {
 			t.Errorf("TagLease in %s = %+v, %v, %v; want held, at most 1h left", name, l, ok, err)
 		}
-		if l, err := s.AcquireTag(ctx, "zone", other, time.Hour); err != nil || l.Owner != owner {
+		if l, err := s.AcquireTag(ctx, "zone", other, time.Hour, l); err != nil || l.Owner != owner {
 			t.Errorf("AcquireTag in %s = %+v, %v; want it still %s's", name, l, err, owner)
 		}
 	}

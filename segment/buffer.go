@@ -37,9 +37,9 @@ type buffer struct {
 	// tag: the period's key and the tag's state.
 	period string
 	owner  *periodic
-	// orderedBy is set on the buffer of one ownership of an ordered tag:
-	// the tag's state.
-	orderedBy *ordered
+	// ownedBy is set on the buffer of one ownership of an ordered tag:
+	// the ownership, whose token fences every reserve of the buffer.
+	ownedBy *ownership
 	// enc, set before the first range is delivered, encodes and bounds
 	// the IDs of an opaque or formatted tag (see opaque.go); nil for a
 	// plain tag, whose IDs leave as they are.
@@ -128,7 +128,7 @@ func (b *buffer) load(ctx context.Context, deliver func(doublebuf.Range) error) 
 			g.learn(b.tag)
 		}
 	}
-	if err == nil && b.owner == nil && b.orderedBy == nil {
+	if err == nil && b.owner == nil && b.ownedBy == nil {
 		if err = b.readShape(ctx); errors.Is(err, errPeriodic) || errors.Is(err, errOrdered) {
 			return err
 		}
@@ -156,8 +156,8 @@ func (b *buffer) load(ctx context.Context, deliver func(doublebuf.Range) error) 
 		switch {
 		case b.owner != nil:
 			tagBuf = b.owner.shell
-		case b.orderedBy != nil:
-			tagBuf = b.orderedBy.shell
+		case b.ownedBy != nil:
+			tagBuf = b.ownedBy.o.shell
 		}
 		g.forgetMissing(tagBuf, creates)
 		notFound := fmt.Errorf("tag %q: %w", b.tag, leaf.ErrTagNotFound)
@@ -203,15 +203,15 @@ func (b *buffer) deliver(r leaf.Reservation, deliver func(doublebuf.Range) error
 			end = e.bound + 1 // the rest of the reservation is never issued
 		}
 		first = false
-		if o := b.orderedBy; o != nil {
-			if w := o.cur.Load(); w == nil || w.b != b {
+		if w := b.ownedBy; w != nil {
+			if w.o.cur.Load() != w {
 				// A late load of an ownership that ended: its range is
 				// never issued, and must not raise the floor the current
 				// ownership's ranges are admitted by.
 				err = errOwnershipEnded
 				return false
 			}
-			if err = o.admit(start, end); err != nil {
+			if err = w.o.admit(start, end); err != nil {
 				b.g.s.Logger.Error("segment ordered tag: range refused", "tag", b.tag, "err", err)
 				return false
 			}
@@ -320,9 +320,18 @@ func (b *buffer) reserve(ctx context.Context) (leaf.Reservation, error) {
 	defer cancel()
 	var r leaf.Reservation
 	var err error
-	if b.owner != nil {
+	switch w := b.ownedBy; {
+	case b.owner != nil:
 		r, err = b.g.periods.ReservePeriod(ctx, b.tag, b.period, step)
-	} else {
+	case w != nil:
+		// Fenced by the ownership's token, in the reserve's transaction:
+		// once another server took the lease over, this reserves nothing,
+		// whatever this server's clock says of the lease.
+		r, err = b.g.ordered.ReserveOwned(ctx, b.tag, b.g.s.Owner, w.token, step)
+		if errors.Is(err, leaf.ErrLeaseLost) {
+			w.lost(err)
+		}
+	default:
 		r, err = b.g.s.Store.Reserve(ctx, b.tag, step)
 	}
 	if err != nil {

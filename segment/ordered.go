@@ -27,17 +27,33 @@ import (
 //
 // Why the IDs increase across owners:
 //   - Every ownership (every lease taken, here or anywhere) issues from a
-//     double buffer of its own, made after the lease was taken: all its
-//     ranges are reserved after that, so above every range an earlier owner
-//     reserved before its lease ran out, and so above every ID it issued.
+//     double buffer of its own, made after the lease was taken, and
+//     reserves each of its ranges with the lease's fencing token
+//     (leaf.OrderedStore.ReserveOwned): the store checks, in the reserve's
+//     own transaction, that the lease is still this ownership's. Every
+//     range a later owner reserves lies above every range an earlier one
+//     reserved; an earlier owner's reserve after a takeover fails,
+//     whatever any clock says, and its ownership ends as when a renewal
+//     finds the lease lost.
+//   - A server takes a lease over only when the row has no owner
+//     (released), or when it has seen the very same lease (owner, token
+//     and Version) unchanged for a whole lease on its own monotonic clock:
+//     its OwnerLease, or what the lease had left if longer, counted from
+//     when the read that first showed it was answered, not sent (the
+//     owner's renewal may have landed in between). The store grants it
+//     only if the row still holds that lease and, as a second line, the
+//     lease ran out by the store's clock. A live owner renews every third
+//     of its lease, which changes the Version: no candidate takes it over,
+//     however far the store's clock is stepped.
 //   - An owner counts its lease from the monotonic instant before it sent
-//     the request that took or renewed it, less a margin, so it believes
-//     itself the owner only while the store does: the store lets another
-//     take over only once the lease ran out by the store's clock.
+//     the request that took or renewed it, less a margin, so it stops
+//     issuing before a candidate, counting the same lease on its own
+//     monotonic clock from later, may take over: the clocks need only run
+//     at about the same rate, never agree.
 //   - Each take of IDs is followed by a look at that deadline: IDs taken
 //     after it (an owner paused, a renewal late) are discarded, never
-//     issued. A range a paused owner reserves after losing the lease is
-//     therefore never issued from either.
+//     issued. A range a paused owner reserves is therefore never issued
+//     after its deadline either.
 //   - A new ownership never takes over IDs buffered under an earlier one:
 //     their buffer is stopped and dropped.
 //
@@ -51,17 +67,27 @@ import (
 // A tag switched between plain and ordered (SetOrdered) changes on this
 // server at once, on the others when they next ask the store about it: at
 // their tag refresh (RefreshInterval), or at once for a server whose lease
-// cache runs out or whose renewal finds the row gone. IDs issued before
-// every server made the switch are not ordered with those after it. So
-// with a switch to plain and back while a server owns the tag: the row
-// made again has no owner, another server may take it at once, and the
-// old owner issues below it until its next renewal (a third of the lease)
-// finds its lease gone.
+// cache runs out or whose renewal or reserve finds the row gone. IDs
+// issued before every server made the switch are not ordered with those
+// after it. So with a switch to plain and back while a server owns the
+// tag: the row made again has no owner, another server may take it at
+// once, and the old owner issues what it has buffered below it until its
+// next renewal (a third of the lease) or reserve finds its lease gone.
 //
-// The deadline is kept on the monotonic clock, which runs while a process
-// is stopped (SIGSTOP) but not while its host or VM is suspended: an owner
-// suspended past its lease would issue after it wakes, before its next
-// renewal. Hosts that suspend should not own ordered tags.
+// What this cannot cover: the deadline is kept on the monotonic clock,
+// which runs while a process is stopped (SIGSTOP) but not while its host
+// or VM is suspended. An owner suspended past its lease, which another
+// server took over meanwhile, wakes believing itself the owner: until its
+// next renewal or reserve finds the lease lost, it may issue the IDs it
+// had already buffered, below IDs the new owner issued. The reserve fence
+// bounds that to the IDs already buffered (its two ranges at most): it
+// reserves nothing more. Hosts that suspend should not own ordered tags.
+//
+// Watching costs time: a server that first reads a dead owner's lease
+// waits a whole lease from then, so a takeover may come up to about one
+// lease later than the lease's end by the store's clock. A server that was
+// forwarding to the owner has been watching all along, and takes over
+// about when the lease ends.
 
 var (
 	// errOrdered stops an ordered tag's shell: its IDs come from the
@@ -101,7 +127,13 @@ type ordered struct {
 	seen   leaf.TagLease // the lease as last read, acquired or renewed
 	seenAt int64         // g.mono() when the request that answered seen was sent
 	seenOK bool
-	flight chan struct{} // closed when the store call in flight ends
+	// watchedAt is the g.mono() instant the read that first showed seen
+	// (the very same lease, leaf.TagLease.Same) was answered; watchFor is
+	// how long from then it must stay the same before this server may
+	// take it over (see takeAtLocked).
+	watchedAt int64
+	watchFor  time.Duration
+	flight    chan struct{} // closed when the store call in flight ends
 	// floor is the end of the highest range reserved here: a range below
 	// it would be out of order (see admit).
 	floor int64
@@ -119,12 +151,13 @@ type ordered struct {
 
 // leaseAnswer is what a request gets while this server does not own the
 // tag: err, or a *leaf.NotOwnerError made from lease (read at seenAt)
-// while it has time left.
+// until this server may try to take it over.
 type leaseAnswer struct {
 	until  int64 // g.mono(): ask the store again from here
 	err    error
 	lease  leaf.TagLease
 	seenAt int64
+	takeAt int64 // g.mono(): this server may try to take lease over (takeAtLocked)
 	// owner and url name the owner in a NotOwnerError: lease.Owner and
 	// its URL, or both empty when the lease is an earlier process of this
 	// very server, which is this one now: it is dead, and its lease must
@@ -148,10 +181,53 @@ type ownership struct {
 // ended reports whether the ownership ended.
 func (w *ownership) ended() bool { return w.deadline.Load() == math.MinInt64 }
 
-func newOrdered(g *Generator, shell *buffer, l leaf.TagLease, sent int64) *ordered {
+// newOrdered is the state of an ordered tag whose lease was read by a
+// request sent at sent and answered at answered.
+func newOrdered(g *Generator, shell *buffer, l leaf.TagLease, sent, answered int64) *ordered {
 	o := &ordered{g: g, tag: shell.tag, shell: shell, activeAt: time.Now()}
-	o.seen, o.seenAt, o.seenOK = l, sent, true
+	o.observeLocked(l, sent, answered)
 	return o
+}
+
+// observeLocked records an answer of the store about the lease (a read, a
+// take, a renewal) to a request sent at sent and answered at answered. A
+// lease other than the one seen before starts the watch anew, from the
+// answer: the owner's renewal may have landed after the send. o.mu must be
+// held, or o not yet shared.
+func (o *ordered) observeLocked(l leaf.TagLease, sent, answered int64) {
+	if !o.seenOK || !l.Same(o.seen) {
+		o.watchedAt, o.watchFor = answered, max(o.g.s.OwnerLease, l.Left)
+	}
+	o.seen, o.seenAt, o.seenOK = l, sent, true
+}
+
+// takeAtLocked is the g.mono() instant from which this server may try to
+// take over the lease it saw: at once when the lease has no owner or is
+// this server's own (under which it issues nothing: it has no ownership
+// when it asks); else once it has watched the very same lease for
+// watchFor, a whole lease (this server's OwnerLease, or the time the lease
+// had left when first seen, if longer: an owner configured with a longer
+// lease is not cut short), and the lease should have run out by the
+// store's clock, which the store checks too. o.mu must be held, or o not
+// yet shared.
+func (o *ordered) takeAtLocked() int64 {
+	l := o.seen
+	if !o.seenOK || l.Owner == "" || l.Owner == o.g.s.Owner {
+		return math.MinInt64
+	}
+	return max(after(o.watchedAt, o.watchFor), after(o.seenAt, l.Left))
+}
+
+// after is the g.mono() instant d after at, saturated: a lease's Left may
+// be anything a hand-written row says.
+func after(at int64, d time.Duration) int64 {
+	if d > 0 && at > math.MaxInt64-int64(d) {
+		return math.MaxInt64
+	}
+	if d < 0 && at < math.MinInt64-int64(d) {
+		return math.MinInt64
+	}
+	return at + int64(d)
 }
 
 // mono is the generator's monotonic clock, in nanoseconds since New: the
@@ -218,8 +294,12 @@ func (o *ordered) takeRun(ctx context.Context, n int64, waitUntil *time.Time) (i
 		}
 		s, e, err := w.b.take(ctx, n, waitUntil)
 		if err == errOwnershipEnded {
+			// Ended under the take: look again, once the end is done (end
+			// stops the buffer before it clears o.cur, and waits out an end
+			// in progress), so that the look does not find w again.
+			w.end()
 			if tries < 3 {
-				continue // ended under the take: look again
+				continue
 			}
 			return 0, 0, fmt.Errorf("tag %q: this server's leases of the ordered tag keep ending: %w", o.tag, leaf.ErrNotReady)
 		}
@@ -298,16 +378,15 @@ func (o *ordered) ownership(ctx context.Context, waitUntil *time.Time) (*ownersh
 }
 
 // decide is a cached answer's error at now, nil when the store must be
-// asked (the other's lease has run out: this server may take it).
+// asked (this server may try to take the lease over).
 func (o *ordered) decide(a *leaseAnswer, now int64) error {
 	if a.err != nil {
 		return a.err
 	}
-	left := a.lease.Left - time.Duration(now-a.seenAt)
 	own := o.g.s.Owner
-	if a.lease.Owner != "" && a.lease.Owner != own && left > 0 {
+	if a.lease.Owner != "" && a.lease.Owner != own && now < a.takeAt {
 		o.notOwner.Add(1)
-		return &leaf.NotOwnerError{Tag: o.tag, Owner: a.owner, URL: a.url, Retry: left}
+		return &leaf.NotOwnerError{Tag: o.tag, Owner: a.owner, URL: a.url, Retry: time.Duration(a.takeAt - now)}
 	}
 	if own == "" {
 		o.notOwner.Add(1)
@@ -385,11 +464,7 @@ func (o *ordered) fly() {
 	ctx, cancel := context.WithTimeout(g.ctx, g.s.StoreTimeout)
 	defer cancel()
 	o.mu.Lock()
-	otherHolds := false
-	if o.seenOK {
-		left := o.seen.Left - time.Duration(g.mono()-o.seenAt)
-		otherHolds = o.seen.Owner != "" && o.seen.Owner != own && left > 0
-	}
+	watched, mayTake := o.seen, own != "" && g.mono() >= o.takeAtLocked()
 	o.mu.Unlock()
 
 	var (
@@ -398,15 +473,23 @@ func (o *ordered) fly() {
 		err error
 	)
 	sent := g.mono()
-	if own == "" || otherHolds {
+	if !mayTake {
+		// Another server holds the lease, as far as this one has seen: a
+		// read, which takes no lock, tells whether it still does, and
+		// counts towards the watch.
 		l, ok, err = g.ordered.TagLease(ctx, o.tag)
-		if err == nil && ok && own != "" && (!l.Held() || l.Owner == own) {
-			// Released or run out since it was last read: take it.
-			sent = g.mono()
-			l, err = g.ordered.AcquireTag(ctx, o.tag, own, g.s.OwnerLease)
+		if err == nil && ok {
+			o.mu.Lock()
+			o.observeLocked(l, sent, g.mono())
+			watched, mayTake = l, own != "" && g.mono() >= o.takeAtLocked()
+			o.mu.Unlock()
 		}
-	} else {
-		l, err = g.ordered.AcquireTag(ctx, o.tag, own, g.s.OwnerLease)
+	}
+	if err == nil && ok && mayTake {
+		// Released, this server's own, or watched unrenewed for a whole
+		// lease: take it, if the row still holds the lease watched.
+		sent = g.mono()
+		l, err = g.ordered.AcquireTag(ctx, o.tag, own, g.s.OwnerLease, watched)
 	}
 	if err == nil && own != "" && l.Owner == own && l.Token <= g.ownedToken(o.tag) {
 		// The store still holds a lease this server took and has stopped
@@ -416,7 +499,7 @@ func (o *ordered) fly() {
 		// ownership.
 		if _, err = g.ordered.ReleaseTag(ctx, o.tag, own, l.Token); err == nil {
 			sent = g.mono()
-			l, err = g.ordered.AcquireTag(ctx, o.tag, own, g.s.OwnerLease)
+			l, err = g.ordered.AcquireTag(ctx, o.tag, own, g.s.OwnerLease, leaf.TagLease{})
 		}
 	}
 	if isNotFound(err) {
@@ -449,7 +532,7 @@ func (o *ordered) fly() {
 		g.s.Logger.Warn("segment ordered tag: lease call failed", "tag", o.tag, "err", err)
 		return
 	}
-	o.seen, o.seenAt, o.seenOK = l, sent, true
+	o.observeLocked(l, sent, answered)
 	if own != "" && l.Owner == own {
 		deadline := sent + int64(l.Left-g.leaseMargin())
 		if deadline <= g.mono() {
@@ -460,20 +543,24 @@ func (o *ordered) fly() {
 		o.startLocked(l.Token, deadline)
 		return
 	}
-	o.answer.Store(o.answerFor(l, sent, answered))
+	o.answer.Store(o.answerLocked(answered))
 }
 
-// answerFor is the cached answer for a lease another server holds (or no
-// one, where this server cannot take it), read by a request sent at sent
-// and answered at answered: it stands until the lease may have run out,
-// at most maxLeaseCache.
-func (o *ordered) answerFor(l leaf.TagLease, sent, answered int64) *leaseAnswer {
+// answerLocked is the cached answer for the lease seen, which another
+// server holds (or no one, where this server cannot take it), answered at
+// answered: it stands until this server may try to take the lease over,
+// at most maxLeaseCache. o.mu must be held, or o not yet shared.
+func (o *ordered) answerLocked(answered int64) *leaseAnswer {
+	l, takeAt := o.seen, o.takeAtLocked()
 	wait := maxLeaseCache
 	if o.g.s.Owner != "" {
-		left := l.Left - time.Duration(answered-sent)
+		var left time.Duration
+		if takeAt > answered {
+			left = time.Duration(takeAt - answered)
+		}
 		wait = min(max(left, minLeaseCache), maxLeaseCache)
 	}
-	a := &leaseAnswer{until: answered + int64(wait), lease: l, seenAt: sent, owner: l.Owner, url: leaf.OwnerURL(l.Owner)}
+	a := &leaseAnswer{until: answered + int64(wait), lease: l, seenAt: o.seenAt, takeAt: takeAt, owner: l.Owner, url: leaf.OwnerURL(l.Owner)}
 	if own := o.g.s.Owner; own != "" && leaf.OwnerURL(own) == a.url {
 		a.owner, a.url = "", ""
 	}
@@ -496,10 +583,10 @@ func (o *ordered) startLocked(token, deadline int64) {
 	if token > g.ownedToken(o.tag) {
 		g.tokens.Store(o.tag, token)
 	}
+	w := &ownership{o: o, token: token}
 	b := newBuffer(g, o.tag, false)
 	b.shapeRead = true // an ordered tag is plain: checked by readShape
-	b.orderedBy = o
-	w := &ownership{o: o, token: token, b: b}
+	b.ownedBy, w.b = w, b
 	w.deadline.Store(deadline)
 	o.answer.Store(nil)
 	o.cur.Store(w)
@@ -548,6 +635,14 @@ func (w *ownership) end() bool {
 		o.mu.Unlock()
 	})
 	return first
+}
+
+// lost ends an ownership whose lease a renewal or a reserve found lost:
+// another server may own the tag now.
+func (w *ownership) lost(err error) {
+	if w.end() {
+		w.o.g.s.Logger.Error("segment ordered tag: lease lost; stopped issuing", "tag", w.o.tag, "token", w.token, "err", err)
+	}
 }
 
 // stopAll drops the state (requests get err), ends the ownership, and
@@ -790,6 +885,7 @@ func (b *buffer) readLease(ctx context.Context, shape leaf.TagShape) error {
 	sctx, cancel := context.WithTimeout(ctx, g.s.StoreTimeout)
 	l, ok, err := g.ordered.TagLease(sctx, b.tag)
 	cancel()
+	answered := g.mono()
 	if err != nil {
 		return fmt.Errorf("read the lease of tag %q: %w", b.tag, err)
 	}
@@ -803,9 +899,11 @@ func (b *buffer) readLease(ctx context.Context, shape leaf.TagShape) error {
 		g.s.Logger.Error("segment ordered tag cannot issue", "tag", b.tag, "err", err)
 		return err
 	}
-	o := newOrdered(g, b, l, sent)
-	if l.Held() && l.Owner != g.s.Owner {
-		o.answer.Store(o.answerFor(l, sent, g.mono()))
+	o := newOrdered(g, b, l, sent, answered)
+	if l.Owner != "" && l.Owner != g.s.Owner {
+		// Another's lease, even one run out by the store's clock: the
+		// watch starts now.
+		o.answer.Store(o.answerLocked(answered))
 	}
 	b.ord.Store(o)
 	g.promote(b)

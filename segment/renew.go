@@ -215,9 +215,7 @@ func (r *renewer) apply(w *ownership, sent int64, l leaf.TagLease, err error) (r
 	g, o := r.g, w.o
 	switch {
 	case errors.Is(err, leaf.ErrLeaseLost):
-		if w.end() {
-			g.s.Logger.Error("segment ordered tag: lease lost; stopped issuing", "tag", o.tag, "token", w.token, "err", err)
-		}
+		w.lost(err)
 	case err != nil:
 		if g.mono() >= w.deadline.Load() {
 			if w.end() {
@@ -230,7 +228,7 @@ func (r *renewer) apply(w *ownership, sent int64, l leaf.TagLease, err error) (r
 	default:
 		w.extend(sent + int64(l.Left-g.leaseMargin()))
 		o.mu.Lock()
-		o.seen, o.seenAt = l, sent
+		o.observeLocked(l, sent, g.mono())
 		o.mu.Unlock()
 		r.schedule(w, slot{at: sent + r.every()})
 	}

@@ -116,9 +116,12 @@ type Settings struct {
 	// is one, else an error wrapping leaf.ErrNotReady.
 	Owner string
 	// OwnerLease is the lease an owner takes on an ordered tag, renewed
-	// every third of it. An owner that dies holds the tag up to this long;
-	// one that cannot renew stops issuing a margin (a tenth, at least
-	// 100ms) before its lease runs out.
+	// every third of it; one that cannot renew stops issuing a margin (a
+	// tenth, at least 100ms) before its lease runs out. A server takes
+	// another's lease over once it saw it unrenewed this long (or for what
+	// it had left, if longer; see ordered.go): an owner that dies holds
+	// the tag up to a lease after its last renewal for a server that was
+	// watching, about two for one that was not.
 	OwnerLease time.Duration
 }
 

@@ -82,12 +82,24 @@ func code(err error) (int, bool) {
 	return 0, false
 }
 
+// Options tunes OpenWith; the zero value is Open's.
+type Options struct {
+	// Now is the clock the leases of ordered tags are counted by; nil:
+	// time.Now. Tests step it, as an operator may step a host's clock.
+	Now func() time.Time
+}
+
 // Open opens (creating it and its directory if needed) the SQLite database at
 // path and makes sure leaf_alloc, leaf_alloc_tombstone,
 // leaf_alloc_version, leaf_tag_shape and leaf_tag_owner exist. The leases
 // of ordered tags in leaf_tag_owner are counted by Go's clock: the file,
 // and so every store sharing it, is on one host.
 func Open(ctx context.Context, path string) (*Store, error) {
+	return OpenWith(ctx, path, Options{})
+}
+
+// OpenWith is Open with options.
+func OpenWith(ctx context.Context, path string, opt Options) (*Store, error) {
 	if path == "" {
 		return nil, fmt.Errorf("sqlite: open: %w: empty path", leaf.ErrInvalidArgument)
 	}
@@ -120,7 +132,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
-	return &Store{Store: sqlstore.New(db, dialect, sqlstore.Settings{})}, nil
+	return &Store{Store: sqlstore.New(db, dialect, sqlstore.Settings{Now: opt.Now})}, nil
 }
 
 // setup switches the file to WAL and creates the schema. Switching to WAL

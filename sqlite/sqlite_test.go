@@ -14,7 +14,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/internal/testdb"
@@ -285,4 +287,65 @@ func TestTombstoneKeepsHighest(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// TestOrderedStoppedClock: on a clock that stands still (Options.Now),
+// every renewal still moves the lease's Version to a value it never had,
+// so that a server watching the lease tells a live owner from a dead one;
+// and a watcher takes the lease over only once that clock says it ran
+// out.
+func TestOrderedStoppedClock(t *testing.T) {
+	ctx := t.Context()
+	var at atomic.Int64
+	at.Store(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	s, err := sqlite.OpenWith(ctx, testdb.SQLitePath(t), sqlite.Options{Now: func() time.Time { return time.Unix(0, at.Load()) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if err := s.CreateTag(ctx, leaf.Alloc{Tag: "seq", MaxID: 1, Step: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetOrdered(ctx, "seq", true); err != nil {
+		t.Fatal(err)
+	}
+	const owner, other = "http://10.0.0.1:8080#a", "http://10.0.0.2:8080#b"
+	l, err := s.AcquireTag(ctx, "seq", owner, time.Minute, leaf.TagLease{})
+	if err != nil || l.Owner != owner || l.Left != time.Minute {
+		t.Fatalf("AcquireTag = %+v, %v", l, err)
+	}
+	seen := []leaf.TagLease{l}
+	for range 3 {
+		if l, err = s.RenewTag(ctx, "seq", owner, 1, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		rs, err := s.RenewTags(ctx, owner, []leaf.TagToken{{Tag: "seq", Token: 1}}, time.Minute)
+		if err != nil || rs[0].Err != nil {
+			t.Fatal(err, rs)
+		}
+		seen = append(seen, l, rs[0].Lease)
+	}
+	for i, a := range seen {
+		// Each renewal on the stopped clock ends the lease a microsecond
+		// past the one before.
+		if !a.Held() || a.Left > time.Minute+time.Duration(i)*time.Microsecond {
+			t.Errorf("lease %d = %+v, want held, at most 1m and %dµs left", i, a, i)
+		}
+		for _, b := range seen[:i] {
+			if a.Same(b) {
+				t.Fatalf("lease %d = %+v, the same as an earlier one (%+v): a renewal on a stopped clock did not move the Version", i, a, b)
+			}
+		}
+	}
+	cur, _, _ := s.TagLease(ctx, "seq")
+	if !cur.Same(seen[len(seen)-1]) {
+		t.Errorf("TagLease = %+v, want the last renewal's %+v", cur, seen[len(seen)-1])
+	}
+	if l, _ := s.AcquireTag(ctx, "seq", other, time.Minute, cur); l.Owner != owner {
+		t.Errorf("AcquireTag watching a lease the clock says is held = %+v; want it still %s's", l, owner)
+	}
+	at.Add(int64(2 * time.Minute))
+	if l, err := s.AcquireTag(ctx, "seq", other, time.Minute, cur); err != nil || l.Owner != other || l.Token != 2 {
+		t.Errorf("AcquireTag watching it, once run out = %+v, %v; want %s with token 2", l, err, other)
+	}
 }

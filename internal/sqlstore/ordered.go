@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,19 +23,29 @@ import (
 // time_zone, where an hour repeats when daylight saving ends (a lease could
 // look an hour longer or shorter), and SQLite has no time type at all. The
 // clock is the database's (Dialect.ClockMicros) where it has one that all
-// servers share, Go's on SQLite, whose file lives on one host.
+// servers share, Go's on SQLite, whose file lives on one host. It decides
+// nothing alone: it is the second line of a takeover (AcquireTag), and
+// what Left is counted by.
 //
-// A new row's token is 0 and its first owner's 1. Deleting the row
+// A new row's token is 0 and its first owner's 1. A new owner's IDs lie
+// above an old owner's because it reserves its ranges after it takes the
+// lease, from a max_id that only grows (and that a re-created tag starts
+// above its tombstone), and because every reserve of an owner
+// (ReserveOwned) checks, in its own transaction, that the row still names
+// the owner with its token: an owner whose lease was taken over reserves
+// nothing more, whatever any clock says. Deleting the row
 // (SetOrdered false, DeleteTag) forgets the token, so a row made again
-// counts from 0 once more, and a token can return to a value it had. That
-// is safe because the token fences nothing in leaf_alloc: what keeps a new
-// owner's IDs above an old owner's is that it reserves its ranges after it
-// takes the lease, from a max_id that only grows (and that a re-created tag
-// starts above its tombstone). The token only tells renewals and releases
-// of one lease from those of another on the same row, and an owner of the
-// deleted row finds, at its next renewal, no row or a row it does not hold
-// (owner strings carry a nonce of the process, which keeps one lease per
-// tag): it stops issuing either way.
+// counts from 0 once more, and a token can return to a value it had. The
+// fence still tells owners apart, as it checks the owner (whose string
+// carries a nonce of its process) with the token, and a process issues
+// under one lease of a tag at a time. An owner of the deleted row finds,
+// at its next renewal or reserve, no row or a row it does not hold: it
+// stops issuing either way.
+//
+// lease_until is also the lease's Version (leaf.TagLease.Version): a
+// candidate takes a lease over only once it saw the very same row for a
+// whole lease (AcquireTag's watched), so every acquisition and renewal
+// writes a value the row did not hold, even on a clock that stands still.
 
 // OwnerSchema is leaf_tag_owner in portable SQL, as SQLite and PostgreSQL
 // create it (MySQL writes its own). owner is the empty string when no one
@@ -57,14 +68,17 @@ const MaxOwnerLen = leaf.MaxOwnerLen
 // the time as an argument.
 type ownerQueries struct {
 	read, lock, list, listLimit string
-	set, release, mark, unmark  string
+	// owned reads the owner and token inside a reserve, under a shared
+	// lock (ReserveOwned).
+	owned                      string
+	set, release, mark, unmark string
 	// The locking read of many rows and the UPDATE that extends many
 	// leases: each is completed with an IN list of tags (lockIn + list +
 	// lockInEnd, extendIn + list + ")") and then rebound.
 	lockIn, lockInEnd, extendIn string
 }
 
-func newOwnerQueries(d Dialect, forUpdate string) ownerQueries {
+func newOwnerQueries(d Dialect, forUpdate, forShare string) ownerQueries {
 	clockCol, clockVal := "", "?"
 	if d.ClockMicros != "" {
 		clockCol, clockVal = ", "+d.ClockMicros, d.ClockMicros
@@ -75,6 +89,7 @@ func newOwnerQueries(d Dialect, forUpdate string) ownerQueries {
 		lock:      cols + clockCol + " FROM leaf_tag_owner WHERE tag = ?" + forUpdate,
 		list:      "SELECT tag, owner, token, lease_until" + clockCol + " FROM leaf_tag_owner WHERE tag > ? ORDER BY tag",
 		listLimit: "SELECT tag, owner, token, lease_until" + clockCol + " FROM leaf_tag_owner WHERE tag > ? ORDER BY tag LIMIT ?",
+		owned:     "SELECT owner, token FROM leaf_tag_owner WHERE tag = ?" + forShare,
 		set:       "UPDATE leaf_tag_owner SET owner = ?, token = ?, lease_until = ?, updated_at = CURRENT_TIMESTAMP WHERE tag = ?",
 		// owner is never '' in the WHERE (leaf.ValidateOwner), so a matching row
 		// always changes: MySQL's count of changed rows would do as well
@@ -94,7 +109,7 @@ func newOwnerQueries(d Dialect, forUpdate string) ownerQueries {
 		q.mark = "INSERT INTO leaf_tag_owner (tag, owner, token, lease_until, updated_at) VALUES (?, ?, 0, " + clockVal + ", CURRENT_TIMESTAMP) ON DUPLICATE KEY UPDATE tag = tag"
 	}
 	if d.Dollar {
-		for _, p := range []*string{&q.read, &q.lock, &q.list, &q.listLimit, &q.set, &q.release, &q.mark, &q.unmark} {
+		for _, p := range []*string{&q.read, &q.lock, &q.list, &q.listLimit, &q.owned, &q.set, &q.release, &q.mark, &q.unmark} {
 			*p = Rebind(*p)
 		}
 	}
@@ -106,10 +121,10 @@ func newOwnerQueries(d Dialect, forUpdate string) ownerQueries {
 func (s *Store) goClock() bool { return s.d.ClockMicros == "" }
 
 // nowArgs are the arguments a write takes for clockVal: the time, with
-// Go's clock, else none.
+// Go's clock (Settings.Now), else none.
 func (s *Store) nowArgs() []any {
 	if s.goClock() {
-		return []any{time.Now().UnixMicro()}
+		return []any{s.now().UnixMicro()}
 	}
 	return nil
 }
@@ -129,9 +144,9 @@ func (s *Store) scanLease(row interface{ Scan(...any) error }, l *leaf.TagLease,
 		return 0, 0, err
 	}
 	if s.goClock() {
-		now = time.Now().UnixMicro()
+		now = s.now().UnixMicro()
 	}
-	l.Left = leftOf(until, now)
+	l.Left, l.Version = leftOf(until, now), until
 	return until, now, nil
 }
 
@@ -165,6 +180,29 @@ func ttlMicros(ttl time.Duration) int64 {
 	return us
 }
 
+// newUntil is the end of a lease written at now for ttl over a row whose
+// lease ended at old (several rows, for a batch): now + ttl, or, where that
+// would not pass an old end less than a lease beyond it (a clock that
+// stands still, as a session's fixed timestamp, or went back a little), a
+// microsecond past it. So a row's Version only grows while its clock
+// stalls: no renewal writes a value the row held before, which a watching
+// server would take for a lease unrenewed. A clock stepped back by more
+// than a lease gets now + ttl: its leases are not stretched by the step.
+func newUntil(now int64, ttl time.Duration, old ...int64) int64 {
+	lease := ttlMicros(ttl)
+	base := now + lease
+	u := base
+	for _, o := range old {
+		if o >= base && o-base <= lease {
+			u = max(u, o+1)
+		}
+	}
+	for slices.Contains(old, u) {
+		u++
+	}
+	return u
+}
+
 // TagLease reads the tag's row; ok is false when the tag is not ordered.
 // Left is counted by the database's clock in the same statement.
 func (s *Store) TagLease(ctx context.Context, tag string) (leaf.TagLease, bool, error) {
@@ -186,17 +224,22 @@ func (s *Store) TagLease(ctx context.Context, tag string) (leaf.TagLease, bool, 
 	return l, true, nil
 }
 
-// AcquireTag takes the lease for owner if its row has no owner or the
-// lease has run out, with the next token, until ttl from now; otherwise it
-// changes nothing. It answers the row as it stands afterwards. The row is
-// read under its lock, so of servers racing for a free row exactly one
-// finds it free; the others find the winner.
+// AcquireTag takes the lease for owner, with the next token, until ttl
+// from now, if its row has no owner, or if the row still holds the very
+// lease watched (same owner, token and lease_until) and that lease ran out
+// by the store's clock; otherwise it changes nothing. It answers the row as
+// it stands afterwards. The row is read under its lock, so of servers
+// racing for a free row exactly one finds it free; the others find the
+// winner, which is no longer the lease they watched.
 //
-// With MySQL the time is that of the locking read's start, which may be
-// before a wait for the row's lock: an earlier now makes a lease look
-// longer (no takeover too early) and a new lease end earlier (the owner,
-// counting from before it sent its request, still stops in time).
-func (s *Store) AcquireTag(ctx context.Context, tag, owner string, ttl time.Duration) (leaf.TagLease, error) {
+// The store's clock is only the second line: a clock stepped forward makes
+// every lease look run out, but no server watched a live owner's lease go
+// unrenewed for a whole lease. With MySQL the time is that of the locking
+// read's start, which may be before a wait for the row's lock: an earlier
+// now makes a lease look longer (no takeover too early) and a new lease end
+// earlier (the owner, counting from before it sent its request, still stops
+// in time).
+func (s *Store) AcquireTag(ctx context.Context, tag, owner string, ttl time.Duration, watched leaf.TagLease) (leaf.TagLease, error) {
 	if err := leaf.ValidateTag(tag); err != nil {
 		return leaf.TagLease{}, err
 	}
@@ -216,15 +259,14 @@ func (s *Store) AcquireTag(ctx context.Context, tag, owner string, ttl time.Dura
 	err := s.retry(ctx, func() error {
 		var err error
 		l, err = s.leaseTx(ctx, tag, func(tx *sql.Tx, cur leaf.TagLease, until, now int64) (leaf.TagLease, error) {
-			if cur.Owner != "" && until > now {
+			if cur.Owner != "" && (!cur.Same(watched) || until > now) {
 				return cur, nil
 			}
-			next := leaf.TagLease{Tag: tag, Owner: owner, Token: cur.Token + 1}
-			lease := ttlMicros(ttl)
-			if _, err := tx.ExecContext(ctx, s.o.set, owner, next.Token, now+lease, tag); err != nil {
+			next := leaf.TagLease{Tag: tag, Owner: owner, Token: cur.Token + 1, Version: newUntil(now, ttl, until)}
+			if _, err := tx.ExecContext(ctx, s.o.set, owner, next.Token, next.Version, tag); err != nil {
 				return cur, fmt.Errorf("take the lease: %w", err)
 			}
-			next.Left = leftOf(now+lease, now)
+			next.Left = leftOf(next.Version, now)
 			return next, nil
 		})
 		return err
@@ -238,11 +280,80 @@ func (s *Store) AcquireTag(ctx context.Context, tag, owner string, ttl time.Dura
 	return l, nil
 }
 
+// ReserveOwned reserves a range as Reserve does, in a transaction that
+// also checks that owner holds the tag's lease with token (checkOwner),
+// and rolls back with leaf.ErrLeaseLost if not.
+func (s *Store) ReserveOwned(ctx context.Context, tag, owner string, token int64, step int) (leaf.Reservation, error) {
+	if err := leaf.ValidateTag(tag); err != nil {
+		return leaf.Reservation{}, err
+	}
+	if err := leaf.ValidateOwner(owner); err != nil {
+		return leaf.Reservation{}, err
+	}
+	if err := leaf.ValidateToken(token); err != nil {
+		return leaf.Reservation{}, err
+	}
+	op := fmt.Sprintf("reserve %q for %s token %d", tag, owner, token)
+	if err := s.checkOpen(op); err != nil {
+		return leaf.Reservation{}, err
+	}
+	var r leaf.Reservation
+	// Safe to run again for Reserve's reason; a lease lost meanwhile makes
+	// the next attempt fail, with nothing reserved.
+	err := s.retry(ctx, func() error {
+		var err error
+		r, err = s.reserveOnce(ctx, tag, step, &leaseHolder{owner: owner, token: token})
+		return err
+	})
+	if err != nil {
+		return leaf.Reservation{}, s.wrap(op, err)
+	}
+	return r, nil
+}
+
+// leaseHolder is who must hold an ordered tag's lease for a reserve to
+// commit.
+type leaseHolder struct {
+	owner string
+	token int64
+}
+
+// checkOwner reads the tag's lease inside a reserve's transaction, under a
+// shared lock held to commit, and fails with leaf.ErrLeaseLost unless h
+// holds it; no clock is consulted. The reserve reads it after its UPDATE
+// of the tag's row, as it reads the stripe record: locks are then taken in
+// the order DeleteTag and SetOrdered take them (leaf_alloc's row, then
+// leaf_tag_owner's), and a takeover, which locks the lease's row, either
+// commits before this read (which then fails) or waits for this reserve
+// to commit (and the new owner, which reserves after, gets a range above
+// this one).
+func (s *Store) checkOwner(ctx context.Context, tx *sql.Tx, tag string, h *leaseHolder) error {
+	var (
+		owner string
+		token int64
+	)
+	err := tx.QueryRowContext(ctx, s.o.owned, tag).Scan(&owner, &token)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		// Not ErrTagNotFound: the tag is there, plain now.
+		return fmt.Errorf("%w: the tag is not ordered any more", leaf.ErrLeaseLost)
+	case err != nil:
+		return fmt.Errorf("read the lease: %w", err)
+	case owner == "":
+		return fmt.Errorf("%w: no one holds it (released or taken over and released; token now %d)", leaf.ErrLeaseLost, token)
+	case owner != h.owner || token != h.token:
+		return fmt.Errorf("%w: held by %s with token %d", leaf.ErrLeaseLost, owner, token)
+	}
+	return nil
+}
+
 // RenewTag moves the end of owner's lease to ttl from now if owner holds it
-// with token and it has not run out; otherwise it fails with
-// leaf.ErrLeaseLost, saying what it found. A tag that is no longer ordered
-// (no row) has lost its lease too; that error also matches
-// leaf.ErrTagNotFound.
+// with token; otherwise it fails with leaf.ErrLeaseLost, saying what it
+// found. The store's clock does not decide: a lease that ran out by it and
+// that no one took over (a takeover changes the token) was never
+// interrupted, and a clock stepped forward must not end every lease. A tag
+// that is no longer ordered (no row) has lost its lease too; that error
+// also matches leaf.ErrTagNotFound.
 func (s *Store) RenewTag(ctx context.Context, tag, owner string, token int64, ttl time.Duration) (leaf.TagLease, error) {
 	if err := leaf.ValidateTag(tag); err != nil {
 		return leaf.TagLease{}, err
@@ -269,14 +380,12 @@ func (s *Store) RenewTag(ctx context.Context, tag, owner string, token int64, tt
 				return cur, fmt.Errorf("%w: no one holds it (released or taken over and released; token now %d)", leaf.ErrLeaseLost, cur.Token)
 			case cur.Owner != owner || cur.Token != token:
 				return cur, fmt.Errorf("%w: held by %s with token %d", leaf.ErrLeaseLost, cur.Owner, cur.Token)
-			case until <= now:
-				return cur, fmt.Errorf("%w: ran out %v ago", leaf.ErrLeaseLost, -leftOf(until, now))
 			}
-			lease := ttlMicros(ttl)
-			if _, err := tx.ExecContext(ctx, s.o.set, owner, token, now+lease, tag); err != nil {
+			end := newUntil(now, ttl, until)
+			if _, err := tx.ExecContext(ctx, s.o.set, owner, token, end, tag); err != nil {
 				return cur, fmt.Errorf("extend the lease: %w", err)
 			}
-			cur.Left = leftOf(now+lease, now)
+			cur.Left, cur.Version = leftOf(end, now), end
 			return cur, nil
 		})
 		return err
@@ -294,7 +403,8 @@ func (s *Store) RenewTag(ctx context.Context, tag, owner string, token int64, tt
 // per leaf.MaxRenewBatch of them: a locking read of the batch's rows in tag
 // order (calls naming the same tags lock them in the same order), then one
 // UPDATE of those still held, all to ttl from the latest time the read saw,
-// so that no lease looks longer than it is. A tag given twice is answered
+// so that no lease looks longer than it is (and to a value none of them
+// held, see newUntil). A tag given twice is answered
 // twice from its one row: renewed both times if both name the lease. A
 // batch whose transaction fails answers that failure for each of its
 // leases; the batches before it stay renewed, those after it are still
@@ -326,6 +436,7 @@ func (s *Store) renewBatch(ctx context.Context, owner string, leases []leaf.TagT
 		found map[string]lockedLease
 		lost  []error // per lease; nil: renewed
 		now   int64
+		until int64 // the renewed leases' new end
 	)
 	err := s.retry(ctx, func() error {
 		return s.inTx(ctx, func(tx *sql.Tx) error {
@@ -334,7 +445,10 @@ func (s *Store) renewBatch(ctx context.Context, owner string, leases []leaf.TagT
 				return fmt.Errorf("read the leases: %w", err)
 			}
 			lost = make([]error, len(leases))
-			var held []any // the rows' tags, each once
+			var (
+				held []any   // the rows' tags, each once
+				ends []int64 // and the ends of their leases
+			)
 			renewed := make(map[string]bool)
 			for i, l := range leases {
 				cur, ok := found[l.Tag]
@@ -345,17 +459,16 @@ func (s *Store) renewBatch(ctx context.Context, owner string, leases []leaf.TagT
 					lost[i] = fmt.Errorf("%w: no one holds it (released or taken over and released; token now %d)", leaf.ErrLeaseLost, cur.l.Token)
 				case cur.l.Owner != owner || cur.l.Token != l.Token:
 					lost[i] = fmt.Errorf("%w: held by %s with token %d", leaf.ErrLeaseLost, cur.l.Owner, cur.l.Token)
-				case cur.until <= now:
-					lost[i] = fmt.Errorf("%w: ran out %v ago", leaf.ErrLeaseLost, -leftOf(cur.until, now))
 				case !renewed[cur.l.Tag]:
 					renewed[cur.l.Tag] = true
-					held = append(held, cur.l.Tag)
+					held, ends = append(held, cur.l.Tag), append(ends, cur.until)
 				}
 			}
 			if len(held) == 0 {
 				return nil
 			}
-			args := append([]any{now + ttlMicros(ttl), owner}, held...)
+			until = newUntil(now, ttl, ends...)
+			args := append([]any{until, owner}, held...)
 			res, err := tx.ExecContext(ctx, s.rebind(s.o.extendIn+placeholders(len(held))+")"), args...)
 			if err != nil {
 				return fmt.Errorf("extend the leases: %w", err)
@@ -372,7 +485,6 @@ func (s *Store) renewBatch(ctx context.Context, owner string, leases []leaf.TagT
 			return nil
 		})
 	})
-	until := now + ttlMicros(ttl)
 	for i, l := range leases {
 		cause := err
 		if cause == nil {
@@ -382,7 +494,7 @@ func (s *Store) renewBatch(ctx context.Context, owner string, leases []leaf.TagT
 			out[i].Err = s.wrap(fmt.Sprintf("renew %q for %s token %d", l.Tag, owner, l.Token), cause)
 			continue
 		}
-		out[i].Lease = leaf.TagLease{Tag: l.Tag, Owner: owner, Token: l.Token, Left: leftOf(until, now)}
+		out[i].Lease = leaf.TagLease{Tag: l.Tag, Owner: owner, Token: l.Token, Left: leftOf(until, now), Version: until}
 	}
 }
 

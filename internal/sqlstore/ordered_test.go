@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -144,5 +145,38 @@ func TestRenewTagsCollation(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestNewUntil: a lease's new end is now + ttl, unless that would not pass
+// an old end less than a lease beyond it (a clock standing still or gone
+// back a little): then just past it, so that the Version never returns to
+// a value it had. A clock gone back by more than a lease is not stretched.
+func TestNewUntil(t *testing.T) {
+	const ttl = 10 * time.Second
+	const lease = int64(ttl / time.Microsecond)
+	const now = int64(1_000_000_000)
+	for _, c := range []struct {
+		name string
+		old  []int64
+		want int64
+	}{
+		{"clock moved on", []int64{now + lease - 5}, now + lease},
+		{"no lease before", nil, now + lease},
+		{"clock stands still", []int64{now + lease}, now + lease + 1},
+		{"still, renewed again", []int64{now + lease + 1}, now + lease + 2},
+		{"clock back a little", []int64{now + lease + 3*lease/4}, now + lease + 3*lease/4 + 1},
+		{"clock back by more than a lease", []int64{now + 2*lease + 1}, now + lease},
+		{"a batch", []int64{now + lease - 5, now + lease + 7, now + lease + 2}, now + lease + 8},
+		{"a batch with a row far ahead", []int64{now + lease, now + 2*lease + 1}, now + lease + 1},
+		{"a far row on the value", []int64{now + lease, now + lease + 1 + lease + 1}, now + lease + 1},
+	} {
+		got := newUntil(now, ttl, c.old...)
+		if got != c.want {
+			t.Errorf("%s: newUntil(old %v) = now + %d, want now + %d", c.name, c.old, got-now, c.want-now)
+		}
+		if slices.Contains(c.old, got) {
+			t.Errorf("%s: newUntil(old %v) = %d, a value a row had", c.name, c.old, got)
+		}
 	}
 }

@@ -68,7 +68,7 @@ func (s *Store) ReservePeriod(ctx context.Context, tag, key string, step int) (l
 	err := s.retry(ctx, func() error {
 		for range 3 {
 			var err error
-			if r, err = s.reserveOnce(ctx, name, step); !errors.Is(err, leaf.ErrTagNotFound) {
+			if r, err = s.reserveOnce(ctx, name, step, nil); !errors.Is(err, leaf.ErrTagNotFound) {
 				return err
 			}
 			if err = s.ensurePeriod(ctx, tag, name); err != nil {

@@ -127,6 +127,11 @@ type Settings struct {
 	// doubles each time up to maxRetryPause, and each pause is drawn below
 	// it (full jitter). Default 10ms.
 	RetryBackoff time.Duration
+	// Now is the clock the leases of ordered tags are counted by when the
+	// dialect has none of its own (Dialect.ClockMicros empty: SQLite).
+	// Default time.Now; tests step it, as a database's clock may be
+	// stepped, to show that no takeover hangs on it alone.
+	Now func() time.Time
 }
 
 // Store implements leaf.SegmentStore, leaf.SegmentAdmin, leaf.SegmentVersioner,
@@ -140,6 +145,7 @@ type Store struct {
 	o        ownerQueries
 	attempts int
 	backoff  time.Duration
+	now      func() time.Time // Settings.Now
 	closed   atomic.Bool
 	// forShare is the dialect's shared row lock clause ("" without
 	// locking reads), for the statements that read under it.
@@ -199,6 +205,9 @@ func New(db *sql.DB, d Dialect, set Settings) *Store {
 	}
 	if set.RetryBackoff <= 0 {
 		set.RetryBackoff = 10 * time.Millisecond
+	}
+	if set.Now == nil {
+		set.Now = time.Now
 	}
 	const cols = "SELECT biz_tag, max_id, step, description, update_time FROM leaf_alloc"
 	forUpdate, forShare := "", ""
@@ -273,7 +282,7 @@ func New(db *sql.DB, d Dialect, set Settings) *Store {
 			*p = Rebind(*p)
 		}
 	}
-	return &Store{db: db, d: d, q: q, o: newOwnerQueries(d, forUpdate), forShare: forShare, attempts: set.MaxAttempts, backoff: set.RetryBackoff}
+	return &Store{db: db, d: d, q: q, o: newOwnerQueries(d, forUpdate, forShare), forShare: forShare, attempts: set.MaxAttempts, backoff: set.RetryBackoff, now: set.Now}
 }
 
 // Rebind turns ? placeholders into $1, $2, ... . The statements here have
@@ -328,7 +337,7 @@ func (s *Store) Reserve(ctx context.Context, tag string, step int) (leaf.Reserva
 	// a lost commit wastes a range but never hands one out twice.
 	err := s.retry(ctx, func() error {
 		var err error
-		r, err = s.reserveOnce(ctx, tag, step)
+		r, err = s.reserveOnce(ctx, tag, step, nil)
 		return err
 	})
 	if err != nil {
@@ -337,7 +346,9 @@ func (s *Store) Reserve(ctx context.Context, tag string, step int) (leaf.Reserva
 	return r, nil
 }
 
-func (s *Store) reserveOnce(ctx context.Context, tag string, step int) (leaf.Reservation, error) {
+// reserveOnce is one reserve transaction; h, when set, must hold the
+// tag's lease for it to commit (ReserveOwned).
+func (s *Store) reserveOnce(ctx context.Context, tag string, step int, h *leaseHolder) (leaf.Reservation, error) {
 	var maxID, stored int64
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		query, args := s.q.reserveStored, []any{tag}
@@ -375,7 +386,12 @@ func (s *Store) reserveOnce(ctx context.Context, tag string, step int) (leaf.Res
 			}
 		}
 		if f := s.fence.Load(); f != nil {
-			return s.checkFence(ctx, tx, f)
+			if err := s.checkFence(ctx, tx, f); err != nil {
+				return err
+			}
+		}
+		if h != nil {
+			return s.checkOwner(ctx, tx, tag, h)
 		}
 		return nil
 	})
