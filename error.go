@@ -27,6 +27,11 @@ var (
 	// ErrWorkerLost: a snowflake worker's claim on its ID is gone (its lease
 	// expired or another server took the ID); it must stop issuing.
 	ErrWorkerLost = errors.New("worker ID lost")
+	// ErrLeaseExpired: a snowflake worker's lease on its ID ran out before
+	// its registry renewed it (the registry unreachable): it issues nothing
+	// until a renewal succeeds, because past the lease another server may
+	// take the ID.
+	ErrLeaseExpired = errors.New("worker ID lease expired")
 	// ErrTagTombstoned: creating a tag again with a start at or below an ID
 	// its deleted predecessor may have issued. The tombstone keeps the
 	// highest such ID; a start above it is accepted.

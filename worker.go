@@ -89,10 +89,32 @@ type WorkerClaim struct {
 	// 0 when the ID has no history. The new holder must not issue before it.
 	HighWater int64
 	// Expires is when the claim lapses unless Heartbeat renews it. The zero
-	// Time means never: the ID belongs to the endpoint. A holder must stop
-	// issuing before Expires, because afterwards the registry may hand the ID
-	// to another server.
+	// Time means never (the local registry: nothing is shared). A holder
+	// must stop issuing before Expires, because afterwards the registry may
+	// hand the ID to another process.
 	Expires time.Time
+	// Resumed: the registry's record shows that this very instance (the
+	// identity the registry was opened with, kept in the server's data
+	// directory) held the claim last, and no other process has held it
+	// since: a restart after a crash takes its own claim back at once
+	// instead of waiting out its lease. The holder's own cache then knows
+	// what it issued better than HighWater, which a leased holder sets far
+	// enough ahead to cover its whole lease.
+	Resumed bool
+}
+
+// CachedClaim is what a server keeps of its claim on local disk (package
+// local's Cache, for the snowflake generator).
+type CachedClaim struct {
+	WorkerID int64
+	// Mark is the high-water mark, Unix ms: no ID under WorkerID was stamped
+	// at or after it by this server.
+	Mark int64
+	// LeaseUntil is when the lease last granted ends, by this server's wall
+	// clock (Unix ms); 0 when none is held (released, or a registry that
+	// does not lease). A server whose registry is unreachable at start-up
+	// starts on the cached worker ID only before it.
+	LeaseUntil int64
 }
 
 // WorkerRegistry hands out snowflake worker IDs so that no two live servers
@@ -110,9 +132,11 @@ type WorkerRegistry interface {
 	Register(ctx context.Context, ep Endpoint, maxID int64) (WorkerClaim, error)
 	// Heartbeat stores mark (Unix ms) as the claim's high-water mark, the
 	// holder's promise to issue no ID stamped at or after it, and renews the
-	// lease. It returns the lease's new expiry (zero if the registry does not
-	// lease). ErrWorkerLost means the claim is gone: the lease expired or
-	// another server took the ID.
+	// lease. It returns the lease's new expiry, counted from before the
+	// renewal was sent so that it is never later than the registry's (zero
+	// if the registry does not lease). ErrWorkerLost means the claim is
+	// gone: the lease expired and another process took the ID, or the
+	// registry's record changed hands.
 	Heartbeat(ctx context.Context, mark int64) (expires time.Time, err error)
 	// Release ends the claim, storing mark as its final high-water mark.
 	// Leasing registries return the ID to the pool; the others keep it for

@@ -113,6 +113,7 @@ var codeSentinels = map[string]error{
 	"clock_backwards":      leaf.ErrClockBackwards,
 	"worker_ids_exhausted": leaf.ErrWorkerIDsExhausted,
 	"worker_lost":          leaf.ErrWorkerLost,
+	"lease_expired":        leaf.ErrNotReady,
 	"closed":               leaf.ErrClosed,
 	"timeout":              leaf.ErrNotReady,
 	"canceled":             leaf.ErrNotReady,

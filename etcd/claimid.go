@@ -34,6 +34,7 @@ func ClaimWait(ttl time.Duration) time.Duration {
 type holder struct {
 	endpoint string
 	since    time.Time // when it claimed the ID
+	identity string    // its instance identity, "" if none
 }
 
 func holderOf(kv *mvccpb.KeyValue) holder {
@@ -41,7 +42,7 @@ func holderOf(kv *mvccpb.KeyValue) holder {
 	if err := json.Unmarshal(kv.Value, &rec); err != nil {
 		return holder{endpoint: "(unreadable: " + truncate(string(kv.Value), 60) + ")"}
 	}
-	return holder{endpoint: rec.IP + ":" + rec.Port, since: time.UnixMilli(rec.Timestamp).UTC()}
+	return holder{endpoint: rec.IP + ":" + rec.Port, since: time.UnixMilli(rec.Timestamp).UTC(), identity: rec.Holder}
 }
 
 // RegisterID claims worker ID id itself, for a server whose ID is fixed by
@@ -49,10 +50,12 @@ func holderOf(kv *mvccpb.KeyValue) holder {
 // Register's lease, heartbeat and mark: one transaction on the ID's worker
 // key, which exists only while its holder's lease lives.
 //
-// While another server's key holds the ID, RegisterID waits for it to go,
-// up to ClaimWait or ctx: the holder may be this server's previous run,
-// killed before it released. If the key is still there then, it fails with
-// an error wrapping leaf.ErrWorkerInUse that names the holder. The ID's
+// A key that names this server's own instance identity (Config.Holder) is
+// its previous run's, killed before it released: it is taken back at once,
+// moved to the new lease (WorkerClaim.Resumed). While another server's key
+// holds the ID, RegisterID waits for it to go, up to ClaimWait or ctx; if
+// the key is still there then, it fails with an error wrapping
+// leaf.ErrWorkerInUse that names the holder. The ID's
 // high-water mark comes back as HighWater even when it lies ahead of the
 // clock (the caller waits for its clock or refuses), and is never lowered.
 // A claim this registry holds is given up first.
@@ -95,7 +98,7 @@ func (r *Registry) RegisterID(ctx context.Context, ep leaf.Endpoint, id int64) (
 		resp, err := r.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(worker), "=", 0)).
 			Then(
-				clientv3.OpPut(worker, encodeWorker(ep, c.since, r.cfg.Now().UnixMilli()), clientv3.WithLease(g.ID)),
+				clientv3.OpPut(worker, encodeWorker(ep, c.since, r.cfg.Now().UnixMilli(), r.cfg.Holder), clientv3.WithLease(g.ID)),
 				clientv3.OpGet(worker),
 				clientv3.OpGet(mark),
 			).
@@ -124,12 +127,20 @@ func (r *Registry) RegisterID(ctx context.Context, ep leaf.Endpoint, id int64) (
 			r.log.Debug("worker ID claimed", "worker_id", id, "high_water", hw, "lease", int64(g.ID), "ttl", c.ttl)
 			return leaf.WorkerClaim{WorkerID: id, HighWater: hw, Expires: t0.Add(c.ttl)}, nil
 		}
-		r.revoke(ctx, g.ID)
 		kvs := resp.Responses[0].GetResponseRange().Kvs
 		if len(kvs) == 0 {
+			r.revoke(ctx, g.ID)
 			continue // the Else branch read the key the If found: cannot happen, but nothing is held
 		}
 		h := holderOf(kvs[0])
+		if h.identity != "" && h.identity == r.cfg.Holder {
+			claim, ok, err := r.resume(ctx, c, kvs[0], g, t0)
+			if err != nil || ok {
+				return claim, err
+			}
+			continue // the key changed under us: look again
+		}
+		r.revoke(ctx, g.ID)
 		if held == nil {
 			start = time.Now()
 			r.log.Warn("worker ID held by another server: either a live server with the same worker ID, "+
@@ -144,6 +155,46 @@ func (r *Registry) RegisterID(ctx context.Context, ep leaf.Endpoint, id int64) (
 			return leaf.WorkerClaim{}, r.inUse(id, worker, h, time.Since(start), err)
 		}
 	}
+}
+
+// resume moves worker key kv, which names our own identity (our previous
+// run's claim), to c's new lease g in one transaction guarded on the key's
+// revision, and revokes the old lease. ok is false, with the new lease
+// revoked, when the key changed meanwhile.
+func (r *Registry) resume(ctx context.Context, c *claim, kv *mvccpb.KeyValue, g *clientv3.LeaseGrantResponse, t0 time.Time) (leaf.WorkerClaim, bool, error) {
+	resp, err := r.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(c.worker), "=", kv.ModRevision)).
+		Then(
+			clientv3.OpPut(c.worker, encodeWorker(c.ep, c.since, r.cfg.Now().UnixMilli(), r.cfg.Holder), clientv3.WithLease(g.ID)),
+			clientv3.OpGet(c.worker),
+			clientv3.OpGet(c.mark),
+		).
+		Commit()
+	if err != nil || !resp.Succeeded {
+		r.revoke(ctx, g.ID)
+		if err != nil {
+			return leaf.WorkerClaim{}, false, fmt.Errorf("etcd: take back worker %d: %w", c.id, err)
+		}
+		return leaf.WorkerClaim{}, false, nil
+	}
+	// The old lease would delete nothing of ours now; it only holds etcd's
+	// memory until it runs out.
+	if old := clientv3.LeaseID(kv.Lease); old != clientv3.NoLease {
+		r.revoke(ctx, old)
+	}
+	c.rev = resp.Responses[1].GetResponseRange().Kvs[0].CreateRevision
+	hw, err := r.keepMark(ctx, c, resp.Responses[2].GetResponseRange().Kvs)
+	if err != nil {
+		if uerr := r.unclaim(ctx, c); uerr != nil {
+			err = errors.Join(err, uerr)
+		}
+		r.revoke(ctx, g.ID)
+		return leaf.WorkerClaim{}, false, err
+	}
+	c.ttl = time.Duration(g.TTL) * time.Second
+	r.claim = c
+	r.log.Info("worker ID taken back from this server's previous run", "worker_id", c.id, "high_water", hw, "lease", int64(g.ID))
+	return leaf.WorkerClaim{WorkerID: c.id, HighWater: hw, Expires: t0.Add(c.ttl), Resumed: true}, true, nil
 }
 
 // keepMark reads the mark of c's ID (kvs, from the claim transaction) and

@@ -22,8 +22,11 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultPrefix      = "/leaf/snowflake/"
-	DefaultTTL         = 10 * time.Second
+	DefaultPrefix = "/leaf/snowflake/"
+	// DefaultTTL is long enough that an etcd restart or a leader election
+	// never stops a holder issuing (etcd keeps leases across both), short
+	// enough that a dead server's ID is back in the pool within a minute.
+	DefaultTTL         = time.Minute
 	DefaultDialTimeout = 5 * time.Second
 	// MinTTL is the shortest lease accepted. etcd itself raises shorter
 	// leases to about 1.5 election timeouts (2 s with its defaults).
@@ -53,6 +56,12 @@ type Config struct {
 	// Now is the clock whose readings the registry publishes for the peer
 	// clock check (PeerClocks): the snowflake generator's. Default time.Now.
 	Now func() time.Time
+	// Holder is this server's instance identity (local.Instance), written
+	// into its worker key: RegisterID takes back at once an ID whose key
+	// names it (the server's previous run, killed, whose lease has not run
+	// out) instead of waiting the lease out. Empty: none, so a restart
+	// waits.
+	Holder string
 }
 
 // withDefaults fills the defaults in and validates c.
@@ -162,6 +171,9 @@ type record struct {
 	// heartbeat (Unix ms), for PeerClocks. Worker keys written before it
 	// existed lack it and are left out of the peer clock check.
 	Clock *int64 `json:"clock,omitempty"`
+	// Holder, in worker keys only, is the holder's instance identity
+	// (Config.Holder), if it has one.
+	Holder string `json:"holder,omitempty"`
 }
 
 func encode(ep leaf.Endpoint, ts int64) string {
@@ -170,9 +182,9 @@ func encode(ep leaf.Endpoint, ts int64) string {
 }
 
 // encodeWorker is a worker key's value: ts is when the ID was claimed,
-// clock the holder's clock reading now.
-func encodeWorker(ep leaf.Endpoint, ts, clock int64) string {
-	b, _ := json.Marshal(record{IP: ep.IP, Port: strconv.Itoa(ep.Port), Timestamp: ts, Clock: &clock})
+// clock the holder's clock reading now, holder its identity.
+func encodeWorker(ep leaf.Endpoint, ts, clock int64, holder string) string {
+	b, _ := json.Marshal(record{IP: ep.IP, Port: strconv.Itoa(ep.Port), Timestamp: ts, Clock: &clock, Holder: holder})
 	return string(b)
 }
 
@@ -351,7 +363,7 @@ func (r *Registry) claimID(ctx context.Context, ep leaf.Endpoint, maxID int64, l
 		resp, err := r.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(c.worker), "=", 0)).
 			Then(
-				clientv3.OpPut(c.worker, encodeWorker(ep, c.since, r.cfg.Now().UnixMilli()), clientv3.WithLease(lease)),
+				clientv3.OpPut(c.worker, encodeWorker(ep, c.since, r.cfg.Now().UnixMilli(), r.cfg.Holder), clientv3.WithLease(lease)),
 				clientv3.OpGet(c.worker),
 				clientv3.OpGet(c.mark),
 			).
@@ -475,7 +487,7 @@ func (r *Registry) Heartbeat(ctx context.Context, mark int64) (time.Time, error)
 func (r *Registry) storeMark(ctx context.Context, c *claim, mark int64, publish bool) error {
 	ops := []clientv3.Op{clientv3.OpPut(c.mark, encode(c.ep, mark))}
 	if publish {
-		ops = append(ops, clientv3.OpPut(c.worker, encodeWorker(c.ep, c.since, r.cfg.Now().UnixMilli()), clientv3.WithIgnoreLease()))
+		ops = append(ops, clientv3.OpPut(c.worker, encodeWorker(c.ep, c.since, r.cfg.Now().UnixMilli(), r.cfg.Holder), clientv3.WithIgnoreLease()))
 	}
 	resp, err := r.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(c.worker), "=", c.rev)).

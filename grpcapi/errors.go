@@ -73,6 +73,7 @@ var errorTable = [...]errorKind{
 	// tag's format must change, which means a new tag. Before ErrNotReady:
 	// a generator may refuse a sequence past the width with both.
 	{idformat.ErrWidthExceeded, codes.FailedPrecondition, "the tag's sequence outgrew its ID format's width"},
+	{leaf.ErrLeaseExpired, codes.Unavailable, "the lease on the snowflake worker ID ran out: the server cannot reach its worker registry to renew it; retry shortly"},
 	{leaf.ErrNotReady, codes.Unavailable, "not ready: no IDs can be issued right now; retry shortly"},
 	{leaf.ErrClockBackwards, codes.Unavailable, "the server's clock moved backwards; retry shortly"},
 	{leaf.ErrWorkerIDsExhausted, codes.Unavailable, "no snowflake worker ID is available to this server"},

@@ -69,6 +69,8 @@ var errorTable = [...]errorKind{
 	// Before ErrNotReady: a generator may refuse a sequence past the width
 	// with both.
 	{idformat.ErrWidthExceeded, http.StatusServiceUnavailable, "format_exhausted", "the tag's sequence outgrew its ID format's width"},
+	// Before ErrNotReady, which the issuer adds.
+	{leaf.ErrLeaseExpired, http.StatusServiceUnavailable, "lease_expired", "the lease on the snowflake worker ID ran out: the server cannot reach its worker registry to renew it; retry shortly"},
 	{leaf.ErrNotReady, http.StatusServiceUnavailable, "not_ready", "not ready: no IDs can be issued right now; retry shortly"},
 	{leaf.ErrClockBackwards, http.StatusServiceUnavailable, "clock_backwards", "the server's clock moved backwards; retry shortly"},
 	{leaf.ErrWorkerIDsExhausted, http.StatusServiceUnavailable, "worker_ids_exhausted", "no snowflake worker ID is available to this server"},

@@ -19,10 +19,11 @@ type RegistryOpener = func(ctx context.Context) (leaf.WorkerRegistry, error)
 // RegistryTraits says what a registry promises beyond the interface.
 type RegistryTraits struct {
 	// Sticky: an endpoint gets its old worker ID back after Release or a
-	// crash (zookeeper, mysql, local map).
+	// crash (zookeeper, mysql, local map); otherwise Release returns the ID
+	// to a pool (zookeeper-recycle, etcd).
 	Sticky bool
-	// Leases: claims expire unless renewed, and Release returns the ID to
-	// the pool (zookeeper-recycle, etcd).
+	// Leases: claims expire unless renewed (every registry but local), so a
+	// crashed holder's claim passes on only after its lease.
 	Leases bool
 }
 

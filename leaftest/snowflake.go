@@ -171,6 +171,9 @@ func LeaseHandover(t *testing.T, direct, cutOff RegistryOpener, link Stallable) 
 
 	sb := FastSnowflake(nil, TestEndpoint(1))
 	sb.Layout = oneWorker
+	// Room to watch A's lease lapse, for registries that take a lapsed
+	// claim only after watching it unchanged for a lease.
+	sb.ClaimWait = 15 * time.Second
 	var b *snowflake.Generator
 	deadline := time.Now().Add(30 * time.Second)
 	for b == nil {

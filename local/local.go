@@ -9,10 +9,16 @@
 //
 //	workerID=5
 //	maxTimestamp=1590000000000
+//	leaseUntil=1590000060000
 //
 // A file without maxTimestamp (written by Meituan's Leaf, which cached only
 // the ID) is refused: without a mark the cache cannot prove the clock has not
-// gone back (Leaf#97).
+// gone back (Leaf#97). leaseUntil is ours (Java ignores it): when the lease
+// this server last held on the ID ends; absent or 0, none is held.
+//
+// Instance is the identity a server proves to its registries that it held a
+// claim before (leaf.WorkerClaim.Resumed): a random name kept in the data
+// directory and locked while the process runs.
 package local
 
 import (
@@ -45,19 +51,20 @@ func NewCache(path string) *Cache { return &Cache{path: path} }
 // Path is the cache file's path.
 func (c *Cache) Path() string { return c.path }
 
-// Load reads the cached worker ID and high-water mark. It fails with an
-// error wrapping fs.ErrNotExist when there is no file, and with one wrapping
-// leaf.ErrInvalidArgument when the file is malformed.
-func (c *Cache) Load() (workerID, mark int64, err error) {
+// Load reads the cached worker ID, high-water mark and lease. It fails with
+// an error wrapping fs.ErrNotExist when there is no file, and with one
+// wrapping leaf.ErrInvalidArgument when the file is malformed.
+func (c *Cache) Load() (leaf.CachedClaim, error) {
+	var cc leaf.CachedClaim
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	b, err := os.ReadFile(c.path)
 	if err != nil {
-		return 0, 0, fmt.Errorf("worker cache: %w", err)
+		return cc, fmt.Errorf("worker cache: %w", err)
 	}
 	props, err := javaprops.Parse(c.path, b)
 	if err != nil {
-		return 0, 0, fmt.Errorf("%w: worker cache: %w", leaf.ErrInvalidArgument, err)
+		return cc, fmt.Errorf("%w: worker cache: %w", leaf.ErrInvalidArgument, err)
 	}
 	// Java's Long.valueOf would refuse blanks around the number; the
 	// trimming is leniency toward a hand-edited file.
@@ -66,21 +73,25 @@ func (c *Cache) Load() (workerID, mark int64, err error) {
 		n, err := strconv.ParseInt(strings.TrimSpace(p.Value), 10, 64)
 		return n, ok && err == nil && n >= 0
 	}
-	id, ok := number("workerID")
-	if !ok {
-		return 0, 0, fmt.Errorf("%w: worker cache %s: no valid workerID", leaf.ErrInvalidArgument, c.path)
+	var ok bool
+	if cc.WorkerID, ok = number("workerID"); !ok {
+		return cc, fmt.Errorf("%w: worker cache %s: no valid workerID", leaf.ErrInvalidArgument, c.path)
 	}
-	mark, ok = number("maxTimestamp")
-	if !ok {
-		return 0, 0, fmt.Errorf("%w: worker cache %s: no valid maxTimestamp (a file written by Meituan's Leaf has none; without it the clock cannot be checked)", leaf.ErrInvalidArgument, c.path)
+	if cc.Mark, ok = number("maxTimestamp"); !ok {
+		return cc, fmt.Errorf("%w: worker cache %s: no valid maxTimestamp (a file written by Meituan's Leaf has none; without it the clock cannot be checked)", leaf.ErrInvalidArgument, c.path)
 	}
-	return id, mark, nil
+	if _, present := javaprops.Lookup(props, "leaseUntil"); present {
+		if cc.LeaseUntil, ok = number("leaseUntil"); !ok {
+			return cc, fmt.Errorf("%w: worker cache %s: leaseUntil is not a number", leaf.ErrInvalidArgument, c.path)
+		}
+	}
+	return cc, nil
 }
 
-// Save writes the worker ID and mark durably: a temporary file, fsync,
-// rename over the old one, fsync of the directory. A crash leaves either the
-// old or the new content, never a torn file.
-func (c *Cache) Save(workerID, mark int64) error {
+// Save writes cc durably: a temporary file, fsync, rename over the old one,
+// fsync of the directory. A crash leaves either the old or the new content,
+// never a torn file. A zero LeaseUntil is not written.
+func (c *Cache) Save(cc leaf.CachedClaim) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	dir := filepath.Dir(c.path)
@@ -92,8 +103,11 @@ func (c *Cache) Save(workerID, mark int64) error {
 		return fmt.Errorf("worker cache: %w", err)
 	}
 	tmp := f.Name()
-	body := javaprops.AppendEntry(nil, "workerID", strconv.FormatInt(workerID, 10))
-	body = javaprops.AppendEntry(body, "maxTimestamp", strconv.FormatInt(mark, 10))
+	body := javaprops.AppendEntry(nil, "workerID", strconv.FormatInt(cc.WorkerID, 10))
+	body = javaprops.AppendEntry(body, "maxTimestamp", strconv.FormatInt(cc.Mark, 10))
+	if cc.LeaseUntil != 0 {
+		body = javaprops.AppendEntry(body, "leaseUntil", strconv.FormatInt(cc.LeaseUntil, 10))
+	}
 	_, err = f.Write(body)
 	if err == nil {
 		err = f.Sync()
@@ -189,11 +203,11 @@ func (r *Registry) Register(_ context.Context, ep leaf.Endpoint, maxID int64) (l
 	}
 	c := NewCache(base + ".properties")
 	claim := leaf.WorkerClaim{WorkerID: id}
-	switch cid, mark, err := c.Load(); {
-	case err == nil && cid == id:
-		claim.HighWater = mark
+	switch cc, err := c.Load(); {
+	case err == nil && cc.WorkerID == id:
+		claim.HighWater = cc.Mark
 	case err == nil:
-		err = fmt.Errorf("%w: %s holds worker ID %d, not %d", leaf.ErrInvalidArgument, c.Path(), cid, id)
+		err = fmt.Errorf("%w: %s holds worker ID %d, not %d", leaf.ErrInvalidArgument, c.Path(), cc.WorkerID, id)
 		fallthrough
 	case !errors.Is(err, fs.ErrNotExist):
 		unlock()
@@ -216,7 +230,7 @@ func (r *Registry) Heartbeat(_ context.Context, mark int64) (time.Time, error) {
 	if r.cache == nil {
 		return time.Time{}, errors.New("local registry: heartbeat before Register")
 	}
-	return time.Time{}, r.cache.Save(r.id, mark)
+	return time.Time{}, r.cache.Save(leaf.CachedClaim{WorkerID: r.id, Mark: mark})
 }
 
 // Release stores the final mark and lets another process on this machine

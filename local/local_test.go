@@ -66,18 +66,68 @@ func TestNewRejectsBadConfig(t *testing.T) {
 func TestCache(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sub", "workerID.properties")
 	c := local.NewCache(path)
-	if _, _, err := c.Load(); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := c.Load(); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("Load of a missing file: %v, want fs.ErrNotExist", err)
 	}
-	if err := c.Save(5, 1590000000000); err != nil {
+	// Without a lease: exactly the fork's file.
+	if err := c.Save(leaf.CachedClaim{WorkerID: 5, Mark: 1590000000000}); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(path)
 	if string(b) != "workerID=5\nmaxTimestamp=1590000000000\n" {
 		t.Fatalf("file %q is not the fork's workerID.properties", b)
 	}
-	if id, mark, err := c.Load(); err != nil || id != 5 || mark != 1590000000000 {
-		t.Fatalf("Load = %d, %d, %v", id, mark, err)
+	if cc, err := c.Load(); err != nil || cc != (leaf.CachedClaim{WorkerID: 5, Mark: 1590000000000}) {
+		t.Fatalf("Load = %+v, %v", cc, err)
+	}
+	// With one: a key of ours beside the fork's, which the fork ignores.
+	want := leaf.CachedClaim{WorkerID: 5, Mark: 1590000000000, LeaseUntil: 1590000060000}
+	if err := c.Save(want); err != nil {
+		t.Fatal(err)
+	}
+	b, _ = os.ReadFile(path)
+	if string(b) != "workerID=5\nmaxTimestamp=1590000000000\nleaseUntil=1590000060000\n" {
+		t.Fatalf("file %q", b)
+	}
+	if cc, err := c.Load(); err != nil || cc != want {
+		t.Fatalf("Load = %+v, %v, want %+v", cc, err, want)
+	}
+}
+
+// TestInstance: the identity is made once and kept; a second process on the
+// directory is refused while the first holds it; a file that holds no
+// identity is refused rather than replaced.
+func TestInstance(t *testing.T) {
+	dir := t.TempDir()
+	a, err := local.OpenInstance(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	if !strings.HasPrefix(a.ID(), host+"/") || len(a.ID()) < len(host)+10 {
+		t.Errorf("ID %q: want host/random", a.ID())
+	}
+	if _, err := local.OpenInstance(dir); err == nil || !strings.Contains(err.Error(), "in use by another process") {
+		t.Errorf("second open while the first holds it: %v, want in use", err)
+	}
+	first := a.ID()
+	_ = a.Close()
+	b, err := local.OpenInstance(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.ID() != first {
+		t.Errorf("reopened ID %q, want the same %q", b.ID(), first)
+	}
+	_ = b.Close()
+	if c, err := local.OpenInstance(t.TempDir()); err != nil || c.ID() == first {
+		t.Errorf("another directory: %v, %v; want another identity", c, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "instance"), []byte("two words\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := local.OpenInstance(dir); !errors.Is(err, leaf.ErrInvalidArgument) {
+		t.Errorf("a garbled file: %v, want ErrInvalidArgument", err)
 	}
 }
 
@@ -124,7 +174,8 @@ func TestCacheJavaFiles(t *testing.T) {
 			if err := os.WriteFile(path, []byte(tt.body), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			id, mark, err := local.NewCache(path).Load()
+			cc, err := local.NewCache(path).Load()
+			id, mark := cc.WorkerID, cc.Mark
 			if tt.err != "" {
 				if !errors.Is(err, leaf.ErrInvalidArgument) || !strings.Contains(err.Error(), tt.err) || !strings.Contains(err.Error(), path) {
 					t.Errorf("Load of %q = %d, %d, %v; want ErrInvalidArgument naming %s and saying %q", tt.body, id, mark, err, path, tt.err)

@@ -37,13 +37,11 @@ func idKey(id int64) string { return "worker-id/" + strconv.FormatInt(id, 10) }
 // Leaf's, never recycled) is refused, and the AUTO_INCREMENT moves past
 // the IDs claimed by number.
 //
-// The live lease in leaf_workerid_lease is taken as Register takes it,
-// waiting up to ClaimWait (or ctx) for another holder's to lapse and then
-// failing with an error wrapping leaf.ErrWorkerInUse. Unlike Register's, the
-// claim lasts only as long as the lease: WorkerClaim.Expires and
-// Heartbeat's expiry are set, so that a holder cut off from the database
-// stops issuing before another server may take the ID. HighWater is the
-// row's max_timestamp, 0 for a new row.
+// The lease in leaf_workerid_lease is taken as Register takes it, waiting
+// up to ClaimWait (or ctx) for another holder's to lapse and then failing
+// with an error wrapping leaf.ErrWorkerInUse; the claim lasts as long as the
+// lease, as Register's does. HighWater is the row's max_timestamp, 0 for a
+// new row.
 func (r *WorkerRegistry) RegisterID(ctx context.Context, ep leaf.Endpoint, id int64) (leaf.WorkerClaim, error) {
 	if err := ep.Validate(); err != nil {
 		return leaf.WorkerClaim{}, fmt.Errorf("mysql: register worker ID: %w", err)
@@ -56,7 +54,7 @@ func (r *WorkerRegistry) RegisterID(ctx context.Context, ep leaf.Endpoint, id in
 		if err := r.ensureIDRow(ctx, id, key); err != nil {
 			return leaf.WorkerClaim{}, fmt.Errorf("mysql: register worker %d in %s: %w", id, r.dbName, err)
 		}
-		t0, err := r.claimLease(ctx, id, ep.String(), true)
+		t0, resumed, err := r.claimLease(ctx, id, ep.String(), true)
 		if err != nil {
 			return leaf.WorkerClaim{}, fmt.Errorf("mysql: register worker %d: %w", id, err)
 		}
@@ -68,7 +66,7 @@ func (r *WorkerRegistry) RegisterID(ctx context.Context, ep leaf.Endpoint, id in
 		err = r.db.QueryRowContext(ctx, selectWorkerByID, id).Scan(&got, &mark)
 		if err == nil && got == key {
 			r.hold(id, key, true)
-			return leaf.WorkerClaim{WorkerID: id, HighWater: mark.Int64, Expires: t0.Add(r.ttl)}, nil
+			return leaf.WorkerClaim{WorkerID: id, HighWater: mark.Int64, Expires: t0.Add(r.ttl), Resumed: resumed}, nil
 		}
 		// Deleted or handed to an endpoint meanwhile (an operator's doing).
 		r.dropLease(ctx, id)

@@ -1,6 +1,7 @@
 package mysql
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -45,7 +46,8 @@ const WorkerSchema = "CREATE TABLE IF NOT EXISTS `leaf_workerid_alloc` (\n" +
 //
 //	worker_id   the leased ID, leaf_workerid_alloc.id
 //	ip_port     the holder's endpoint
-//	holder      the holding registry: host/pid/random, new per process
+//	holder      the holding server: its instance identity (WorkerConfig.Holder),
+//	            or host/pid/random, new per process, without one
 //	expires_at  by the database's clock, UTC
 //	clock_ms    the holder's clock at its last renewal, Unix ms
 //	db_ms       the database's clock at that renewal, Unix ms
@@ -85,10 +87,14 @@ const (
 
 	// Taking a lease is one statement on its row, which InnoDB serialises:
 	// of two servers racing, the second re-reads the row the first wrote and
-	// finds it live and not its own. A lapsed lease (its holder died) or our
-	// own is taken over.
+	// finds it live and not its own. Our own lease (this instance's, left by
+	// a run that died) is taken back at once: resumeLease, whose match says
+	// that no one else held it since; a lapsed lease of another holder is
+	// taken over with takeLease.
+	resumeLease = "UPDATE leaf_workerid_lease SET ip_port = ?, expires_at = " + leaseExpiry +
+		", clock_ms = ?, db_ms = " + dbNowMs + " WHERE worker_id = ? AND holder = ?"
 	takeLease = "UPDATE leaf_workerid_lease SET ip_port = ?, holder = ?, expires_at = " + leaseExpiry +
-		", clock_ms = ?, db_ms = " + dbNowMs + " WHERE worker_id = ? AND (holder = ? OR expires_at < UTC_TIMESTAMP(3))"
+		", clock_ms = ?, db_ms = " + dbNowMs + " WHERE worker_id = ? AND expires_at < UTC_TIMESTAMP(3)"
 	// An ID never leased before: the primary key lets one insert win.
 	insertLease = "INSERT INTO leaf_workerid_lease (worker_id, ip_port, holder, expires_at, clock_ms, db_ms) VALUES (?, ?, ?, " +
 		leaseExpiry + ", ?, " + dbNowMs + ")"
@@ -113,8 +119,10 @@ const registerAttempts = 3
 
 // Lease timing.
 const (
-	// DefaultLeaseTTL is WorkerConfig.LeaseTTL's default, snowflake.lease_ttl's.
-	DefaultLeaseTTL = 10 * time.Second
+	// DefaultLeaseTTL is WorkerConfig.LeaseTTL's default, snowflake.lease_ttl's:
+	// long enough that a restart of the database, or a failover, never
+	// stops a holder issuing.
+	DefaultLeaseTTL = time.Minute
 	// MinLeaseTTL is the shortest lease accepted: heartbeats come every
 	// second, and a lease must outlive a few of them.
 	MinLeaseTTL = 2 * time.Second
@@ -130,12 +138,19 @@ const (
 type WorkerConfig struct {
 	// DSN names the database, as for Open. Required.
 	DSN string
-	// LeaseTTL is how long a server's live claim on its worker ID lasts
-	// without a heartbeat, and so about how long a server started after a
-	// kill -9 of its previous run waits for that run's claim to lapse (see
-	// ClaimWait). At least MinLeaseTTL, millisecond resolution. Default
-	// DefaultLeaseTTL.
+	// LeaseTTL is how long a server's claim on its worker ID lasts without a
+	// heartbeat: the holder stops issuing before it runs out, and another
+	// process (a second one given the same endpoint, or a restart without
+	// the holder's instance identity) may take the ID only after it (see
+	// ClaimWait). The database may be unreachable this long without a
+	// holder stopping. At least MinLeaseTTL, millisecond resolution.
+	// Default DefaultLeaseTTL.
 	LeaseTTL time.Duration
+	// Holder is this server's instance identity (local.Instance), written
+	// as the lease's holder: a restart of the same server takes its lease
+	// back at once (leaf.WorkerClaim.Resumed) rather than waiting it out.
+	// Empty: a new identity per registry, so a restart waits.
+	Holder string
 	// Now is the clock whose readings the registry publishes for the peer
 	// clock check (PeerClocks): the snowflake generator's. Default time.Now.
 	// The lease itself is timed by the database's clock.
@@ -153,11 +168,15 @@ type WorkerConfig struct {
 //
 // Since the ID belongs to the endpoint, two processes registered under one
 // endpoint would both get it and issue the same IDs. A lease in
-// leaf_workerid_lease (LeaseSchema), which a running server renews with
-// every heartbeat, lets only one of them hold the ID: the other waits for
-// the lease to lapse (it may be a killed previous run of itself) and fails
-// with leaf.ErrWorkerInUse if it does not. The lease guards live nodes
-// only; claims do not expire (WorkerClaim.Expires is zero).
+// leaf_workerid_lease (LeaseSchema), which the holder renews with every
+// heartbeat, lets only one of them hold the ID: the other waits for the
+// lease to lapse and fails with leaf.ErrWorkerInUse if it does not. The
+// claim is the lease: WorkerClaim.Expires and Heartbeat's expiry are set, so
+// that a holder cut off from the database stops issuing before another
+// process may take the ID, and a newcomer takes it only after the lease ran
+// out by the database's clock. A restart of the holder itself (the same
+// WorkerConfig.Holder) takes its lease back at once. Java servers of the
+// fork hold no lease and are not guarded.
 type WorkerRegistry struct {
 	db     *sql.DB
 	dbName string // for errors
@@ -186,6 +205,10 @@ func OpenWorkerRegistry(ctx context.Context, dsn string) (*WorkerRegistry, error
 func OpenWorkerRegistryWithConfig(ctx context.Context, wc WorkerConfig) (*WorkerRegistry, error) {
 	if wc.LeaseTTL == 0 {
 		wc.LeaseTTL = DefaultLeaseTTL
+	}
+	if len(wc.Holder) > 127 {
+		return nil, fmt.Errorf("mysql: open worker registry: %w: holder %q is longer than 127 bytes",
+			leaf.ErrInvalidArgument, wc.Holder[:40]+"...")
 	}
 	if wc.LeaseTTL < MinLeaseTTL {
 		return nil, fmt.Errorf("mysql: open worker registry: %w: lease TTL %v, want at least %v",
@@ -226,7 +249,7 @@ func OpenWorkerRegistryWithConfig(ctx context.Context, wc WorkerConfig) (*Worker
 		ttl:    wc.LeaseTTL.Truncate(time.Millisecond),
 		now:    wc.Now,
 		log:    wc.Logger.With("registry", "mysql", "database", cfg.DBName),
-		holder: holderToken(),
+		holder: cmp.Or(wc.Holder, holderToken()),
 	}, nil
 }
 
@@ -286,7 +309,8 @@ func (r *WorkerRegistry) Register(ctx context.Context, ep leaf.Endpoint, maxID i
 			return leaf.WorkerClaim{}, fmt.Errorf("mysql: register %s: %w: worker ID %d of %s is above the layout's maximum %d",
 				ipPort, leaf.ErrWorkerIDsExhausted, id, ipPort, maxID)
 		}
-		if _, err := r.claimLease(ctx, id, ipPort, false); err != nil {
+		t0, resumed, err := r.claimLease(ctx, id, ipPort, false)
+		if err != nil {
 			return leaf.WorkerClaim{}, fmt.Errorf("mysql: register %s: %w", ipPort, err)
 		}
 		// The mark is read only now that no one else may move it: a holder
@@ -304,7 +328,7 @@ func (r *WorkerRegistry) Register(ctx context.Context, ep leaf.Endpoint, maxID i
 				// A new ID has no history: no one issued IDs with it before.
 				highWater = 0
 			}
-			return leaf.WorkerClaim{WorkerID: id, HighWater: highWater}, nil
+			return leaf.WorkerClaim{WorkerID: id, HighWater: highWater, Expires: t0.Add(r.ttl), Resumed: resumed}, nil
 		}
 		// The row was deleted or handed to another ID meanwhile (an
 		// operator's doing): give the lease back and start over.
@@ -362,9 +386,10 @@ type leaseInfo struct {
 
 // claimLease takes the lease on worker id for ipPort, waiting up to
 // ClaimWait for another holder's to lapse, and returns when the successful
-// attempt began: the lease lasts at least the TTL from then. byID says the
-// ID was asked for by number (RegisterID), for the refusal's advice.
-func (r *WorkerRegistry) claimLease(ctx context.Context, id int64, ipPort string, byID bool) (time.Time, error) {
+// attempt began (the lease lasts at least the TTL from then) and whether it
+// took back a lease of our own that no one held since. byID says the ID was
+// asked for by number (RegisterID), for the refusal's advice.
+func (r *WorkerRegistry) claimLease(ctx context.Context, id int64, ipPort string, byID bool) (time.Time, bool, error) {
 	var (
 		start    time.Time
 		deadline time.Time // set at the first refusal
@@ -372,16 +397,16 @@ func (r *WorkerRegistry) claimLease(ctx context.Context, id int64, ipPort string
 	)
 	for {
 		t0 := time.Now()
-		ok, info, err := r.tryLease(ctx, id, ipPort)
+		ok, resumed, info, err := r.tryLease(ctx, id, ipPort)
 		if err != nil {
-			return time.Time{}, err
+			return time.Time{}, false, err
 		}
 		if ok {
 			if held != nil {
 				r.log.Info("worker ID lease taken: the previous holder released it or stopped renewing it",
 					"endpoint", ipPort, "worker_id", id, "previous_holder", held.holder, "waited", time.Since(start).Round(time.Millisecond))
 			}
-			return t0, nil
+			return t0, resumed, nil
 		}
 		now := time.Now()
 		if deadline.IsZero() {
@@ -402,59 +427,69 @@ func (r *WorkerRegistry) claimLease(ctx context.Context, id int64, ipPort string
 			pause = min(max(info.expiresIn+20*time.Millisecond, 10*time.Millisecond), min(r.ttl/10, maxPoll))
 		}
 		if !now.Before(deadline) {
-			return time.Time{}, r.inUse(id, ipPort, held, now.Sub(start), byID, nil)
+			return time.Time{}, false, r.inUse(id, ipPort, held, now.Sub(start), byID, nil)
 		}
 		t := time.NewTimer(min(pause, deadline.Sub(now)))
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			if held == nil {
-				return time.Time{}, fmt.Errorf("take the lease on worker %d: %w", id, ctx.Err())
+				return time.Time{}, false, fmt.Errorf("take the lease on worker %d: %w", id, ctx.Err())
 			}
-			return time.Time{}, r.inUse(id, ipPort, held, time.Since(start), byID, ctx.Err())
+			return time.Time{}, false, r.inUse(id, ipPort, held, time.Since(start), byID, ctx.Err())
 		case <-t.C:
 		}
 	}
 }
 
-// tryLease makes one attempt at the lease on worker id. When another
-// holder's lease is live it returns that lease; a nil info with ok false
-// means try again.
-func (r *WorkerRegistry) tryLease(ctx context.Context, id int64, ipPort string) (ok bool, info *leaseInfo, err error) {
+// tryLease makes one attempt at the lease on worker id: our own back
+// (resumed), a lapsed one taken over, or a new row. When another holder's
+// lease is live it returns that lease; a nil info with ok false means try
+// again.
+func (r *WorkerRegistry) tryLease(ctx context.Context, id int64, ipPort string) (ok, resumed bool, info *leaseInfo, err error) {
 	ttl := r.ttl.Microseconds()
-	res, err := r.db.ExecContext(ctx, takeLease, ipPort, r.holder, ttl, r.now().UnixMilli(), id, r.holder)
-	if err != nil {
-		if dialect.IsRetryable(err) {
-			return false, nil, nil
+	for _, q := range []struct {
+		query   string
+		args    []any
+		resumed bool
+	}{
+		{resumeLease, []any{ipPort, ttl, r.now().UnixMilli(), id, r.holder}, true},
+		{takeLease, []any{ipPort, r.holder, ttl, r.now().UnixMilli(), id}, false},
+	} {
+		res, err := r.db.ExecContext(ctx, q.query, q.args...)
+		if err != nil {
+			if dialect.IsRetryable(err) {
+				return false, false, nil, nil
+			}
+			return false, false, nil, fmt.Errorf("take the lease on worker %d: %w", id, err)
 		}
-		return false, nil, fmt.Errorf("take the lease on worker %d: %w", id, err)
-	}
-	// clientFoundRows: a matched row counts even if nothing changed.
-	if n, err := res.RowsAffected(); err != nil {
-		return false, nil, fmt.Errorf("take the lease on worker %d: %w", id, err)
-	} else if n == 1 {
-		return true, nil, nil
+		// clientFoundRows: a matched row counts even if nothing changed.
+		if n, err := res.RowsAffected(); err != nil {
+			return false, false, nil, fmt.Errorf("take the lease on worker %d: %w", id, err)
+		} else if n == 1 {
+			return true, q.resumed, nil, nil
+		}
 	}
 	_, err = r.db.ExecContext(ctx, insertLease, id, ipPort, r.holder, ttl, r.now().UnixMilli())
 	switch {
 	case err == nil:
-		return true, nil, nil
+		return true, false, nil, nil
 	case dialect.IsRetryable(err):
-		return false, nil, nil
+		return false, false, nil, nil
 	case !dialect.IsUniqueViolation(err):
-		return false, nil, fmt.Errorf("take the lease on worker %d: %w", id, err)
+		return false, false, nil, fmt.Errorf("take the lease on worker %d: %w", id, err)
 	}
 	info, err = r.readLease(ctx, r.db, id)
 	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil, nil
+		return false, false, nil, nil
 	}
 	if err != nil {
-		return false, nil, fmt.Errorf("read the lease on worker %d: %w", id, err)
+		return false, false, nil, fmt.Errorf("read the lease on worker %d: %w", id, err)
 	}
 	if info.holder == r.holder || info.expiresIn < 0 {
-		return false, nil, nil // changed since our UPDATE
+		return false, false, nil, nil // changed since our UPDATE
 	}
-	return false, info, nil
+	return false, false, info, nil
 }
 
 type querier interface {
@@ -538,17 +573,10 @@ func (r *WorkerRegistry) renew(ctx context.Context, q querier, id int64, ipPort 
 // raises the claim's max_timestamp to mark (never lowers it), stamping
 // update_time, in one transaction. If our lease was taken over it fails with
 // leaf.ErrWorkerLost and leaves the mark alone; so does a missing row
-// (deleted, or its ip_port changed by an operator).
-//
-// It returns the zero Time although the lease expires: the ID belongs to the
-// endpoint, not to the lease, which only keeps a second process with the
-// same endpoint from taking it while this one runs. A holder cut off from
-// the database keeps issuing, as the registry promises (the mark, not the
-// lease, protects a restart); a second process started meanwhile under the
-// same endpoint gets the ID once the lease lapses, which is a configuration
-// error this guard cannot catch during an outage.
+// (deleted, or its ip_port changed by an operator). The expiry is counted
+// from before the renewal was sent: never later than the database's.
 func (r *WorkerRegistry) Heartbeat(ctx context.Context, mark int64) (time.Time, error) {
-	id, ipPort, byID, ok := r.claim()
+	id, ipPort, _, ok := r.claim()
 	if !ok {
 		return time.Time{}, errors.New("mysql: heartbeat: no worker ID registered")
 	}
@@ -562,12 +590,7 @@ func (r *WorkerRegistry) Heartbeat(ctx context.Context, mark int64) (time.Time, 
 	if err != nil {
 		return time.Time{}, fmt.Errorf("mysql: heartbeat: %w", err)
 	}
-	if byID {
-		// Counted from before the renewal was sent: never later than the
-		// database's expiry.
-		return t0.Add(r.ttl), nil
-	}
-	return time.Time{}, nil
+	return t0.Add(r.ttl), nil
 }
 
 // Release stores mark as the claim's final max_timestamp, lower than the

@@ -51,7 +51,7 @@ func TestWorkerRegistry(t *testing.T) {
 		// The shortest lease: a "crashed" holder's lease is waited out
 		// before its endpoint registers again.
 		return registryOpener(mysql.WorkerConfig{DSN: testdb.MySQL(t), LeaseTTL: mysql.MinLeaseTTL, Logger: testutil.Logger()})
-	}, leaftest.RegistryTraits{Sticky: true})
+	}, leaftest.RegistryTraits{Sticky: true, Leases: true})
 }
 
 // openWorkers opens a registry that is closed when the test ends.
@@ -114,8 +114,8 @@ func TestWorkerExistingForkTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.WorkerID != 1 || c.HighWater != mark || !c.Expires.IsZero() {
-		t.Errorf("fork's row: claim %+v, want worker 1, high-water %d, no expiry", c, mark)
+	if c.WorkerID != 1 || c.HighWater != mark || c.Expires.IsZero() {
+		t.Errorf("fork's row: claim %+v, want worker 1, high-water %d, leased", c, mark)
 	}
 	r2 := openWorkers(t, dsn)
 	c, err = r2.Register(ctx, leaf.Endpoint{IP: "10.0.0.2", Port: 8080}, leaftest.MaxWorkerID)
@@ -207,8 +207,8 @@ func TestWorkerRow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.WorkerID != 1 || c.HighWater != 0 || !c.Expires.IsZero() {
-		t.Errorf("first claim %+v, want worker 1, high-water 0, no expiry", c)
+	if c.WorkerID != 1 || c.HighWater != 0 || c.Expires.IsZero() {
+		t.Errorf("first claim %+v, want worker 1, high-water 0, leased", c)
 	}
 	w := readWorkerRow(t, db, c.WorkerID)
 	if w.ip != "10.0.0.1" || w.port != "8080" || w.ipPort != "10.0.0.1:8080" {
@@ -228,8 +228,8 @@ func TestWorkerRow(t *testing.T) {
 	hb := func(mark int64) {
 		t.Helper()
 		exp, err := r.Heartbeat(ctx, mark)
-		if err != nil || !exp.IsZero() {
-			t.Fatalf("Heartbeat(%d) = %v, %v; want zero time, nil", mark, exp, err)
+		if err != nil || !exp.After(time.Now()) {
+			t.Fatalf("Heartbeat(%d) = %v, %v; want the lease's new expiry, nil", mark, exp, err)
 		}
 	}
 	mark := time.Now().UnixMilli() + 3000

@@ -314,11 +314,12 @@ func TestHungRegistryKeepsIssuing(t *testing.T) {
 }
 
 // With the registry unreachable at start-up, the cached worker ID is used
-// only if the clock is past the cached mark.
+// only inside the cached lease and if the clock is past the cached mark.
 func TestCacheFallback(t *testing.T) {
 	t.Run("clock past the mark", func(t *testing.T) {
 		cache := local.NewCache(filepath.Join(t.TempDir(), "workerID.properties"))
-		if err := cache.Save(42, time.Now().Add(-time.Minute).UnixMilli()); err != nil {
+		if err := cache.Save(leaf.CachedClaim{WorkerID: 42, Mark: time.Now().Add(-time.Minute).UnixMilli(),
+			LeaseUntil: time.Now().Add(time.Minute).UnixMilli()}); err != nil {
 			t.Fatal(err)
 		}
 		reg := &flaky{WorkerRegistry: localReg(t, t.TempDir())}
@@ -335,9 +336,9 @@ func TestCacheFallback(t *testing.T) {
 			t.Fatalf("NextID = %d (%v), want worker 42", id, err)
 		}
 		// The mark keeps moving in the cache while the registry is down.
-		_, mark, err := cache.Load()
-		if err != nil || mark <= time.Now().UnixMilli() {
-			t.Fatalf("cached mark %d (%v), want ahead of now", mark, err)
+		cc, err := cache.Load()
+		if err != nil || cc.Mark <= time.Now().UnixMilli() {
+			t.Fatalf("cached mark %d (%v), want ahead of now", cc.Mark, err)
 		}
 		// When the registry returns, its ID (7) takes over.
 		reg.down.Store(false)
@@ -352,7 +353,8 @@ func TestCacheFallback(t *testing.T) {
 	})
 	t.Run("clock below the mark", func(t *testing.T) {
 		cache := local.NewCache(filepath.Join(t.TempDir(), "workerID.properties"))
-		if err := cache.Save(42, time.Now().Add(time.Hour).UnixMilli()); err != nil {
+		if err := cache.Save(leaf.CachedClaim{WorkerID: 42, Mark: time.Now().Add(time.Hour).UnixMilli(),
+			LeaseUntil: time.Now().Add(2 * time.Hour).UnixMilli()}); err != nil {
 			t.Fatal(err)
 		}
 		reg := &flaky{WorkerRegistry: localReg(t, t.TempDir())}
@@ -363,6 +365,35 @@ func TestCacheFallback(t *testing.T) {
 			t.Fatalf("New = %v, want ErrClockBackwards", err)
 		}
 	})
+	// Past the cached lease, or with none (the last run released it), the
+	// ID may be another server's by now: no start from the cache.
+	for _, tc := range []struct {
+		name  string
+		until time.Duration // from now; 0: no lease cached
+		want  string
+	}{
+		{"cached lease over", -time.Second, "its cached lease ended at"},
+		{"cached lease ending within the margin", 100 * time.Millisecond, "its cached lease ended at"},
+		{"no lease cached", 0, "the last run released it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cache := local.NewCache(filepath.Join(t.TempDir(), "workerID.properties"))
+			cc := leaf.CachedClaim{WorkerID: 42, Mark: time.Now().Add(-time.Minute).UnixMilli()}
+			if tc.until != 0 {
+				cc.LeaseUntil = time.Now().Add(tc.until).UnixMilli()
+			}
+			if err := cache.Save(cc); err != nil {
+				t.Fatal(err)
+			}
+			reg := &flaky{WorkerRegistry: localReg(t, t.TempDir())}
+			reg.down.Store(true)
+			s := settings(reg, nil)
+			s.Cache = cache
+			if _, err := snowflake.New(ctx(t), s); !errors.Is(err, errDown) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("New = %v, want the registry's error and %q", err, tc.want)
+			}
+		})
+	}
 	t.Run("no cache", func(t *testing.T) {
 		reg := &flaky{WorkerRegistry: localReg(t, t.TempDir())}
 		reg.down.Store(true)
@@ -374,28 +405,34 @@ func TestCacheFallback(t *testing.T) {
 	})
 }
 
-// A leased worker whose registry hangs stops issuing once its persisted mark
-// is reached, but a request never waits on the hung registry: it is answered
-// ErrNotReady within extendBudget (1s), not after maxExtends registry
-// timeouts. The chaos test found requests hanging 9-14s on a dead etcd.
+// A leased worker whose registry hangs keeps issuing until its lease runs
+// out, then stops, but a request never waits on the hung registry: it is
+// answered ErrNotReady within extendBudget (1s), not after maxExtends
+// registry timeouts. The chaos test found requests hanging 9-14s on a dead
+// etcd.
 func TestHungLeasedRegistryAnswersPromptly(t *testing.T) {
-	pool := inmem.NewWorkerPool(time.Minute) // the lease outlives the test
+	pool := inmem.NewWorkerPool(2 * time.Second) // runs out during the test
 	reg, _ := pool.Open(ctx(t))
 	f := &flaky{WorkerRegistry: reg}
 	s := settings(f, nil)
 	s.RegistryTimeout = 8 * time.Second
 	g := start(t, s)
 	f.hang.Store(true)
-	var failed int
+	var failed, issued int
 	for end := time.Now().Add(4 * time.Second); time.Now().Before(end); {
 		t0 := time.Now()
 		_, err := g.NextID(ctx(t), "")
 		took := time.Since(t0)
 		if err != nil {
 			failed++
-			if !errors.Is(err, leaf.ErrNotReady) {
-				t.Fatalf("NextID with the registry hung: %v, want ErrNotReady", err)
+			if !errors.Is(err, leaf.ErrNotReady) || !strings.Contains(err.Error(), "lease") {
+				t.Fatalf("NextID with the registry hung: %v, want ErrNotReady naming the lease", err)
 			}
+		} else {
+			if failed > 0 {
+				t.Fatal("an ID was issued after the lease had run out, with the registry still hung")
+			}
+			issued++
 		}
 		// 3s is three extendBudgets, the most a request can wait; the
 		// registry's timeout is 8s.
@@ -403,8 +440,8 @@ func TestHungLeasedRegistryAnswersPromptly(t *testing.T) {
 			t.Fatalf("NextID took %v with the registry hung (err %v)", took, err)
 		}
 	}
-	if failed == 0 {
-		t.Fatal("the worker kept issuing past its persisted mark with the registry hung")
+	if failed == 0 || issued == 0 {
+		t.Fatalf("with the registry hung: %d IDs issued, %d refused; want IDs until the lease ran out, then refusals", issued, failed)
 	}
 	// The registry answers again: the heartbeat loop moves the mark and
 	// requests succeed, without any request having to drive it.

@@ -183,7 +183,8 @@ func (r *inUse) Heartbeat(ctx context.Context, mark int64) (time.Time, error) {
 func TestWorkerInUse(t *testing.T) {
 	cacheWith := func(t *testing.T) *local.Cache {
 		c := local.NewCache(filepath.Join(t.TempDir(), "workerID.properties"))
-		if err := c.Save(7, time.Now().Add(-time.Minute).UnixMilli()); err != nil {
+		if err := c.Save(leaf.CachedClaim{WorkerID: 7, Mark: time.Now().Add(-time.Minute).UnixMilli(),
+			LeaseUntil: time.Now().Add(time.Minute).UnixMilli()}); err != nil {
 			t.Fatal(err)
 		}
 		return c

@@ -19,14 +19,16 @@ type PeerClockReader interface {
 	PeerClocks(ctx context.Context) ([]leaf.PeerClock, error)
 }
 
-// WorkerCache keeps a worker ID and its high-water mark on local disk, so a
-// server can start while its registry is down. local.Cache implements it.
+// WorkerCache keeps a worker ID, its high-water mark and its lease on local
+// disk: the mark protects a restart against a clock that went back, and the
+// lease lets a server start while its registry is down, inside the lease it
+// last held. local.Cache implements it.
 type WorkerCache interface {
-	// Load returns the cached worker ID and mark (Unix ms); an error wrapping
-	// fs.ErrNotExist when nothing is cached.
-	Load() (workerID, mark int64, err error)
-	// Save stores them durably before returning.
-	Save(workerID, mark int64) error
+	// Load returns what was cached; an error wrapping fs.ErrNotExist when
+	// nothing is.
+	Load() (leaf.CachedClaim, error)
+	// Save stores c durably before returning.
+	Save(c leaf.CachedClaim) error
 }
 
 // Settings configure a Generator. Start from DefaultSettings and set
@@ -41,10 +43,13 @@ type Settings struct {
 	RegistryName string
 	// Endpoint is this server's ip:port as the registry knows it.
 	Endpoint leaf.Endpoint
-	// Cache, if set, receives the worker ID and every high-water mark of an
-	// ID held without a lease, and provides the worker ID when the registry
-	// is unreachable at start-up. Leave it nil for registries that lease IDs:
-	// a cached leased ID may be someone else's by now.
+	// Cache, if set, receives the worker ID, every high-water mark and the
+	// lease's end. It lets a leased worker go on issuing through a registry
+	// outage for as long as its lease (the registry's mark covers the whole
+	// lease; the cache's, a Window ahead, is what a restart of this same
+	// server trusts, see leaf.WorkerClaim.Resumed), and provides the worker
+	// ID when the registry is unreachable at start-up, inside the cached
+	// lease only: past it the ID may be someone else's.
 	Cache WorkerCache
 	// MaxBackwards is the largest clock step backwards that is waited out;
 	// beyond it NextID fails with ErrClockBackwards. Default 5ms (Leaf's);

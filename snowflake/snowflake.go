@@ -13,8 +13,12 @@
 //     repeat IDs (Leaf#216).
 //   - A registry unreachable at start-up is survived with the cached worker
 //     ID only if the clock is past the cached mark (Leaf#97).
-//   - A leased worker ID (zookeeper-recycle, etcd) stops issuing before its
-//     lease can expire, so the registry may hand it to another server.
+//   - Every claim but the local registry's is a lease: the worker stops
+//     issuing before it can run out, so the registry may hand the ID to
+//     another process afterwards, and the mark it persists with each renewal
+//     covers the whole lease, so that whoever takes the ID starts above
+//     everything it could have stamped. Through a registry outage shorter
+//     than the lease it goes on issuing, its marks kept in the local cache.
 //   - Every wait is bounded: a clock going back while waiting for the next
 //     millisecond is noticed (Leaf#153).
 //

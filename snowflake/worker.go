@@ -50,18 +50,30 @@ type worker struct {
 	hb      chan struct{}
 	cacheMu sync.Mutex // serialises cache writes and the limits they allow
 
-	mu       sync.Mutex
-	state    claimState
-	closed   bool
-	claim    leaf.WorkerClaim // the claim held; its HighWater is the issuer's floor
-	limit    int64            // the grant's limit: the last mark persisted where it counts
-	mark     int64            // highest mark ever sent for persistence; never lowered while running
-	leaseEnd time.Time        // issuing stops here: the lease's expiry less LeaseMargin
-	skewed   bool             // the last peer clock check measured more than MaxPeerSkew
-	readings peerReadings     // the peers' readings at the last check, to tell live ones from stale
-	hbErr    error            // the last heartbeat's error; nil once one succeeds
-	status   leaf.WorkerStatus
-	rate     ratemeter.Meter // samples of the issued count, one per heartbeat
+	mu     sync.Mutex
+	state  claimState
+	closed bool
+	claim  leaf.WorkerClaim // the claim held; its HighWater is the issuer's floor
+	limit  int64            // the grant's limit: the lowest of the marks that count (limitLocked)
+	mark   int64            // highest window mark ever made; never lowered while running
+	// cacheMark and regMark are the marks last persisted under the claim in
+	// the cache and in the registry. A leased registry's covers the whole
+	// lease (leaseUntil + Window), so that whoever takes the ID after the
+	// lease starts above everything this server could stamp; the cache's
+	// is a Window ahead, what a restart of this server trusts.
+	cacheMark, regMark int64
+	// leaseEnd: issuing stops here, the lease's expiry less LeaseMargin (a
+	// monotonic reading). leaseUntil is the same expiry on the generator's
+	// wall clock (Unix ms), for the cache; ttl is the lease's length as the
+	// registry last granted it, which the next renewal's mark must cover.
+	leaseEnd   time.Time
+	leaseUntil int64
+	ttl        time.Duration
+	skewed     bool         // the last peer clock check measured more than MaxPeerSkew
+	readings   peerReadings // the peers' readings at the last check, to tell live ones from stale
+	hbErr      error        // the last heartbeat's error; nil once one succeeds
+	status     leaf.WorkerStatus
+	rate       ratemeter.Meter // samples of the issued count, one per heartbeat
 
 	stop chan struct{}
 	done chan struct{}
@@ -139,7 +151,7 @@ func (w *worker) start(ctx context.Context) error {
 }
 
 // register claims a worker ID from the registry, or from the cache when the
-// registry cannot be reached.
+// registry cannot be reached and the cached lease has not run out.
 func (w *worker) register(ctx context.Context, allowCache bool) (leaf.WorkerClaim, bool, error) {
 	maxID := w.s.Layout.MaxWorkerID()
 	timeout := w.s.RegistryTimeout
@@ -155,10 +167,18 @@ func (w *worker) register(ctx context.Context, allowCache bool) (leaf.WorkerClai
 				leaf.ErrWorkerIDsExhausted, claim.WorkerID, maxID)
 		}
 		if w.s.Cache != nil {
-			// The cache may know a later mark than the registry, if the
-			// registry was unreachable during the last run.
-			if id, mark, err := w.s.Cache.Load(); err == nil && id == claim.WorkerID && mark > claim.HighWater {
-				claim.HighWater = mark
+			if c, err := w.s.Cache.Load(); err == nil && c.WorkerID == claim.WorkerID {
+				switch {
+				case claim.Resumed:
+					// Our own claim, held by no one since: our cache
+					// knows what we stamped, to within a Window; the
+					// registry's mark covers our whole lease.
+					claim.HighWater = c.Mark
+				case c.Mark > claim.HighWater:
+					// The cache may know a later mark than the registry,
+					// if the registry was unreachable during the last run.
+					claim.HighWater = c.Mark
+				}
 			}
 		}
 		return claim, false, nil
@@ -170,16 +190,27 @@ func (w *worker) register(ctx context.Context, allowCache bool) (leaf.WorkerClai
 	if !allowCache || w.s.Cache == nil || refused || ctx.Err() != nil {
 		return claim, false, fmt.Errorf("register worker %s: %w", w.s.Endpoint, err)
 	}
-	id, mark, cerr := w.s.Cache.Load()
+	c, cerr := w.s.Cache.Load()
 	if cerr != nil {
 		return claim, false, fmt.Errorf("register worker %s: %w; and no cached worker ID to fall back on: %w", w.s.Endpoint, err, cerr)
 	}
-	if id < 0 || id > maxID {
-		return claim, false, fmt.Errorf("%w: cached worker ID %d is outside the layout's [0, %d]", leaf.ErrWorkerIDsExhausted, id, maxID)
+	if c.WorkerID < 0 || c.WorkerID > maxID {
+		return claim, false, fmt.Errorf("%w: cached worker ID %d is outside the layout's [0, %d]", leaf.ErrWorkerIDsExhausted, c.WorkerID, maxID)
 	}
-	w.s.Logger.Warn("snowflake registry unreachable; starting with the cached worker ID",
-		"worker_id", id, "cached_mark", fmtMs(mark), "err", err)
-	return leaf.WorkerClaim{WorkerID: id, HighWater: mark}, true, nil
+	// The cached ID is ours only inside the lease the registry last
+	// granted: past it, another process may hold it.
+	left := time.Duration(c.LeaseUntil-w.nowMs()) * time.Millisecond
+	if c.LeaseUntil == 0 || left <= w.s.LeaseMargin {
+		why := "the last run released it (or held no lease)"
+		if c.LeaseUntil != 0 {
+			why = "its cached lease ended at " + fmtMs(c.LeaseUntil)
+		}
+		return claim, false, fmt.Errorf("register worker %s: %w; the cached worker ID %d cannot be used: %s, so another server may hold it now",
+			w.s.Endpoint, err, c.WorkerID, why)
+	}
+	w.s.Logger.Warn("snowflake registry unreachable; starting with the cached worker ID inside its cached lease",
+		"worker_id", c.WorkerID, "cached_mark", fmtMs(c.Mark), "lease_until", fmtMs(c.LeaseUntil), "err", err)
+	return leaf.WorkerClaim{WorkerID: c.WorkerID, HighWater: c.Mark, Expires: time.Now().Add(left)}, true, nil
 }
 
 // checkPeers compares the clock with the live peers' average, where the
@@ -374,17 +405,42 @@ func (w *worker) releaseClaim(ctx context.Context, claim leaf.WorkerClaim, fromC
 // change of worker ID, because the time part dominates and the issuer keeps
 // its last millisecond; the claim's high-water mark becomes a floor for the
 // next ID's time. Nothing may be issued under it until its first mark is
-// persisted.
+// persisted. A claim taken from the cache brings the cached lease, and the
+// mark the registry holds for it (the lease's end plus a Window).
 func (w *worker) adopt(claim leaf.WorkerClaim, fromCache bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.claim = claim
-	w.leaseEnd = claim.Expires.Add(-w.s.LeaseMargin)
 	w.state = claimRegistered
+	w.limit, w.cacheMark, w.regMark = 0, 0, 0
+	w.leaseEnd, w.leaseUntil, w.ttl = time.Time{}, 0, 0
+	if w.leased() {
+		w.ttl = max(time.Until(claim.Expires), 0)
+		w.leaseEnd = claim.Expires.Add(-w.s.LeaseMargin)
+		w.leaseUntil = w.nowMs() + w.ttl.Milliseconds()
+	}
 	if fromCache {
 		w.state = claimCached
+		w.regMark = w.leaseUntil + w.s.Window.Milliseconds()
 	}
-	w.limit = 0
+	w.publishLocked()
+}
+
+// limitLocked moves the grant's limit to what the persisted marks allow,
+// never past the layout's end, where the time part would overflow. A leased
+// claim counts the registry's mark (whoever takes the ID next starts above
+// it) and the cache's when there is one (a restart of this server trusts
+// it); a claim without a lease counts the cache's when there is one, else
+// the registry's. Caller holds mu.
+func (w *worker) limitLocked() {
+	lim := w.regMark
+	switch {
+	case w.s.Cache != nil && w.leased():
+		lim = min(lim, w.cacheMark)
+	case w.s.Cache != nil:
+		lim = w.cacheMark
+	}
+	w.limit = max(w.limit, min(lim, w.s.Layout.End()))
 	w.publishLocked()
 }
 
@@ -394,8 +450,9 @@ func fmtMs(ms int64) string { return time.UnixMilli(ms).UTC().Format("2006-01-02
 
 // heartbeat moves the high-water mark to Window ahead of the clock and
 // persists it (cache first, then registry), renewing the lease; on success
-// IDs may be stamped up to the new mark. A lost or cache-only worker tries
-// the registry again first.
+// IDs may be stamped up to the new limit (limitLocked). A leased claim sends
+// the registry a mark that covers the lease this renewal grants. A lost or
+// cache-only worker tries the registry again first.
 func (w *worker) heartbeat(ctx context.Context) error {
 	select {
 	case w.hb <- struct{}{}:
@@ -419,22 +476,32 @@ func (w *worker) heartbeat(ctx context.Context) error {
 	}
 
 	w.mu.Lock()
-	leased, id := w.leased(), w.claim.WorkerID
+	leased, id, ttl := w.leased(), w.claim.WorkerID, w.ttl
 	w.mu.Unlock()
 
-	t0 := time.Now()
+	// The lease this renewal grants starts no earlier than now, on both
+	// clocks: t0 for the monotonic end, t0ms for the marks.
+	t0, t0ms := time.Now(), w.nowMs()
 	var mark int64
 	var cacheErr, regErr error
-	var expires time.Time
-	if w.s.Cache != nil && !leased {
+	if w.s.Cache != nil {
 		mark, cacheErr = w.saveMark()
 	} else {
 		mark = w.nextMark()
 	}
+	send, until := mark, int64(0)
+	var expires time.Time
 	if state == claimRegistered {
+		if leased {
+			until = t0ms + ttl.Milliseconds()
+			send = max(mark, until+w.s.Window.Milliseconds())
+		}
 		rctx, cancel := context.WithTimeout(ctx, w.s.RegistryTimeout)
-		expires, regErr = w.s.Registry.Heartbeat(rctx, mark)
+		expires, regErr = w.s.Registry.Heartbeat(rctx, send)
 		cancel()
+		if regErr == nil && leased && expires.IsZero() {
+			regErr = fmt.Errorf("%w: the registry renewed a leased claim without an expiry", leaf.ErrWorkerLost)
+		}
 		if regErr != nil {
 			regErr = fmt.Errorf("registry heartbeat: %w", regErr)
 		}
@@ -446,21 +513,27 @@ func (w *worker) heartbeat(ctx context.Context) error {
 		w.state = claimLost
 		w.publishLocked()
 		w.s.Logger.Error("snowflake worker ID lost; stopped issuing", "worker_id", id, "err", regErr)
-	case leased:
-		// The registry is the only record that counts for a lease.
-		if regErr == nil {
-			w.leaseEnd = expires.Add(-w.s.LeaseMargin)
-			w.allowUpToLocked(mark)
+	case regErr == nil && state == claimRegistered && w.claim.WorkerID == id:
+		w.regMark = max(w.regMark, send)
+		if leased {
+			// The mark sent covers the lease up to t0 + ttl: never issue
+			// past it, even if the registry granted longer.
+			end := t0.Add(ttl)
+			if expires.Before(end) {
+				end = expires
+			}
+			w.leaseEnd = end.Add(-w.s.LeaseMargin)
+			w.leaseUntil = until
+			if d := expires.Sub(t0); d > 0 {
+				w.ttl = d
+			}
 		}
-	case w.s.Cache == nil && regErr == nil:
-		// With a cache, saveMark has moved the limit already: the cache is
-		// where a restart looks when the registry is down.
-		w.allowUpToLocked(mark)
+		w.limitLocked()
 	}
 	w.mu.Unlock()
 	err := errors.Join(regErr, cacheErr)
 	w.recordHeartbeat(t0, err)
-	if leased || w.s.Cache == nil {
+	if w.s.Cache == nil || leased {
 		return regErr
 	}
 	return cacheErr
@@ -502,14 +575,6 @@ func (w *worker) reregister(ctx context.Context, state claimState, id int64) (cl
 	return claimRegistered, nil
 }
 
-// allowUpToLocked lets IDs be stamped up to (not at) mark, and never at or
-// past the layout's end, where the time part would overflow. Caller holds
-// mu.
-func (w *worker) allowUpToLocked(mark int64) {
-	w.limit = max(w.limit, min(mark, w.s.Layout.End()))
-	w.publishLocked()
-}
-
 // nextMark moves the mark to Window ahead of the clock (or of the last ID,
 // or the claim's floor, if the clock is behind them) and returns it. The
 // mark never goes down while the worker runs: an ID may have been issued up
@@ -523,46 +588,62 @@ func (w *worker) nextMark() int64 {
 	return w.mark
 }
 
-// saveMark persists a new mark to the cache alone and lets IDs be issued up
-// to it. For registries without leases the cache is what a restart trusts
-// when the registry is down, so a registry that hangs never stops issuing.
+// saveMark persists a new mark to the cache alone, with the lease's end as
+// last granted, and lets IDs be issued up to what the marks allow. The
+// cache moves the limit without the registry, so a registry that hangs
+// never stops issuing: for ever without a lease, until its end with one.
 func (w *worker) saveMark() (int64, error) {
 	w.cacheMu.Lock()
 	defer w.cacheMu.Unlock()
 	w.mu.Lock()
-	id := w.claim.WorkerID
+	id, until := w.claim.WorkerID, w.leaseUntil
 	w.mu.Unlock()
 	mark := w.nextMark()
-	if err := w.s.Cache.Save(id, mark); err != nil {
+	if err := w.s.Cache.Save(leaf.CachedClaim{WorkerID: id, Mark: mark, LeaseUntil: until}); err != nil {
 		return mark, fmt.Errorf("save worker cache: %w", err)
 	}
 	w.mu.Lock()
-	if w.claim.WorkerID == id && !w.leased() && w.state != claimLost {
-		w.allowUpToLocked(mark)
+	if w.claim.WorkerID == id && w.state != claimLost {
+		w.cacheMark = max(w.cacheMark, mark)
+		w.limitLocked()
 	}
 	w.mu.Unlock()
 	return mark, nil
 }
 
 // extend moves the limit when an ID reaches it: through the cache alone when
-// there is one (fast, and independent of the registry), else through a full
-// heartbeat. While the heartbeats fail it does not try at all: the loop
-// retries every interval, and a request that queued behind a registry call
-// which the loop already knows to be failing would only wait out ctx to
-// learn the same.
+// that is enough (fast, and independent of the registry), else through a
+// full heartbeat. While the heartbeats fail it does not try the registry at
+// all: the loop retries every interval, and a request that queued behind a
+// registry call which the loop already knows to be failing would only wait
+// out ctx to learn the same.
 func (w *worker) extend(ctx context.Context) error {
 	w.mu.Lock()
-	cacheOnly := w.s.Cache != nil && !w.leased() && w.state != claimLost
+	lost, leased, id := w.state == claimLost, w.leased(), w.claim.WorkerID
+	leaseOver := leased && !time.Now().Before(w.leaseEnd)
 	failing := w.hbErr
 	w.mu.Unlock()
-	if cacheOnly {
-		_, err := w.saveMark()
-		return err
+	if w.s.Cache != nil && !lost && !leaseOver {
+		if _, err := w.saveMark(); err != nil {
+			return err
+		}
+		if w.current().limit > w.nowMs() {
+			return nil
+		}
 	}
-	if failing != nil {
-		return fmt.Errorf("the registry heartbeat is failing: %w", failing)
+	err := failing
+	if err != nil {
+		err = fmt.Errorf("the registry heartbeat is failing: %w", err)
+	} else {
+		err = w.heartbeat(ctx)
 	}
-	return w.heartbeat(ctx)
+	if err != nil && leaseOver {
+		w.mu.Lock()
+		until := w.leaseUntil
+		w.mu.Unlock()
+		return fmt.Errorf("%w: the lease on worker %d ran out at %s and the registry has not renewed it: %w", leaf.ErrLeaseExpired, id, fmtMs(until), err)
+	}
+	return err
 }
 
 func (w *worker) recordHeartbeat(at time.Time, err error) {
@@ -646,7 +727,7 @@ func (w *worker) close(ctx context.Context) error {
 	// The closed grant is published: the issuer's last millisecond is final.
 	last := w.issued.lastMs()
 	w.mu.Lock()
-	id, state := w.claim.WorkerID, w.state
+	id, state, until, failing := w.claim.WorkerID, w.state, w.leaseUntil, w.hbErr
 	// No ID is stamped at or after final; nor, under this claim, before the
 	// claim's mark.
 	final := max(last+1, w.claim.HighWater)
@@ -654,13 +735,24 @@ func (w *worker) close(ctx context.Context) error {
 	if state == claimLost {
 		return nil
 	}
+	// With the registry failing (or never reached), the claim is not
+	// released: it stays ours until its lease runs out, and the cache
+	// keeps that lease, so that a restart while the registry is still down
+	// starts on it. Otherwise the lease is given up in the cache first: a
+	// restart that finds the registry down must not take the ID back from
+	// the cache once the registry may hand it to someone else (a Release
+	// that timed out may have been applied).
+	release := state == claimRegistered && failing == nil
+	if release {
+		until = 0
+	}
 	var errs []error
 	if w.s.Cache != nil {
-		if err := w.s.Cache.Save(id, final); err != nil {
+		if err := w.s.Cache.Save(leaf.CachedClaim{WorkerID: id, Mark: final, LeaseUntil: until}); err != nil {
 			errs = append(errs, fmt.Errorf("save worker cache: %w", err))
 		}
 	}
-	if state == claimRegistered {
+	if release {
 		rctx, cancel := context.WithTimeout(ctx, w.s.RegistryTimeout)
 		if err := w.s.Registry.Release(rctx, final); err != nil {
 			errs = append(errs, fmt.Errorf("release worker %d: %w", id, err))
@@ -700,10 +792,21 @@ func (w *worker) degraded() (claim []string, peers string) {
 	case w.state == claimLost:
 		claim = append(claim, "snowflake worker ID lost; re-registering")
 	case w.state == claimCached:
-		claim = append(claim, fmt.Sprintf("snowflake registry unreachable at start-up; issuing with the cached worker ID %d", w.claim.WorkerID))
+		claim = append(claim, fmt.Sprintf("snowflake registry unreachable at start-up, issuing on the cached worker ID %d until its cached lease ends at %s",
+			w.claim.WorkerID, fmtMs(w.leaseUntil)))
 	}
 	if w.status.HeartbeatError != "" {
-		claim = append(claim, "snowflake heartbeat failing: "+w.status.HeartbeatError)
+		// The lease's state in the summary, the cause after ": ", which
+		// /readyz leaves out.
+		why := "snowflake heartbeat failing"
+		if w.leased() && w.state != claimLost {
+			if left := time.Until(w.leaseEnd); left > 0 {
+				why += fmt.Sprintf(", issuing until the lease ends in %v", left.Round(time.Second))
+			} else {
+				why += ", the lease has run out and no IDs are issued until a renewal succeeds"
+			}
+		}
+		claim = append(claim, why+": "+w.status.HeartbeatError)
 	}
 	if w.skewed {
 		peers = fmt.Sprintf("snowflake clock is %dms off the average of %d live peers, more than %v",

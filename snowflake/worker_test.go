@@ -82,10 +82,12 @@ func startWorker(t *testing.T, s Settings) (*worker, *fakeLog) {
 	return w, log
 }
 
-// Each heartbeat persists the mark a window ahead of the clock and only
-// then lets the issuer stamp up to it; the lease's end in the grant is the
-// registry's expiry less the margin. In a bubble the heartbeats happen at
-// exact times, so the test checks every one.
+// Each heartbeat persists, with the lease it renews, a mark a window past
+// that lease's end (whoever takes the ID after the lease starts above all
+// this server could stamp), and only then lets the issuer stamp up to it;
+// the lease's end in the grant is the registry's expiry less the margin. In
+// a bubble the heartbeats happen at exact times, so the test checks every
+// one.
 func TestWorkerHeartbeat(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		pool := inmem.NewWorkerPool(2 * time.Second)
@@ -104,8 +106,8 @@ func TestWorkerHeartbeat(t *testing.T) {
 			if n != beat {
 				t.Fatalf("beat %d: %d marks persisted", beat, n)
 			}
-			if want := now.Add(s.Window).UnixMilli(); gr.limit != want || persisted != want {
-				t.Fatalf("beat %d: grant limit %d, persisted %d; want both %d (now + window)", beat, gr.limit, persisted, want)
+			if want := now.Add(2*time.Second + s.Window).UnixMilli(); gr.limit != want || persisted != want {
+				t.Fatalf("beat %d: grant limit %d, persisted %d; want both %d (now + lease + window)", beat, gr.limit, persisted, want)
 			}
 			if want := now.Add(2*time.Second - s.LeaseMargin); !gr.leased || !gr.leaseEnd.Equal(want) {
 				t.Fatalf("beat %d: grant lease end %v (leased %v), want %v", beat, gr.leaseEnd, gr.leased, want)
@@ -241,7 +243,8 @@ func TestWorkerCachedThenInUse(t *testing.T) {
 		client, _ := pool.Open(t.Context())
 		reg := &inUseAfter{WorkerRegistry: client}
 		cache := local.NewCache(filepath.Join(t.TempDir(), "workerID.properties"))
-		if err := cache.Save(42, time.Now().Add(-time.Minute).UnixMilli()); err != nil {
+		if err := cache.Save(leaf.CachedClaim{WorkerID: 42, Mark: time.Now().Add(-time.Minute).UnixMilli(),
+			LeaseUntil: time.Now().Add(time.Minute).UnixMilli()}); err != nil {
 			t.Fatal(err)
 		}
 		s := testSettings(reg)
@@ -251,8 +254,8 @@ func TestWorkerCachedThenInUse(t *testing.T) {
 		if gr.worker != 42 || gr.stop != nil || gr.limit != time.Now().Add(s.Window).UnixMilli() {
 			t.Fatalf("grant from the cache: %+v", gr)
 		}
-		if _, mark, err := cache.Load(); err != nil || mark != gr.limit {
-			t.Fatalf("cached mark %d (%v), want the grant's limit %d", mark, err, gr.limit)
+		if cc, err := cache.Load(); err != nil || cc.Mark != gr.limit {
+			t.Fatalf("cached mark %d (%v), want the grant's limit %d", cc.Mark, err, gr.limit)
 		}
 
 		reg.back.Store(true)

@@ -15,22 +15,35 @@
 // (Leaf#161), and the first node on an empty tree gets its real sequence
 // rather than 0 (Leaf#98).
 //
-// RecycleRegistry leases IDs, for servers whose address changes with every
-// deploy and would otherwise run zk_normal's pool dry (Leaf#84). Its layout
-// is our own; the NotFound9 fork's zk_recycle moves nodes between two
-// directories non-atomically and frees IDs only after an hour:
+// Every claim is a lease kept in a persistent node (see lease.go), not the
+// ZooKeeper session, which ends with any outage of a few seconds: the
+// holder renews it every second by compare-and-set on the node's version
+// and stops issuing before it can run out; another process takes it over
+// only after watching it unchanged for a whole lease on its own monotonic
+// clock; and a restart of the holder itself (the same instance identity,
+// Config.Holder) takes it back at once.
 //
+//	/snowflake/{Name}/lease/{ip}:{port}  PERSISTENT, Registry's lease of the endpoint,
+//	    data {"ip","port","timestamp":0,"holder":"host/id","lease_ms":60000,"clock":...}
+//
+// Java servers take no lease and are not guarded: Java Leaf reads only
+// forever/.
+//
+// RecycleRegistry leases IDs from a pool, for servers whose address changes
+// with every deploy and would otherwise run zk_normal's pool dry (Leaf#84).
+// Its layout is our own; the NotFound9 fork's zk_recycle moves nodes between
+// two directories non-atomically and frees IDs only after an hour:
+//
+//	/snowflake/{Name}/recycle/mark/{n}   PERSISTENT, the lease of ID n and its mark:
+//	    {"ip","port","timestamp","holder","lease_ms","clock"}
 //	/snowflake/{Name}/recycle/inuse/{n}  EPHEMERAL, {"ip","port"} of the holder
-//	/snowflake/{Name}/recycle/mark/{n}   PERSISTENT, {"ip","port","timestamp"}
 //
-// The ephemeral node is the lease: it lives as long as the holder's session,
-// and creating it is the atomic claim. The mark is the last high-water mark
-// any holder of n stored; an ID whose mark lies in the future is skipped, and
-// the one taken comes with its mark as WorkerClaim.HighWater. Every write of
-// a mark compares and sets its version, and every renewal checks that the
-// ephemeral node is still owned by the holder's session, so a holder whose
-// session expired (go-zookeeper quietly opens a new one) learns that it lost
-// the ID instead of writing over its successor's mark.
+// The mark node is the lease: its holder field names the holder ("" once
+// released), and its timestamp is the last high-water mark any holder of n
+// stored; an ID whose released mark lies in the future is skipped, and the
+// one taken comes with its mark as WorkerClaim.HighWater. The inuse node
+// only tells newcomers that the holder's session lives, sparing them a look
+// at its lease; the mark decides.
 //
 // Every running server of either registry also holds a live node, Meituan's
 // leaf_temporary, which Java Leaf neither writes nor reads:
@@ -41,16 +54,6 @@
 //
 // The timestamp is the server's clock (Config.Now) at its last heartbeat.
 // PeerClocks compares it with ZooKeeper's modification time of the node to
-// measure each peer's clock against ours. Registry's node is also a guard: it
-// is named by the endpoint alone, so a second server given the same endpoint
-// (a copied configuration, a pinned port, a cloned VM), which would take the
-// same worker ID, finds it held and fails with leaf.ErrWorkerInUse, after
-// waiting out the session timeout in case the holder is this server's own
-// previous run, killed. Java servers take no live node and are not guarded.
-// The guard catches mistakes; it is not a lease (the ID is the endpoint's):
-// a server whose session expires keeps issuing, and if another server with
-// its endpoint claimed the node meanwhile it learns so at its next
-// heartbeat, with leaf.ErrWorkerLost. RecycleRegistry's leases already give
-// two servers with one endpoint two IDs, so its live node carries the ID in
-// its name and guards nothing.
+// measure each peer's clock against ours. The live node guards nothing: the
+// lease does.
 package zookeeper

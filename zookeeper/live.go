@@ -69,15 +69,6 @@ func parseLive(data []byte) (endpoint string, workerID, ts int64, err error) {
 	return endpoint, workerID, *l.Timestamp, nil
 }
 
-// describeLive renders a live node's data for an error message.
-func describeLive(data []byte) string {
-	ep, id, ts, err := parseLive(data)
-	if err != nil {
-		return fmt.Sprintf("data %q", truncate(string(data), 80))
-	}
-	return fmt.Sprintf("endpoint %s, worker %d, written at %s", ep, id, time.UnixMilli(ts).UTC().Format("2006-01-02T15:04:05.000Z"))
-}
-
 // livePath is the node under the temporary directory with the given name.
 func (c *client) livePath(name string) string { return c.liveDir + "/" + name }
 
@@ -103,6 +94,38 @@ func (c *client) createLive(p string, data []byte) (*zk.Stat, error) {
 		return nil, zk.ErrNoNode
 	}
 	return st, nil
+}
+
+// writeLive writes data (which carries our clock's reading ts) into our
+// ephemeral node p, creating it if it is missing, and returns ts with the
+// node's Stat after the write. The caller holds the lease the node
+// advertises: another session's node of the same name is a stale one of a
+// previous holder, and is replaced.
+func (c *client) writeLive(p string, ts int64, data []byte) (int64, *zk.Stat, error) {
+	for attempt := 1; ; attempt++ {
+		ok, st, err := c.conn.Exists(p)
+		if err != nil {
+			return 0, nil, fmt.Errorf("zookeeper: check the live node %s: %w", p, err)
+		}
+		switch {
+		case !ok:
+			st, err = c.createLive(p, data)
+		case st.EphemeralOwner != c.conn.SessionID():
+			err = c.conn.Delete(p, st.Version)
+			if err == nil {
+				err = zk.ErrNoNode // deleted: go round to create ours
+			}
+		default:
+			st, err = c.conn.Set(p, data, st.Version)
+		}
+		switch {
+		case (errors.Is(err, zk.ErrNodeExists) || errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion)) && attempt < 3:
+			continue
+		case err != nil:
+			return 0, nil, fmt.Errorf("zookeeper: write the live node %s: %w", p, err)
+		}
+		return ts, st, nil
+	}
 }
 
 // deleteLive deletes our ephemeral node p if this session owns it; a node

@@ -1,11 +1,14 @@
 package zookeeper
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -13,10 +16,12 @@ import (
 	"github.com/leafgo/leaf"
 )
 
-// RecycleRegistry is a leaf.WorkerRegistry that leases worker IDs: an ID is
-// held by an ephemeral node of the holder's session and returns to the pool
-// when the holder releases it or its session expires (see the package
-// documentation). One RecycleRegistry serves one server; its methods are
+// RecycleRegistry is a leaf.WorkerRegistry that leases worker IDs from a
+// pool: ID n's lease is its mark node, /snowflake/{Name}/recycle/mark/{n},
+// which also keeps the ID's high-water mark (see lease.go and the package
+// documentation). A holder's ephemeral node /recycle/inuse/{n} is only a
+// hint that spares newcomers a look at IDs whose holder's session lives; the
+// mark node decides. One RecycleRegistry serves one server; its methods are
 // safe for concurrent use but run one at a time.
 type RecycleRegistry struct {
 	c        *client
@@ -25,24 +30,17 @@ type RecycleRegistry struct {
 
 	// Guarded by c.sem.
 	dirsReady bool
-	claim     *lease // nil while no ID is held
-	// suspects are IDs whose inuse node this session may have created
-	// without knowing (a create whose answer was lost, a claim abandoned
-	// half-way): the next Register deletes them if they are ours.
-	suspects map[int64]bool
+	claim     *recycled // nil while no ID is held
 	// live is our live node under /snowflake/{Name}/temporary, "" while
 	// none is known to exist.
 	live string
 }
 
-// lease is the ID a RecycleRegistry holds.
-type lease struct {
-	id      int64
-	ep      leaf.Endpoint
-	session int64 // the session owning the inuse node
-	version int32 // the mark's version after our last write
-	mark    int64 // the last mark written
-	lost    bool  // Heartbeat found the claim gone
+// recycled is the ID a RecycleRegistry holds.
+type recycled struct {
+	id    int64
+	ep    leaf.Endpoint
+	lease leaseHold
 }
 
 var _ leaf.WorkerRegistry = (*RecycleRegistry)(nil)
@@ -55,7 +53,7 @@ func OpenRecycle(ctx context.Context, cfg Config) (*RecycleRegistry, error) {
 		return nil, err
 	}
 	base := Root + "/" + c.cfg.Name + "/recycle"
-	return &RecycleRegistry{c: c, inuseDir: base + "/inuse", markDir: base + "/mark", suspects: map[int64]bool{}}, nil
+	return &RecycleRegistry{c: c, inuseDir: base + "/inuse", markDir: base + "/mark"}, nil
 }
 
 func (r *RecycleRegistry) inusePath(n int64) string {
@@ -77,84 +75,259 @@ func encodeHolder(ep leaf.Endpoint) []byte {
 	return b
 }
 
-// Register claims the lowest free worker ID in [0, maxID] whose high-water
-// mark has passed, and returns it with that mark. The lease lasts a session
-// timeout from the call's start unless Heartbeat renews it. A claim this
-// registry still holds is given up first (its last mark protects the ID).
+// markReads is how many mark nodes Register reads at once: the client
+// pipelines concurrent requests.
+const markReads = 16
+
+// idState is an ID's lease as Register found it.
+type idState struct {
+	n       int64
+	rec     claimRecord
+	version int32 // -1: no mark node
+	seen    time.Time
+	bad     bool // the mark cannot be read: left alone
+}
+
+// Register claims a worker ID in [0, maxID] and returns it with its
+// high-water mark. In order of preference: an ID whose lease is our own
+// (our previous run, killed: taken back at once, Resumed); a free one (no
+// mark, or a released lease) whose mark has passed, lowest first; and only
+// when none is free, one whose holder has stopped renewing its lease, after
+// watching it unchanged for the lease's length. A claim this registry still
+// holds is given up first.
 func (r *RecycleRegistry) Register(ctx context.Context, ep leaf.Endpoint, maxID int64) (leaf.WorkerClaim, error) {
 	if err := leaf.ValidateRegistration(ep, maxID); err != nil {
 		return leaf.WorkerClaim{}, err
 	}
 	var claim leaf.WorkerClaim
 	err := r.c.run(ctx, "register "+ep.String(), func() error {
-		// Taken before the inuse node exists: the session, and so the
-		// node, lives at least a session timeout past any request it sends.
-		start := time.Now()
 		if r.claim != nil {
 			r.dropClaim()
-		}
-		for n := range r.suspects {
-			r.dropOrphan(n)
 		}
 		if err := r.ensureDirs(); err != nil {
 			return err
 		}
+		// Taken before any lease is written: it lasts at least Lease from
+		// here.
+		t0 := time.Now()
 		taken, err := r.listTaken()
 		if err != nil {
 			return err
 		}
-		protected := 0
-		for n := int64(0); n >= 0 && n <= maxID; n++ {
-			if taken[n] {
-				continue
-			}
-			if err := ctx.Err(); err != nil {
-				return fmt.Errorf("zookeeper: register %s: %w", ep, err)
-			}
-			got, hw, err := r.tryClaim(n, ep)
+		states, err := r.readMarks(maxID)
+		if err != nil {
+			return err
+		}
+		now := r.c.now()
+		var own, lapsing []idState
+		for _, st := range states {
 			switch {
-			case err != nil:
+			case st.bad:
+			case st.rec.Holder != "" && st.rec.Holder == r.c.cfg.Holder:
+				own = append(own, st)
+			case st.rec.Holder != "" && !taken[st.n]:
+				// Held, and its holder's session is gone: dead, or cut
+				// off and about to stop.
+				lapsing = append(lapsing, st)
+			}
+		}
+		slices.SortFunc(own, func(a, b idState) int { return cmp.Compare(a.n, b.n) })
+		try := func(st idState) (bool, error) {
+			if err := ctx.Err(); err != nil {
+				return false, fmt.Errorf("zookeeper: register %s: %w", ep, err)
+			}
+			prev, ok, err := r.tryClaim(ep, st, false)
+			if ok {
+				claim = r.claimed(ep, st.n, prev, t0)
+			}
+			return ok, err
+		}
+		for _, st := range own {
+			if ok, err := try(st); ok || err != nil {
 				return err
-			case got == claimProtected:
+			}
+		}
+		// Free IDs, lowest first: no mark, or a released lease whose mark
+		// has passed, and no live session's hint.
+		for n := int64(0); n <= maxID; n++ {
+			st, ok := states[n]
+			if !ok {
+				st = idState{n: n, version: -1}
+			}
+			if taken[n] || st.bad || st.rec.Holder != "" || st.rec.Timestamp > now {
+				continue
+			}
+			if ok, err := try(st); ok || err != nil {
+				return err
+			}
+		}
+		if len(lapsing) > 0 {
+			n, prev, ok, err := r.awaitLapse(ctx, ep, lapsing)
+			if err != nil {
+				return err
+			}
+			if ok {
+				claim = r.claimed(ep, n, prev, t0)
+				return nil
+			}
+		}
+		protected := 0
+		for _, st := range states {
+			if st.rec.Holder == "" && st.rec.Timestamp > now {
 				protected++
-				continue
-			case got == claimBusy:
-				// Racing servers took IDs since the listing: list again
-				// rather than collide with each in turn (a failed create
-				// is a write on the server).
-				if taken, err = r.listTaken(); err != nil {
-					return err
-				}
-				continue
-			}
-			if ctx.Err() != nil {
-				// The caller has gone and will not use the ID; give it
-				// back rather than hold it until the next Register.
-				r.dropClaim()
-				return fmt.Errorf("zookeeper: register %s: %w", ep, ctx.Err())
-			}
-			claim = leaf.WorkerClaim{WorkerID: n, HighWater: hw, Expires: start.Add(r.c.sessionTimeout())}
-			if _, _, err := r.refreshLive(); err != nil {
-				// Only PeerClocks needs it, and Heartbeat tries again.
-				r.c.log.Warn("could not write the live node", "worker_id", n, "err", err)
-			}
-			r.c.log.Info("worker ID leased", "endpoint", ep.String(), "worker_id", n, "high_water", hw,
-				"session", fmt.Sprintf("%#x", r.claim.session), "session_timeout", r.c.sessionTimeout())
-			return nil
-		}
-		leased := 0
-		for n := range taken {
-			if n >= 0 && n <= maxID {
-				leased++
 			}
 		}
-		return fmt.Errorf("%w: zookeeper: all %d worker IDs under %s are leased (%d) or protected by a high-water mark in the future (%d)",
-			leaf.ErrWorkerIDsExhausted, maxID+1, r.inuseDir, leased, protected)
+		return fmt.Errorf("%w: zookeeper: all %d worker IDs under %s are leased (%d held by live sessions, %d by holders that kept renewing) or protected by a high-water mark in the future (%d)",
+			leaf.ErrWorkerIDsExhausted, maxID+1, r.markDir, len(taken), len(lapsing), protected)
 	})
 	return claim, err
 }
 
-// listTaken returns the IDs whose inuse node exists.
+// claimed logs and returns the claim on ID n, just taken over prev (the
+// record it replaced).
+func (r *RecycleRegistry) claimed(ep leaf.Endpoint, n int64, prev claimRecord, t0 time.Time) leaf.WorkerClaim {
+	resumed := prev.Holder != "" && prev.Holder == r.c.cfg.Holder
+	if _, _, err := r.refreshLive(); err != nil {
+		// Only PeerClocks needs it, and Heartbeat tries again.
+		r.c.log.Warn("could not write the live node", "worker_id", n, "err", err)
+	}
+	r.c.log.Info("worker ID leased", "endpoint", ep.String(), "worker_id", n, "high_water", prev.Timestamp,
+		"resumed", resumed, "previous_holder", prev.Holder, "lease", r.c.cfg.Lease)
+	return leaf.WorkerClaim{WorkerID: n, HighWater: prev.Timestamp, Expires: t0.Add(r.c.cfg.Lease), Resumed: resumed}
+}
+
+// readMarks reads the mark nodes of IDs 0..maxID that exist.
+func (r *RecycleRegistry) readMarks(maxID int64) (map[int64]idState, error) {
+	names, _, err := r.c.conn.Children(r.markDir)
+	if err != nil {
+		return nil, fmt.Errorf("zookeeper: list %s: %w", r.markDir, err)
+	}
+	var ids []int64
+	for _, name := range names {
+		if n, err := strconv.ParseInt(name, 10, 64); err == nil && n >= 0 && n <= maxID {
+			ids = append(ids, n)
+		}
+	}
+	slices.Sort(ids)
+	states := make([]idState, len(ids))
+	errs := make([]error, len(ids))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(markReads, len(ids)) {
+		wg.Go(func() {
+			for i := range next {
+				states[i], errs[i] = r.readMark(ids[i])
+			}
+		})
+	}
+	for i := range ids {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	out := make(map[int64]idState, len(ids))
+	for i, st := range states {
+		if errs[i] != nil {
+			return nil, errs[i]
+		}
+		if st.version >= 0 || st.bad {
+			out[st.n] = st
+		}
+	}
+	return out, nil
+}
+
+// readMark reads ID n's mark node; version -1 if there is none.
+func (r *RecycleRegistry) readMark(n int64) (idState, error) {
+	data, st, err := r.c.conn.Get(r.markPath(n))
+	if errors.Is(err, zk.ErrNoNode) {
+		return idState{n: n, version: -1}, nil
+	}
+	if err != nil {
+		return idState{}, fmt.Errorf("zookeeper: read %s: %w", r.markPath(n), err)
+	}
+	rec, err := parseClaim(data)
+	if err != nil {
+		// A mark we cannot read could hide any time: leave the ID alone.
+		r.c.log.Warn("unreadable high-water mark; worker ID skipped", "node", r.markPath(n), "data", truncate(string(data), 80), "err", err)
+		return idState{n: n, version: st.Version, bad: true}, nil
+	}
+	return idState{n: n, rec: rec, version: st.Version, seen: time.Now()}, nil
+}
+
+// awaitLapse watches the leases of IDs whose holders' sessions are gone and
+// takes the first that stays unchanged for its lease's length. It gives up
+// after ClaimWait: holders that keep renewing are alive (cut off from the
+// session but not from ZooKeeper, or back). ok is false when none lapsed.
+func (r *RecycleRegistry) awaitLapse(ctx context.Context, ep leaf.Endpoint, lapsing []idState) (int64, claimRecord, bool, error) {
+	deadline := time.Now().Add(r.ClaimWait())
+	r.c.log.Warn("no free worker ID; waiting for the lease of one whose holder stopped renewing to lapse",
+		"candidates", len(lapsing), "max_wait", r.ClaimWait())
+	for len(lapsing) > 0 {
+		// The earliest lapse among the candidates.
+		slices.SortFunc(lapsing, func(a, b idState) int {
+			return a.seen.Add(r.c.leaseWait(a.rec)).Compare(b.seen.Add(r.c.leaseWait(b.rec)))
+		})
+		first := lapsing[0]
+		until := first.seen.Add(r.c.leaseWait(first.rec))
+		if d, ok := ctx.Deadline(); until.After(deadline) || ok && d.Before(until) {
+			// Not within our bounds: the pool is exhausted for this call.
+			return 0, claimRecord{}, false, nil
+		}
+		t := time.NewTimer(time.Until(until))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return 0, claimRecord{}, false, fmt.Errorf("zookeeper: register %s: waiting for a lease to lapse: %w", ep, ctx.Err())
+		}
+		lapsing = lapsing[1:]
+		cur, err := r.readMark(first.n)
+		if err != nil {
+			return 0, claimRecord{}, false, err
+		}
+		switch {
+		case cur.bad:
+			continue
+		case cur.version != first.version:
+			// Renewed, released or taken: watch the new version if it is
+			// still held by someone else, else try it at once.
+			if cur.version >= 0 && cur.rec.Holder != "" && cur.rec.Holder != r.c.cfg.Holder {
+				lapsing = append(lapsing, cur)
+				continue
+			}
+		}
+		prev, ok, err := r.tryClaim(ep, cur, cur.version == first.version)
+		if err != nil {
+			return 0, claimRecord{}, false, err
+		}
+		if ok {
+			return first.n, prev, true, nil
+		}
+	}
+	return 0, claimRecord{}, false, nil
+}
+
+// ClaimWait is the longest Register waits for a lapsing lease when no ID is
+// free.
+func (r *RecycleRegistry) ClaimWait() time.Duration { return LeaseClaimWait(r.c.cfg.Lease) }
+
+func (r *RecycleRegistry) ensureDirs() error {
+	if r.dirsReady {
+		return nil
+	}
+	if err := r.c.ensurePath(r.inuseDir); err != nil {
+		return err
+	}
+	if err := r.c.ensurePath(r.markDir); err != nil {
+		return err
+	}
+	r.dirsReady = true
+	return nil
+}
+
+// listTaken returns the IDs whose inuse node exists: their holders'
+// sessions live.
 func (r *RecycleRegistry) listTaken() (map[int64]bool, error) {
 	children, _, err := r.c.conn.Children(r.inuseDir)
 	if errors.Is(err, zk.ErrNoNode) {
@@ -177,258 +350,107 @@ func (r *RecycleRegistry) listTaken() (map[int64]bool, error) {
 	return taken, nil
 }
 
-func (r *RecycleRegistry) ensureDirs() error {
-	if r.dirsReady {
-		return nil
+// tryClaim takes st's ID by compare-and-set on its mark node (tryLease's
+// rules; lapsed says the caller watched st's held lease long enough): the
+// lease is then ours, with the ID's mark kept as the node's timestamp. It
+// returns the record it replaced (its timestamp is the ID's high-water
+// mark), and writes the inuse hint of our session. false when the node
+// changed since it was read, or is held.
+func (r *RecycleRegistry) tryClaim(ep leaf.Endpoint, st idState, lapsed bool) (claimRecord, bool, error) {
+	rec := r.c.newClaim(ep, st.rec.Timestamp)
+	path := r.markPath(st.n)
+	var watched *heldBy
+	if lapsed {
+		watched = &heldBy{path: path, rec: st.rec, version: st.version, seen: st.seen}
 	}
-	if err := r.c.ensurePath(r.inuseDir); err != nil {
-		return err
-	}
-	if err := r.c.ensurePath(r.markDir); err != nil {
-		return err
-	}
-	r.dirsReady = true
-	return nil
-}
-
-type claimResult int
-
-const (
-	claimWon       claimResult = iota // the ID is ours now
-	claimBusy                         // another server holds the ID
-	claimProtected                    // the ID's mark lies in the future
-)
-
-// tryClaim tries to take ID n. An error means ZooKeeper did not answer; a
-// refused ID is a result.
-func (r *RecycleRegistry) tryClaim(n int64, ep leaf.Endpoint) (claimResult, int64, error) {
-	inuse, markPath := r.inusePath(n), r.markPath(n)
-	_, err := r.c.conn.Create(inuse, encodeHolder(ep), zk.FlagEphemeral, openACL)
-	if errors.Is(err, zk.ErrNoNode) {
-		// Someone removed the tree since we created it.
-		r.dirsReady = false
-		if err = r.ensureDirs(); err == nil {
-			_, err = r.c.conn.Create(inuse, encodeHolder(ep), zk.FlagEphemeral, openACL)
-		}
-	}
+	hold, prev, _, _, err := r.c.tryLease(path, rec, watched)
 	switch {
-	case errors.Is(err, zk.ErrNodeExists):
-		if !r.suspects[n] {
-			return claimBusy, 0, nil
-		}
-		// Ours all the same if our session owns it: a create whose answer
-		// was lost.
-		ok, st, err := r.c.conn.Exists(inuse)
-		if err != nil {
-			return 0, 0, fmt.Errorf("zookeeper: check %s: %w", inuse, err)
-		}
-		if !ok || st.EphemeralOwner == 0 || st.EphemeralOwner != r.c.conn.SessionID() {
-			return claimBusy, 0, nil
-		}
+	case errors.Is(err, errRetry) || errors.Is(err, errHeld):
+		return claimRecord{}, false, nil
 	case err != nil:
-		r.suspects[n] = true
-		return 0, 0, fmt.Errorf("zookeeper: create %s: %w", inuse, err)
+		return claimRecord{}, false, err
 	}
-
-	// The inuse node keeps other servers off n from here on. Sync so that
-	// the mark read is at least as new as the last write any holder made.
-	if _, err := r.c.conn.Sync(r.markDir); err != nil {
-		r.suspects[n] = true
-		return 0, 0, fmt.Errorf("zookeeper: sync %s: %w", r.markDir, err)
-	}
-	data, st, err := r.c.conn.Get(markPath)
-	version := int32(-1) // no mark yet
-	var old int64
-	switch {
-	case errors.Is(err, zk.ErrNoNode):
-	case err != nil:
-		r.suspects[n] = true
-		return 0, 0, fmt.Errorf("zookeeper: read %s: %w", markPath, err)
-	default:
-		version = st.Version
-		if old, err = markOf(data); err != nil {
-			// A mark we cannot read could hide any time: leave the ID alone.
-			r.c.log.Warn("unreadable high-water mark; worker ID skipped", "node", markPath, "data", truncate(string(data), 80), "err", err)
-			r.giveBack(n, version)
-			return claimProtected, 0, nil
+	if prev.Timestamp > rec.Timestamp {
+		// The mark moved between our read and the write: keep the later.
+		rec.Timestamp = prev.Timestamp
+		if err := r.c.renewLease(&hold, rec); err != nil {
+			return claimRecord{}, false, nil
 		}
 	}
-	now := r.c.now()
-	if old > now {
-		// The previous holder promised to issue nothing stamped before
-		// its mark, which has not come yet.
-		r.giveBack(n, version)
-		return claimProtected, 0, nil
-	}
-
-	// Compare-and-set: a release or renewal of a previous holder that
-	// lands after our read fails here, or makes this fail.
-	if version < 0 {
-		_, err = r.c.conn.Create(markPath, encode(ep, now), zk.FlagPersistent, openACL)
-		version = 0
-	} else {
-		st, err = r.c.conn.Set(markPath, encode(ep, now), version)
-		if err == nil {
-			version = st.Version
-		}
-	}
-	if errors.Is(err, zk.ErrNodeExists) || errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNoNode) {
-		r.dropOrphan(n)
-		return claimBusy, 0, nil
-	}
-	if err != nil {
-		r.suspects[n] = true
-		return 0, 0, fmt.Errorf("zookeeper: write %s: %w", markPath, err)
-	}
-
-	// A stale release of a previous holder (one queued while its session
-	// expired) may have deleted our inuse node before our write: check it
-	// is still ours.
-	ok, st, err := r.c.conn.Exists(inuse)
-	if err != nil {
-		r.suspects[n] = true
-		return 0, 0, fmt.Errorf("zookeeper: check %s: %w", inuse, err)
-	}
-	session := r.c.conn.SessionID()
-	if !ok || st.EphemeralOwner != session {
-		return claimBusy, 0, nil
-	}
-	r.claim = &lease{id: n, ep: ep, session: session, version: version, mark: now}
-	return claimWon, old, nil
+	prev.Timestamp = rec.Timestamp
+	r.claim = &recycled{id: st.n, ep: ep, lease: hold}
+	r.writeInuse()
+	return prev, true, nil
 }
 
-// giveBack deletes our inuse node of n, provided n's mark still has version
-// (-1: no mark): a claim or a release that changed the mark since we read it
-// could have made the node someone else's.
-func (r *RecycleRegistry) giveBack(n int64, version int32) {
-	var err error
-	if version < 0 {
-		err = r.c.conn.Delete(r.inusePath(n), -1)
-	} else {
-		_, err = r.c.conn.Multi(
-			&zk.CheckVersionRequest{Path: r.markPath(n), Version: version},
-			&zk.DeleteRequest{Path: r.inusePath(n), Version: -1},
-		)
-	}
-	if err != nil && !errors.Is(err, zk.ErrNoNode) {
-		r.dropOrphan(n)
-	}
-}
-
-// dropOrphan deletes n's inuse node if this session owns it and does not
-// claim n, or remembers n as a suspect if ZooKeeper does not answer.
-func (r *RecycleRegistry) dropOrphan(n int64) {
-	err := func() error {
-		inuse := r.inusePath(n)
-		ok, st, err := r.c.conn.Exists(inuse)
-		if err != nil || !ok || st.EphemeralOwner == 0 || st.EphemeralOwner != r.c.conn.SessionID() {
-			return err
-		}
-		_, mst, err := r.c.conn.Get(r.markPath(n))
-		switch {
-		case errors.Is(err, zk.ErrNoNode):
-			err = r.c.conn.Delete(inuse, -1)
-		case err == nil:
-			_, err = r.c.conn.Multi(
-				&zk.CheckVersionRequest{Path: r.markPath(n), Version: mst.Version},
-				&zk.DeleteRequest{Path: inuse, Version: -1},
-			)
-		}
-		if errors.Is(err, zk.ErrNoNode) {
-			return nil
-		}
-		return err
-	}()
-	if err != nil {
-		r.suspects[n] = true
-		r.c.log.Debug("could not delete an inuse node of ours", "worker_id", n, "err", err)
+// writeInuse makes the inuse hint of our ID belong to our session. It is
+// only a hint: a failure is logged and the next heartbeat tries again.
+func (r *RecycleRegistry) writeInuse() {
+	p := r.inusePath(r.claim.id)
+	ok, st, err := r.c.conn.Exists(p)
+	if err == nil && ok && st.EphemeralOwner == r.c.conn.SessionID() {
 		return
 	}
-	delete(r.suspects, n)
+	if err == nil && ok {
+		// Another session's: a previous holder's, whose lease we hold now.
+		err = r.c.conn.Delete(p, st.Version)
+		if errors.Is(err, zk.ErrNoNode) {
+			err = nil
+		}
+	}
+	if err == nil {
+		_, err = r.c.conn.Create(p, encodeHolder(r.claim.ep), zk.FlagEphemeral, openACL)
+	}
+	if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		r.c.log.Debug("could not write the inuse hint", "node", p, "err", err)
+	}
 }
 
-// dropClaim gives the held ID back, storing its last mark.
+// dropClaim gives the held ID back: its lease released with its last mark
+// kept, its inuse hint deleted.
 func (r *RecycleRegistry) dropClaim() {
 	r.dropLive()
 	l := r.claim
 	r.claim = nil
-	if !l.lost && r.c.conn.SessionID() == l.session {
-		if _, err := r.c.conn.Multi(
-			&zk.SetDataRequest{Path: r.markPath(l.id), Data: encode(l.ep, l.mark), Version: l.version},
-			&zk.DeleteRequest{Path: r.inusePath(l.id), Version: -1},
-		); err == nil {
-			return
-		}
+	rec := l.lease.rec
+	rec.Holder, rec.Clock = "", r.c.now()
+	if err := r.c.renewLease(&l.lease, rec); err != nil {
+		r.c.log.Debug("could not release a worker ID's lease; it lapses", "worker_id", l.id, "err", err)
 	}
-	r.dropOrphan(l.id)
+	r.deleteInuse(l.id)
 }
 
-// lost marks the claim lost and returns the error saying so.
-func (r *RecycleRegistry) lost(why string, err error) error {
-	r.claim.lost = true
-	if err != nil {
-		return fmt.Errorf("%w: zookeeper: worker %d: %s: %w", leaf.ErrWorkerLost, r.claim.id, why, err)
+// deleteInuse deletes ID n's inuse hint if our session owns it.
+func (r *RecycleRegistry) deleteInuse(n int64) {
+	if err := r.c.deleteLive(r.inusePath(n)); err != nil {
+		r.c.log.Debug("could not delete the inuse hint; it goes with the session", "worker_id", n, "err", err)
 	}
-	return fmt.Errorf("%w: zookeeper: worker %d: %s", leaf.ErrWorkerLost, r.claim.id, why)
 }
 
-// held returns an error unless a live claim is held.
-func (r *RecycleRegistry) held() error {
-	switch {
-	case r.claim == nil:
-		return fmt.Errorf("%w: zookeeper: no worker ID held", leaf.ErrWorkerLost)
-	case r.claim.lost:
-		return fmt.Errorf("%w: zookeeper: worker %d was lost", leaf.ErrWorkerLost, r.claim.id)
-	}
-	return nil
-}
-
-// sessionGone tells whether the claim's session has expired: go-zookeeper
-// changes the session ID only then (to 0 at once, to the new session's when
-// it has one), and ZooKeeper deleted the inuse node with the old session.
-func (r *RecycleRegistry) sessionGone() bool { return r.c.conn.SessionID() != r.claim.session }
-
-// Heartbeat stores mark as the ID's high-water mark, if no other server
-// wrote it since our last write, and checks that our session still owns the
-// ID's inuse node. The lease then lasts at least a session timeout from the
-// call: ZooKeeper expires a session only after hearing nothing from it for
-// that long.
+// Heartbeat renews the ID's lease, storing mark as its high-water mark, by
+// compare-and-set on the version we last wrote, and keeps the inuse hint
+// and the live node of our session. The expiry is counted from before the
+// renewal was sent. ErrWorkerLost means another process took the ID over
+// after our lease lapsed, or the mark was deleted.
 func (r *RecycleRegistry) Heartbeat(ctx context.Context, mark int64) (time.Time, error) {
 	var expires time.Time
 	err := r.c.run(ctx, "heartbeat", func() error {
-		if err := r.held(); err != nil {
-			return err
+		if r.claim == nil {
+			return fmt.Errorf("%w: zookeeper: no worker ID held", leaf.ErrWorkerLost)
 		}
 		t0 := time.Now()
-		if r.sessionGone() {
-			return r.lost("the ZooKeeper session expired", nil)
-		}
 		l := r.claim
-		st, err := r.c.conn.Set(r.markPath(l.id), encode(l.ep, mark), l.version)
-		switch {
-		case errors.Is(err, zk.ErrBadVersion):
-			return r.lost("another server wrote its high-water mark", nil)
-		case errors.Is(err, zk.ErrNoNode):
-			return r.lost("its high-water mark was deleted", nil)
-		case errors.Is(err, zk.ErrSessionExpired) || err != nil && r.sessionGone():
-			return r.lost("the ZooKeeper session expired", err)
-		case err != nil:
-			return fmt.Errorf("zookeeper: heartbeat of worker %d: %w", l.id, err)
+		if err := r.c.renewLease(&l.lease, r.c.newClaim(l.ep, mark)); err != nil {
+			if errors.Is(err, leaf.ErrWorkerLost) {
+				r.claim = nil
+				r.dropLive()
+				r.deleteInuse(l.id)
+				err = fmt.Errorf("worker %d: %w", l.id, err)
+			}
+			return err
 		}
-		l.version, l.mark = st.Version, mark
-
-		ok, st, err := r.c.conn.Exists(r.inusePath(l.id))
-		switch {
-		case errors.Is(err, zk.ErrSessionExpired) || err != nil && r.sessionGone():
-			return r.lost("the ZooKeeper session expired", err)
-		case err != nil:
-			return fmt.Errorf("zookeeper: heartbeat of worker %d: check %s: %w", l.id, r.inusePath(l.id), err)
-		case !ok:
-			return r.lost("its inuse node is gone (the session expired)", nil)
-		case st.EphemeralOwner != l.session || r.sessionGone():
-			return r.lost(fmt.Sprintf("its inuse node belongs to session %#x, not ours (%#x)", st.EphemeralOwner, l.session), nil)
-		}
-		expires = t0.Add(r.c.sessionTimeout())
+		expires = t0.Add(r.c.cfg.Lease)
+		r.writeInuse()
 		if _, _, err := r.refreshLive(); err != nil {
 			// The lease is sound; only PeerClocks needs the live node.
 			r.c.log.Warn("could not write the live node", "worker_id", l.id, "err", err)
@@ -448,42 +470,20 @@ func liveName(ep leaf.Endpoint, id int64) string {
 
 // refreshLive writes our clock's reading into the live node of the lease,
 // creating the node if it is missing, and returns the reading with the
-// node's Stat after the write. The lease must have been checked: another
-// session's node of the same name is then a stale one of a previous holder
-// of the ID, and is replaced.
+// node's Stat after the write.
 func (r *RecycleRegistry) refreshLive() (int64, *zk.Stat, error) {
 	l := r.claim
 	p := r.c.livePath(liveName(l.ep, l.id))
 	if r.live != "" && r.live != p {
 		r.dropLive()
 	}
-	for attempt := 1; ; attempt++ {
-		ts := r.c.now()
-		data := encodeLive(l.ep, l.id, ts)
-		ok, st, err := r.c.conn.Exists(p)
-		if err != nil {
-			return 0, nil, fmt.Errorf("zookeeper: check the live node %s: %w", p, err)
-		}
-		switch {
-		case !ok:
-			st, err = r.c.createLive(p, data)
-		case st.EphemeralOwner != r.c.conn.SessionID():
-			err = r.c.conn.Delete(p, st.Version)
-			if err == nil {
-				err = zk.ErrNoNode // deleted: go round to create ours
-			}
-		default:
-			st, err = r.c.conn.Set(p, data, st.Version)
-		}
-		switch {
-		case (errors.Is(err, zk.ErrNodeExists) || errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion)) && attempt < 3:
-			continue
-		case err != nil:
-			return 0, nil, fmt.Errorf("zookeeper: write the live node %s: %w", p, err)
-		}
-		r.live = p
-		return ts, st, nil
+	now := r.c.now()
+	ts, st, err := r.c.writeLive(p, now, encodeLive(l.ep, l.id, now))
+	if err != nil {
+		return 0, nil, err
 	}
+	r.live = p
+	return ts, st, nil
 }
 
 // dropLive deletes our live node. If ZooKeeper does not answer, the node
@@ -505,11 +505,8 @@ func (r *RecycleRegistry) dropLive() {
 func (r *RecycleRegistry) PeerClocks(ctx context.Context) ([]leaf.PeerClock, error) {
 	var peers []leaf.PeerClock
 	err := r.c.run(ctx, "peer clocks", func() error {
-		if err := r.held(); err != nil {
-			return err
-		}
-		if r.sessionGone() {
-			return r.lost("the ZooKeeper session expired", nil)
+		if r.claim == nil {
+			return fmt.Errorf("%w: zookeeper: no worker ID held", leaf.ErrWorkerLost)
 		}
 		ts, st, err := r.refreshLive()
 		if err != nil {
@@ -521,53 +518,35 @@ func (r *RecycleRegistry) PeerClocks(ctx context.Context) ([]leaf.PeerClock, err
 	return peers, err
 }
 
-// Release stores mark as the ID's high-water mark and deletes its inuse
-// node, in one transaction: the ID is free at once, protected by the mark.
+// Release stores mark as the ID's high-water mark and releases its lease,
+// then deletes the inuse hint: the ID is free at once, protected by the
+// mark. If another process took the ID over meanwhile, nothing is written
+// and Release fails with ErrWorkerLost.
 func (r *RecycleRegistry) Release(ctx context.Context, mark int64) error {
 	return r.c.run(ctx, "release", func() error {
-		if err := r.held(); err != nil {
-			if r.claim != nil {
-				r.dropClaim() // a lost claim: delete the node if it is still ours
-			}
-			return err
+		if r.claim == nil {
+			return fmt.Errorf("%w: zookeeper: no worker ID held", leaf.ErrWorkerLost)
 		}
 		l := r.claim
-		r.dropLive()
-		setMark := &zk.SetDataRequest{Path: r.markPath(l.id), Data: encode(l.ep, mark), Version: l.version}
-		if !r.sessionGone() {
-			res, err := r.c.conn.Multi(setMark, &zk.DeleteRequest{Path: r.inusePath(l.id), Version: -1})
-			if err == nil {
-				r.claim = nil
-				return nil
+		rec := r.c.newClaim(l.ep, mark)
+		rec.Holder = ""
+		if err := r.c.renewLease(&l.lease, rec); err != nil {
+			if !errors.Is(err, leaf.ErrWorkerLost) {
+				return fmt.Errorf("zookeeper: release worker %d: %w", l.id, err) // the caller may retry
 			}
-			if len(res) != 2 {
-				// No answer; the caller may retry.
-				return fmt.Errorf("zookeeper: release worker %d: %w", l.id, err)
-			}
-			if res[0].Error != nil {
-				// The mark changed: another server holds the ID.
-				r.claim = nil
-				r.dropOrphan(l.id)
-				return fmt.Errorf("%w: zookeeper: release worker %d: its high-water mark was rewritten: %w", leaf.ErrWorkerLost, l.id, res[0].Error)
-			}
-		}
-		// The inuse node went with our session. If no one claimed the ID
-		// since (the mark is unchanged), store the mark all the same.
-		if _, err := r.c.conn.Set(setMark.Path, setMark.Data, setMark.Version); err != nil {
-			if errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNoNode) {
-				r.claim = nil
-				return fmt.Errorf("%w: zookeeper: release worker %d: %w", leaf.ErrWorkerLost, l.id, err)
-			}
+			r.claim = nil
+			r.dropLive()
 			return fmt.Errorf("zookeeper: release worker %d: %w", l.id, err)
 		}
 		r.claim = nil
-		r.c.log.Warn("worker ID released after its lease had lapsed", "worker_id", l.id)
+		r.dropLive()
+		r.deleteInuse(l.id)
 		return nil
 	})
 }
 
-// Close ends the ZooKeeper session, which deletes the inuse node at once;
-// the mark stays. It does not Release.
+// Close ends the ZooKeeper session, which deletes the inuse and live nodes
+// at once; the lease stays until it lapses. It does not Release.
 func (r *RecycleRegistry) Close() error {
 	r.c.close()
 	return nil

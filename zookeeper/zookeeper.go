@@ -2,6 +2,8 @@ package zookeeper
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,6 +27,17 @@ const Root = "/snowflake"
 // DefaultSessionTimeout is Java Leaf's Curator session timeout.
 const DefaultSessionTimeout = 6 * time.Second
 
+// DefaultLease is Config.Lease's default: long enough that a ZooKeeper
+// restart, a leader election or a network blip never stops a holder
+// issuing, short enough that a dead server's pooled ID (RecycleRegistry) or
+// its endpoint (a replacement host given its address, Registry) is free
+// again within a minute.
+const DefaultLease = time.Minute
+
+// MinLease is the shortest Config.Lease accepted: a holder renews every
+// second, and a lease must outlive a few renewals.
+const MinLease = 2 * time.Second
+
 // seqDigits is the width of the sequence ZooKeeper appends (%010d).
 const seqDigits = 10
 
@@ -37,11 +50,21 @@ type Config struct {
 	// and '-'.
 	Name string
 	// SessionTimeout is the ZooKeeper session timeout asked for (the server
-	// may clamp it). It bounds Open's wait for a session and, for
-	// RecycleRegistry, is the lease: a crashed holder's ID returns to the
-	// pool this long after ZooKeeper last heard from it. Default
+	// may clamp it). It bounds Open's wait for a session and how long the
+	// live nodes of a dead server linger; it is not the lease. Default
 	// DefaultSessionTimeout.
 	SessionTimeout time.Duration
+	// Lease is how long a claim lasts without a renewal (see lease.go): the
+	// holder stops issuing before it runs out, and another process takes
+	// the claim only after it, so ZooKeeper may be unreachable this long
+	// without a holder stopping. At least MinLease, millisecond resolution.
+	// Default DefaultLease.
+	Lease time.Duration
+	// Holder is this server's instance identity (local.Instance), written
+	// into its lease: a restart of the same server takes its claim back at
+	// once instead of waiting the lease out. Empty: a new random identity
+	// per registry, so a restart waits.
+	Holder string
 	// Logger receives the registry's messages; the ZooKeeper client's own go
 	// to it at debug level. Default slog.Default().
 	Logger *slog.Logger
@@ -63,6 +86,14 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.Lease == 0 {
+		c.Lease = DefaultLease
+	}
+	if c.Holder == "" {
+		var b [8]byte
+		_, _ = rand.Read(b[:]) // never fails (crypto/rand panics rather)
+		c.Holder = "process/" + hex.EncodeToString(b[:])
+	}
 	if len(c.Servers) == 0 {
 		return c, fmt.Errorf("%w: zookeeper: no servers", leaf.ErrInvalidArgument)
 	}
@@ -77,6 +108,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.SessionTimeout < 0 {
 		return c, fmt.Errorf("%w: zookeeper: session timeout %v is negative", leaf.ErrInvalidArgument, c.SessionTimeout)
+	}
+	if c.Lease < MinLease {
+		return c, fmt.Errorf("%w: zookeeper: lease %v, want at least %v", leaf.ErrInvalidArgument, c.Lease, MinLease)
+	}
+	if len(c.Holder) > 200 || strings.ContainsFunc(c.Holder, func(r rune) bool { return r <= ' ' || r > '~' }) {
+		return c, fmt.Errorf("%w: zookeeper: holder %q must be at most 200 bytes of visible ASCII", leaf.ErrInvalidArgument, truncate(c.Holder, 60))
 	}
 	return c, nil
 }
@@ -152,11 +189,6 @@ type client struct {
 	conn    *zk.Conn
 	liveDir string // /snowflake/{Name}/temporary
 
-	// timeoutMs is the session timeout the server granted to the latest
-	// session, 0 until one is seen; read from the client's log line (the
-	// library keeps the value private).
-	timeoutMs atomic.Int64
-
 	// sem serialises the registry's calls, and is held by the goroutine
 	// running one until it ends, even when the caller's context ended first
 	// (the ZooKeeper client takes no context, so a call cannot be withdrawn):
@@ -166,21 +198,11 @@ type client struct {
 	closeOnce sync.Once
 }
 
-// authenticatedFormat is go-zookeeper v1.0.4's log line for a new session;
-// its arguments are the session ID (int64) and the granted timeout in ms
-// (int32).
-const authenticatedFormat = "authenticated: id=%d, timeout=%d"
-
 // zkLogger routes the ZooKeeper client's log to slog at debug level: it logs
 // every reconnect, which the registry's errors already report.
 type zkLogger struct{ c *client }
 
 func (l zkLogger) Printf(format string, args ...any) {
-	if format == authenticatedFormat && len(args) == 2 {
-		if ms, ok := args[1].(int32); ok && ms > 0 {
-			l.c.timeoutMs.Store(int64(ms))
-		}
-	}
 	if l.c.log.Enabled(context.Background(), slog.LevelDebug) {
 		l.c.log.Debug("zookeeper client: " + fmt.Sprintf(format, args...))
 	}
@@ -231,15 +253,6 @@ func dial(ctx context.Context, cfg Config, registry string) (*client, error) {
 	}
 	conn.Close()
 	return nil, fmt.Errorf("zookeeper: connect to %v: %w", cfg.Servers, err)
-}
-
-// sessionTimeout is the timeout of the current session as the server
-// granted it, or as asked if none was seen.
-func (c *client) sessionTimeout() time.Duration {
-	if ms := c.timeoutMs.Load(); ms > 0 {
-		return time.Duration(ms) * time.Millisecond
-	}
-	return c.cfg.SessionTimeout
 }
 
 // now reads the clock the registry publishes, in Unix ms.
@@ -295,23 +308,24 @@ func (c *client) ensurePath(p string) error {
 
 // Registry is a leaf.WorkerRegistry in Java Leaf's zk_normal layout (see the
 // package documentation): an endpoint's worker ID is the sequence of its
-// node and never changes. A registered server also holds its endpoint's live
-// node, so that a second server given the same endpoint cannot take the
-// same ID. One Registry serves one server; its methods are safe for
-// concurrent use but run one at a time.
+// node and never changes. The claim on it is a lease in
+// /snowflake/{Name}/lease/{ip}:{port} (see lease.go), so that a second
+// process given the same endpoint cannot take the same ID while the first
+// may still issue, whether or not the first can reach ZooKeeper. A
+// registered server also holds a live node for the peer clock check. One
+// Registry serves one server; its methods are safe for concurrent use but
+// run one at a time.
 type Registry struct {
-	c   *client
-	dir string // /snowflake/{Name}/forever
+	c        *client
+	dir      string // /snowflake/{Name}/forever
+	leaseDir string // /snowflake/{Name}/lease
 
 	// Guarded by c.sem.
-	node string // our node's path, "" while none is held
-	ep   leaf.Endpoint
-	id   int64
-	// claim is our live node, /snowflake/{Name}/temporary/{ip}:{port}, ""
-	// while none is held; claimSession is the session that owns it, to tell
-	// a node our expired session took with it from one someone deleted.
-	claim        string
-	claimSession int64
+	node  string // our node's path, "" while none is held
+	ep    leaf.Endpoint
+	id    int64
+	lease *leaseHold // our lease, nil while none is held
+	live  string     // our live node, "" while none is known to exist
 }
 
 var _ leaf.WorkerRegistry = (*Registry)(nil)
@@ -324,7 +338,8 @@ func Open(ctx context.Context, cfg Config) (*Registry, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Registry{c: c, dir: Root + "/" + c.cfg.Name + "/forever"}, nil
+	base := Root + "/" + c.cfg.Name
+	return &Registry{c: c, dir: base + "/forever", leaseDir: base + "/lease"}, nil
 }
 
 // Register returns ep's worker ID: the sequence of its node, created the
@@ -332,155 +347,82 @@ func Open(ctx context.Context, cfg Config) (*Registry, error) {
 // (0 for a new node). An ID above maxID fails with ErrWorkerIDsExhausted;
 // IDs are never wrapped round, which would share them.
 //
-// It first claims ep's live node. If another session holds it (another
-// server given the same endpoint, or the previous run of this one, killed,
-// whose session has not expired yet), Register waits up to ClaimWait, or
-// until ctx ends, for it to go, and fails with ErrWorkerInUse if it stays.
-// Claiming first keeps servers that race with one new endpoint from each
-// creating a node, which would spend a worker ID apiece.
+// It first takes ep's lease. If another process holds it (another server
+// given the same endpoint, or one with the endpoint cut off from ZooKeeper
+// that has not yet stopped), Register waits up to ClaimWait, or until ctx
+// ends, for it to lapse, and fails with ErrWorkerInUse if it is still
+// renewed. A lease of our own instance identity (our previous run, killed)
+// is taken back at once. Taking the lease first keeps servers that race
+// with one new endpoint from each creating a node, which would spend a
+// worker ID apiece.
 func (r *Registry) Register(ctx context.Context, ep leaf.Endpoint, maxID int64) (leaf.WorkerClaim, error) {
 	if err := leaf.ValidateRegistration(ep, maxID); err != nil {
 		return leaf.WorkerClaim{}, err
 	}
 	var claim leaf.WorkerClaim
-	var holder atomic.Pointer[inUse] // the claim Register is waiting out
 	err := r.c.run(ctx, "register "+ep.String(), func() error {
-		r.node = ""
-		if err := r.takeClaim(ctx, ep, &holder); err != nil {
+		if r.lease != nil && r.ep != ep {
+			// Registered under another endpoint before: that claim goes.
+			r.dropLease()
+		}
+		r.node, r.ep, r.id = "", ep, -1
+		// Taken before the lease is written: it lasts at least Lease from
+		// here.
+		t0 := time.Now()
+		hold, prev, resumed, err := r.c.acquireLease(ctx, r.leaseDir+"/"+ep.String(),
+			func() claimRecord { return r.c.newClaim(ep, 0) }, r.ClaimWait(),
+			func(h *heldBy, waited time.Duration, cause error) error { return r.inUse(ep, h, waited, cause) })
+		if err != nil {
 			return err
 		}
-		r.ep, r.id = ep, -1
+		r.lease = &hold
 		node, id, hw, created, err := r.find(ep)
 		if err != nil {
 			return err
 		}
 		if id > maxID {
-			r.dropClaim()
+			r.dropLease()
 			return fmt.Errorf("%w: zookeeper: endpoint %s holds worker ID %d (node %s), above the maximum %d; zk_normal never reuses an ID, so delete the nodes of endpoints gone for good or widen the worker ID bits",
 				leaf.ErrWorkerIDsExhausted, ep, id, node, maxID)
 		}
-		r.ep, r.id = ep, id
-		if _, _, err := r.refreshClaim(); err != nil { // with the worker ID now
-			return err
+		r.node, r.id = node, id
+		if _, _, err := r.refreshLive(); err != nil {
+			// Only PeerClocks needs it, and Heartbeat tries again.
+			r.c.log.Warn("could not write the live node", "endpoint", ep.String(), "err", err)
 		}
-		r.node = node
-		claim = leaf.WorkerClaim{WorkerID: id, HighWater: hw}
-		r.c.log.Info("worker ID registered", "endpoint", ep.String(), "worker_id", id, "node", node, "new", created, "high_water", hw)
+		claim = leaf.WorkerClaim{WorkerID: id, HighWater: hw, Expires: t0.Add(r.c.cfg.Lease), Resumed: resumed}
+		r.c.log.Info("worker ID registered", "endpoint", ep.String(), "worker_id", id, "node", node, "new", created,
+			"high_water", hw, "resumed", resumed, "previous_holder", prev.Holder, "lease", r.c.cfg.Lease)
 		return nil
 	})
-	if err != nil && ctx.Err() != nil {
-		// run gave up on ctx before the wait could say why: say it, so
-		// that the caller does not take another live server for an
-		// unreachable ZooKeeper (and fall back on its cached ID).
-		if h := holder.Load(); h != nil {
-			return leaf.WorkerClaim{}, h.err(ctx.Err())
-		}
-	}
 	return claim, err
 }
 
-// ClaimWait is the longest Register waits for another session's live node
-// of its endpoint to go: the session timeout, plus half of it because
-// ZooKeeper expires sessions in batches a tick apart and grants no timeout
-// below two ticks, plus a second for the news to reach us. A stale node of
-// a previous run with a longer session timeout than ours may outlast it.
+// ClaimWait is the longest Register waits for another process's lease on
+// its endpoint to lapse: the lease, a margin, and a second for round trips.
 // Register's context should allow this much more than its usual bound.
-func (r *Registry) ClaimWait() time.Duration { return ClaimWait(r.c.sessionTimeout()) }
+func (r *Registry) ClaimWait() time.Duration { return LeaseClaimWait(r.c.cfg.Lease) }
 
-// ClaimWait is Registry.ClaimWait for a session timeout, for a caller that
-// needs the bound before it connects.
-func ClaimWait(sessionTimeout time.Duration) time.Duration {
-	return sessionTimeout + sessionTimeout/2 + time.Second
-}
-
-// inUse is a live node of another session that Register waits out.
-type inUse struct {
-	ep      leaf.Endpoint
-	node    string
-	session int64
-	data    []byte
-	wait    time.Duration
-}
-
-// err is the ErrWorkerInUse error for h; cause is why the wait ended early.
-func (h *inUse) err(cause error) error {
+// inUse is Register's refusal: who holds the endpoint's lease.
+func (r *Registry) inUse(ep leaf.Endpoint, h *heldBy, waited time.Duration, cause error) error {
 	const advice = "give each server its own endpoint (snowflake.endpoint, --snowflake-endpoint, or a distinct listen port) or stop the other server"
-	what := fmt.Sprintf("zookeeper: endpoint %s is claimed by ZooKeeper session %#x, another live server with this endpoint or a previous run of this one whose session has not expired: live node %s (%s)",
-		h.ep, h.session, h.node, describeLive(h.data))
+	what := fmt.Sprintf("zookeeper: endpoint %s is leased by another process: %s", ep, h.describe())
 	if cause != nil {
-		return fmt.Errorf("%w: %s, still there when the caller gave up waiting (ClaimWait is %v): %w; %s", leaf.ErrWorkerInUse, what, h.wait, cause, advice)
+		return fmt.Errorf("%w: %s; gave up after %v, before the lease could lapse: %w; %s", leaf.ErrWorkerInUse, what, waited.Round(time.Millisecond), cause, advice)
 	}
-	return fmt.Errorf("%w: %s, still there after %v; %s", leaf.ErrWorkerInUse, what, h.wait, advice)
+	return fmt.Errorf("%w: %s; still renewed after %v; %s", leaf.ErrWorkerInUse, what, waited.Round(time.Millisecond), advice)
 }
 
-// takeClaim makes our session the holder of ep's live node, waiting for
-// another session's to go (see Register). holder is the other session's
-// node while takeClaim waits for it, nil once the claim is ours.
-func (r *Registry) takeClaim(ctx context.Context, ep leaf.Endpoint, holder *atomic.Pointer[inUse]) error {
-	p := r.c.livePath(ep.String())
-	if r.claim != "" && r.claim != p {
-		// Registered under another endpoint before: that claim goes.
-		if err := r.c.deleteLive(r.claim); err != nil {
-			return fmt.Errorf("zookeeper: delete the live node %s: %w", r.claim, err)
-		}
-		r.claim = ""
+// dropLease gives our lease back, if ZooKeeper answers; otherwise it lapses.
+func (r *Registry) dropLease() {
+	if r.lease == nil {
+		return
 	}
-	wait := r.ClaimWait()
-	start := time.Now()
-	for {
-		// The worker ID is not known yet (-1): Register writes it next.
-		st, err := r.c.createLive(p, encodeLive(ep, -1, r.c.now()))
-		if err == nil {
-			r.claim, r.claimSession = p, st.EphemeralOwner
-			if h := holder.Swap(nil); h != nil {
-				r.c.log.Info("the other session's live node went; endpoint claimed", "endpoint", ep.String(), "node", p,
-					"other_session", fmt.Sprintf("%#x", h.session), "waited", time.Since(start).Round(time.Millisecond))
-			}
-			return nil
-		}
-		if !errors.Is(err, zk.ErrNodeExists) {
-			return fmt.Errorf("zookeeper: create the live node %s: %w", p, err)
-		}
-		ok, st, changed, err := r.c.conn.ExistsW(p)
-		switch {
-		case err != nil:
-			return fmt.Errorf("zookeeper: check the live node %s: %w", p, err)
-		case !ok:
-			continue
-		case st.EphemeralOwner == r.c.conn.SessionID():
-			// Ours: a Register again in this session, or a create whose
-			// answer was lost.
-			r.claim, r.claimSession = p, st.EphemeralOwner
-			holder.Store(nil)
-			return nil
-		}
-		data, _, err := r.c.conn.Get(p) // for the messages only
-		if errors.Is(err, zk.ErrNoNode) {
-			continue
-		}
-		if r.claim == p {
-			r.claim = "" // ours once, another's now
-		}
-		h := &inUse{ep: ep, node: p, session: st.EphemeralOwner, data: data, wait: wait}
-		if holder.Swap(h) == nil {
-			r.c.log.Warn("the endpoint's live node is held by another ZooKeeper session (another server with this endpoint, or a previous run of this one not yet expired); waiting for it to lapse",
-				"endpoint", ep.String(), "node", p, "session", fmt.Sprintf("%#x", h.session), "holder", describeLive(data), "wait", wait)
-		}
-		left := wait - time.Since(start)
-		if left <= 0 {
-			return h.err(nil)
-		}
-		// Wake when the node changes (the holder's heartbeat) or goes.
-		t := time.NewTimer(left)
-		select {
-		case <-changed:
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return h.err(ctx.Err())
-		}
-		t.Stop()
+	if err := r.c.conn.Delete(r.lease.path, r.lease.version); err != nil && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrBadVersion) {
+		r.c.log.Warn("could not give back our lease; it lapses by itself", "node", r.lease.path, "err", err)
 	}
+	r.lease = nil
+	r.dropLive()
 }
 
 // find returns ep's node, creating it if ep has none.
@@ -525,88 +467,67 @@ func (r *Registry) find(ep leaf.Endpoint) (node string, id, highWater int64, cre
 	return node, seq, 0, true, nil
 }
 
-// Heartbeat stores mark in the node's timestamp, unconditionally as Java
-// Leaf does, and our clock's reading in the live node. The claim does not
-// expire: the zero time is returned. ErrWorkerLost means that the node or
-// the live node is gone, or that another server with this endpoint took the
-// live node while our session had expired.
+// Heartbeat renews the endpoint's lease, then stores mark in the node's
+// timestamp (unconditionally, as Java Leaf does: the lease says the ID is
+// ours) and our clock's reading in the live node. The expiry is counted
+// from before the renewal was sent. ErrWorkerLost means that the lease was
+// taken over by another process after ours lapsed, or that the lease or
+// the node was deleted.
 func (r *Registry) Heartbeat(ctx context.Context, mark int64) (time.Time, error) {
-	return time.Time{}, r.c.run(ctx, "heartbeat", func() error {
+	var expires time.Time
+	err := r.c.run(ctx, "heartbeat", func() error {
+		if r.lease == nil || r.node == "" {
+			return fmt.Errorf("%w: zookeeper: no worker ID registered", leaf.ErrWorkerLost)
+		}
+		t0 := time.Now()
+		if err := r.c.renewLease(r.lease, r.c.newClaim(r.ep, mark)); err != nil {
+			if errors.Is(err, leaf.ErrWorkerLost) {
+				r.lease, r.node = nil, ""
+			}
+			return err
+		}
 		if err := r.store(mark); err != nil {
 			return err
 		}
-		_, _, err := r.refreshClaim()
-		return err
+		expires = t0.Add(r.c.cfg.Lease)
+		if _, _, err := r.refreshLive(); err != nil {
+			// The lease is sound; only PeerClocks needs the live node.
+			r.c.log.Warn("could not write the live node", "worker_id", r.id, "err", err)
+		}
+		return nil
 	})
+	return expires, err
 }
 
-// refreshClaim writes our clock's reading into our live node and returns it
-// with the node's Stat after the write.
-func (r *Registry) refreshClaim() (int64, *zk.Stat, error) {
-	if r.claim == "" {
-		return 0, nil, fmt.Errorf("%w: zookeeper: no worker ID registered", leaf.ErrWorkerLost)
+// refreshLive writes our clock's reading into our live node, creating it if
+// it is missing, and returns the reading with the node's Stat after the
+// write. We hold the endpoint's lease: another session's node of the same
+// name is a stale one of a previous holder (our own killed run, or a holder
+// whose lease lapsed), and is replaced.
+func (r *Registry) refreshLive() (int64, *zk.Stat, error) {
+	p := r.c.livePath(r.ep.String())
+	if r.live != "" && r.live != p {
+		r.dropLive()
 	}
-	p := r.claim
-	for attempt := 1; ; attempt++ {
-		ok, st, err := r.c.conn.Exists(p)
-		if err != nil {
-			return 0, nil, fmt.Errorf("zookeeper: check the live node %s: %w", p, err)
-		}
-		session := r.c.conn.SessionID()
-		ts := r.c.now()
-		data := encodeLive(r.ep, r.id, ts)
-		switch {
-		case !ok && session != r.claimSession:
-			// Our session expired and took the node with it, and no other
-			// server has claimed the endpoint since: claim it again.
-			st, err = r.c.createLive(p, data)
-			switch {
-			case errors.Is(err, zk.ErrNodeExists) && attempt < 3:
-				continue // someone else's, or ours after a lost answer: look
-			case err != nil:
-				return 0, nil, fmt.Errorf("zookeeper: create the live node %s again: %w", p, err)
-			}
-			r.c.log.Warn("live node created again: the ZooKeeper session had expired", "node", p,
-				"old_session", fmt.Sprintf("%#x", r.claimSession), "session", fmt.Sprintf("%#x", st.EphemeralOwner))
-			r.claimSession = st.EphemeralOwner
-			return ts, st, nil
-		case !ok:
-			return 0, nil, r.lostClaim(fmt.Sprintf("its live node %s was deleted", p))
-		case st.EphemeralOwner != session:
-			return 0, nil, r.lostClaim(fmt.Sprintf("its live node %s is held by ZooKeeper session %#x, not ours (%#x): another server with this endpoint claimed it while our session had expired",
-				p, st.EphemeralOwner, session))
-		}
-		st, err = r.c.conn.Set(p, data, st.Version)
-		switch {
-		case (errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNoNode)) && attempt < 3:
-			continue
-		case err != nil:
-			return 0, nil, fmt.Errorf("zookeeper: write the live node %s: %w", p, err)
-		}
-		r.claimSession = session
-		return ts, st, nil
+	now := r.c.now()
+	ts, st, err := r.c.writeLive(p, now, encodeLive(r.ep, r.id, now))
+	if err != nil {
+		return 0, nil, err
 	}
+	r.live = p
+	return ts, st, nil
 }
 
-// dropClaim deletes our live node. If ZooKeeper does not answer, the node
-// goes with the session.
-func (r *Registry) dropClaim() {
-	if r.claim == "" {
+// dropLive deletes our live node. If ZooKeeper does not answer, the node
+// goes with the session, and PeerClocks skips it meanwhile.
+func (r *Registry) dropLive() {
+	if r.live == "" {
 		return
 	}
-	if err := r.c.deleteLive(r.claim); err != nil {
-		r.c.log.Warn("could not delete our live node; it goes when the session ends", "node", r.claim, "err", err)
+	if err := r.c.deleteLive(r.live); err != nil {
+		r.c.log.Debug("could not delete our live node", "node", r.live, "err", err)
 	}
-	r.claim = ""
-}
-
-// lostClaim forgets the registration, whose live node is not ours any more,
-// and returns the error saying so. The generator stops issuing and registers
-// again, which waits for the other holder as a start does.
-func (r *Registry) lostClaim(why string) error {
-	ep, id := r.ep, r.id
-	r.node, r.claim = "", ""
-	return fmt.Errorf("%w: zookeeper: endpoint %s, worker %d: %s", leaf.ErrWorkerLost, ep, id, why)
+	r.live = ""
 }
 
 // PeerClocks returns the clocks of the other live servers of the cluster
@@ -623,32 +544,40 @@ func (r *Registry) PeerClocks(ctx context.Context) ([]leaf.PeerClock, error) {
 		if r.node == "" {
 			return fmt.Errorf("%w: zookeeper: no worker ID registered", leaf.ErrWorkerLost)
 		}
-		ts, st, err := r.refreshClaim()
+		ts, st, err := r.refreshLive()
 		if err != nil {
 			return err
 		}
-		peers, err = r.c.peerClocks(r.claim, ts, st)
+		peers, err = r.c.peerClocks(r.live, ts, st)
 		return err
 	})
 	return peers, err
 }
 
-// Release stores mark as Heartbeat does and deletes the live node. The
-// node stays: the endpoint keeps its ID for the next start.
+// Release stores mark in the node and gives the lease back, in one
+// transaction, so that the next server with this endpoint starts at once;
+// the node stays: the endpoint keeps its ID. If the lease is no longer ours
+// nothing is written and Release fails with ErrWorkerLost.
 func (r *Registry) Release(ctx context.Context, mark int64) error {
 	return r.c.run(ctx, "release", func() error {
-		err := r.store(mark)
-		if err != nil && !errors.Is(err, leaf.ErrWorkerLost) {
-			return err // no answer: the caller may try again
+		if r.lease == nil || r.node == "" {
+			return fmt.Errorf("%w: zookeeper: no worker ID registered", leaf.ErrWorkerLost)
 		}
-		if r.claim != "" {
-			if derr := r.c.deleteLive(r.claim); derr != nil {
-				return errors.Join(err, fmt.Errorf("zookeeper: release: delete the live node %s: %w", r.claim, derr))
-			}
-			r.claim = ""
+		_, err := r.c.conn.Multi(
+			&zk.SetDataRequest{Path: r.node, Data: encode(r.ep, mark), Version: -1},
+			&zk.DeleteRequest{Path: r.lease.path, Version: r.lease.version},
+		)
+		switch {
+		case errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNoNode):
+			r.lease, r.node = nil, ""
+			r.dropLive()
+			return fmt.Errorf("%w: zookeeper: release: the lease or the node changed hands: %w", leaf.ErrWorkerLost, err)
+		case err != nil:
+			return fmt.Errorf("zookeeper: release: %w", err) // no answer: the caller may try again
 		}
-		r.node = ""
-		return err
+		r.lease, r.node = nil, ""
+		r.dropLive()
+		return nil
 	})
 }
 

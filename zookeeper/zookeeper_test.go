@@ -21,8 +21,12 @@ import (
 	"github.com/leafgo/leaf/leaftest"
 )
 
-// testSessionTimeout keeps lease tests short; the server accepts 1..30 s.
-const testSessionTimeout = 2 * time.Second
+// testSessionTimeout and testLease keep tests short; the server accepts
+// session timeouts of 1..30 s.
+const (
+	testSessionTimeout = 2 * time.Second
+	testLease          = 3 * time.Second
+)
 
 // testLogger shows the registries' warnings, not the client's chatter.
 var testLogger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -124,7 +128,7 @@ func newName(t *testing.T, addr, name string) string {
 }
 
 func testConfig(addr, name string) Config {
-	return Config{Servers: []string{addr}, Name: name, SessionTimeout: testSessionTimeout, Logger: testLogger}
+	return Config{Servers: []string{addr}, Name: name, SessionTimeout: testSessionTimeout, Lease: testLease, Logger: testLogger}
 }
 
 func openRegistry(t *testing.T, cfg Config) *Registry {
@@ -146,7 +150,7 @@ func TestConformance(t *testing.T) {
 		recycle bool
 		traits  leaftest.RegistryTraits
 	}{
-		{"zookeeper", false, leaftest.RegistryTraits{Sticky: true}},
+		{"zookeeper", false, leaftest.RegistryTraits{Sticky: true, Leases: true}},
 		{"zookeeper-recycle", true, leaftest.RegistryTraits{Leases: true}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -320,8 +324,8 @@ func TestJavaCoexistence(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Register 10.0.0.1:8080: %v", err)
 	}
-	if c1.WorkerID != 0 || c1.HighWater != stamps["10.0.0.1:8080"] || !c1.Expires.IsZero() {
-		t.Fatalf("Java endpoint: %+v, want worker 0 high-water %d, no expiry", c1, stamps["10.0.0.1:8080"])
+	if c1.WorkerID != 0 || c1.HighWater != stamps["10.0.0.1:8080"] || c1.Expires.IsZero() {
+		t.Fatalf("Java endpoint: %+v, want worker 0 high-water %d, leased", c1, stamps["10.0.0.1:8080"])
 	}
 	// The tree had no temporary directory: the live node comes with one.
 	liveNode(t, raw, Root+"/"+name+"/temporary/10.0.0.1:8080", r1.c.conn.SessionID(), leaf.Endpoint{IP: "10.0.0.1", Port: 8080}, 0)
@@ -377,8 +381,8 @@ func TestJavaCoexistence(t *testing.T) {
 
 	mark := time.Now().UnixMilli() + 3000
 	exp, err := r3.Heartbeat(ctx, mark)
-	if err != nil || !exp.IsZero() {
-		t.Fatalf("Heartbeat = %v, %v; want the zero time", exp, err)
+	if err != nil || !exp.After(time.Now()) {
+		t.Fatalf("Heartbeat = %v, %v; want the lease's new expiry", exp, err)
 	}
 	checkJavaData(mark)
 	if err := r3.Release(ctx, mark+1); err != nil {

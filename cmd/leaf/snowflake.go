@@ -42,6 +42,7 @@ func knownEnv() []string { return append([]string{envServer}, buildEnv...) }
 type snowflakeWorker struct {
 	gen  *snowflake.Generator
 	reg  leaf.WorkerRegistry
+	inst *local.Instance // nil for the local registry
 	desc string
 }
 
@@ -52,6 +53,11 @@ func (w *snowflakeWorker) close(ctx context.Context) error {
 	}
 	if err := w.reg.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("close worker registry: %w", err))
+	}
+	// Last: while the identity is locked no other process on this data
+	// directory can take our claims back as its own.
+	if w.inst != nil {
+		_ = w.inst.Close()
 	}
 	return errors.Join(errs...)
 }
@@ -75,7 +81,7 @@ func startSnowflake(ctx context.Context, cfg config.Config, port int, log *slog.
 	s.Cache, s.ClaimWait = rc.cache, rc.claimWait
 	s.MaxBackwards, s.RandomStart, s.Window, s.MaxPeerSkew = sc.MaxBackwards, sc.RandomStart, sc.Window, sc.MaxPeerSkew
 	var ttl time.Duration
-	if leases(sc) {
+	if rc.inst != nil { // every registry but the local one leases
 		ttl = sc.LeaseTTL
 	}
 	s.HeartbeatInterval = snowflake.HeartbeatFor(sc.Window, ttl)
@@ -86,6 +92,9 @@ func startSnowflake(ctx context.Context, cfg config.Config, port int, log *slog.
 	gen, err := snowflake.New(ctx, s)
 	if err != nil {
 		_ = reg.Close()
+		if rc.inst != nil {
+			_ = rc.inst.Close()
+		}
 		if sc.Registry == config.RegistryOrdinal && errors.Is(err, leaf.ErrWorkerInUse) {
 			err = fmt.Errorf("%w. Two servers with one ordinal claim one worker ID: a StatefulSet of the same name in another "+
 				"namespace sharing this registry (give each its own snowflake.ordinal.offset range, or on etcd its own "+
@@ -93,121 +102,133 @@ func startSnowflake(ctx context.Context, cfg config.Config, port int, log *slog.
 		}
 		return nil, fmt.Errorf("start snowflake worker (%s): %w", desc, err)
 	}
-	return &snowflakeWorker{gen: gen, reg: reg, desc: desc}, nil
-}
-
-// leases: the registry's claims lapse unless renewed well within lease_ttl
-// (the mysql registry's live-claim lease included, and the ordinal
-// registry's claim in etcd or mysql).
-func leases(sc config.Snowflake) bool {
-	switch sc.ClaimRegistry() {
-	case config.RegistryZooKeeperRecycle, config.RegistryEtcd, config.RegistryMySQL:
-		return true
-	}
-	return false
+	return &snowflakeWorker{gen: gen, reg: reg, inst: rc.inst, desc: desc}, nil
 }
 
 // registryChoice is the configured worker registry and what the generator
 // needs to know about it.
 type registryChoice struct {
 	reg   leaf.WorkerRegistry
-	cache snowflake.WorkerCache // nil for leasing registries
-	desc  string
-	// claimWait: how long a first Register may wait for a live claim of this
-	// endpoint left by a killed previous run to lapse.
+	cache snowflake.WorkerCache
+	// inst is this server's identity towards a registry that leases (all
+	// but local), locked until the worker closes.
+	inst *local.Instance
+	desc string
+	// claimWait: how long a first Register may wait for a claim of this
+	// endpoint (or ID) held by another process to lapse.
 	claimWait time.Duration
 }
 
-// openRegistry builds the configured worker registry. Registries that keep
-// an ID per endpoint (zookeeper, mysql) get a local cache file, Leaf's
-// workerID.properties, and connect lazily, so that an unreachable registry at
-// start-up falls back on the cache instead of failing. Leasing registries get
-// no cache: a cached leased ID may belong to another server by now. Every
-// registry publishes the generator's clock (clockNow) for the peer check.
+// openRegistry builds the configured worker registry. Every registry but the
+// local one leases its claims: it gets this server's instance identity (so
+// that a restart after a crash takes its claim back at once) and a local
+// cache file, Leaf's workerID.properties with the lease's end, and connects
+// lazily, so that a registry unreachable at start-up falls back on the
+// cache inside the cached lease instead of failing. Every registry
+// publishes the generator's clock (clockNow) for the peer check.
 func openRegistry(cfg config.Config, ep leaf.Endpoint, log *slog.Logger) (registryChoice, error) {
 	sc := cfg.Snowflake
 	dir := filepath.Join(cfg.DataDir, "snowflake", sc.Name)
-	cache := local.NewCache(filepath.Join(dir, strconv.Itoa(ep.Port), "workerID.properties"))
-	switch sc.Registry {
-	case config.RegistryLocal:
+	if sc.Registry == config.RegistryLocal || (sc.Registry == config.RegistryOrdinal && sc.Ordinal.Claim == config.ClaimNone) {
+		return openUnleased(cfg, ep, dir)
+	}
+	inst, err := local.OpenInstance(dir)
+	if err != nil {
+		return registryChoice{}, fmt.Errorf("snowflake data directory %s: %w", dir, err)
+	}
+	rc, err := openLeased(cfg, ep, dir, inst.ID(), log)
+	if err != nil {
+		_ = inst.Close()
+		return registryChoice{}, err
+	}
+	rc.inst = inst
+	rc.cache = local.NewCache(filepath.Join(dir, strconv.Itoa(ep.Port), "workerID.properties"))
+	rc.desc = describeRegistry(cfg, ep)
+	return rc, nil
+}
+
+// openUnleased builds the registries whose worker ID is configured: the
+// local one, and the ordinal one without a claim. Their high-water mark
+// lives in dir, locked against a second process on this data directory.
+func openUnleased(cfg config.Config, ep leaf.Endpoint, dir string) (registryChoice, error) {
+	sc := cfg.Snowflake
+	lc := local.Config{WorkerID: int64(sc.WorkerID), Dir: filepath.Join(dir, "local")}
+	if sc.Registry == config.RegistryOrdinal {
+		id, err := sc.OrdinalWorkerID(sc.Ordinal.Hostname)
+		if err != nil {
+			return registryChoice{}, fmt.Errorf("%w: snowflake.registry ordinal: %v", config.ErrInvalid, err)
+		}
+		lc.WorkerID = id
+	} else {
 		ids, err := sc.LocalWorkerIDs()
 		if err != nil {
 			return registryChoice{}, fmt.Errorf("%w: snowflake.worker_ids: %v", config.ErrInvalid, err)
 		}
-		r, err := local.New(local.Config{WorkerID: int64(sc.WorkerID), WorkerIDs: ids, Dir: filepath.Join(dir, "local")})
-		if err != nil {
-			return registryChoice{}, err
-		}
-		return registryChoice{reg: r, desc: describeRegistry(cfg, ep)}, nil
+		lc.WorkerIDs = ids
+	}
+	r, err := local.New(lc)
+	if err != nil {
+		return registryChoice{}, err
+	}
+	return registryChoice{reg: r, desc: describeRegistry(cfg, ep)}, nil
+}
+
+// openLeased builds the registries that lease their claims, each with the
+// lease of snowflake.lease_ttl and the identity holder.
+func openLeased(cfg config.Config, ep leaf.Endpoint, dir, holder string, log *slog.Logger) (registryChoice, error) {
+	sc := cfg.Snowflake
+	zc := zookeeper.Config{Servers: config.Servers(sc.ZooKeeper), Name: sc.Name, Lease: sc.LeaseTTL, Holder: holder, Logger: log, Now: clockNow}
+	ec := etcd.Config{Endpoints: config.Servers(sc.Etcd), Name: sc.Name, TTL: sc.LeaseTTL, Holder: holder, Logger: log, Now: clockNow}
+	switch sc.Registry {
 	case config.RegistryZooKeeper:
-		zc := zookeeper.Config{Servers: config.Servers(sc.ZooKeeper), Name: sc.Name, Logger: log, Now: clockNow}
 		return registryChoice{
 			reg:       lazy(func(ctx context.Context) (leaf.WorkerRegistry, error) { return zookeeper.Open(ctx, zc) }),
-			cache:     cache,
-			desc:      describeRegistry(cfg, ep),
-			claimWait: zookeeper.ClaimWait(zookeeper.DefaultSessionTimeout),
+			claimWait: zookeeper.LeaseClaimWait(sc.LeaseTTL),
 		}, nil
 	case config.RegistryZooKeeperRecycle:
-		zc := zookeeper.Config{Servers: config.Servers(sc.ZooKeeper), Name: sc.Name, SessionTimeout: sc.LeaseTTL, Logger: log, Now: clockNow}
 		return registryChoice{
-			reg:  lazy(func(ctx context.Context) (leaf.WorkerRegistry, error) { return zookeeper.OpenRecycle(ctx, zc) }),
-			desc: describeRegistry(cfg, ep),
+			reg:       lazy(func(ctx context.Context) (leaf.WorkerRegistry, error) { return zookeeper.OpenRecycle(ctx, zc) }),
+			claimWait: zookeeper.LeaseClaimWait(sc.LeaseTTL),
 		}, nil
 	case config.RegistryEtcd:
-		ec := etcd.Config{Endpoints: config.Servers(sc.Etcd), Name: sc.Name, TTL: sc.LeaseTTL, Logger: log, Now: clockNow}
 		return registryChoice{
-			reg:  lazy(func(ctx context.Context) (leaf.WorkerRegistry, error) { return etcd.Open(ctx, ec) }),
-			desc: describeRegistry(cfg, ep),
+			reg: lazy(func(ctx context.Context) (leaf.WorkerRegistry, error) { return etcd.Open(ctx, ec) }),
 		}, nil
 	case config.RegistryMySQL:
 		return registryChoice{
-			reg:       lazy(openMySQLWorkers(cfg, log)),
-			cache:     cache,
-			desc:      describeRegistry(cfg, ep),
+			reg:       lazy(openMySQLWorkers(cfg, holder, log)),
 			claimWait: mysql.LeaseClaimWait(sc.LeaseTTL),
 		}, nil
 	case config.RegistryOrdinal:
-		return openOrdinal(cfg, ep, dir, log)
+		return openOrdinal(cfg, ec, holder, log)
 	}
 	return registryChoice{}, fmt.Errorf("%w: snowflake.registry %q", config.ErrInvalid, sc.Registry)
 }
 
-func openMySQLWorkers(cfg config.Config, log *slog.Logger) func(context.Context) (leaf.WorkerRegistry, error) {
-	wc := mysql.WorkerConfig{DSN: cfg.MySQLRegistryDSN(), LeaseTTL: cfg.Snowflake.LeaseTTL, Now: clockNow, Logger: log}
+func openMySQLWorkers(cfg config.Config, holder string, log *slog.Logger) func(context.Context) (leaf.WorkerRegistry, error) {
+	wc := mysql.WorkerConfig{DSN: cfg.MySQLRegistryDSN(), LeaseTTL: cfg.Snowflake.LeaseTTL, Holder: holder, Now: clockNow, Logger: log}
 	return func(ctx context.Context) (leaf.WorkerRegistry, error) {
 		return mysql.OpenWorkerRegistryWithConfig(ctx, wc)
 	}
 }
 
-// openOrdinal builds the ordinal registry: the pod's ordinal plus the
-// offset, its host name resolved by preflight. Without a claim it is the
-// local registry with that worker ID (the mark in dir, a lock against a
-// second process on this data directory); with one, the ID is claimed in
-// etcd or mysql, which refuse a second live holder anywhere. Neither keeps a
-// cache to start from while the registry is down: a claim not made is no
-// guard.
-func openOrdinal(cfg config.Config, ep leaf.Endpoint, dir string, log *slog.Logger) (registryChoice, error) {
+// openOrdinal builds the ordinal registry with a claim: the pod's ordinal
+// plus the offset (its host name resolved by preflight), claimed in etcd or
+// mysql, which refuse a second live holder anywhere.
+func openOrdinal(cfg config.Config, ec etcd.Config, holder string, log *slog.Logger) (registryChoice, error) {
 	sc := cfg.Snowflake
 	id, err := sc.OrdinalWorkerID(sc.Ordinal.Hostname)
 	if err != nil {
 		return registryChoice{}, fmt.Errorf("%w: snowflake.registry ordinal: %v", config.ErrInvalid, err)
 	}
-	desc := describeRegistry(cfg, ep)
 	var claimer *lazyRegistry
 	var wait time.Duration
 	switch sc.Ordinal.Claim {
-	case config.ClaimNone:
-		r, err := local.New(local.Config{WorkerID: id, Dir: filepath.Join(dir, "local")})
-		if err != nil {
-			return registryChoice{}, err
-		}
-		return registryChoice{reg: r, desc: desc}, nil
 	case config.ClaimEtcd:
-		ec := etcd.Config{Endpoints: config.Servers(sc.Etcd), Name: sc.Name, TTL: sc.LeaseTTL, Logger: log, Now: clockNow}
 		claimer = lazy(func(ctx context.Context) (leaf.WorkerRegistry, error) { return etcd.Open(ctx, ec) })
 		wait = etcd.ClaimWait(sc.LeaseTTL)
 	case config.ClaimMySQL:
-		claimer = lazy(openMySQLWorkers(cfg, log))
+		claimer = lazy(openMySQLWorkers(cfg, holder, log))
 		wait = mysql.LeaseClaimWait(sc.LeaseTTL)
 	default:
 		return registryChoice{}, fmt.Errorf("%w: snowflake.ordinal.claim %q", config.ErrInvalid, sc.Ordinal.Claim)
@@ -216,7 +237,7 @@ func openOrdinal(cfg config.Config, ep leaf.Endpoint, dir string, log *slog.Logg
 	if err != nil {
 		return registryChoice{}, err
 	}
-	return registryChoice{reg: r, desc: desc, claimWait: wait}, nil
+	return registryChoice{reg: r, claimWait: wait}, nil
 }
 
 // describeRegistry names the worker registry for logs and messages: its kind,

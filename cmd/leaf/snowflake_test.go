@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/internal/config"
 	"github.com/leafgo/leaf/internal/testdb"
 	"github.com/leafgo/leaf/local"
@@ -167,7 +168,10 @@ type zkQuiet struct{}
 func (zkQuiet) Printf(string, ...any) {}
 
 // With ZooKeeper unreachable at start-up, serve starts on the worker ID in
-// its cache file, but only if the clock is past the cached mark.
+// its cache file only inside the lease the cache recorded, and only if the
+// clock is past the cached mark: a server stopped while ZooKeeper was down
+// kept its lease and starts on it; one stopped cleanly released its claim,
+// which may be another's by now, and does not.
 func TestServeSnowflakeZooKeeperDownAtStart(t *testing.T) {
 	t.Parallel()
 	zkAddr := testdb.ZooKeeper(t)
@@ -178,14 +182,32 @@ func TestServeSnowflakeZooKeeperDownAtStart(t *testing.T) {
 	args := []string{"--listen", "127.0.0.1:0", "--snowflake-registry", "zookeeper", "--zk", proxy.Addr(),
 		"--name", name, "--snowflake-endpoint", "10.8.8.8:8080"}
 
+	// Stopped cleanly: the claim is released, the cache says so.
 	s := serveInProcess(t, env, args...)
 	before := getSnowflake(t, s, 100)
 	worker, _ := snowflake.LeafLayout.Decode(before[0])
 	if code := s.stop(t); code != 0 {
 		t.Fatalf("serve exited %d: %s", code, s.log.String())
 	}
-
 	proxy.Down()
+	r := runCLI(t, env, append([]string{"serve"}, args...)...)
+	if r.code != 1 || !strings.Contains(r.stderr, "the last run released it") {
+		t.Fatalf("serve with ZooKeeper down after a clean stop: exit %d, stderr %q; want a refusal saying the claim was released", r.code, r.stderr)
+	}
+
+	// Stopped while ZooKeeper was down: the lease is kept, and a restart
+	// inside it starts on the cached ID.
+	proxy.Up()
+	s1 := serveInProcess(t, env, args...)
+	before = getSnowflake(t, s1, 100)
+	proxy.Down()
+	waitUntil(t, "the heartbeat to fail with ZooKeeper down", func() bool {
+		_, body := httpGet(t, s1.url("/readyz"))
+		return strings.Contains(body, "heartbeat failing")
+	})
+	if code := s1.stop(t); code != 0 {
+		t.Fatalf("serve exited %d: %s", code, s1.log.String())
+	}
 	s2 := serveInProcess(t, env, args...)
 	after := getSnowflake(t, s2, 100)
 	p, _ := snowflake.LeafLayout.Decode(after[0])
@@ -195,6 +217,9 @@ func TestServeSnowflakeZooKeeperDownAtStart(t *testing.T) {
 	if !strings.Contains(s2.log.String(), "cached worker ID") {
 		t.Errorf("no log line about the cached worker ID: %s", s2.log.String())
 	}
+	if _, body := httpGet(t, s2.url("/readyz")); !strings.Contains(body, "until its cached lease ends at") {
+		t.Errorf("/readyz of a server on its cached lease: %q", body)
+	}
 	if code := s2.stop(t); code != 0 {
 		t.Fatalf("serve exited %d: %s", code, s2.log.String())
 	}
@@ -202,10 +227,11 @@ func TestServeSnowflakeZooKeeperDownAtStart(t *testing.T) {
 	// The cached mark an hour ahead: the clock cannot be trusted, no start.
 	dataDir := strings.TrimPrefix(env[0], "LEAF_DATA_DIR=")
 	cache := local.NewCache(filepath.Join(dataDir, "snowflake", name, "8080", "workerID.properties"))
-	if err := cache.Save(worker.WorkerID, time.Now().Add(time.Hour).UnixMilli()); err != nil {
+	if err := cache.Save(leaf.CachedClaim{WorkerID: worker.WorkerID, Mark: time.Now().Add(time.Hour).UnixMilli(),
+		LeaseUntil: time.Now().Add(time.Minute).UnixMilli()}); err != nil {
 		t.Fatal(err)
 	}
-	r := runCLI(t, env, append([]string{"serve"}, args...)...)
+	r = runCLI(t, env, append([]string{"serve"}, args...)...)
 	if r.code != 1 || !strings.Contains(r.stderr, "refuses to start") {
 		t.Fatalf("serve with the cached mark ahead: exit %d, stderr %q", r.code, r.stderr)
 	}

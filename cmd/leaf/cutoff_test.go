@@ -1,0 +1,336 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leafgo/leaf/etcd"
+	"github.com/leafgo/leaf/internal/testdb"
+	"github.com/leafgo/leaf/internal/testutil"
+	"github.com/leafgo/leaf/snowflake"
+)
+
+// answers collects what a server answered to snowflake batches: the IDs,
+// when the last one came, and every refusal.
+type answers struct {
+	mu       sync.Mutex
+	ids      []int64
+	lastOK   time.Time
+	refusals []string // "status body", first few
+	refused  int
+	lastBad  time.Time
+}
+
+// draw asks s for batches of count snowflake IDs from two goroutines until
+// ctx ends, each pausing between requests (bounding the IDs kept).
+func (a *answers) draw(ctx context.Context, t *testing.T, s *serverProc, wg *sync.WaitGroup, count int, pause time.Duration) {
+	client := &http.Client{Timeout: 5 * time.Second}
+	for range 2 {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				time.Sleep(pause)
+				resp, err := client.Get(s.url(fmt.Sprintf("/api/snowflake/get/x?count=%d", count)))
+				if err != nil {
+					if ctx.Err() == nil {
+						select {
+						case <-s.exited:
+							return
+						default:
+						}
+						t.Errorf("GET: %v", err)
+					}
+					return
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				a.mu.Lock()
+				if resp.StatusCode == http.StatusOK {
+					a.ids = append(a.ids, testutil.ParseIDs(t, string(body))...)
+					a.lastOK = time.Now()
+				} else {
+					a.refused++
+					a.lastBad = time.Now()
+					if len(a.refusals) < 3 {
+						a.refusals = append(a.refusals, fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(body))))
+					}
+				}
+				a.mu.Unlock()
+				if resp.StatusCode != http.StatusOK {
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+		})
+	}
+}
+
+// TestClaimCutOff is the operator's bad day of issue 25, on every registry
+// that leases: server A reaches its registry through a proxy; server B is
+// given A's endpoint (or, on ordinal, A's pod name) and, refused, is started
+// again a second after each exit, as systemd would; A is cut off from its
+// registry for longer than its lease while both are drawn from. No ID may
+// be issued twice. A stops issuing at its lease and answers 503 with a
+// message saying so; when it reaches the registry again it issues again if
+// its claim is still its own (or, on the pooled registries, under a new one),
+// and stops for good if B took it over meanwhile.
+func TestClaimCutOff(t *testing.T) {
+	t.Parallel()
+	bin := testutil.BuildLeaf(t)
+	const lease = 4 * time.Second
+	for _, tc := range []struct {
+		registry string
+		// backend is the registry's address; flag the argument naming it.
+		backend func(t *testing.T, name string) string
+		flag    string
+		env     []string
+		// takenOver: B takes A's very claim once A's lease has run out (the
+		// worker ID belongs to the endpoint or the pod), so A stops for
+		// good; otherwise B leases another ID and A resumes.
+		takenOver bool
+	}{
+		{"zookeeper", zkBackend, "--zk", nil, true},
+		{"zookeeper-recycle", zkBackend, "--zk", nil, false},
+		{"etcd", etcdBackend, "--etcd", nil, false},
+		{"mysql", mysqlBackend, "--snowflake-dsn", nil, true},
+		{"ordinal", etcdBackend, "--etcd", []string{"LEAF_SNOWFLAKE_ORDINAL_CLAIM=etcd", "LEAF_SNOWFLAKE_ORDINAL_HOSTNAME=leaf-3"}, true},
+		{"ordinal", mysqlBackend, "--snowflake-dsn", []string{"LEAF_SNOWFLAKE_ORDINAL_CLAIM=mysql", "LEAF_SNOWFLAKE_ORDINAL_HOSTNAME=leaf-3"}, true},
+	} {
+		name := tc.registry
+		if len(tc.env) > 0 {
+			name += "-" + strings.TrimPrefix(tc.env[0], "LEAF_SNOWFLAKE_ORDINAL_CLAIM=")
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			cluster := testdb.UniqueName()
+			backend := tc.backend(t, cluster)
+			proxy := testdb.NewProxy(t, proxyTarget(backend))
+			env := append(append(cleanEnv(), "LEAF_SEGMENT_ENABLED=false", "LEAF_SNOWFLAKE_LEASE_TTL="+lease.String()), tc.env...)
+			common := []string{"--listen", "127.0.0.1:0", "--snowflake-registry", tc.registry, "--name", cluster,
+				"--snowflake-endpoint", "10.7.7.7:8080"}
+			argsA := append(slices.Clone(common), tc.flag, viaProxy(backend, proxy.Addr()))
+			argsB := append(slices.Clone(common), tc.flag, backend)
+
+			a, refused := tryStart(t, bin, t.TempDir(), env, argsA...)
+			if refused {
+				t.Fatalf("A refused to start (exit %d):\n%s", a.exitCode(), a.log.String())
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var wg sync.WaitGroup
+			var fromA, fromB answers
+			fromA.draw(ctx, t, a, &wg, 200, time.Millisecond)
+
+			// B, restarted a second after each refusal, until the end.
+			var bStarts, bRefusals int
+			var bLast string
+			bServing := make(chan time.Time, 1)
+			dirB := t.TempDir()
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					b, refused := tryStart(t, bin, dirB, env, argsB...)
+					bStarts++
+					if !refused {
+						bServing <- time.Now()
+						fromB.draw(ctx, t, b, &wg, 200, time.Millisecond)
+						return
+					}
+					bRefusals++
+					bLast = lastLine(b.log.String())
+					select {
+					case <-ctx.Done():
+					case <-time.After(time.Second):
+					}
+				}
+			})
+
+			time.Sleep(2 * time.Second)
+			proxy.Down()
+			cut := time.Now()
+			time.Sleep(3 * lease)
+			proxy.Up()
+			back := time.Now()
+			// Long enough for A to reconnect and renew, or to learn that its
+			// claim is gone.
+			time.Sleep(2 * lease)
+			cancel()
+			wg.Wait()
+
+			var bAt time.Time
+			select {
+			case bAt = <-bServing:
+			default:
+			}
+			t.Logf("A: %d IDs, %d refusals %q; B: %d starts (%d refused, last: %s), serving since %v, %d IDs",
+				len(fromA.ids), fromA.refused, fromA.refusals, bStarts, bRefusals, bLast, bAt.Sub(cut).Round(100*time.Millisecond), len(fromB.ids))
+
+			// Uniqueness above all.
+			all := append(slices.Clone(fromA.ids), fromB.ids...)
+			slices.Sort(all)
+			for i := 1; i < len(all); i++ {
+				if all[i] == all[i-1] {
+					t.Fatalf("ID %d issued twice (%d IDs from A, %d from B)", all[i], len(fromA.ids), len(fromB.ids))
+				}
+			}
+			// A stopped at its lease and said so.
+			if fromA.refused == 0 {
+				t.Fatalf("A never refused while cut off from its registry for %v (lease %v)", 3*lease, lease)
+			}
+			if r := strings.Join(fromA.refusals, "\n"); !strings.Contains(r, "503") || !strings.Contains(r, "lease") {
+				t.Errorf("A's refusals %q, want 503 saying the lease ran out", fromA.refusals)
+			}
+			var lastAWhileCut time.Time
+			for _, id := range fromA.ids {
+				p, _ := snowflake.LeafLayout.Decode(id)
+				if at := time.UnixMilli(p.Timestamp); at.Before(back) && at.After(lastAWhileCut) {
+					lastAWhileCut = at
+				}
+			}
+			if lastAWhileCut.After(cut.Add(lease + time.Second)) {
+				t.Errorf("A issued an ID stamped %v after the cut, past its lease of %v", lastAWhileCut.Sub(cut), lease)
+			}
+			_, ready := httpGet(t, a.url("/readyz"))
+			t.Logf("A's /readyz at the end: %q", ready)
+			if tc.takenOver {
+				// B took the claim once A's lease had run out, never before.
+				if bAt.IsZero() {
+					t.Fatalf("B never served: its last refusal: %s", bLast)
+				}
+				if bAt.Before(cut.Add(lease)) {
+					t.Errorf("B served %v after the cut, before A's lease of %v could have run out", bAt.Sub(cut), lease)
+				}
+				if fromA.lastOK.After(back) {
+					t.Errorf("A issued again after reconnecting, though B holds its claim")
+				}
+				if !strings.Contains(ready, "lost") {
+					t.Errorf("A's /readyz after B took its claim: %q, want it to say the worker ID is lost", ready)
+				}
+				if log := a.log.String(); !strings.Contains(log, "held by another") && !strings.Contains(log, "in use by another") {
+					t.Errorf("A's log does not say who holds its claim now:\n%s", lastLine(log))
+				}
+			} else {
+				if bAt.IsZero() || bAt.After(cut) {
+					t.Errorf("B (another ID from the pool) served only %v after the cut; last refusal: %s", bAt.Sub(cut), bLast)
+				}
+				if !fromA.lastOK.After(back) {
+					t.Errorf("A did not issue again after reconnecting (last ID %v after reconnecting); /readyz %q",
+						fromA.lastOK.Sub(back).Round(time.Millisecond), ready)
+				}
+			}
+		})
+	}
+}
+
+// The registries' addresses for TestClaimCutOff: a fresh namespace each.
+func zkBackend(t *testing.T, name string) string {
+	addr := testdb.ZooKeeper(t)
+	t.Cleanup(func() { removeZKTree(t, addr, name) })
+	return addr
+}
+
+func etcdBackend(t *testing.T, name string) string {
+	addr := testdb.Etcd(t)
+	t.Cleanup(func() { removeEtcdTree(t, addr, etcd.DefaultPrefix+name+"/") })
+	return addr
+}
+
+func mysqlBackend(t *testing.T, _ string) string { return testdb.MySQL(t) }
+
+// proxyTarget is the host:port a backend address names: a DSN's tcp(...)
+// part, or the address itself.
+func proxyTarget(backend string) string {
+	if _, rest, ok := strings.Cut(backend, "tcp("); ok {
+		addr, _, _ := strings.Cut(rest, ")")
+		return addr
+	}
+	return backend
+}
+
+// viaProxy is backend with its host:port replaced by the proxy's.
+func viaProxy(backend, proxy string) string {
+	return strings.Replace(backend, proxyTarget(backend), proxy, 1)
+}
+
+// TestRegistryRestart: the registry is stopped for 30s and started again
+// while a server draws snowflake IDs from it as fast as it can: with the
+// default lease (a minute) not one request fails, and no ID repeats. The
+// registries are the test's own (a ZooKeeper, an etcd, a MariaDB holding
+// leaf_workerid_alloc), killed with SIGKILL and restarted on their data.
+func TestRegistryRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("stops registries for 30s each")
+	}
+	t.Parallel()
+	bin := testutil.BuildLeaf(t)
+	for _, tc := range []struct {
+		registry string
+		start    func(t *testing.T) (srv *testdb.Server, flag, addr string)
+	}{
+		{"zookeeper", func(t *testing.T) (*testdb.Server, string, string) {
+			s := testdb.NewZooKeeper(t)
+			return s, "--zk", s.Addr
+		}},
+		{"zookeeper-recycle", func(t *testing.T) (*testdb.Server, string, string) {
+			s := testdb.NewZooKeeper(t)
+			return s, "--zk", s.Addr
+		}},
+		{"etcd", func(t *testing.T) (*testdb.Server, string, string) {
+			s := testdb.NewEtcd(t)
+			return s, "--etcd", s.Addr
+		}},
+		{"mysql", func(t *testing.T) (*testdb.Server, string, string) {
+			m := testdb.NewMariaDB(t)
+			return m.Server, "--snowflake-dsn", m.CreateDatabase(t, "leaf")
+		}},
+	} {
+		t.Run(tc.registry, func(t *testing.T) {
+			t.Parallel()
+			srv, flag, addr := tc.start(t)
+			env := append(cleanEnv(), "LEAF_SEGMENT_ENABLED=false") // the default lease
+			s, refused := tryStart(t, bin, t.TempDir(), env, "--listen", "127.0.0.1:0",
+				"--snowflake-registry", tc.registry, "--name", "restart", flag, addr)
+			if refused {
+				t.Fatalf("serve refused to start (exit %d):\n%s", s.exitCode(), s.log.String())
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var wg sync.WaitGroup
+			var got answers
+			got.draw(ctx, t, s, &wg, 10, time.Millisecond)
+
+			time.Sleep(2 * time.Second)
+			srv.Kill9()
+			down := time.Now()
+			time.Sleep(30 * time.Second)
+			if err := srv.Restart(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s down for %v", tc.registry, time.Since(down).Round(100*time.Millisecond))
+			// Long enough for the server to reconnect and renew.
+			waitUntil(t, "the heartbeat to recover", func() bool {
+				_, body := httpGet(t, s.url("/readyz"))
+				return strings.TrimSpace(body) == "ok"
+			})
+			time.Sleep(time.Second)
+			cancel()
+			wg.Wait()
+
+			if got.refused > 0 {
+				t.Errorf("%d requests refused while the registry restarted: %q", got.refused, got.refusals)
+			}
+			ids := slices.Clone(got.ids)
+			slices.Sort(ids)
+			for i := 1; i < len(ids); i++ {
+				if ids[i] == ids[i-1] {
+					t.Fatalf("ID %d issued twice", ids[i])
+				}
+			}
+			t.Logf("%d IDs, none refused, none repeated", len(ids))
+		})
+	}
+}
