@@ -1,8 +1,9 @@
-# The whole test suite is `make test`: it makes sure MariaDB, PostgreSQL,
-# ZooKeeper and etcd run on 127.0.0.1 (scripts/services.sh), then runs every
-# test against them with LEAF_TEST_STRICT=1 so a missing service fails instead
-# of skipping, the chaos test, the fuzz targets, then the race detector over
-# the short variant of the suite.
+# The whole test suite is `make test` (scripts/test.sh): it makes sure
+# MariaDB, PostgreSQL, ZooKeeper and etcd run on 127.0.0.1
+# (scripts/services.sh), then runs every test against them with
+# LEAF_TEST_STRICT=1 so a missing service fails instead of skipping, the chaos
+# test, the fuzz targets, then the race detector over the short variant of the
+# suite. Every stage runs even when an earlier one fails; it fails at the end.
 GO ?= go
 # staticcheck is run from the module proxy when it is not installed.
 STATICCHECK ?= $(shell command -v staticcheck || { test -x $(HOME)/go/bin/staticcheck && echo $(HOME)/go/bin/staticcheck; } || echo "$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2")
@@ -22,16 +23,11 @@ build:
 serve:
 	$(GO) run ./cmd/leaf serve
 
-# Then the chaos test (internal/chaos, a minute of faults per registry, with
-# the chaos build's clock tests) and every fuzz target for FUZZTIME each.
+# How long each fuzz target runs in the fuzz stage.
 FUZZTIME ?= 5s
 
 test:
-	eval "$$(scripts/services.sh)" && \
-	LEAF_TEST_STRICT=1 $(GO) test -count=1 ./... && \
-	LEAF_TEST_STRICT=1 LEAF_CHAOS=1 $(GO) test -count=1 -v -tags chaos -run Chaos ./cmd/leaf ./internal/chaos && \
-	FUZZTIME=$(FUZZTIME) scripts/fuzz.sh && \
-	LEAF_TEST_STRICT=1 $(GO) test -race -short -count=1 ./...
+	FUZZTIME=$(FUZZTIME) scripts/test.sh
 
 # The chaos test alone, with its summary tables (also in
 # $$LEAF_TEST_ARTIFACTS/chaos-*.txt).
@@ -50,7 +46,10 @@ bench:
 bench-all:
 	scripts/bench.sh
 
+# The chaos build's files (-tags chaos) are linted too: CI builds them.
 lint:
 	test -z "$$(gofmt -l .)" || { gofmt -l .; exit 1; }
 	$(GO) vet ./...
+	$(GO) vet -tags chaos ./...
 	$(STATICCHECK) ./...
+	$(STATICCHECK) -tags chaos ./...
