@@ -334,3 +334,78 @@ func TestRegistryRestart(t *testing.T) {
 		})
 	}
 }
+
+// TestRestartAfterKill: a server killed with SIGKILL (its claim neither
+// released nor lapsed: the default lease, a minute) and started again at
+// once on its data directory serves again within seconds, as it did when
+// the claims were a few seconds long: it proves with its instance identity
+// that the claim is its own and takes it back (on the registries that key
+// the ID by endpoint or pod), or takes another ID from the pool. No ID is
+// repeated, and the IDs go on increasing.
+func TestRestartAfterKill(t *testing.T) {
+	t.Parallel()
+	bin := testutil.BuildLeaf(t)
+	for _, tc := range []struct {
+		name, registry string
+		backend        func(t *testing.T, name string) string
+		flag           string
+		env            []string
+		sameID         bool // the claim taken back: the ID of the endpoint, the pod, or our own lease in the pool
+	}{
+		{"zookeeper", "zookeeper", zkBackend, "--zk", nil, true},
+		// The pool hands our own lease back first.
+		{"zookeeper-recycle", "zookeeper-recycle", zkBackend, "--zk", nil, true},
+		{"etcd", "etcd", etcdBackend, "--etcd", nil, false},
+		{"mysql", "mysql", mysqlBackend, "--snowflake-dsn", nil, true},
+		{"ordinal-etcd", "ordinal", etcdBackend, "--etcd", []string{"LEAF_SNOWFLAKE_ORDINAL_CLAIM=etcd", "LEAF_SNOWFLAKE_ORDINAL_HOSTNAME=leaf-3"}, true},
+		{"ordinal-mysql", "ordinal", mysqlBackend, "--snowflake-dsn", []string{"LEAF_SNOWFLAKE_ORDINAL_CLAIM=mysql", "LEAF_SNOWFLAKE_ORDINAL_HOSTNAME=leaf-3"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cluster := testdb.UniqueName()
+			env := append(append(cleanEnv(), "LEAF_SEGMENT_ENABLED=false"), tc.env...)
+			args := []string{"--listen", "127.0.0.1:0", "--snowflake-registry", tc.registry, "--name", cluster,
+				"--snowflake-endpoint", "10.7.7.7:8080", tc.flag, tc.backend(t, cluster)}
+			dir := t.TempDir()
+			a, refused := tryStart(t, bin, dir, env, args...)
+			if refused {
+				t.Fatalf("serve refused to start (exit %d):\n%s", a.exitCode(), a.log.String())
+			}
+			before := drawSnowflake(t, 500*time.Millisecond, a)[0]
+			if err := a.cmd.Process.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			<-a.exited
+			began := time.Now()
+			a2, refused := tryStart(t, bin, dir, env, args...)
+			if refused {
+				t.Fatalf("restart after kill -9 refused (exit %d):\n%s", a2.exitCode(), a2.log.String())
+			}
+			took := time.Since(began)
+			after := drawSnowflake(t, 500*time.Millisecond, a2)[0]
+			t.Logf("restart after kill -9 served after %v", took.Round(100*time.Millisecond))
+			// A claim of the previous run was waited out for up to 10s
+			// before the claims were leases of a minute: no longer.
+			if took > 10*time.Second {
+				t.Errorf("the restart took %v to serve, with the previous run's claim still leased", took)
+			}
+			w1, w2 := onlyWorker(t, "first run", before), onlyWorker(t, "restart", after)
+			if tc.sameID && w2 != w1 {
+				t.Errorf("the restart issues under worker %d, want its own %d back", w2, w1)
+			}
+			if !tc.sameID && w2 == w1 {
+				t.Errorf("the restart took back worker %d from the pool, still leased by its previous run", w1)
+			}
+			if after[0] <= slices.Max(before) {
+				t.Errorf("the restart's first ID %d is not above the previous run's last %d", after[0], slices.Max(before))
+			}
+			all := append(slices.Clone(before), after...)
+			slices.Sort(all)
+			for i := 1; i < len(all); i++ {
+				if all[i] == all[i-1] {
+					t.Fatalf("ID %d issued twice", all[i])
+				}
+			}
+		})
+	}
+}
