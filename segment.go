@@ -106,6 +106,16 @@ type SegmentVersioner interface {
 	TagsVersion(ctx context.Context) (int64, error)
 }
 
+// DegradedStore is a segment store that can say why it is degraded beyond
+// failing calls: a failover of its database being fenced (package
+// sqlstore). The segment generator adds its reasons to its own, for
+// /readyz. Found by type assertion on the segment store.
+type DegradedStore interface {
+	// Degraded lists the reasons, each a summary, then ": " and the cause;
+	// empty when healthy. It does no database work.
+	Degraded() []string
+}
+
 // TombstoneError is CreateTag's answer to a start below a deleted tag's
 // tombstone. It matches ErrTagTombstoned with errors.Is.
 type TombstoneError struct {

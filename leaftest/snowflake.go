@@ -19,6 +19,10 @@ func FastSnowflake(reg leaf.WorkerRegistry, ep leaf.Endpoint) snowflake.Settings
 	s := snowflake.DefaultSettings()
 	s.Registry, s.RegistryName, s.Endpoint = reg, "test", ep
 	s.Window, s.HeartbeatInterval, s.RegistryTimeout = time.Second, 100*time.Millisecond, time.Second
+	// The first registration gets more than one registry call's second: on
+	// a busy machine an etcd transaction took longer, and the generator
+	// failed to start (ordinal TestHammer under scripts/stress-tests.sh).
+	s.ClaimWait = 5 * time.Second
 	s.Logger = quietLogger()
 	return s
 }

@@ -64,7 +64,8 @@ type collector struct {
 	dbHighestID *prometheus.Desc
 
 	// Forwarding of ordered tags' requests to their owners.
-	fwdCalls, fwdRequests, fwdFailures *prometheus.Desc
+	fwdCalls, fwdRequests, fwdFailures                *prometheus.Desc
+	storeFencing, storeFences, storeGap, storeRetries *prometheus.Desc
 
 	sfWorkerID     *prometheus.Desc
 	sfLead         *prometheus.Desc
@@ -122,13 +123,17 @@ func newCollector(cfg Config) *collector {
 		segWaits:      d("leaf_segment_waits_total", "Requests for the tag that found both buffers empty and waited for a load.", tag, nil),
 		segGivenBack:  d("leaf_segment_given_back_ids_total", "Unused IDs of the tag returned to the store by a graceful shutdown.", tag, nil),
 
-		dbUp:        d("leaf_segment_database_up", "1 while the segment store uses the database, 0 while it skips it (its last reserve or health check failed or timed out). Only for a store spread over several databases; db is the database's place in segment.dsn, from 0.", []string{"db"}, nil),
-		dbReserves:  d("leaf_segment_database_reserves_total", "Ranges this server reserved from the database since start.", []string{"db"}, nil),
-		dbFailures:  d("leaf_segment_database_failures_total", "Failed or timed-out reserve calls of this server on the database since start.", []string{"db"}, nil),
-		dbHighestID: d("leaf_segment_database_highest_id", "The exclusive end, as an ID, of the highest range this server reserved from the database; 0 before the first.", []string{"db"}, nil),
-		fwdCalls:    d("leaf_segment_forward_calls_total", "Calls this server made to the owners of ordered tags it does not own, since start; each carries a batch of requests.", nil, nil),
-		fwdRequests: d("leaf_segment_forward_requests_total", "ID requests for ordered tags that this server's calls to their owners answered, since start.", nil, nil),
-		fwdFailures: d("leaf_segment_forward_failures_total", "Calls to the owners of ordered tags that failed (no answer, or the server asked was no longer the owner), since start.", nil, nil),
+		dbUp:         d("leaf_segment_database_up", "1 while the segment store uses the database, 0 while it skips it (its last reserve or health check failed or timed out). Only for a store spread over several databases; db is the database's place in segment.dsn, from 0.", []string{"db"}, nil),
+		dbReserves:   d("leaf_segment_database_reserves_total", "Ranges this server reserved from the database since start.", []string{"db"}, nil),
+		dbFailures:   d("leaf_segment_database_failures_total", "Failed or timed-out reserve calls of this server on the database since start.", []string{"db"}, nil),
+		dbHighestID:  d("leaf_segment_database_highest_id", "The exclusive end, as an ID, of the highest range this server reserved from the database; 0 before the first.", []string{"db"}, nil),
+		fwdCalls:     d("leaf_segment_forward_calls_total", "Calls this server made to the owners of ordered tags it does not own, since start; each carries a batch of requests.", nil, nil),
+		fwdRequests:  d("leaf_segment_forward_requests_total", "ID requests for ordered tags that this server's calls to their owners answered, since start.", nil, nil),
+		fwdFailures:  d("leaf_segment_forward_failures_total", "Calls to the owners of ordered tags that failed (no answer, or the server asked was no longer the owner), since start.", nil, nil),
+		storeFencing: d("leaf_segment_store_fencing", "1 while a failover of the store's database is being fenced (no range is reserved; tags issue from their buffers), else 0.", nil, nil),
+		storeFences:  d("leaf_segment_store_fences_total", "Failovers of the store's database this server saw fenced, since start.", nil, nil),
+		storeGap:     d("leaf_segment_store_fence_gap_ids", "IDs skipped over all tags by the last fence's margin (0: none yet).", nil, nil),
+		storeRetries: d("leaf_segment_store_retries_total", "Reserve attempts run again after a transient conflict (a deadlock; on Galera, a certification conflict of reserves through two nodes), since start.", nil, nil),
 
 		sfWorkerID:     d("leaf_snowflake_worker_id", "The snowflake worker ID held by this server; -1 while it is lost and not yet re-registered.", nil, nil),
 		sfLead:         d("leaf_snowflake_high_water_lead_seconds", "Persisted high-water mark minus the current time: how far ahead of the clock IDs may be issued before the next heartbeat must land. Negative means issuing is blocked on a heartbeat.", nil, nil),
@@ -161,6 +166,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.segRate, c.segUntilDry, c.segNextReady, c.segWaits, c.segGivenBack,
 		c.dbUp, c.dbReserves, c.dbFailures, c.dbHighestID,
 		c.fwdCalls, c.fwdRequests, c.fwdFailures,
+		c.storeFencing, c.storeFences, c.storeGap, c.storeRetries,
 		c.sfWorkerID, c.sfLead, c.sfRollbacks, c.sfRollbackSecs, c.sfRollbackMax,
 		c.sfHBFailures, c.sfFromCache, c.sfLeaseLeft, c.sfPeers, c.sfPeerSkew,
 	} {
@@ -174,6 +180,13 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		c.collectSegment(ch)
 		if c.cfg.Databases != nil {
 			c.collectDatabases(ch)
+		}
+		if c.cfg.Store != nil {
+			st := c.cfg.Store()
+			ch <- prometheus.MustNewConstMetric(c.storeFencing, prometheus.GaugeValue, boolValue(st.Fencing))
+			ch <- prometheus.MustNewConstMetric(c.storeFences, prometheus.CounterValue, float64(st.Fences))
+			ch <- prometheus.MustNewConstMetric(c.storeGap, prometheus.GaugeValue, float64(st.Gap))
+			ch <- prometheus.MustNewConstMetric(c.storeRetries, prometheus.CounterValue, float64(st.Retries))
 		}
 		if c.cfg.Forwarded != nil {
 			f := c.cfg.Forwarded()

@@ -106,10 +106,22 @@ type Config struct {
 	// scrape: one series per database and metric, at most
 	// leaf.MaxStripes. Nil for a store of one database.
 	Databases func() []Database
+	// Store, when set with Segment, reports the failover fence and the
+	// retries of a store on a server database (mysql, postgres), called
+	// once per scrape. Nil for SQLite and a store over several databases.
+	Store func() StoreStats
 	// Forwarded, when set with Segment, reports what this server passed to
 	// the owners of ordered tags it does not own (internal/forward),
 	// called once per scrape. Nil where nothing is forwarded.
 	Forwarded func() Forwarded
+}
+
+// StoreStats is the leaf_segment_store_* series' values.
+type StoreStats struct {
+	Fencing bool  // a failover is being fenced
+	Fences  int64 // fences seen since start
+	Gap     int64 // IDs the last fence skipped, summed over the tags
+	Retries int64 // reserve attempts run again
 }
 
 // Forwarded counts a server's forwarding of ordered tags' requests since

@@ -12,6 +12,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -86,7 +87,7 @@ const OwnerSchema = "CREATE TABLE IF NOT EXISTS `leaf_tag_owner` (\n" +
 	") ENGINE=InnoDB"
 
 // schema is what Open runs, in order.
-var schema = []string{Schema, TombstoneSchema, VersionSchema, VersionSeed, ShapeSchema, OwnerSchema, StripeSchema}
+var schema = []string{Schema, TombstoneSchema, VersionSchema, VersionSeed, ShapeSchema, OwnerSchema, StripeSchema, sqlstore.FailoverSchema}
 
 // MySQL and MariaDB error numbers the store reacts to.
 const (
@@ -216,4 +217,30 @@ func open(ctx context.Context, dsn string, guard bool) (*Store, error) {
 		}
 	}
 	return s, nil
+}
+
+// Identities of a MySQL or MariaDB server for the failover fence (see
+// sqlstore.WatchFailover): a Galera node names its cluster (its state UUID,
+// the same on every node and across restarts: a node failing over to
+// another is no failover of the data), any other MariaDB server its
+// server_id (distinct on a primary and its replicas, as replication
+// requires), a MySQL server its server_uuid.
+const (
+	mariadbIdentity = "IF(@@wsrep_on, CONCAT('galera:', (SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS" +
+		" WHERE VARIABLE_NAME = 'WSREP_CLUSTER_STATE_UUID')), CONCAT('server_id:', @@server_id))"
+	mysqlIdentity = "CONCAT('server_uuid:', @@server_uuid)"
+)
+
+// WatchFailover turns the failover fence on (sqlstore.Store.WatchFailover)
+// with the identity of the server's flavour.
+func (s *Store) WatchFailover(ctx context.Context, set sqlstore.FailoverSettings) error {
+	var version string
+	if err := s.DB().QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
+		return fmt.Errorf("mysql: failover fence: read the version: %w", err)
+	}
+	set.Identity = mysqlIdentity
+	if strings.Contains(strings.ToLower(version), "mariadb") {
+		set.Identity = mariadbIdentity
+	}
+	return s.Store.WatchFailover(ctx, set)
 }

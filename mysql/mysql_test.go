@@ -134,3 +134,15 @@ func TestTombstoneKeepsHighest(t *testing.T) {
 		}
 	})
 }
+
+// The failover fence on MariaDB: see leaftest.TestFailoverFence.
+func TestFailoverFence(t *testing.T) {
+	leaftest.TestFailoverFence(t, func(t *testing.T) leaftest.FencedStore {
+		s, err := mysql.Open(t.Context(), testdb.MySQL(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}, func(q string) string { return q })
+}

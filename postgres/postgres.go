@@ -154,13 +154,13 @@ func hasParam(params map[string]string, name string) bool {
 }
 
 // createSchema runs Schema and sqlstore's TombstoneSchema, VersionSchema,
-// VersionSeed, ShapeSchema, OwnerSchema and StripeSchema, tolerating a
+// VersionSeed, ShapeSchema, OwnerSchema, StripeSchema and FailoverSchema, tolerating a
 // concurrent creator: CREATE TABLE IF
 // NOT EXISTS is not atomic in PostgreSQL, and the loser of a race fails with
 // a unique violation on pg_type (or duplicate_table) although the table is
 // now there. Running it again then finds the table.
 func createSchema(ctx context.Context, db *sql.DB) error {
-	for _, q := range []string{Schema, sqlstore.TombstoneSchema, sqlstore.VersionSchema, sqlstore.VersionSeed, sqlstore.ShapeSchema, sqlstore.OwnerSchema, sqlstore.StripeSchema} {
+	for _, q := range []string{Schema, sqlstore.TombstoneSchema, sqlstore.VersionSchema, sqlstore.VersionSeed, sqlstore.ShapeSchema, sqlstore.OwnerSchema, sqlstore.StripeSchema, sqlstore.FailoverSchema} {
 		var err error
 		for range 3 {
 			_, err = db.ExecContext(ctx, q)
@@ -173,4 +173,29 @@ func createSchema(ctx context.Context, db *sql.DB) error {
 		}
 	}
 	return nil
+}
+
+// The identity of a PostgreSQL server for the failover fence (see
+// sqlstore.WatchFailover): its cluster's system identifier, which a
+// streaming standby shares with its primary, and the timeline it writes
+// on, which a promotion moves to the next. The timeline comes from the name
+// of the current WAL file rather than pg_control_checkpoint(), whose
+// timeline changes only at the first checkpoint after a promotion.
+// pg_control_system() needs a superuser or pg_monitor; without it the
+// timeline alone tells a promotion.
+const (
+	pgTimeline         = "substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8)"
+	pgIdentity         = "'system:' || (SELECT system_identifier::text FROM pg_control_system()) || ':timeline:' || " + pgTimeline
+	pgTimelineIdentity = "'timeline:' || " + pgTimeline
+)
+
+// WatchFailover turns the failover fence on (sqlstore.Store.WatchFailover)
+// with the server's identity.
+func (s *Store) WatchFailover(ctx context.Context, set sqlstore.FailoverSettings) error {
+	set.Identity = pgIdentity
+	var probe string
+	if err := s.DB().QueryRowContext(ctx, "SELECT "+pgIdentity).Scan(&probe); err != nil {
+		set.Identity = pgTimelineIdentity
+	}
+	return s.Store.WatchFailover(ctx, set)
 }

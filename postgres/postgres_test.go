@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/sqlstore"
 	"github.com/leafgo/leaf/internal/testdb"
 	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/postgres"
@@ -127,4 +128,16 @@ func TestTombstoneKeepsHighest(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// The failover fence on PostgreSQL: see leaftest.TestFailoverFence.
+func TestFailoverFence(t *testing.T) {
+	leaftest.TestFailoverFence(t, func(t *testing.T) leaftest.FencedStore {
+		s, err := postgres.Open(t.Context(), testdb.Postgres(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}, sqlstore.Rebind)
 }

@@ -2,9 +2,10 @@
 # services.sh: make sure the services the integration tests use are running
 # on 127.0.0.1, installing them from Debian's packages if they are missing
 # (and the browser the monitor page's test drives, iproute2 for the
-# network namespaces of TestJavaIPNetns, and Prometheus and promtool for the
-# tests of deploy/'s rules and dashboard), and print the environment the
-# tests read:
+# network namespaces of TestJavaIPNetns, Prometheus and promtool for the
+# tests of deploy/'s rules and dashboard, and Galera and rsync for the
+# clusters internal/testdb starts), and print the environment the tests
+# read:
 #
 #   eval "$(scripts/services.sh)"
 #   LEAF_TEST_STRICT=1 go test -race ./...
@@ -12,7 +13,8 @@
 # Idempotent: a service that already answers is left alone. Progress goes to
 # stderr; stdout carries only `export NAME=value` lines. Name services to
 # ensure only those: scripts/services.sh mariadb zookeeper
-# (mariadb, postgres, zookeeper, etcd, chromium, iproute2).
+# (mariadb, postgres, zookeeper, etcd, chromium, iproute2, prometheus,
+# galera).
 set -euo pipefail
 
 # Everything below writes to stderr; the export lines go to the saved stdout.
@@ -259,10 +261,35 @@ ensure_prometheus() {
 	fi
 }
 
+# ----------------------------------------------------------------- Galera
+# Not a service either: internal/testdb's NewGalera starts clusters of its
+# own, each node a mariadbd on ports and in a directory of the test's, and
+# kills them at the test's end. It needs the Galera provider, and rsync and
+# mariadb-server's wsrep_sst_rsync, with which a joining node copies a
+# donor's data; the nodes run as mariadb-server's mysql user.
+
+readonly GALERA_PROVIDER=/usr/lib/galera/libgalera_smm.so
+
+ensure_galera() {
+	local missing=()
+	[ -f "$GALERA_PROVIDER" ] || missing+=(galera-4)
+	command -v rsync >/dev/null || missing+=(rsync)
+	if [ ! -x /usr/sbin/mariadbd ] || ! command -v wsrep_sst_rsync >/dev/null; then
+		missing+=(mariadb-server)
+	fi
+	if [ ${#missing[@]} -eq 0 ]; then
+		log "Galera ($GALERA_PROVIDER) and rsync are installed"
+		return
+	fi
+	apt_install "${missing[@]}"
+	[ -f "$GALERA_PROVIDER" ] && command -v rsync >/dev/null && command -v wsrep_sst_rsync >/dev/null ||
+		die "installed ${missing[*]}, but there is no $GALERA_PROVIDER, rsync or wsrep_sst_rsync"
+}
+
 # Arguments name the services to ensure, and only their variables are
 # printed: scripts/cluster.sh needs MariaDB and ZooKeeper, and nothing else
 # installed. None: everything the tests use.
-[ $# -gt 0 ] || set -- mariadb postgres zookeeper etcd chromium iproute2 prometheus
+[ $# -gt 0 ] || set -- mariadb postgres zookeeper etcd chromium iproute2 prometheus galera
 for service in "$@"; do
 	case $service in
 	mariadb)
@@ -286,13 +313,14 @@ for service in "$@"; do
 		printf "export LEAF_TEST_CHROMIUM='%s'\n" "$CHROMIUM" >&3
 		;;
 	iproute2) ensure_iproute2 ;;
+	galera) ensure_galera ;;
 	prometheus)
 		ensure_prometheus
 		printf "export LEAF_TEST_PROMETHEUS='%s'\n" "$PROMETHEUS" >&3
 		printf "export LEAF_TEST_PROMTOOL='%s'\n" "$PROMTOOL" >&3
 		;;
 	*)
-		printf 'services: unknown service %s (mariadb, postgres, zookeeper, etcd, chromium, iproute2, prometheus)\n' "$service"
+		printf 'services: unknown service %s (mariadb, postgres, zookeeper, etcd, chromium, iproute2, prometheus, galera)\n' "$service"
 		exit 2
 		;;
 	esac

@@ -834,6 +834,9 @@ func (g *Generator) Degraded() []string {
 	if f := g.storeErr.Load(); f != nil {
 		reasons = append(reasons, fmt.Sprintf("segment store unreachable since %s: %v", f.since.UTC().Format(time.RFC3339), f.err))
 	}
+	if d, ok := g.s.Store.(leaf.DegradedStore); ok {
+		reasons = append(reasons, d.Degraded()...)
+	}
 	for _, st := range g.Status() {
 		switch {
 		case st.LoadError != "" && st.Buffers[st.Pos].Remaining() == 0:

@@ -11,12 +11,16 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/internal/config"
+	"github.com/leafgo/leaf/internal/sqlstore"
 	"github.com/leafgo/leaf/multidb"
+	"github.com/leafgo/leaf/mysql"
+	"github.com/leafgo/leaf/postgres"
 )
 
 const dbUsage = `Usage:
   leaf db init [--segment-dsn DSN --segment-dsn DSN ...]
   leaf db migrate --to DSN --to DSN [--to DSN ...] [--from DSN ...]
+  leaf db fence [--segment-dsn DSN] [--margin-steps N]
 
 Commands on the databases of the segment store itself.
 
@@ -49,24 +53,39 @@ can be made plain first with 'leaf tags order TAG off'.
 A migration that failed part-way (a database down) can be run again with
 the same lists; one already done is reported as such and changes nothing.
 
+fence fences the database of a segment store (mysql or postgres, one
+database) after a failover switched by hand: every tag is raised above the
+ranges the running servers report within segment.failover.window, plus
+--margin-steps of its step (default segment.failover.margin_steps), so that
+no range reserved on the old primary and lost in the switch is reserved
+again. The servers detect a failover and fence it themselves (the
+default, segment.failover.fence); run this where they cannot see it: a
+switch to a replica whose copy of leaf_failover names it already (a
+replica restored from a backup of itself), or with fencing off. Running
+servers go on issuing from their buffers during the window. It prints the
+gap.
+
 Exit status: 0 done (migrate: or already done), 1 a database failed (run
-it again), 2 lists that cannot be set up or migrated (see the message).
+it again), 2 lists that cannot be set up or migrated, or a store that
+cannot be fenced (see the message).
 `
 
 func (a *app) db(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return usageErrorf("db needs a subcommand: init or migrate")
+		return usageErrorf("db needs a subcommand: init, migrate or fence")
 	}
 	switch args[0] {
 	case "init":
 		return a.dbInit(ctx, args[1:])
+	case "fence":
+		return a.dbFence(ctx, args[1:])
 	case "migrate":
 		return a.dbMigrate(ctx, args[1:])
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(a.stdout, dbUsage)
 		return errHelp
 	}
-	return usageErrorf("unknown db subcommand %q; want init or migrate", args[0])
+	return usageErrorf("unknown db subcommand %q; want init, migrate or fence", args[0])
 }
 
 func (a *app) dbInit(ctx context.Context, args []string) error {
@@ -98,6 +117,63 @@ func (a *app) dbInit(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(a.stdout, "set up %d databases as one segment store (blocks of %d IDs, cluster %s)\n", len(dbs), *block, cluster)
 	a.printList(dbs)
+	return nil
+}
+
+// dbFence fences the store's database by hand (see dbUsage).
+func (a *app) dbFence(ctx context.Context, args []string) error {
+	fs := newFlagSet("db fence")
+	flags := config.BindFlags(fs, "data_dir", "segment.store", "segment.dsn", "log.level", "log.format")
+	margin := fs.Int("margin-steps", -1, "steps of its step every tag is raised by beyond what the servers report (default segment.failover.margin_steps)")
+	pos, err := a.parseFlags(fs, dbUsage, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageErrorf("takes no arguments, got %q", pos[0])
+	}
+	cfg, err := config.Load(flags.Sources(a.env))
+	if err != nil {
+		return err
+	}
+	if *margin > 1_000_000 {
+		return usageErrorf("--margin-steps %d, want 0..1000000", *margin)
+	}
+	if cfg.Segment.Store == config.StoreSQLite || cfg.Segment.MultiDatabase() {
+		return usageErrorf("segment.store is %s with %d database(s): only a mysql or postgres store of one database is fenced (SQLite has no replica)",
+			cfg.Segment.Store, len(cfg.Segment.DSNs()))
+	}
+	fc := cfg.Segment.Failover
+	if *margin >= 0 {
+		fc.MarginSteps = *margin
+	}
+	log := newLogger(cfg.Log, a.stderr)
+	s, desc, err := openStore(ctx, cfg, mustExist, log)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	set := sqlstore.FailoverSettings{Window: fc.Window, Lag: fc.Lag, MarginSteps: int64(fc.MarginSteps), Logger: log}
+	var watch func(context.Context, sqlstore.FailoverSettings) error
+	switch f := s.(type) {
+	case *mysql.Store:
+		watch = f.WatchFailover
+	case *postgres.Store:
+		watch = f.WatchFailover
+	default:
+		return usageErrorf("segment store %s cannot be fenced", desc)
+	}
+	if err := watch(ctx, set); err != nil {
+		return fmt.Errorf("fence %s: %w", desc, err)
+	}
+	st, err := s.(interface {
+		Fence(context.Context) (sqlstore.FailoverStatus, error)
+	}).Fence(ctx)
+	if err != nil {
+		return fmt.Errorf("fence %s: %w", desc, err)
+	}
+	fmt.Fprintf(a.stdout, "fenced %s: database %s, epoch %d, every tag raised by %d steps (%d IDs in all)\n",
+		desc, st.Live, st.Epoch, fc.MarginSteps, st.Gap)
 	return nil
 }
 

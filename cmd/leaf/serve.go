@@ -544,6 +544,9 @@ func (a *app) runServer(ctx context.Context, p *servePlan, log *slog.Logger) err
 			return abort(err)
 		}
 		logDatabases(log, store)
+		if err := watchFailover(ctx, store, cfg.Segment.Failover, log); err != nil {
+			return abort(err)
+		}
 		if err := seedStore(ctx, store, cfg.Segment, log); err != nil {
 			return abort(err)
 		}
@@ -608,7 +611,7 @@ func (a *app) runServer(ctx context.Context, p *servePlan, log *slog.Logger) err
 	}
 	m := metrics.New(metrics.Config{Segment: segSrc, Snowflake: snowSrc, Version: buildVersion(),
 		TopTags: cfg.Metrics.TopTags, DegradedTags: cfg.Metrics.DegradedTags, Tags: cfg.Metrics.TagList(), LowBuffer: cfg.Segment.LowBuffer,
-		Databases: metricDatabases(store), Forwarded: forwarded})
+		Databases: metricDatabases(store), Store: metricStore(store), Forwarded: forwarded})
 	// The monitor page's charts: the last ten minutes, sampled once a
 	// second from what the generators and the latency histogram already
 	// keep, so that they cost the requests nothing.

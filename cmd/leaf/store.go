@@ -12,6 +12,8 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/internal/config"
+	"github.com/leafgo/leaf/internal/sqlstore"
+	"github.com/leafgo/leaf/metrics"
 	"github.com/leafgo/leaf/mysql"
 	"github.com/leafgo/leaf/postgres"
 	"github.com/leafgo/leaf/sqlite"
@@ -171,5 +173,56 @@ func seedStore(ctx context.Context, s segmentStore, seg config.Segment, log *slo
 		return fmt.Errorf("seed tag %s: %w", config.SeedTag, err)
 	}
 	log.Info("seeded tag", "tag", seed.Tag, "step", seed.Step, "first_id", seed.MaxID)
+	return nil
+}
+
+// fencedStore is a store whose failover fence and retries can be
+// reported: the stores on sqlstore (the fence is off on SQLite, whose file
+// has no replica).
+type fencedStore interface {
+	FailoverStatus() (sqlstore.FailoverStatus, bool)
+	Retries() int64
+}
+
+// metricStore reports the fence and the retries of a store for /metrics;
+// nil for a store over several databases.
+func metricStore(s segmentStore) func() metrics.StoreStats {
+	f, ok := s.(fencedStore)
+	if !ok {
+		return nil
+	}
+	return func() metrics.StoreStats {
+		st, _ := f.FailoverStatus()
+		return metrics.StoreStats{Fencing: st.State == "fencing", Fences: st.Fences, Gap: st.Gap, Retries: f.Retries()}
+	}
+}
+
+// watchFailover turns the failover fence on for a store of one server
+// database (mysql, postgres), as segment.failover says. SQLite's file has
+// no replica; a store over several databases is not fenced (each
+// database's own failover is not detected).
+func watchFailover(ctx context.Context, s segmentStore, fc config.Failover, log *slog.Logger) error {
+	if !fc.Fence {
+		return nil
+	}
+	var watch func(context.Context, sqlstore.FailoverSettings) error
+	switch st := s.(type) {
+	case *mysql.Store:
+		watch = st.WatchFailover
+	case *postgres.Store:
+		watch = st.WatchFailover
+	default:
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, storeOpenTimeout)
+	defer cancel()
+	set := sqlstore.FailoverSettings{Window: fc.Window, Lag: fc.Lag, MarginSteps: int64(fc.MarginSteps), Logger: log}
+	if err := watch(ctx, set); err != nil {
+		return fmt.Errorf("segment store: failover fence: %w", err)
+	}
+	if st, ok := s.(fencedStore).FailoverStatus(); ok {
+		log.Info("segment store failover fence on", "database", st.Live, "epoch", st.Epoch, "state", st.State,
+			"window", fc.Window, "lag", fc.Lag, "margin_steps", fc.MarginSteps)
+	}
 	return nil
 }

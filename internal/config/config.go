@@ -145,6 +145,18 @@ type Segment struct {
 	// a time issues (see leaf.OrderedStore).
 	Ordered    string        `yaml:"ordered" enum:"forward,redirect" help:"how a server that does not own an ordered tag answers a request for it: forward (ask the owner, batching concurrent requests into one call) or redirect (HTTP 307 to the owner's advertise_url; gRPC always forwards)"`
 	OwnerLease time.Duration `yaml:"owner_lease" help:"the lease an ordered tag's owner holds in the store: it renews it while it runs, and another server takes the tag over when a dead owner's lease has run out (the tag's requests fail for up to this long); 1s..10m, the same on every server"`
+	// Failover is the fence of a replicated database (mysql, postgres; see
+	// sqlstore.WatchFailover).
+	Failover Failover `yaml:"failover"`
+}
+
+// Failover configures the fence that keeps a database failover from handing
+// out a range twice (mysql and postgres stores).
+type Failover struct {
+	Fence       bool          `yaml:"fence" help:"detect a failover of the database (its identity changed, or a range handed out again) and fence the new primary before any range is reserved from it: a gap, never a repeat; false: trust the database"`
+	Window      time.Duration `yaml:"window" help:"how long a fence waits for the live servers to report their ranges before it raises every tag; 1s..1m, the same on every server"`
+	Lag         time.Duration `yaml:"lag" help:"how long a server remembers its reserves to report them: the longest replication lag a fence covers; 10s..1h"`
+	MarginSteps int           `yaml:"margin_steps" help:"how many of its steps every tag is raised by beyond what the live servers report, for the ranges of servers that died in the failover; 0 on a database that loses nothing in a failover (semi-synchronous, Galera, a synchronous standby)"`
 }
 
 // Values of segment.ordered.
@@ -296,6 +308,7 @@ func Default() Config {
 			LookupRate:      20,
 			Ordered:         OrderedForward,
 			OwnerLease:      10 * time.Second,
+			Failover:        Failover{Fence: true, Window: 5 * time.Second, Lag: time.Minute, MarginSteps: 1000},
 		},
 		Snowflake: Snowflake{
 			Enabled:      true,
@@ -443,6 +456,15 @@ func (c Config) validate(origin map[string]string) error {
 	}
 	if c.Segment.LookupRate < 1 {
 		bad("segment.lookup_rate", "%d must be at least 1", c.Segment.LookupRate)
+	}
+	if f := c.Segment.Failover; f.Window < time.Second || f.Window > time.Minute {
+		bad("segment.failover.window", "%v, want 1s..1m", f.Window)
+	}
+	if f := c.Segment.Failover; f.Lag < 10*time.Second || f.Lag > time.Hour {
+		bad("segment.failover.lag", "%v, want 10s..1h", f.Lag)
+	}
+	if f := c.Segment.Failover; f.MarginSteps < 0 || f.MarginSteps > 1_000_000 {
+		bad("segment.failover.margin_steps", "%d, want 0..1000000", f.MarginSteps)
 	}
 	if l := c.Segment.OwnerLease; l < time.Second || l > 10*time.Minute {
 		bad("segment.owner_lease", "%v is out of range, want 1s..10m", l)

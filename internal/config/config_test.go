@@ -449,6 +449,7 @@ func TestKeys(t *testing.T) {
 		"tls.cert", "tls.key", "rate_limit.per_second", "rate_limit.burst", "log.level", "log.format", "segment.enabled", "segment.store", "segment.dsn",
 		"segment.refresh_interval", "segment.max_step", "segment.wait_timeout", "segment.give_back", "segment.low_buffer", "segment.idle_timeout", "segment.lookup_rate", "segment.seed",
 		"segment.opaque_key", "segment.opaque_key_file", "segment.ordered", "segment.owner_lease",
+		"segment.failover.fence", "segment.failover.window", "segment.failover.lag", "segment.failover.margin_steps",
 		"snowflake.enabled", "snowflake.registry", "snowflake.name", "snowflake.endpoint", "snowflake.worker_id", "snowflake.worker_ids",
 		"snowflake.zk", "snowflake.etcd", "snowflake.dsn", "snowflake.lease_ttl", "snowflake.layout", "snowflake.epoch", "snowflake.time_bits",
 		"snowflake.worker_bits", "snowflake.sequence_bits", "snowflake.max_backwards", "snowflake.random_start", "snowflake.window", "snowflake.max_peer_skew",

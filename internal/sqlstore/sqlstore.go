@@ -147,6 +147,10 @@ type Store struct {
 	backoff  time.Duration
 	now      func() time.Time // Settings.Now
 	closed   atomic.Bool
+	// fo is the failover fence, nil while it is off (WatchFailover).
+	fo atomic.Pointer[failover]
+	// retries counts reserve attempts run again (Retries).
+	retries atomic.Int64
 	// forShare is the dialect's shared row lock clause ("" without
 	// locking reads), for the statements that read under it.
 	forShare string
@@ -346,6 +350,22 @@ func (s *Store) Reserve(ctx context.Context, tag string, step int) (leaf.Reserva
 	return r, nil
 }
 
+// afterReserve tells the failover fence, if on, of a reserve's outcome: a
+// range to remember, or a refusal that may start a fence.
+func (s *Store) afterReserve(ctx context.Context, tag string, maxID int64, err error) {
+	f := s.fo.Load()
+	if f == nil {
+		return
+	}
+	if fe, ok := errors.AsType[*failoverError](err); ok {
+		f.afterRefusal(ctx, fe)
+		return
+	}
+	if err == nil {
+		f.reserved(tag, maxID)
+	}
+}
+
 // reserveOnce is one reserve transaction; h, when set, must hold the
 // tag's lease for it to commit (ReserveOwned).
 func (s *Store) reserveOnce(ctx context.Context, tag string, step int, h *leaseHolder) (leaf.Reservation, error) {
@@ -391,10 +411,20 @@ func (s *Store) reserveOnce(ctx context.Context, tag string, step int, h *leaseH
 			}
 		}
 		if h != nil {
-			return s.checkOwner(ctx, tx, tag, h)
+			if err := s.checkOwner(ctx, tx, tag, h); err != nil {
+				return err
+			}
+		}
+		if f := s.fo.Load(); f != nil {
+			used := int64(step)
+			if step <= 0 {
+				used = stored
+			}
+			return f.checkReserve(ctx, tx, tag, maxID-used)
 		}
 		return nil
 	})
+	s.afterReserve(ctx, tag, maxID, err)
 	if err != nil {
 		return leaf.Reservation{}, err
 	}
@@ -456,6 +486,7 @@ func (s *Store) retry(ctx context.Context, f func() error) error {
 		if err == nil || attempt >= s.attempts || !s.d.IsRetryable(err) {
 			return err
 		}
+		s.retries.Add(1)
 		t := time.NewTimer(pause.Next())
 		select {
 		case <-ctx.Done():
@@ -594,6 +625,9 @@ func (s *Store) Ping(ctx context.Context) error {
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
+	}
+	if f := s.fo.Load(); f != nil {
+		f.close()
 	}
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("%s: close: %w", s.d.Name, err)

@@ -10,17 +10,21 @@ import (
 // Proxy is a TCP proxy on 127.0.0.1 in front of a real database server, for
 // outage tests: Down cuts every connection and refuses new ones, Stall keeps
 // connections open but stops passing bytes (a server that hangs), Up lets
-// traffic through again. The database itself is never touched.
+// traffic through again, Switch moves it to another server (a failover). The
+// database itself is never touched.
 type Proxy struct {
-	target string
-	ln     net.Listener
+	ln net.Listener
 
 	mu      sync.Mutex
 	flowing *sync.Cond // broadcast when down or stalled changes
-	down    bool
-	stalled bool
-	conns   map[net.Conn]struct{}
-	wg      sync.WaitGroup
+	target  string
+	// switches counts Switch calls, so that a connection dialled to the
+	// former target while a Switch happened is closed, not kept.
+	switches uint64
+	down     bool
+	stalled  bool
+	conns    map[net.Conn]struct{}
+	wg       sync.WaitGroup
 }
 
 // NewProxy starts a proxy to target (host:port) and stops it at test cleanup.
@@ -60,6 +64,20 @@ func (p *Proxy) Stall() {
 	p.mu.Unlock()
 }
 
+// Switch sends new connections to target (host:port) from now on and closes
+// every existing one, as a virtual IP moving to another host does: clients
+// see their connections drop and reconnect, to the new server. A test
+// promotes a replica with it. Down and Stall are kept as they are.
+func (p *Proxy) Switch(target string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.target = target
+	p.switches++
+	for c := range p.conns {
+		c.Close()
+	}
+}
+
 // Up lets connections through again.
 func (p *Proxy) Up() {
 	p.mu.Lock()
@@ -84,14 +102,24 @@ func (p *Proxy) close() {
 	p.wg.Wait()
 }
 
-func (p *Proxy) track(c net.Conn) bool {
+// track adds c to the connections that Down and Switch close, unless the
+// proxy is down or has switched since the caller read switches (a
+// connection to the former target); it reports whether it did.
+func (p *Proxy) track(c net.Conn, switches uint64) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.down {
+	if p.down || p.switches != switches {
 		return false
 	}
 	p.conns[c] = struct{}{}
 	return true
+}
+
+// route is where a new connection goes, and the Switch count it belongs to.
+func (p *Proxy) route() (string, uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.target, p.switches
 }
 
 func (p *Proxy) untrack(c net.Conn) {
@@ -108,12 +136,13 @@ func (p *Proxy) accept() {
 		if err != nil {
 			return
 		}
-		if !p.track(client) {
+		target, switches := p.route()
+		if !p.track(client, switches) {
 			client.Close()
 			continue
 		}
-		server, err := net.Dial("tcp", p.target)
-		if err != nil || !p.track(server) {
+		server, err := net.Dial("tcp", target)
+		if err != nil || !p.track(server, switches) {
 			if server != nil {
 				server.Close()
 			}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -28,6 +29,9 @@ type Server struct {
 	argv    []string
 	timeout time.Duration
 	ready   func(ctx context.Context) error
+	// credential, when set, is the user the server runs as: PostgreSQL
+	// refuses to run as root, which the tests may be.
+	credential *syscall.Credential
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -71,20 +75,21 @@ func (s *Server) PID() int {
 	return s.cmd.Process.Pid
 }
 
-// Kill9 kills the server with SIGKILL, as a crash would, and waits until it
-// is gone.
+// Kill9 kills the server, and every process it forked, with SIGKILL, as a
+// crash would, and waits until they are gone.
 func (s *Server) Kill9() {
 	s.t.Helper()
 	cmd, exited := s.current()
 	if cmd == nil || isDone(exited) {
 		s.t.Fatalf("testdb: %s on %s is not running", s.name, s.Addr)
 	}
-	_ = cmd.Process.Signal(syscall.SIGKILL)
-	<-exited
+	if err := s.kill(cmd, exited); err != nil {
+		s.t.Fatal(err)
+	}
 }
 
-// Stop freezes the server with SIGSTOP: its connections stay open and
-// silent, as on a machine that hangs.
+// Stop freezes the server and what it forked with SIGSTOP: its connections
+// stay open and silent, as on a machine that hangs.
 func (s *Server) Stop() { s.signal(syscall.SIGSTOP) }
 
 // Cont resumes a server frozen by Stop.
@@ -99,15 +104,23 @@ func (s *Server) signal(sig syscall.Signal) {
 	if err := cmd.Process.Signal(sig); err != nil {
 		s.t.Fatalf("testdb: signal %v to %s on %s: %v", sig, s.name, s.Addr, err)
 	}
+	// And what it forked, or a stopped PostgreSQL's backends would answer
+	// on: see kill.
+	for _, pid := range s.processesInDir() {
+		if pid != cmd.Process.Pid {
+			_ = syscall.Kill(pid, sig)
+		}
+	}
 }
 
 // Restart starts the server again in the same directory and on the same
 // port after Kill9 (or kills it first if it still runs), and waits until it
 // answers: a database's crash recovery runs first.
 func (s *Server) Restart(ctx context.Context) error {
-	if cmd, exited := s.current(); cmd != nil && !isDone(exited) {
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		<-exited
+	if cmd, exited := s.current(); cmd != nil {
+		if err := s.kill(cmd, exited); err != nil {
+			return err
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
@@ -133,7 +146,7 @@ func (s *Server) start(ctx context.Context) error {
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// Its own process group: a ^C to the test goes to the test, whose
 	// cleanup ends the server by PID.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: s.credential}
 	if err := cmd.Start(); err != nil {
 		_ = logFile.Close()
 		return fmt.Errorf("testdb: start %s: %w", s.name, err)
@@ -173,14 +186,59 @@ func (s *Server) end() {
 	if cmd == nil {
 		return
 	}
-	if !isDone(exited) {
+	if err := s.kill(cmd, exited); err != nil {
+		s.t.Error(err)
+	}
+}
+
+// kill ends the server and every process working in its directory with
+// SIGKILL, and waits until all are gone. PostgreSQL's postmaster forks its
+// backends into sessions of their own: killed alone, it leaves them running
+// for a moment, able to finish a commit and still attached to its shared
+// memory, which a restart then refuses to reuse. The server is frozen
+// first so that it neither forks nor restarts children while they die.
+func (s *Server) kill(cmd *exec.Cmd, exited chan struct{}) error {
+	_ = cmd.Process.Signal(syscall.SIGSTOP)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		pids := s.processesInDir()
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
 		_ = cmd.Process.Signal(syscall.SIGKILL)
+		if len(pids) == 0 && isDone(exited) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("testdb: %s %d on %s (or its processes %v) did not exit after SIGKILL",
+				s.name, cmd.Process.Pid, s.Addr, pids)
+		}
+		// SIGKILL takes effect when each is next scheduled.
+		<-time.After(10 * time.Millisecond)
 	}
-	select {
-	case <-exited:
-	case <-time.After(time.Minute):
-		s.t.Errorf("testdb: %s %d on %s did not exit after SIGKILL", s.name, cmd.Process.Pid, s.Addr)
+}
+
+// processesInDir lists the live processes, the test's own aside, whose
+// working directory is in the server's: the server and what it forked,
+// however they regrouped (a zombie has none). Empty without /proc.
+func (s *Server) processesInDir() []int {
+	dir, err := filepath.EvalSymlinks(s.dir)
+	if err != nil {
+		dir = s.dir
 	}
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd"))
+		if err == nil && (cwd == dir || strings.HasPrefix(cwd, dir+string(filepath.Separator))) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 func isDone(c chan struct{}) bool {

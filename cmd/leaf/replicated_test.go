@@ -1,0 +1,340 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leafgo/leaf/internal/testdb"
+	"github.com/leafgo/leaf/internal/testutil"
+)
+
+// The segment store on replicated databases (issue 26): real replicated
+// servers of the test's own (internal/testdb), leaf servers hammering one
+// tag with a small step, a failover under load, and every ID checked.
+
+// segLoad is IDs drawn from segment servers by clients, and the requests
+// that failed.
+type segLoad struct {
+	mu       sync.Mutex
+	start    time.Time
+	ids      []int64
+	failed   int
+	failures []string // the first few, with when they came
+}
+
+// hammer has clients per server ask for single IDs of tag until ctx ends.
+func (l *segLoad) hammer(ctx context.Context, t *testing.T, tag string, clients int, wg *sync.WaitGroup, servers ...*serverProc) {
+	client := &http.Client{Timeout: 5 * time.Second}
+	l.start = time.Now()
+	for i, s := range servers {
+		for range clients {
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					resp, err := client.Get(s.url("/api/segment/get/" + tag))
+					if err != nil {
+						if ctx.Err() == nil {
+							l.fail(fmt.Sprintf("server %d: %v", i, err))
+						}
+						continue
+					}
+					body, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusOK {
+						l.fail(fmt.Sprintf("server %d: %d %s", i, resp.StatusCode, strings.TrimSpace(string(body))))
+						time.Sleep(10 * time.Millisecond)
+						continue
+					}
+					ids := testutil.ParseIDs(t, string(body))
+					l.mu.Lock()
+					l.ids = append(l.ids, ids...)
+					l.mu.Unlock()
+				}
+			})
+		}
+	}
+}
+
+func (l *segLoad) fail(what string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.failed++
+	if len(l.failures) < 5 {
+		l.failures = append(l.failures, fmt.Sprintf("+%v %s", time.Since(l.start).Round(100*time.Millisecond), what))
+	}
+}
+
+// duplicates counts the IDs drawn more than once.
+func (l *segLoad) duplicates() (dups, total int) {
+	l.mu.Lock()
+	ids := slices.Clone(l.ids)
+	l.mu.Unlock()
+	slices.Sort(ids)
+	for i := 1; i < len(ids); i++ {
+		if ids[i] == ids[i-1] {
+			dups++
+		}
+	}
+	return dups, len(ids)
+}
+
+// segServers starts n leaf servers on the store at dsns[i] (segment mode
+// only, the adaptive step capped at the tag's 10, so that they reserve
+// every few milliseconds), after creating the tag through the first.
+func segServers(t *testing.T, bin, store string, dsns []string, env ...string) []*serverProc {
+	t.Helper()
+	base := append(append(cleanEnv(), "LEAF_SNOWFLAKE_ENABLED=false", "LEAF_SEGMENT_STORE="+store,
+		"LEAF_SEGMENT_MAX_STEP=10", "LEAF_SEGMENT_FAILOVER_WINDOW=2s", "LEAF_SEGMENT_FAILOVER_MARGIN_STEPS=100"), env...)
+	if r := runCLI(t, append(slices.Clone(base), "LEAF_SEGMENT_DSN="+dsns[0]), "tags", "create", "hot", "--step", "10"); r.code != 0 {
+		t.Fatalf("tags create: exit %d: %s", r.code, r.stderr)
+	}
+	servers := make([]*serverProc, len(dsns))
+	for i, dsn := range dsns {
+		s, refused := tryStart(t, bin, t.TempDir(), append(slices.Clone(base), "LEAF_SEGMENT_DSN="+dsn), "--listen", "127.0.0.1:0")
+		if refused {
+			t.Fatalf("server %d refused to start (exit %d):\n%s", i, s.exitCode(), s.log.String())
+		}
+		servers[i] = s
+	}
+	return servers
+}
+
+// TestReplicatedPostgres: three leaf servers on a PostgreSQL primary with a
+// synchronous standby, reached by a DSN that names both and asks for the
+// one that accepts writes (as libpq-style clients fail over); the primary
+// is killed under load and the standby promoted. Nothing committed is lost
+// on a synchronous standby, and the fence that the new timeline starts
+// costs only its gap: no ID repeats.
+func TestReplicatedPostgres(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a replicated PostgreSQL")
+	}
+	t.Parallel()
+	bin := testutil.BuildLeaf(t)
+	pair := testdb.NewPostgresPair(t)
+	pair.CreateDatabase(t, "leaf")
+	primary, standby := pair.Primary().Addr, pair.Standby().Addr
+	dsn := fmt.Sprintf("postgres://postgres@%s,%s/leaf?sslmode=disable&target_session_attrs=read-write&connect_timeout=2", primary, standby)
+	servers := segServers(t, bin, "postgres", []string{dsn, dsn, dsn})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	var load segLoad
+	load.hammer(ctx, t, "hot", 2, &wg, servers...)
+	time.Sleep(2 * time.Second)
+	pair.Primary().Kill9()
+	if err := pair.Promote(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	promoted := time.Now()
+	waitUntil(t, "a fence after the promotion", func() bool {
+		_, body := httpGet(t, servers[0].url("/metrics"))
+		return strings.Contains(body, "leaf_segment_store_fences_total 1")
+	})
+	time.Sleep(3 * time.Second)
+	cancel()
+	wg.Wait()
+	dups, total := load.duplicates()
+	t.Logf("%d IDs, %d repeated; %d requests failed %q; fenced %v after the promotion",
+		total, dups, load.failed, load.failures, time.Since(promoted).Round(100*time.Millisecond))
+	if dups > 0 {
+		t.Fatalf("%d of %d IDs issued twice across the failover", dups, total)
+	}
+}
+
+// mariadbFailover runs three leaf servers on a MariaDB pair through a proxy
+// (the VIP), hammers one tag, and fails the pair over under load: lossy
+// stops the replica's replication for 3s first, so that reserves certainly
+// never reach it. It returns the load and the first server's /metrics.
+func mariadbFailover(t *testing.T, mode testdb.ReplicationMode, lossy bool, env ...string) (*segLoad, string) {
+	bin := testutil.BuildLeaf(t)
+	pair := testdb.NewMariaDBPair(t, mode)
+	dsn := pair.CreateDatabase(t, "leaf")
+	proxy := testdb.NewProxy(t, pair.Primary.Addr)
+	viaVIP := strings.Replace(dsn, pair.Primary.Addr, proxy.Addr(), 1)
+	servers := segServers(t, bin, "mysql", []string{viaVIP, viaVIP, viaVIP}, env...)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	load := &segLoad{}
+	load.hammer(ctx, t, "hot", 2, &wg, servers...)
+	time.Sleep(2 * time.Second)
+	if lossy {
+		if err := pair.StopReplication(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3 * time.Second)
+	}
+	pair.Primary.Kill9()
+	if err := pair.Promote(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	proxy.Switch(pair.Replica.Addr)
+	time.Sleep(6 * time.Second)
+	cancel()
+	wg.Wait()
+	_, metrics := httpGet(t, servers[0].url("/metrics"))
+	return load, metrics
+}
+
+// metricValue is the value of an unlabelled series in a /metrics page, ""
+// if absent.
+func metricValue(page, name string) string {
+	for line := range strings.SplitSeq(page, "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// TestReplicatedMariaDBSemiSync: on semi-synchronous replication (AFTER_SYNC)
+// every committed reserve is on the replica's relay log before the reserve
+// returns, so a failover loses none; the fence its new server_id starts
+// costs only its gap. Three servers, the primary killed under load: no ID
+// repeats.
+func TestReplicatedMariaDBSemiSync(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a replicated MariaDB")
+	}
+	t.Parallel()
+	load, metrics := mariadbFailover(t, testdb.SemiSync, false)
+	dups, total := load.duplicates()
+	t.Logf("%d IDs, %d repeated; %d requests failed %q; fences %s, gap %s", total, dups, load.failed, load.failures,
+		metricValue(metrics, "leaf_segment_store_fences_total"), metricValue(metrics, "leaf_segment_store_fence_gap_ids"))
+	if dups > 0 {
+		t.Fatalf("%d of %d IDs issued twice across the failover", dups, total)
+	}
+}
+
+// TestReplicatedMariaDBAsync: asynchronous replication, the replica's
+// replication stopped for 3s before the primary is killed, so the reserves
+// of those seconds are certainly lost. Without the fence the servers hand
+// out their ranges again (the test sees the duplicates: it can see them);
+// with it, none repeats and the gap is reported.
+func TestReplicatedMariaDBAsync(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a replicated MariaDB")
+	}
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		fence bool
+	}{{"without the fence", false}, {"with the fence", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			load, metrics := mariadbFailover(t, testdb.Async, true, fmt.Sprintf("LEAF_SEGMENT_FAILOVER_FENCE=%v", tc.fence))
+			dups, total := load.duplicates()
+			fences, gap := metricValue(metrics, "leaf_segment_store_fences_total"), metricValue(metrics, "leaf_segment_store_fence_gap_ids")
+			t.Logf("%d IDs, %d repeated; %d requests failed %q; fences %s, gap %s", total, dups, load.failed, load.failures, fences, gap)
+			switch {
+			case !tc.fence && dups == 0:
+				t.Fatalf("no duplicate without the fence among %d IDs: the test did not lose the reserves it meant to", total)
+			case tc.fence && dups > 0:
+				t.Fatalf("%d of %d IDs issued twice across the failover, with the fence", dups, total)
+			case tc.fence && (fences == "" || fences == "0" || gap == "" || gap == "0"):
+				t.Errorf("with the fence: fences %q, gap %q; want the fence and its gap reported", fences, gap)
+			}
+		})
+	}
+}
+
+// TestDBFence: leaf db fence raises every tag by the margin and moves the
+// fence's epoch; a store that cannot be fenced is a usage error.
+func TestDBFence(t *testing.T) {
+	t.Parallel()
+	dsn := testdb.MySQL(t)
+	env := append(cleanEnv(), "LEAF_SEGMENT_STORE=mysql", "LEAF_SEGMENT_DSN="+dsn, "LEAF_SEGMENT_FAILOVER_WINDOW=1s")
+	if r := runCLI(t, env, "tags", "create", "a", "--step", "10"); r.code != 0 {
+		t.Fatalf("tags create: %d %s", r.code, r.stderr)
+	}
+	r := runCLI(t, env, "db", "fence", "--margin-steps", "5")
+	if r.code != 0 || !strings.Contains(r.stdout, "epoch 2") || !strings.Contains(r.stdout, "raised by 5 steps (50 IDs in all)") {
+		t.Fatalf("db fence: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	got := runCLI(t, env, "tags", "list")
+	if got.code != 0 || !strings.Contains(got.stdout, "51") {
+		t.Errorf("tags list after the fence: %q, want a's max_id raised from 1 to 51", got.stdout)
+	}
+	if r := runCLI(t, append(cleanEnv(), "LEAF_DATA_DIR="+t.TempDir()), "db", "fence"); r.code != 2 || !strings.Contains(r.stderr, "SQLite has no replica") {
+		t.Errorf("db fence on SQLite: exit %d, stderr %q; want 2", r.code, r.stderr)
+	}
+}
+
+// TestReplicatedGalera: three leaf servers, each on its own node of a
+// three-node Galera cluster (through a proxy, as through the load balancer
+// a Galera client uses), hammer one tag: concurrent reserves through two
+// nodes fail Galera's certification (MySQL error 1213) and are run again,
+// counted in leaf_segment_store_retries_total, never surfaced. A node is
+// killed and restarted under load (its server's proxy moving to a live node
+// meanwhile, as a health check would): no request fails, no ID repeats, and
+// no fence is needed (the cluster's identity is the same on every node).
+func TestReplicatedGalera(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a Galera cluster")
+	}
+	t.Parallel()
+	bin := testutil.BuildLeaf(t)
+	g := testdb.NewGalera(t, 3)
+	g.CreateDatabase(t, "leaf")
+	proxies := make([]*testdb.Proxy, g.Size())
+	dsns := make([]string, g.Size())
+	for i := range proxies {
+		proxies[i] = testdb.NewProxy(t, g.Node(i).Addr)
+		dsns[i] = strings.Replace(g.Node(i).DSN("leaf"), g.Node(i).Addr, proxies[i].Addr(), 1)
+	}
+	// The adaptive step as in production: the tag's step of 10 makes the
+	// first reserves frequent (certification conflicts), and the step then
+	// doubles until the buffers ride out the cluster's pause while it
+	// evicts a dead node (Galera's evs.suspect_timeout).
+	servers := segServers(t, bin, "mysql", dsns, "LEAF_SEGMENT_MAX_STEP=1000000")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	var load segLoad
+	load.hammer(ctx, t, "hot", 2, &wg, servers...)
+	time.Sleep(6 * time.Second) // the step grows meanwhile
+	g.Node(2).Kill9()
+	proxies[2].Switch(g.Node(0).Addr)
+	time.Sleep(3 * time.Second)
+	if err := g.Node(2).Restart(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.WaitSynced(context.Background(), 2); err != nil {
+		t.Fatal(err)
+	}
+	proxies[2].Switch(g.Node(2).Addr)
+	time.Sleep(3 * time.Second)
+	cancel()
+	wg.Wait()
+
+	var retries, fences int
+	for _, s := range servers {
+		_, page := httpGet(t, s.url("/metrics"))
+		var r, f int
+		fmt.Sscan(metricValue(page, "leaf_segment_store_retries_total"), &r)
+		fmt.Sscan(metricValue(page, "leaf_segment_store_fences_total"), &f)
+		retries, fences = retries+r, fences+f
+	}
+	dups, total := load.duplicates()
+	t.Logf("%d IDs, %d repeated; %d requests failed %q; %d reserves retried, %d fences", total, dups, load.failed, load.failures, retries, fences)
+	switch {
+	case dups > 0:
+		t.Fatalf("%d of %d IDs issued twice", dups, total)
+	case load.failed > 0:
+		t.Errorf("%d requests failed", load.failed)
+	case retries == 0:
+		t.Errorf("no reserve was retried: the test met no certification conflict")
+	case fences > 0:
+		t.Errorf("%d fences on Galera, whose identity is the cluster's", fences)
+	}
+}
