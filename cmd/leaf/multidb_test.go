@@ -593,7 +593,7 @@ func TestDBMigrateUsage(t *testing.T) {
 		{"help", nil, []string{"db", "-h"}, 0, "leaf db migrate --to DSN", ""},
 		{"migrate help", nil, []string{"db", "migrate", "-h"}, 0, "Stop every server", ""},
 		{"main help names it", nil, []string{"help"}, 0, "leaf db migrate", ""},
-		{"no subcommand", nil, []string{"db"}, 2, "", "db needs a subcommand: init or migrate"},
+		{"no subcommand", nil, []string{"db"}, 2, "", "db needs a subcommand: init, migrate or fence"},
 		{"init of one database", []string{"LEAF_SEGMENT_STORE=mysql", "LEAF_SEGMENT_DSN=" + a}, []string{"db", "init"}, 2, "",
 			"leaf db init: segment.dsn lists 1 database(s); init sets up a store of 2 or more"},
 		{"init of one database twice", []string{"LEAF_SEGMENT_STORE=mysql"}, []string{"db", "init", "--segment-dsn", a, "--segment-dsn", a + "?timeout=3s"}, 2, "",

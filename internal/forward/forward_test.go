@@ -387,7 +387,11 @@ func TestForwardToken(t *testing.T) {
 	if _, err := f.NextID(ctx, tag); err != nil {
 		t.Fatalf("with the token: %v", err)
 	}
-	f = newForwarder(t, forward.Settings{Local: ownedBy(url), Token: "another-token-0123456789", Wait: 100 * time.Millisecond})
+	// The forwarder retries the owner until its wait runs out, then says
+	// why the last call failed. A 100ms wait timed out on a busy machine
+	// (the whole suite running) before the owner's refusal arrived, so the
+	// error was the timeout's; 2s leaves room for a slow first connection.
+	f = newForwarder(t, forward.Settings{Local: ownedBy(url), Token: "another-token-0123456789", Wait: 2 * time.Second})
 	_, err := f.NextID(ctx, tag)
 	if !errors.Is(err, forward.ErrOwnerUnreachable) || !strings.Contains(err.Error(), "admin tokens differ") {
 		t.Fatalf("with another token: err = %v, want ErrOwnerUnreachable saying the tokens differ", err)
