@@ -28,9 +28,9 @@ func TestBenchReplicated(t *testing.T) {
 		name string
 		dsn  func(t *testing.T) string
 	}{
-		{"single MariaDB", func(t *testing.T) string { return testdb.NewMariaDB(t).CreateDatabase(t, "leaf") }},
-		{"semi-sync pair", func(t *testing.T) string { return testdb.NewMariaDBPair(t, testdb.SemiSync).CreateDatabase(t, "leaf") }},
-		{"Galera (3 nodes)", func(t *testing.T) string {
+		{"single-mariadb", func(t *testing.T) string { return testdb.NewMariaDB(t).CreateDatabase(t, "leaf") }},
+		{"semi-sync-pair", func(t *testing.T) string { return testdb.NewMariaDBPair(t, testdb.SemiSync).CreateDatabase(t, "leaf") }},
+		{"galera-3-nodes", func(t *testing.T) string {
 			g := testdb.NewGalera(t, 3)
 			g.CreateDatabase(t, "leaf")
 			return g.Node(0).DSN("leaf")
