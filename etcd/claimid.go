@@ -109,17 +109,10 @@ func (r *Registry) RegisterID(ctx context.Context, ep leaf.Endpoint, id int64) (
 			return leaf.WorkerClaim{}, fmt.Errorf("etcd: claim worker %d: %w", id, err)
 		}
 		if resp.Succeeded {
-			c.rev = resp.Responses[1].GetResponseRange().Kvs[0].CreateRevision
-			hw, err := r.keepMark(ctx, c, resp.Responses[2].GetResponseRange().Kvs)
+			hw, err := r.hold(ctx, c, g, resp)
 			if err != nil {
-				if uerr := r.unclaim(ctx, c); uerr != nil {
-					err = errors.Join(err, uerr)
-				}
-				r.revoke(ctx, g.ID)
 				return leaf.WorkerClaim{}, err
 			}
-			c.ttl = time.Duration(g.TTL) * time.Second
-			r.claim = c
 			if held != nil {
 				r.log.Info("worker ID taken: the previous holder released it or its lease expired",
 					"worker_id", id, "previous_holder", held.endpoint, "waited", time.Since(start).Round(time.Millisecond))
@@ -182,6 +175,18 @@ func (r *Registry) resume(ctx context.Context, c *claim, kv *mvccpb.KeyValue, g 
 	if old := clientv3.LeaseID(kv.Lease); old != clientv3.NoLease {
 		r.revoke(ctx, old)
 	}
+	hw, err := r.hold(ctx, c, g, resp)
+	if err != nil {
+		return leaf.WorkerClaim{}, false, err
+	}
+	r.log.Info("worker ID taken back from this server's previous run", "worker_id", c.id, "high_water", hw, "lease", int64(g.ID))
+	return leaf.WorkerClaim{WorkerID: c.id, HighWater: hw, Expires: t0.Add(c.ttl), Resumed: true}, true, nil
+}
+
+// hold makes c, whose worker key the transaction resp (Put, Get of the key,
+// Get of the mark) put on lease g, the claim held, keeping the ID's mark
+// (keepMark), and returns the mark. On failure the key and the lease go.
+func (r *Registry) hold(ctx context.Context, c *claim, g *clientv3.LeaseGrantResponse, resp *clientv3.TxnResponse) (int64, error) {
 	c.rev = resp.Responses[1].GetResponseRange().Kvs[0].CreateRevision
 	hw, err := r.keepMark(ctx, c, resp.Responses[2].GetResponseRange().Kvs)
 	if err != nil {
@@ -189,12 +194,11 @@ func (r *Registry) resume(ctx context.Context, c *claim, kv *mvccpb.KeyValue, g 
 			err = errors.Join(err, uerr)
 		}
 		r.revoke(ctx, g.ID)
-		return leaf.WorkerClaim{}, false, err
+		return 0, err
 	}
 	c.ttl = time.Duration(g.TTL) * time.Second
 	r.claim = c
-	r.log.Info("worker ID taken back from this server's previous run", "worker_id", c.id, "high_water", hw, "lease", int64(g.ID))
-	return leaf.WorkerClaim{WorkerID: c.id, HighWater: hw, Expires: t0.Add(c.ttl), Resumed: true}, true, nil
+	return hw, nil
 }
 
 // keepMark reads the mark of c's ID (kvs, from the claim transaction) and

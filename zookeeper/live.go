@@ -128,6 +128,42 @@ func (c *client) writeLive(p string, ts int64, data []byte) (int64, *zk.Stat, er
 	}
 }
 
+// liveNode is the live node a registered server keeps: its path, "" while
+// none is known to exist.
+type liveNode struct {
+	c    *client
+	path string
+}
+
+// refresh writes our clock's reading into the live node name, for ep and
+// worker id, creating it if it is missing (a previous one of another name
+// goes), and returns the reading with the node's Stat after the write.
+func (n *liveNode) refresh(name string, ep leaf.Endpoint, id int64) (int64, *zk.Stat, error) {
+	p := n.c.livePath(name)
+	if n.path != "" && n.path != p {
+		n.drop()
+	}
+	now := n.c.now()
+	ts, st, err := n.c.writeLive(p, now, encodeLive(ep, id, now))
+	if err != nil {
+		return 0, nil, err
+	}
+	n.path = p
+	return ts, st, nil
+}
+
+// drop deletes the live node. If ZooKeeper does not answer, the node goes
+// with the session, and PeerClocks skips it meanwhile.
+func (n *liveNode) drop() {
+	if n.path == "" {
+		return
+	}
+	if err := n.c.deleteLive(n.path); err != nil {
+		n.c.log.Debug("could not delete our live node", "node", n.path, "err", err)
+	}
+	n.path = ""
+}
+
 // deleteLive deletes our ephemeral node p if this session owns it; a node
 // of another session is not ours to delete.
 func (c *client) deleteLive(p string) error {

@@ -19,9 +19,9 @@ import (
 	"github.com/leafgo/leaf/leaftest"
 )
 
-// liveNode checks that p is an ephemeral node of session with the live
+// checkLiveNode checks that p is an ephemeral node of session with the live
 // record of ep and worker id, and returns its timestamp.
-func liveNode(t *testing.T, raw *zk.Conn, p string, session int64, ep leaf.Endpoint, id int64) int64 {
+func checkLiveNode(t *testing.T, raw *zk.Conn, p string, session int64, ep leaf.Endpoint, id int64) int64 {
 	t.Helper()
 	data, st, err := raw.Get(p)
 	if err != nil {
@@ -105,7 +105,7 @@ func TestClaimSameEndpoint(t *testing.T) {
 	if ca.Expires.IsZero() || ca.Resumed {
 		t.Errorf("A: claim %+v, want a lease, not resumed", ca)
 	}
-	liveNode(t, raw, node, a.c.conn.SessionID(), ep, ca.WorkerID)
+	checkLiveNode(t, raw, node, a.c.conn.SessionID(), ep, ca.WorkerID)
 	leaseNode(t, raw, name, ep, "host-a/1")
 	stopA := renewing(t, a)
 
@@ -154,7 +154,7 @@ func TestClaimSameEndpoint(t *testing.T) {
 	if took := time.Since(start); took > time.Second {
 		t.Errorf("B: Register after A's Release took %v, want at once", took)
 	}
-	liveNode(t, raw, node, b.c.conn.SessionID(), ep, ca.WorkerID)
+	checkLiveNode(t, raw, node, b.c.conn.SessionID(), ep, ca.WorkerID)
 	leaseNode(t, raw, name, ep, "host-b/2")
 
 	// B dies without a word: A may take the endpoint only once B's lease
@@ -322,7 +322,7 @@ func TestClaimAfterExpiry(t *testing.T) {
 	if session == first {
 		t.Fatalf("session %#x did not change", session)
 	}
-	liveNode(t, raw, node, session, ep, c.WorkerID)
+	checkLiveNode(t, raw, node, session, ep, c.WorkerID)
 }
 
 // TestClaimDeleted: a lease node someone deleted is a lost claim (whoever
@@ -354,14 +354,14 @@ func TestClaimDeleted(t *testing.T) {
 	if err != nil || c2.WorkerID != c.WorkerID {
 		t.Fatalf("Register again: %+v, %v; want worker %d", c2, err, c.WorkerID)
 	}
-	liveNode(t, raw, node, a.c.conn.SessionID(), ep, c.WorkerID)
+	checkLiveNode(t, raw, node, a.c.conn.SessionID(), ep, c.WorkerID)
 	// Registering under another endpoint moves the live node.
 	ep2 := leaftest.TestEndpoint(1)
 	c3, err := a.Register(ctx, ep2, leaftest.MaxWorkerID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	liveNode(t, raw, Root+"/"+name+"/temporary/"+ep2.String(), a.c.conn.SessionID(), ep2, c3.WorkerID)
+	checkLiveNode(t, raw, Root+"/"+name+"/temporary/"+ep2.String(), a.c.conn.SessionID(), ep2, c3.WorkerID)
 	if ok, _, err := raw.Exists(node); err != nil || ok {
 		t.Errorf("the first endpoint's live node: exists %v, %v", ok, err)
 	}
@@ -483,8 +483,8 @@ func TestRecycleSameEndpoint(t *testing.T) {
 		t.Fatalf("both leased worker %d", ca.WorkerID)
 	}
 	dir := Root + "/" + name + "/temporary/"
-	liveNode(t, raw, dir+liveName(ep, ca.WorkerID), a.c.conn.SessionID(), ep, ca.WorkerID)
-	liveNode(t, raw, dir+liveName(ep, cb.WorkerID), b.c.conn.SessionID(), ep, cb.WorkerID)
+	checkLiveNode(t, raw, dir+liveName(ep, ca.WorkerID), a.c.conn.SessionID(), ep, ca.WorkerID)
+	checkLiveNode(t, raw, dir+liveName(ep, cb.WorkerID), b.c.conn.SessionID(), ep, cb.WorkerID)
 
 	for _, c := range []struct {
 		who    string

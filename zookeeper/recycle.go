@@ -31,9 +31,8 @@ type RecycleRegistry struct {
 	// Guarded by c.sem.
 	dirsReady bool
 	claim     *recycled // nil while no ID is held
-	// live is our live node under /snowflake/{Name}/temporary, "" while
-	// none is known to exist.
-	live string
+	// live is our live node under /snowflake/{Name}/temporary.
+	live liveNode
 }
 
 // recycled is the ID a RecycleRegistry holds.
@@ -53,7 +52,7 @@ func OpenRecycle(ctx context.Context, cfg Config) (*RecycleRegistry, error) {
 		return nil, err
 	}
 	base := Root + "/" + c.cfg.Name + "/recycle"
-	return &RecycleRegistry{c: c, inuseDir: base + "/inuse", markDir: base + "/mark"}, nil
+	return &RecycleRegistry{c: c, inuseDir: base + "/inuse", markDir: base + "/mark", live: liveNode{c: c}}, nil
 }
 
 func (r *RecycleRegistry) inusePath(n int64) string {
@@ -409,7 +408,7 @@ func (r *RecycleRegistry) writeInuse() {
 // dropClaim gives the held ID back: its lease released with its last mark
 // kept, its inuse hint deleted.
 func (r *RecycleRegistry) dropClaim() {
-	r.dropLive()
+	r.live.drop()
 	l := r.claim
 	r.claim = nil
 	rec := l.lease.rec
@@ -443,7 +442,7 @@ func (r *RecycleRegistry) Heartbeat(ctx context.Context, mark int64) (time.Time,
 		if err := r.c.renewLease(&l.lease, r.c.newClaim(l.ep, mark)); err != nil {
 			if errors.Is(err, leaf.ErrWorkerLost) {
 				r.claim = nil
-				r.dropLive()
+				r.live.drop()
 				r.deleteInuse(l.id)
 				err = fmt.Errorf("worker %d: %w", l.id, err)
 			}
@@ -468,34 +467,10 @@ func liveName(ep leaf.Endpoint, id int64) string {
 	return ep.String() + "#w" + strconv.FormatInt(id, 10)
 }
 
-// refreshLive writes our clock's reading into the live node of the lease,
-// creating the node if it is missing, and returns the reading with the
-// node's Stat after the write.
+// refreshLive writes our clock's reading into the live node of the lease
+// (see liveNode.refresh).
 func (r *RecycleRegistry) refreshLive() (int64, *zk.Stat, error) {
-	l := r.claim
-	p := r.c.livePath(liveName(l.ep, l.id))
-	if r.live != "" && r.live != p {
-		r.dropLive()
-	}
-	now := r.c.now()
-	ts, st, err := r.c.writeLive(p, now, encodeLive(l.ep, l.id, now))
-	if err != nil {
-		return 0, nil, err
-	}
-	r.live = p
-	return ts, st, nil
-}
-
-// dropLive deletes our live node. If ZooKeeper does not answer, the node
-// goes with the session, and PeerClocks skips it meanwhile.
-func (r *RecycleRegistry) dropLive() {
-	if r.live == "" {
-		return
-	}
-	if err := r.c.deleteLive(r.live); err != nil {
-		r.c.log.Debug("could not delete our live node", "node", r.live, "err", err)
-	}
-	r.live = ""
+	return r.live.refresh(liveName(r.claim.ep, r.claim.id), r.claim.ep, r.claim.id)
 }
 
 // PeerClocks returns the clocks of the other live servers of the cluster,
@@ -512,7 +487,7 @@ func (r *RecycleRegistry) PeerClocks(ctx context.Context) ([]leaf.PeerClock, err
 		if err != nil {
 			return err
 		}
-		peers, err = r.c.peerClocks(r.live, ts, st)
+		peers, err = r.c.peerClocks(r.live.path, ts, st)
 		return err
 	})
 	return peers, err
@@ -535,11 +510,11 @@ func (r *RecycleRegistry) Release(ctx context.Context, mark int64) error {
 				return fmt.Errorf("zookeeper: release worker %d: %w", l.id, err) // the caller may retry
 			}
 			r.claim = nil
-			r.dropLive()
+			r.live.drop()
 			return fmt.Errorf("zookeeper: release worker %d: %w", l.id, err)
 		}
 		r.claim = nil
-		r.dropLive()
+		r.live.drop()
 		r.deleteInuse(l.id)
 		return nil
 	})

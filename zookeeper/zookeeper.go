@@ -325,7 +325,7 @@ type Registry struct {
 	ep    leaf.Endpoint
 	id    int64
 	lease *leaseHold // our lease, nil while none is held
-	live  string     // our live node, "" while none is known to exist
+	live  liveNode   // our live node under /snowflake/{Name}/temporary
 }
 
 var _ leaf.WorkerRegistry = (*Registry)(nil)
@@ -339,7 +339,7 @@ func Open(ctx context.Context, cfg Config) (*Registry, error) {
 		return nil, err
 	}
 	base := Root + "/" + c.cfg.Name
-	return &Registry{c: c, dir: base + "/forever", leaseDir: base + "/lease"}, nil
+	return &Registry{c: c, dir: base + "/forever", leaseDir: base + "/lease", live: liveNode{c: c}}, nil
 }
 
 // Register returns ep's worker ID: the sequence of its node, created the
@@ -422,7 +422,7 @@ func (r *Registry) dropLease() {
 		r.c.log.Warn("could not give back our lease; it lapses by itself", "node", r.lease.path, "err", err)
 	}
 	r.lease = nil
-	r.dropLive()
+	r.live.drop()
 }
 
 // find returns ep's node, creating it if ep has none.
@@ -499,35 +499,12 @@ func (r *Registry) Heartbeat(ctx context.Context, mark int64) (time.Time, error)
 	return expires, err
 }
 
-// refreshLive writes our clock's reading into our live node, creating it if
-// it is missing, and returns the reading with the node's Stat after the
-// write. We hold the endpoint's lease: another session's node of the same
-// name is a stale one of a previous holder (our own killed run, or a holder
-// whose lease lapsed), and is replaced.
+// refreshLive writes our clock's reading into our live node (see
+// liveNode.refresh). We hold the endpoint's lease: another session's node
+// of the same name is a stale one of a previous holder (our own killed run,
+// or a holder whose lease lapsed), and is replaced.
 func (r *Registry) refreshLive() (int64, *zk.Stat, error) {
-	p := r.c.livePath(r.ep.String())
-	if r.live != "" && r.live != p {
-		r.dropLive()
-	}
-	now := r.c.now()
-	ts, st, err := r.c.writeLive(p, now, encodeLive(r.ep, r.id, now))
-	if err != nil {
-		return 0, nil, err
-	}
-	r.live = p
-	return ts, st, nil
-}
-
-// dropLive deletes our live node. If ZooKeeper does not answer, the node
-// goes with the session, and PeerClocks skips it meanwhile.
-func (r *Registry) dropLive() {
-	if r.live == "" {
-		return
-	}
-	if err := r.c.deleteLive(r.live); err != nil {
-		r.c.log.Debug("could not delete our live node", "node", r.live, "err", err)
-	}
-	r.live = ""
+	return r.live.refresh(r.ep.String(), r.ep, r.id)
 }
 
 // PeerClocks returns the clocks of the other live servers of the cluster
@@ -548,7 +525,7 @@ func (r *Registry) PeerClocks(ctx context.Context) ([]leaf.PeerClock, error) {
 		if err != nil {
 			return err
 		}
-		peers, err = r.c.peerClocks(r.live, ts, st)
+		peers, err = r.c.peerClocks(r.live.path, ts, st)
 		return err
 	})
 	return peers, err
@@ -570,13 +547,13 @@ func (r *Registry) Release(ctx context.Context, mark int64) error {
 		switch {
 		case errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNoNode):
 			r.lease, r.node = nil, ""
-			r.dropLive()
+			r.live.drop()
 			return fmt.Errorf("%w: zookeeper: release: the lease or the node changed hands: %w", leaf.ErrWorkerLost, err)
 		case err != nil:
 			return fmt.Errorf("zookeeper: release: %w", err) // no answer: the caller may try again
 		}
 		r.lease, r.node = nil, ""
-		r.dropLive()
+		r.live.drop()
 		return nil
 	})
 }

@@ -328,7 +328,7 @@ func TestJavaCoexistence(t *testing.T) {
 		t.Fatalf("Java endpoint: %+v, want worker 0 high-water %d, leased", c1, stamps["10.0.0.1:8080"])
 	}
 	// The tree had no temporary directory: the live node comes with one.
-	liveNode(t, raw, Root+"/"+name+"/temporary/10.0.0.1:8080", r1.c.conn.SessionID(), leaf.Endpoint{IP: "10.0.0.1", Port: 8080}, 0)
+	checkLiveNode(t, raw, Root+"/"+name+"/temporary/10.0.0.1:8080", r1.c.conn.SessionID(), leaf.Endpoint{IP: "10.0.0.1", Port: 8080}, 0)
 
 	// A new endpoint gets the next sequence, in a node Java can read.
 	ep3 := leaf.Endpoint{IP: "10.0.0.3", Port: 8080}

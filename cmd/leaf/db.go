@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"slices"
 	"strings"
@@ -13,8 +14,6 @@ import (
 	"github.com/leafgo/leaf/internal/config"
 	"github.com/leafgo/leaf/internal/sqlstore"
 	"github.com/leafgo/leaf/multidb"
-	"github.com/leafgo/leaf/mysql"
-	"github.com/leafgo/leaf/postgres"
 )
 
 const dbUsage = `Usage:
@@ -92,14 +91,7 @@ func (a *app) dbInit(ctx context.Context, args []string) error {
 	fs := newFlagSet("db init")
 	flags := config.BindFlags(fs, "data_dir", "segment.store", "segment.dsn", "log.level", "log.format")
 	block := fs.Int64("block", multidb.DefaultBlock, "IDs per block: database i of N issues the blocks numbered i mod N")
-	pos, err := a.parseFlags(fs, dbUsage, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return usageErrorf("takes no arguments, got %q", pos[0])
-	}
-	cfg, err := config.Load(flags.Sources(a.env))
+	cfg, err := a.dbConfig(fs, flags, args)
 	if err != nil {
 		return err
 	}
@@ -120,19 +112,25 @@ func (a *app) dbInit(ctx context.Context, args []string) error {
 	return nil
 }
 
+// dbConfig parses a db subcommand's flags, which take no arguments, and
+// loads the configuration they complete.
+func (a *app) dbConfig(fs *flag.FlagSet, flags *config.Flags, args []string) (config.Config, error) {
+	pos, err := a.parseFlags(fs, dbUsage, args)
+	if err != nil {
+		return config.Config{}, err
+	}
+	if len(pos) > 0 {
+		return config.Config{}, usageErrorf("takes no arguments, got %q", pos[0])
+	}
+	return config.Load(flags.Sources(a.env))
+}
+
 // dbFence fences the store's database by hand (see dbUsage).
 func (a *app) dbFence(ctx context.Context, args []string) error {
 	fs := newFlagSet("db fence")
 	flags := config.BindFlags(fs, "data_dir", "segment.store", "segment.dsn", "log.level", "log.format")
 	margin := fs.Int("margin-steps", -1, "steps of its step every tag is raised by beyond what the servers report (default segment.failover.margin_steps)")
-	pos, err := a.parseFlags(fs, dbUsage, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return usageErrorf("takes no arguments, got %q", pos[0])
-	}
-	cfg, err := config.Load(flags.Sources(a.env))
+	cfg, err := a.dbConfig(fs, flags, args)
 	if err != nil {
 		return err
 	}
@@ -154,13 +152,8 @@ func (a *app) dbFence(ctx context.Context, args []string) error {
 	}
 	defer s.Close()
 	set := sqlstore.FailoverSettings{Window: fc.Window, Lag: fc.Lag, MarginSteps: int64(fc.MarginSteps), Logger: log}
-	var watch func(context.Context, sqlstore.FailoverSettings) error
-	switch f := s.(type) {
-	case *mysql.Store:
-		watch = f.WatchFailover
-	case *postgres.Store:
-		watch = f.WatchFailover
-	default:
+	watch := failoverOf(s)
+	if watch == nil {
 		return usageErrorf("segment store %s cannot be fenced", desc)
 	}
 	if err := watch(ctx, set); err != nil {

@@ -205,13 +205,8 @@ func watchFailover(ctx context.Context, s segmentStore, fc config.Failover, log 
 	if !fc.Fence {
 		return nil
 	}
-	var watch func(context.Context, sqlstore.FailoverSettings) error
-	switch st := s.(type) {
-	case *mysql.Store:
-		watch = st.WatchFailover
-	case *postgres.Store:
-		watch = st.WatchFailover
-	default:
+	watch := failoverOf(s)
+	if watch == nil {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, storeOpenTimeout)
@@ -223,6 +218,18 @@ func watchFailover(ctx context.Context, s segmentStore, fc config.Failover, log 
 	if st, ok := s.(fencedStore).FailoverStatus(); ok {
 		log.Info("segment store failover fence on", "database", st.Live, "epoch", st.Epoch, "state", st.State,
 			"window", fc.Window, "lag", fc.Lag, "margin_steps", fc.MarginSteps)
+	}
+	return nil
+}
+
+// failoverOf is the store's WatchFailover, which names its database's
+// identity: mysql's and postgres' stores of one database; nil for others.
+func failoverOf(s segmentStore) func(context.Context, sqlstore.FailoverSettings) error {
+	switch st := s.(type) {
+	case *mysql.Store:
+		return st.WatchFailover
+	case *postgres.Store:
+		return st.WatchFailover
 	}
 	return nil
 }
