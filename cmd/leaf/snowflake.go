@@ -132,9 +132,12 @@ func openRegistry(cfg config.Config, ep leaf.Endpoint, log *slog.Logger) (regist
 	if sc.Registry == config.RegistryLocal || (sc.Registry == config.RegistryOrdinal && sc.Ordinal.Claim == config.ClaimNone) {
 		return openUnleased(cfg, ep, dir)
 	}
-	inst, err := local.OpenInstance(dir)
+	// The identity and the cache are kept per endpoint port, as Leaf keeps
+	// its cache: two servers of one host may share a data directory.
+	portDir := filepath.Join(dir, strconv.Itoa(ep.Port))
+	inst, err := local.OpenInstance(portDir)
 	if err != nil {
-		return registryChoice{}, fmt.Errorf("snowflake data directory %s: %w", dir, err)
+		return registryChoice{}, fmt.Errorf("snowflake data directory %s: %w", portDir, err)
 	}
 	rc, err := openLeased(cfg, ep, dir, inst.ID(), log)
 	if err != nil {
@@ -142,7 +145,7 @@ func openRegistry(cfg config.Config, ep leaf.Endpoint, log *slog.Logger) (regist
 		return registryChoice{}, err
 	}
 	rc.inst = inst
-	rc.cache = local.NewCache(filepath.Join(dir, strconv.Itoa(ep.Port), "workerID.properties"))
+	rc.cache = local.NewCache(filepath.Join(portDir, "workerID.properties"))
 	rc.desc = describeRegistry(cfg, ep)
 	return rc, nil
 }
