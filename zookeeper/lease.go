@@ -242,6 +242,18 @@ func (c *client) acquireLease(ctx context.Context, path string, rec func() claim
 // claim over (our lease had lapsed) or an operator removed it.
 func (c *client) renewLease(h *leaseHold, rec claimRecord) error {
 	st, err := c.conn.Set(h.path, rec.encode(), h.version)
+	if errors.Is(err, zk.ErrBadVersion) {
+		// A write of ours may have landed without its answer reaching us
+		// (ZooKeeper died between the two): the node then names our own
+		// identity, which no other process can hold while we run, and its
+		// version is ours to go on from.
+		data, cur, gerr := c.conn.Get(h.path)
+		other, perr := parseClaim(data)
+		if gerr == nil && perr == nil && other.Holder != "" && other.Holder == c.cfg.Holder {
+			h.version = cur.Version
+			st, err = c.conn.Set(h.path, rec.encode(), h.version)
+		}
+	}
 	switch {
 	case errors.Is(err, zk.ErrBadVersion):
 		who := "another process"

@@ -312,16 +312,21 @@ func TestRegistryRestart(t *testing.T) {
 			}
 			t.Logf("%s down for %v", tc.registry, time.Since(down).Round(100*time.Millisecond))
 			// Long enough for the server to reconnect and renew.
-			waitUntil(t, "the heartbeat to recover", func() bool {
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 				_, body := httpGet(t, s.url("/readyz"))
-				return strings.TrimSpace(body) == "ok"
-			})
+				if strings.TrimSpace(body) == "ok" {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the heartbeat did not recover within 30s of the restart: /readyz %q; the server's log ends:\n%s", body, lastLines(s.log.String(), 15))
+				}
+			}
 			time.Sleep(time.Second)
 			cancel()
 			wg.Wait()
 
 			if got.refused > 0 {
-				t.Errorf("%d requests refused while the registry restarted: %q", got.refused, got.refusals)
+				t.Errorf("%d requests refused while the registry restarted: %q; the server's log ends:\n%s", got.refused, got.refusals, lastLines(s.log.String(), 15))
 			}
 			ids := slices.Clone(got.ids)
 			slices.Sort(ids)
@@ -408,4 +413,10 @@ func TestRestartAfterKill(t *testing.T) {
 			}
 		})
 	}
+}
+
+// lastLines is the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
