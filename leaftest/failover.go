@@ -117,4 +117,25 @@ func TestFailoverFence(t *testing.T, open func(t *testing.T) FencedStore, rebind
 			t.Logf("fenced: %+v; next range [%d, %d)", st, r.MaxID-int64(r.Step), r.MaxID)
 		})
 	}
+
+	// A give-back lowers max_id on purpose: the next range, starting where
+	// the given-back tail did, is no database gone back in time.
+	t.Run("give-back", func(t *testing.T) {
+		before, _ := s.FailoverStatus()
+		r, err := reserve()
+		if err != nil {
+			t.Fatal(err)
+		}
+		from := r.MaxID - int64(r.Step) + 1 // one ID of the range issued
+		if ok, err := s.GiveBack(ctx, "fenced", from, r.MaxID); err != nil || !ok {
+			t.Fatalf("GiveBack: %v, %v", ok, err)
+		}
+		next, err := reserve()
+		if err != nil || next.MaxID-int64(next.Step) != from {
+			t.Fatalf("reserve after a give-back: %+v, %v; want a range from %d and no failover", next, err, from)
+		}
+		if st, _ := s.FailoverStatus(); st.Detected != before.Detected || st.State != "serving" {
+			t.Errorf("status after a give-back: %+v, want no failover detected", st)
+		}
+	})
 }

@@ -263,7 +263,7 @@ func (f *failover) checkReserve(ctx context.Context, tx *sql.Tx, tag string, sta
 	f.mu.Lock()
 	r, ok := f.recent[tag]
 	f.mu.Unlock()
-	if ok && start < r.end {
+	if ok && start < r.end && time.Since(r.at) <= f.set.Lag {
 		return &failoverError{from: id, to: live, epoch: epoch, detected: true,
 			back: fmt.Sprintf("the range of %q starts at %d, below the end %d of a range reserved %v ago", tag, start, r.end, time.Since(r.at).Round(time.Millisecond))}
 	}
@@ -287,6 +287,17 @@ func (f *failover) reserved(tag string, end int64) {
 			}
 		}
 		f.swept = now
+	}
+}
+
+// gaveBack lowers what this store holds of tag to from: the unused tail of
+// its range went back, and the next range may start there.
+func (f *failover) gaveBack(tag string, from int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if r, ok := f.recent[tag]; ok && r.end > from {
+		r.end = from
+		f.recent[tag] = r
 	}
 }
 

@@ -459,6 +459,11 @@ func (s *Store) giveBackRow(ctx context.Context, op, name string, from, expect i
 		n, err = s.execCount(ctx, s.q.giveBack, from, name, expect, name, from)
 		return err
 	})
+	if f := s.fo.Load(); f != nil {
+		// Whether it applied or not (an answer lost), nothing at or above
+		// from is issued from this range: the next range may start there.
+		f.gaveBack(name, from)
+	}
 	if err != nil {
 		return false, s.wrap(op, err)
 	}
