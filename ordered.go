@@ -46,6 +46,12 @@ var (
 	// such as caching its IDs in a client or leasing them as a range to
 	// one; or a shape an ordered tag cannot have.
 	ErrOrderedTag = errors.New("not allowed for an ordered tag")
+	// ErrOwnerUnreachable: the owner of an ordered tag did not answer a
+	// forwarded request, or refused it, within the request's wait.
+	ErrOwnerUnreachable = errors.New("the owner of the ordered tag could not be reached")
+	// ErrOwnerBusy: too many requests for the tag already wait for its
+	// owner.
+	ErrOwnerBusy = errors.New("too many requests wait for the owner of the ordered tag")
 )
 
 // TagLease is an ordered tag's row: who owns it and until when.

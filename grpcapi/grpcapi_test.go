@@ -17,7 +17,6 @@ import (
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/grpcapi"
 	"github.com/leafgo/leaf/grpcapi/leafv1"
-	"github.com/leafgo/leaf/internal/forward"
 	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/segment"
 	"github.com/leafgo/leaf/sqlite"
@@ -274,7 +273,7 @@ func checkStatusDelay(t *testing.T, got bool, err error, code codes.Code, msg st
 	if !ok || st.Code() != code || !strings.Contains(st.Message(), msg) {
 		t.Fatalf("error %v, want code %s with a message containing %q", err, code, msg)
 	}
-	if code == codes.Internal && st.Message() != "internal error" {
+	if code == codes.Internal && st.Message() != "internal server error" {
 		t.Errorf("internal error answered with the message %q", st.Message())
 	}
 	wantDelay := time.Duration(0)
@@ -385,14 +384,14 @@ func TestErrorTable(t *testing.T) {
 		{fmt.Errorf("x: %w", &leaf.NotOwnerError{Tag: "t", Retry: 1500 * time.Millisecond}), codes.Unavailable, "takes it over in 1.5s", 1500 * time.Millisecond},
 		{fmt.Errorf("tag t: %w (%w)", leaf.ErrNotReady, leaf.ErrLeaseLost), codes.Unavailable, "lost its lease", 0},
 		{leaf.ErrLeaseLost, codes.Unavailable, "lost its lease", 0},
-		{fmt.Errorf("%w: tag t: owner http://10.0.0.9:8080: dial tcp: refused", forward.ErrOwnerUnreachable), codes.Unavailable, "could not be reached", 0},
-		{forward.ErrQueueFull, codes.Unavailable, "too many requests wait", 0},
-		{context.DeadlineExceeded, codes.DeadlineExceeded, "deadline exceeded", 0},
+		{fmt.Errorf("%w: tag t: owner http://10.0.0.9:8080: dial tcp: refused", leaf.ErrOwnerUnreachable), codes.Unavailable, "could not be reached", 0},
+		{leaf.ErrOwnerBusy, codes.Unavailable, "too many requests wait", 0},
+		{context.DeadlineExceeded, codes.DeadlineExceeded, "timed out", 0},
 		{context.Canceled, codes.Canceled, "request canceled", 0},
 		// The leaf sentinel wins over the context error it wraps.
 		{errors.Join(leaf.ErrNotReady, context.DeadlineExceeded), codes.Unavailable, "not ready", 0},
 		// Not in the table: a bug, and its text stays on the server.
-		{errors.New("secret DSN user:pw@db"), codes.Internal, "internal error", 0},
+		{errors.New("secret DSN user:pw@db"), codes.Internal, "internal server error", 0},
 	} {
 		t.Run(tc.err.Error(), func(t *testing.T) {
 			var logs bytes.Buffer
@@ -433,7 +432,7 @@ func TestBuggyGenerator(t *testing.T) {
 			c := client(t, grpcapi.Config{Segment: tc.gen, Snowflake: tc.gen})
 			for _, call := range tc.calls {
 				got, err := call.do(ctxFor(t), c)
-				t.Run(call.name, func(t *testing.T) { checkStatus(t, got, err, codes.Internal, "internal error") })
+				t.Run(call.name, func(t *testing.T) { checkStatus(t, got, err, codes.Internal, "internal server error") })
 			}
 		})
 	}
@@ -458,7 +457,7 @@ func TestShortGenerator(t *testing.T) {
 	c := client(t, grpcapi.Config{Segment: g})
 	for _, call := range []call{nextIDs("t", 10), rangeOf("t", 10)} {
 		got, err := call.do(ctxFor(t), c)
-		t.Run(call.name, func(t *testing.T) { checkStatus(t, got, err, codes.Internal, "internal error") })
+		t.Run(call.name, func(t *testing.T) { checkStatus(t, got, err, codes.Internal, "internal server error") })
 	}
 }
 

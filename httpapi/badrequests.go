@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/leafgo/leaf/internal/apierr"
 	"github.com/valyala/fasthttp"
 )
 
@@ -118,7 +119,7 @@ func protocolError(ctx *fasthttp.RequestCtx, err error) (badReason, int, string)
 	case errors.As(err, &small):
 		return badHeadersTooLarge, fasthttp.StatusRequestHeaderFieldsTooLarge, "request headers too large"
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
-		return badBodyTooLarge, fasthttp.StatusRequestEntityTooLarge, errBodyTooLarge.Error()
+		return badBodyTooLarge, fasthttp.StatusRequestEntityTooLarge, apierr.ErrBodyTooLarge.Error()
 	case errors.As(err, &timeout) && timeout.Timeout():
 		return badTimeout, fasthttp.StatusRequestTimeout, "request timeout"
 	case errors.Is(err, io.ErrUnexpectedEOF):

@@ -19,6 +19,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/apierr"
 	"github.com/leafgo/leaf/internal/forward"
 )
 
@@ -90,9 +91,9 @@ func NewFastServer(s *Server, lim Limits) *fasthttp.Server {
 				// the path, whatever it is, is the one to follow.
 				s.serveAdapted(ctx)
 			case hasPrefix(path, segmentGetPrefix):
-				s.fastLeafGet(ctx, s.segIDs, errSegmentDisabled, path[len(segmentGetPrefix):], query, segmentGetRoute)
+				s.fastLeafGet(ctx, s.segIDs, apierr.ErrSegmentDisabled, path[len(segmentGetPrefix):], query, segmentGetRoute)
 			case hasPrefix(path, snowflakeGetPrefix):
-				s.fastLeafGet(ctx, s.snowIDs, errSnowflakeDisabled, path[len(snowflakeGetPrefix):], query, snowflakeGetRoute)
+				s.fastLeafGet(ctx, s.snowIDs, apierr.ErrSnowflakeDisabled, path[len(snowflakeGetPrefix):], query, snowflakeGetRoute)
 			case hasPrefix(path, v2SegmentPrefix) && len(ctx.Request.Header.Peek(forward.Header)) > 0 && s.fastForwardedRange(ctx, path, query):
 				// Another server's forwarded batch of an ordered tag:
 				// served here, on the owner's hot path (ordered.go).
@@ -264,17 +265,17 @@ func (s *Server) fastError(ctx *fasthttp.RequestCtx, err error) int {
 	h.Set("X-Content-Type-Options", noSniff[0])
 	h.Set(requestIDHeader, id)
 	if owner := ownerRedirect(err); owner != "" && len(ctx.Request.Header.Peek(forward.Header)) == 0 {
-		k.status = fasthttp.StatusTemporaryRedirect
+		k.HTTP = fasthttp.StatusTemporaryRedirect
 		h.Set("Location", owner+string(ctx.RequestURI()))
 		h.Set(forward.OwnerHeader, owner)
 	}
-	if k.status == fasthttp.StatusServiceUnavailable || k.status == fasthttp.StatusTooManyRequests {
+	if k.HTTP == fasthttp.StatusServiceUnavailable || k.HTTP == fasthttp.StatusTooManyRequests {
 		h.Set("Retry-After", retryAfter(err))
 	}
 	h.SetContentTypeBytes(textPlainBytes)
-	ctx.SetStatusCode(k.status)
+	ctx.SetStatusCode(k.HTTP)
 	ctx.Response.SetBodyString(msg + "\n")
-	return k.status
+	return k.HTTP
 }
 
 // fastProtocolError answers a request fasthttp could not parse: too large,

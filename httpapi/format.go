@@ -1,10 +1,8 @@
 package httpapi
 
 import (
-	"errors"
-	"fmt"
-
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/apierr"
 	"github.com/leafgo/leaf/internal/idformat"
 )
 
@@ -13,17 +11,6 @@ import (
 // internal/idformat writes them, beside the numbers, which stay. The Leaf
 // text routes answer the numbers alone.
 
-// formatError is the answer to an ID the tag's format cannot write: its
-// sequence outgrew the width (idformat.ErrWidthExceeded, 503). The
-// message names the tag, the format and the largest sequence it holds;
-// no ID is answered, never a truncated or longer one.
-func formatError(tag string, err error) error {
-	if errors.Is(err, idformat.ErrWidthExceeded) {
-		return &clientError{err, oneLine("tag " + tag + ": " + err.Error())}
-	}
-	return fmt.Errorf("httpapi: format an ID of tag %s: %w", tag, err) // a bug: the generator's ID or period is invalid
-}
-
 // appendFormattedJSON appends the member ,"formatted":"ID" of a single-ID
 // answer. A formatted ID needs no JSON escaping: its prefix is of tag
 // bytes, its period and digits alphanumeric.
@@ -31,7 +18,7 @@ func appendFormattedJSON(b []byte, tag string, f leaf.IDFormat, period string, i
 	b = append(b, `,"formatted":"`...)
 	out, err := idformat.AppendFormat(b, f, period, id)
 	if err != nil {
-		return b, formatError(tag, err)
+		return b, apierr.FormatError(tag, err)
 	}
 	return append(out, '"'), nil
 }
@@ -47,7 +34,7 @@ func appendFormattedsJSON(b []byte, tag string, f leaf.IDFormat, period string, 
 		b = append(b, '"')
 		out, err := idformat.AppendFormat(b, f, period, id)
 		if err != nil {
-			return b, formatError(tag, err)
+			return b, apierr.FormatError(tag, err)
 		}
 		b = append(out, '"')
 	}

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/leafgo/leaf/internal/apierr"
 )
 
 var (
@@ -80,7 +82,7 @@ func clientReasons(reasons []string) []string {
 	}
 	out := make([]string, len(reasons))
 	for i, r := range reasons {
-		r = oneLine(r)
+		r = apierr.OneLine(r)
 		prefix := ""
 		if rest, ok := strings.CutPrefix(r, "tag "); ok {
 			// A tag name has no spaces: the first ": " ends it.

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/apierr"
 	"github.com/leafgo/leaf/internal/history"
 )
 
@@ -49,7 +50,7 @@ func (s *Server) v2StatusHistory(w http.ResponseWriter, r *http.Request) error {
 	var since uint64
 	if v, ok := queryValue(r.URL.RawQuery, "since"); ok {
 		if since, err = strconv.ParseUint(v, 10, 64); err != nil {
-			return asClient(fmt.Errorf("%w: since %q, want a sample number (the last answer's next)", leaf.ErrInvalidArgument, truncate(v, 20)))
+			return apierr.AsClient(fmt.Errorf("%w: since %q, want a sample number (the last answer's next)", leaf.ErrInvalidArgument, truncate(v, 20)))
 		}
 	}
 	if !detail {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/apierr"
 )
 
 // Buffers for response bodies. The single-ID routes format into a pooled
@@ -106,7 +107,7 @@ func (s *Server) headID(w http.ResponseWriter, r *http.Request, style errorStyle
 // it), else the error GET would answer. The snowflake generator ignores the
 // key: every valid key is served.
 func (s *Server) headKnown(ctx context.Context, disabled error, key string) error {
-	if disabled != errSegmentDisabled {
+	if disabled != apierr.ErrSegmentDisabled {
 		return nil
 	}
 	return s.segmentTagKnown(ctx, key)
@@ -123,7 +124,7 @@ func (s *Server) segmentTagKnown(ctx context.Context, tag string) error {
 	ctx, cancel := context.WithTimeout(ctx, headLookupTimeout)
 	defer cancel()
 	err := s.seg.Known(ctx, tag)
-	if err != nil && classify(err) == internalError {
+	if err != nil && apierr.Classify(err).Code == apierr.Internal.Code {
 		return fmt.Errorf("%w: look up tag %s: %w", leaf.ErrNotReady, tag, err)
 	}
 	return err
@@ -260,10 +261,10 @@ func leafTimestamp(ms int64, loc *time.Location) string {
 // an ID the layout can produce is the generator's call.
 func (s *Server) decode(name, v string, given bool) (leaf.SnowflakeParts, error) {
 	if s.snow == nil {
-		return leaf.SnowflakeParts{}, errSnowflakeDisabled
+		return leaf.SnowflakeParts{}, apierr.ErrSnowflakeDisabled
 	}
 	if !given {
-		return leaf.SnowflakeParts{}, asClient(fmt.Errorf("%w: the parameter %s is required", leaf.ErrInvalidArgument, name))
+		return leaf.SnowflakeParts{}, apierr.AsClient(fmt.Errorf("%w: the parameter %s is required", leaf.ErrInvalidArgument, name))
 	}
 	id, err := strconv.ParseInt(v, 10, 64)
 	if err != nil {
@@ -271,7 +272,7 @@ func (s *Server) decode(name, v string, given bool) (leaf.SnowflakeParts, error)
 		if errors.Is(err, strconv.ErrRange) {
 			why = "is out of range for a 64-bit ID"
 		}
-		return leaf.SnowflakeParts{}, asClient(fmt.Errorf("%w: %s %q %s", leaf.ErrInvalidArgument, name, truncate(v, 40), why))
+		return leaf.SnowflakeParts{}, apierr.AsClient(fmt.Errorf("%w: %s %q %s", leaf.ErrInvalidArgument, name, truncate(v, 40), why))
 	}
 	return decodeID(s.snow, id)
 }
@@ -280,7 +281,7 @@ func (s *Server) decode(name, v string, given bool) (leaf.SnowflakeParts, error)
 // with Leaf's columns, and a link to the next page.
 func (s *Server) cachePage(w http.ResponseWriter, r *http.Request) {
 	if s.seg == nil {
-		s.writeError(w, r, textStyle, errSegmentDisabled)
+		s.writeError(w, r, textStyle, apierr.ErrSegmentDisabled)
 		return
 	}
 	q, err := parsePage(r)

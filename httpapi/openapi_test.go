@@ -14,6 +14,7 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 
+	"github.com/leafgo/leaf/internal/apierr"
 	"github.com/leafgo/leaf/internal/history"
 )
 
@@ -166,5 +167,37 @@ func TestOpenAPIServed(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "GET, HEAD" {
 		t.Errorf("POST /openapi.json: %s, Allow %q; want 405, GET, HEAD", resp.Status, resp.Header.Get("Allow"))
+	}
+}
+
+// TestErrorCodesDocumented: the document's lists of error codes are the
+// error table's (internal/apierr), each once: every code in the Error
+// schema, and exactly the 503 rows in the Unavailable response's.
+func TestErrorCodesDocumented(t *testing.T) {
+	doc := loadOpenAPI(t)
+	codes := func(s *openapi3.SchemaRef) []string {
+		var out []string
+		for _, v := range s.Value.Properties["code"].Value.Enum {
+			out = append(out, v.(string))
+		}
+		return out
+	}
+	all := codes(doc.Components.Schemas["Error"])
+	unavailable := codes(doc.Components.Responses["Unavailable"].Value.Content["application/json"].Schema)
+	var wantAll, want503 []string
+	for _, k := range apierr.Kinds() {
+		wantAll = append(wantAll, k.Code)
+		if k.HTTP == http.StatusServiceUnavailable {
+			want503 = append(want503, k.Code)
+		}
+	}
+	for _, c := range []struct {
+		name      string
+		got, want []string
+	}{{"Error.code", all, wantAll}, {"Unavailable's code", unavailable, want503}} {
+		got, want := slices.Sorted(slices.Values(c.got)), slices.Sorted(slices.Values(c.want))
+		if !slices.Equal(got, want) {
+			t.Errorf("openapi.json's %s lists %v; the error table has %v", c.name, got, want)
+		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/apierr"
 	"github.com/leafgo/leaf/internal/forward"
 )
 
@@ -98,11 +99,11 @@ func (s *Server) forwardedRange(w http.ResponseWriter, r *http.Request) error {
 	}
 	c, ok := queryValue(r.URL.RawQuery, "count")
 	if !ok {
-		return asClient(fmt.Errorf("%w: the query parameter count is required (1..%d)", leaf.ErrInvalidCount, leaf.MaxRange))
+		return apierr.AsClient(fmt.Errorf("%w: the query parameter count is required (1..%d)", leaf.ErrInvalidCount, leaf.MaxRange))
 	}
 	n, err := leaf.ParseRangeCount(c)
 	if err != nil {
-		return asClient(err)
+		return apierr.AsClient(err)
 	}
 	og, ok := s.seg.(OrderedGenerator)
 	if !ok {
@@ -135,7 +136,7 @@ func (s *Server) setOrdered(ctx context.Context, tag string, ordered bool) error
 
 // errNoOrderedStore refuses to make a tag ordered where the generator or
 // its store cannot.
-var errNoOrderedStore = &clientError{leaf.ErrInvalidArgument, "ordered tags are not supported by this server's store"}
+var errNoOrderedStore = apierr.Client(leaf.ErrInvalidArgument, "ordered tags are not supported by this server's store")
 
 // orderedStore is the store's lease table, for the rows' "ordered" and
 // "owner"; nil when the store keeps none.
@@ -293,15 +294,15 @@ func (s *Server) fastJSONError(ctx *fasthttp.RequestCtx, tag string, err error) 
 	h := &ctx.Response.Header
 	h.Set("X-Content-Type-Options", noSniff[0])
 	h.Set(requestIDHeader, id)
-	if k.status == http.StatusServiceUnavailable {
+	if k.HTTP == http.StatusServiceUnavailable {
 		h.Set("Retry-After", retryAfter(err))
 	}
 	body, _ := json.Marshal(struct { // strings only: cannot fail
 		Error     string `json:"error"`
 		Code      string `json:"code"`
 		RequestID string `json:"request_id"`
-	}{msg, k.code, id})
-	ctx.SetStatusCode(k.status)
+	}{msg, k.Code, id})
+	ctx.SetStatusCode(k.HTTP)
 	ctx.Response.SetBody(append(body, '\n'))
-	return k.status
+	return k.HTTP
 }

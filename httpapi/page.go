@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/apierr"
 	"github.com/leafgo/leaf/internal/tagpage"
 )
 
@@ -43,18 +44,18 @@ func parsePage(r *http.Request) (pageQuery, error) {
 	if v, ok := queryValue(raw, "limit"); ok {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > maxPageLimit {
-			return q, asClient(fmt.Errorf("%w: limit %q, want 1..%d", leaf.ErrInvalidArgument, truncate(v, 20), maxPageLimit))
+			return q, apierr.AsClient(fmt.Errorf("%w: limit %q, want 1..%d", leaf.ErrInvalidArgument, truncate(v, 20), maxPageLimit))
 		}
 		q.limit, q.limitSet = n, true
 	}
 	q.prefix, _ = queryValue(raw, "prefix")
 	if err := tagpage.CheckPrefix(q.prefix); err != nil {
-		return q, asClient(err)
+		return q, apierr.AsClient(err)
 	}
 	q.after, _ = queryValue(raw, "after")
 	if q.after != "" {
 		if err := leaf.ValidateTag(q.after); err != nil {
-			return q, asClient(fmt.Errorf("%w: after must be a tag, the last of the previous page: %w", leaf.ErrInvalidArgument, err))
+			return q, apierr.AsClient(fmt.Errorf("%w: after must be a tag, the last of the previous page: %w", leaf.ErrInvalidArgument, err))
 		}
 	}
 	return q, nil

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/apierr"
 )
 
 // periodsPage is the body of GET /v2/tags/{tag}/periods.
@@ -30,14 +31,14 @@ func (s *Server) v2ListPeriods(w http.ResponseWriter, r *http.Request) error {
 	if v, ok := queryValue(raw, "limit"); ok {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > maxPageLimit {
-			return asClient(fmt.Errorf("%w: limit %q, want 1..%d", leaf.ErrInvalidArgument, truncate(v, 20), maxPageLimit))
+			return apierr.AsClient(fmt.Errorf("%w: limit %q, want 1..%d", leaf.ErrInvalidArgument, truncate(v, 20), maxPageLimit))
 		}
 		limit = n
 	}
 	before, _ := queryValue(raw, "before")
 	if before != "" {
 		if err := leaf.ValidatePeriodKey(before); err != nil {
-			return asClient(fmt.Errorf("%w: before must be a period, the last of the previous page: %w", leaf.ErrInvalidArgument, err))
+			return apierr.AsClient(fmt.Errorf("%w: before must be a period, the last of the previous page: %w", leaf.ErrInvalidArgument, err))
 		}
 	}
 	// A name the server does not know costs a store read only within the
@@ -76,16 +77,16 @@ func (s *Server) v2PrunePeriods(w http.ResponseWriter, r *http.Request) error {
 	before, hasBefore := queryValue(raw, "before")
 	switch {
 	case hasKeep == hasBefore:
-		return asClient(fmt.Errorf("%w: name the periods to remove with keep=N (keep the N latest periods, N >= 2) or before=KEY, one of them", leaf.ErrInvalidArgument))
+		return apierr.AsClient(fmt.Errorf("%w: name the periods to remove with keep=N (keep the N latest periods, N >= 2) or before=KEY, one of them", leaf.ErrInvalidArgument))
 	case hasKeep:
 		n, err := strconv.Atoi(keep)
 		if err != nil || n < 2 || n > leaf.MaxPruneKeep {
-			return asClient(fmt.Errorf("%w: keep %q, want 2..%d: the current period and the one before are always kept", leaf.ErrInvalidArgument, truncate(keep, 20), leaf.MaxPruneKeep))
+			return apierr.AsClient(fmt.Errorf("%w: keep %q, want 2..%d: the current period and the one before are always kept", leaf.ErrInvalidArgument, truncate(keep, 20), leaf.MaxPruneKeep))
 		}
 		pr.Keep = n
 	default:
 		if err := leaf.ValidatePeriodKey(before); err != nil {
-			return asClient(err)
+			return apierr.AsClient(err)
 		}
 		pr.Before = before
 	}
@@ -94,7 +95,7 @@ func (s *Server) v2PrunePeriods(w http.ResponseWriter, r *http.Request) error {
 		// The generator's checks of the request against the tag: a tag
 		// without a period, a key of another period's length, a key that
 		// would remove the current period. Written for the client.
-		return asClient(err)
+		return apierr.AsClient(err)
 	}
 	if err != nil {
 		return err
@@ -121,7 +122,7 @@ func (s *Server) v2DecodeID(w http.ResponseWriter, r *http.Request) error {
 	}
 	id, ok := queryValue(r.URL.RawQuery, "id")
 	if !ok || id == "" {
-		return asClient(fmt.Errorf("%w: the parameter id is required: an ID the tag issued", leaf.ErrInvalidArgument))
+		return apierr.AsClient(fmt.Errorf("%w: the parameter id is required: an ID the tag issued", leaf.ErrInvalidArgument))
 	}
 	if err := s.segmentTagKnown(r.Context(), tag); err != nil {
 		return err
@@ -129,7 +130,7 @@ func (s *Server) v2DecodeID(w http.ResponseWriter, r *http.Request) error {
 	d, err := s.seg.Decode(r.Context(), tag, id)
 	if err != nil {
 		if errors.Is(err, leaf.ErrInvalidArgument) || errors.Is(err, leaf.ErrNotReady) {
-			return asClient(err) // the message is written for the client
+			return apierr.AsClient(err) // the message is written for the client
 		}
 		return err
 	}

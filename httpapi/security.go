@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/apierr"
 )
 
 // ClientLimiter limits how fast one client may take IDs;
@@ -22,32 +23,11 @@ type ClientLimiter interface {
 	Allow(client netip.Addr) (ok bool, retryAfter time.Duration)
 }
 
-var (
-	errUnauthorized = errors.New("unauthorized")
-	errRateLimited  = errors.New("rate limit exceeded")
-)
-
-// rateLimitedError is errRateLimited with the wait the client is told in
-// Retry-After.
-type rateLimitedError struct{ retryAfter time.Duration }
-
-func (e *rateLimitedError) Error() string {
-	return "rate limit exceeded for this client; retry after " + strconv.Itoa(e.seconds()) + "s"
-}
-func (e *rateLimitedError) Unwrap() error { return errRateLimited }
-func (e *rateLimitedError) clientSafe()   {}
-
-// seconds is the wait rounded up to whole seconds, at least 1, as
-// Retry-After takes it.
-func (e *rateLimitedError) seconds() int {
-	return max(1, int((e.retryAfter+time.Second-1)/time.Second))
-}
-
 // retryAfter is the Retry-After value of an error answered with 429 or 503.
 func retryAfter(err error) string {
-	var rl *rateLimitedError
+	var rl *apierr.RateLimitedError
 	if errors.As(err, &rl) {
-		return strconv.Itoa(rl.seconds())
+		return strconv.Itoa(rl.Seconds())
 	}
 	if noe, ok := errors.AsType[*leaf.NotOwnerError](err); ok && noe.Retry > time.Second {
 		// When a server takes the tag over, in whole seconds, rounded up.
@@ -76,7 +56,7 @@ func (s *Server) limit(remoteAddr string) error {
 
 func (s *Server) allow(client netip.Addr) error {
 	if ok, wait := s.limiter.Allow(client); !ok {
-		return &rateLimitedError{wait}
+		return &apierr.RateLimitedError{Wait: wait}
 	}
 	return nil
 }
@@ -102,14 +82,14 @@ func (s *Server) checkAdmin(r *http.Request) error {
 	}
 	h := r.Header.Get("Authorization")
 	if h == "" {
-		return &clientError{errUnauthorized, "admin token required: send Authorization: Bearer <token>"}
+		return apierr.Client(apierr.ErrUnauthorized, "admin token required: send Authorization: Bearer <token>")
 	}
 	scheme, token, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return &clientError{errUnauthorized, "Authorization must be Bearer <token>"}
+		return apierr.Client(apierr.ErrUnauthorized, "Authorization must be Bearer <token>")
 	}
 	if !s.tokenOK(token) {
-		return &clientError{errUnauthorized, "invalid admin token"}
+		return apierr.Client(apierr.ErrUnauthorized, "invalid admin token")
 	}
 	return nil
 }

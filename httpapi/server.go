@@ -81,7 +81,7 @@
 // answers 404 on its routes ("segment mode is disabled", "snowflake mode is
 // disabled"), where Leaf answers 200 with the ID 0.
 //
-// An error's message is written for the client (errors.go's clientMessage):
+// An error's message is written for the client (apierr.Message):
 // what is wrong with its request, or the condition ("not ready: no IDs can
 // be issued right now"), never the cause, which may hold a driver's text, a
 // host and port or a Go type. Every error answer carries a request ID in an
@@ -127,6 +127,7 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/httpapi/monitor"
+	"github.com/leafgo/leaf/internal/apierr"
 	"github.com/leafgo/leaf/internal/reqlog"
 )
 
@@ -405,14 +406,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		start = time.Now()
 	}
 	if key, ok := strings.CutPrefix(r.URL.Path, segmentGetPrefix); ok {
-		status := s.leafGet(w, r, s.segIDs, errSegmentDisabled, key)
+		status := s.leafGet(w, r, s.segIDs, apierr.ErrSegmentDisabled, key)
 		if s.obs != nil {
 			s.obs.ObserveRequest(segmentGetRoute, status, time.Since(start))
 		}
 		return
 	}
 	if key, ok := strings.CutPrefix(r.URL.Path, snowflakeGetPrefix); ok {
-		status := s.leafGet(w, r, s.snowIDs, errSnowflakeDisabled, key)
+		status := s.leafGet(w, r, s.snowIDs, apierr.ErrSnowflakeDisabled, key)
 		if s.obs != nil {
 			s.obs.ObserveRequest(snowflakeGetRoute, status, time.Since(start))
 		}
@@ -421,7 +422,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.RequestURI == "*" {
 		// The asterisk form (RFC 9112 §3.2.4) names no route, and the mux
 		// would answer it a bare 400, without the message every error has.
-		status := s.writeError(w, r, textStyle, &clientError{leaf.ErrInvalidArgument, "the request target * names no resource"})
+		status := s.writeError(w, r, textStyle, apierr.Client(leaf.ErrInvalidArgument, "the request target * names no resource"))
 		if s.obs != nil {
 			s.obs.ObserveRequest("*", status, time.Since(start))
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -380,44 +379,6 @@ func TestConcurrentIDsAreUnique(t *testing.T) {
 	wg.Wait()
 	if len(seen) != workers*each {
 		t.Errorf("got %d distinct IDs, want %d", len(seen), workers*each)
-	}
-}
-
-func TestErrorTable(t *testing.T) {
-	tests := []struct {
-		err    error
-		status int
-		code   string
-	}{
-		{leaf.ErrInvalidTag, 400, "invalid_tag"},
-		{leaf.ErrInvalidCount, 400, "invalid_count"},
-		{leaf.ErrInvalidArgument, 400, "invalid_argument"},
-		{leaf.ErrTagNotFound, 404, "tag_not_found"},
-		{leaf.ErrTagExists, 409, "tag_exists"},
-		{leaf.ErrNotReady, 503, "not_ready"},
-		{leaf.ErrClockBackwards, 503, "clock_backwards"},
-		{leaf.ErrWorkerIDsExhausted, 503, "worker_ids_exhausted"},
-		{leaf.ErrWorkerLost, 503, "worker_lost"},
-		{leaf.ErrClosed, 503, "closed"},
-		{context.DeadlineExceeded, 503, "timeout"},
-		{context.Canceled, 503, "canceled"},
-		{errSegmentDisabled, 404, "segment_disabled"},
-		{errSnowflakeDisabled, 404, "snowflake_disabled"},
-		{errTagsDisabled, 404, "tags_disabled"},
-		{errNoRoute, 404, "not_found"},
-		{errMethodNotAllowed, 405, "method_not_allowed"},
-		{errBodyTooLarge, 413, "request_too_large"},
-		// A leaf sentinel wins over the context error it wraps.
-		{fmt.Errorf("%w: waiting for a load: %w", leaf.ErrNotReady, context.DeadlineExceeded), 503, "not_ready"},
-		{fmt.Errorf("store: %w", leaf.ErrTagNotFound), 404, "tag_not_found"},
-		{errors.New("boom"), 500, "internal"},
-		{io.EOF, 500, "internal"},
-	}
-	for _, tt := range tests {
-		k := classify(fmt.Errorf("wrapped: %w", tt.err))
-		if k.status != tt.status || k.code != tt.code {
-			t.Errorf("classify(%v) = %d %s, want %d %s", tt.err, k.status, k.code, tt.status, tt.code)
-		}
 	}
 }
 

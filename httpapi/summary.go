@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/apierr"
 	"github.com/leafgo/leaf/internal/topn"
 )
 
@@ -87,7 +88,7 @@ func (s *Server) statusDetail(r *http.Request) (bool, error) {
 	if v, ok := queryValue(r.URL.RawQuery, "detail"); ok {
 		d, err := strconv.ParseBool(v)
 		if err != nil {
-			return false, asClient(fmt.Errorf("%w: detail %q, want 0 or 1", leaf.ErrInvalidArgument, truncate(v, 20)))
+			return false, apierr.AsClient(fmt.Errorf("%w: detail %q, want 0 or 1", leaf.ErrInvalidArgument, truncate(v, 20)))
 		}
 		detail = detail && d
 	}
@@ -121,7 +122,7 @@ func (s *Server) v2StatusSummary(w http.ResponseWriter, r *http.Request) error {
 	if v, ok := queryValue(r.URL.RawQuery, "top"); ok {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 || n > maxTopTags {
-			return asClient(fmt.Errorf("%w: top %q, want 0..%d", leaf.ErrInvalidArgument, truncate(v, 20), maxTopTags))
+			return apierr.AsClient(fmt.Errorf("%w: top %q, want 0..%d", leaf.ErrInvalidArgument, truncate(v, 20), maxTopTags))
 		}
 		top = n
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/apierr"
 	"github.com/leafgo/leaf/internal/forward"
 	"github.com/leafgo/leaf/internal/idformat"
 )
@@ -30,7 +31,7 @@ const maxBodyBytes = 64 << 10
 // with when segment mode is off or the tag is invalid.
 func (s *Server) segmentTag(r *http.Request) (string, error) {
 	if s.seg == nil {
-		return "", errSegmentDisabled
+		return "", apierr.ErrSegmentDisabled
 	}
 	tag := r.PathValue("tag")
 	return tag, validTag(tag)
@@ -40,10 +41,10 @@ func (s *Server) segmentTag(r *http.Request) (string, error) {
 // error to answer them with: segment mode or tag administration is off.
 func (s *Server) tagsOn() error {
 	if s.seg == nil {
-		return errSegmentDisabled
+		return apierr.ErrSegmentDisabled
 	}
 	if s.tags == nil {
-		return errTagsDisabled
+		return apierr.ErrTagsDisabled
 	}
 	return nil
 }
@@ -244,7 +245,7 @@ const noKey = ""
 // hand like /v2/segment/{tag}.
 func (s *Server) v2SnowflakeID(w http.ResponseWriter, r *http.Request) error {
 	if s.snow == nil {
-		return errSnowflakeDisabled
+		return apierr.ErrSnowflakeDisabled
 	}
 	if r.Method == http.MethodHead {
 		return s.v2Head(w, r, nil)
@@ -267,7 +268,7 @@ func (s *Server) v2SnowflakeID(w http.ResponseWriter, r *http.Request) error {
 // {"ids":[1,2],"ids_str":["1","2"]}. count is required.
 func (s *Server) v2SnowflakeBatch(w http.ResponseWriter, r *http.Request) error {
 	if s.snow == nil {
-		return errSnowflakeDisabled
+		return apierr.ErrSnowflakeDisabled
 	}
 	n, err := requiredCount(r)
 	if err != nil {
@@ -340,11 +341,11 @@ func (s *Server) v2SegmentRange(w http.ResponseWriter, r *http.Request) error {
 	}
 	c, ok := queryValue(r.URL.RawQuery, "count")
 	if !ok {
-		return asClient(fmt.Errorf("%w: the query parameter count is required (1..%d)", leaf.ErrInvalidCount, leaf.MaxRange))
+		return apierr.AsClient(fmt.Errorf("%w: the query parameter count is required (1..%d)", leaf.ErrInvalidCount, leaf.MaxRange))
 	}
 	n, err := leaf.ParseRangeCount(c)
 	if err != nil {
-		return asClient(err)
+		return apierr.AsClient(err)
 	}
 	if r.Method == http.MethodHead {
 		return s.v2Head(w, r, s.segmentTagKnown(r.Context(), tag))
@@ -382,7 +383,7 @@ func (s *Server) segmentTagCount(r *http.Request) (string, int, error) {
 func requiredCount(r *http.Request) (int, error) {
 	c, ok := queryValue(r.URL.RawQuery, "count")
 	if !ok {
-		return 0, asClient(fmt.Errorf("%w: the query parameter count is required (1..%d)", leaf.ErrInvalidCount, leaf.MaxBatch))
+		return 0, apierr.AsClient(fmt.Errorf("%w: the query parameter count is required (1..%d)", leaf.ErrInvalidCount, leaf.MaxBatch))
 	}
 	return parseCount(c)
 }
@@ -589,14 +590,14 @@ func (s *Server) v2CreateTag(w http.ResponseWriter, r *http.Request) error {
 		a.Step = *req.Step
 	}
 	if err := leaf.ValidateAlloc(a); err != nil {
-		return asClient(err)
+		return apierr.AsClient(err)
 	}
 	if req.Start != nil && *req.Start == 0 {
-		return asClient(fmt.Errorf("%w: start 0, want >= 1, or no start to continue above any IDs of a deleted tag of the same name", leaf.ErrInvalidArgument))
+		return apierr.AsClient(fmt.Errorf("%w: start 0, want >= 1, or no start to continue above any IDs of a deleted tag of the same name", leaf.ErrInvalidArgument))
 	}
 	shape, err := idformat.ParseShape(req.Tag, req.Period, req.TimeZone, req.Format, req.OpaqueBits)
 	if err != nil {
-		return asClient(err)
+		return apierr.AsClient(err)
 	}
 	if _, ok := s.seg.(OrderedGenerator); req.Ordered && !ok {
 		return errNoOrderedStore
@@ -606,7 +607,7 @@ func (s *Server) v2CreateTag(w http.ResponseWriter, r *http.Request) error {
 		// a key, a format too narrow for it), written for the client and
 		// never holding the key; it also fills the key check.
 		if shape, err = p.PrepareShape(shape); err != nil {
-			return asClient(err)
+			return apierr.AsClient(err)
 		}
 	}
 	if err := s.seg.CreateShapedTag(r.Context(), a, shape); err != nil {
@@ -656,15 +657,15 @@ func (s *Server) v2PatchTag(w http.ResponseWriter, r *http.Request) error {
 	}
 	for name, v := range map[string]json.RawMessage{"period": req.Period, "time_zone": req.TimeZone, "format": req.Format, "opaque_bits": req.OpaqueBits} {
 		if v != nil {
-			return asClient(fmt.Errorf("%w: %s cannot be changed: a tag's period, time_zone, format and opaque_bits are fixed when it is created, since IDs issued under them may still be in use", leaf.ErrInvalidArgument, name))
+			return apierr.AsClient(fmt.Errorf("%w: %s cannot be changed: a tag's period, time_zone, format and opaque_bits are fixed when it is created, since IDs issued under them may still be in use", leaf.ErrInvalidArgument, name))
 		}
 	}
 	if req.Step == nil && req.Ordered == nil {
-		return asClient(fmt.Errorf("%w: step or ordered is required", leaf.ErrInvalidArgument))
+		return apierr.AsClient(fmt.Errorf("%w: step or ordered is required", leaf.ErrInvalidArgument))
 	}
 	if req.Step != nil {
 		if err := leaf.ValidateStep(*req.Step); err != nil {
-			return asClient(err)
+			return apierr.AsClient(err)
 		}
 	}
 	if _, ok := s.seg.(OrderedGenerator); req.Ordered != nil && !ok {
@@ -730,7 +731,7 @@ func decodeBody(w http.ResponseWriter, r *http.Request, dst any) error {
 	if err == nil && !trailing {
 		return nil
 	}
-	return asClient(bodyError(err, trailing))
+	return apierr.AsClient(bodyError(err, trailing))
 }
 
 // bodyError describes a request body decodeBody refused, without the
@@ -743,7 +744,7 @@ func bodyError(err error, trailing bool) error {
 	)
 	switch {
 	case errors.As(err, &tooLarge):
-		return fmt.Errorf("%w: at most %d bytes", errBodyTooLarge, maxBodyBytes)
+		return fmt.Errorf("%w: at most %d bytes", apierr.ErrBodyTooLarge, maxBodyBytes)
 	case trailing:
 		return fmt.Errorf("%w: request body: unexpected data after the JSON object", leaf.ErrInvalidArgument)
 	case errors.Is(err, io.EOF):

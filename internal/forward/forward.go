@@ -23,7 +23,7 @@
 // for the next one: it never gets IDs from a call sent before it arrived,
 // so a request that starts after another's answer gets larger IDs, as on
 // the owner itself. The queue is bounded (Settings.MaxQueue); over it a
-// request fails at once with ErrQueueFull.
+// request fails at once with leaf.ErrOwnerBusy.
 //
 // Failures. A request waits at most Settings.Wait (its context may end it
 // sooner). Within it, an owner that does not answer, or says it is not the
@@ -32,7 +32,7 @@
 // over, or names the server that did. With no live owner and no takeover
 // due within the wait, the generator's *leaf.NotOwnerError is returned (it
 // says when to retry); with an owner that never answered, an error
-// matching ErrOwnerUnreachable. IDs a failed call may have taken on the
+// matching leaf.ErrOwnerUnreachable. IDs a failed call may have taken on the
 // owner are skipped, never issued twice.
 package forward
 
@@ -53,6 +53,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/apierr"
 )
 
 // Header marks a forwarded request. A server answers it from its own
@@ -63,16 +64,6 @@ const Header = "Leaf-Forward"
 // a client that knows that server may send the tag's next requests to it
 // directly and spare the forward (package client does).
 const OwnerHeader = "Leaf-Owner"
-
-// Errors of forwarding, beside the generator's own.
-var (
-	// ErrOwnerUnreachable: the owner of an ordered tag did not answer, or
-	// refused the forwarded request, within the request's wait.
-	ErrOwnerUnreachable = errors.New("the owner of the ordered tag could not be reached")
-	// ErrQueueFull: too many requests for the tag already wait for the
-	// owner.
-	ErrQueueFull = errors.New("too many requests wait for the owner of the ordered tag")
-)
 
 // Defaults of Settings.
 const (
@@ -312,7 +303,7 @@ func (f *Forwarder) forward(ctx context.Context, tag string, n int, dst []int64,
 		case noe.URL == f.selfURL:
 			// A previous process of this server still holds the lease;
 			// it is gone, and the lease runs out on its own.
-			last = fmt.Errorf("%w: tag %s: the lease is held by an earlier process of this server (%s)", ErrOwnerUnreachable, tag, noe.Owner)
+			last = fmt.Errorf("%w: tag %s: the lease is held by an earlier process of this server (%s)", leaf.ErrOwnerUnreachable, tag, noe.Owner)
 			wait = pause
 		default:
 			ids, err := f.queue(tag).take(ctx, deadline, noe.URL, n, dst)
@@ -355,7 +346,7 @@ func (f *Forwarder) giveUp(tag string, last error, noe *leaf.NotOwnerError, why 
 		if noe.URL == "" {
 			return noe
 		}
-		last = fmt.Errorf("%w: tag %s: owner %s: %w", ErrOwnerUnreachable, tag, noe.URL, why)
+		last = fmt.Errorf("%w: tag %s: owner %s: %w", leaf.ErrOwnerUnreachable, tag, noe.URL, why)
 	}
 	return last
 }
@@ -379,7 +370,7 @@ var errNotOwner = errors.New("the server asked is not the owner")
 // retryable reports whether a request may try again after err: anything
 // but an answer about the tag itself (gone, a bad count) or the queue.
 func retryable(err error) bool {
-	return !errors.Is(err, leaf.ErrTagNotFound) && !errors.Is(err, leaf.ErrInvalidCount) && !errors.Is(err, ErrQueueFull) &&
+	return !errors.Is(err, leaf.ErrTagNotFound) && !errors.Is(err, leaf.ErrInvalidCount) && !errors.Is(err, leaf.ErrOwnerBusy) &&
 		!errors.Is(err, context.Canceled)
 }
 
@@ -411,7 +402,7 @@ func (f *Forwarder) ownerFor(base string) (*owner, error) {
 	}
 	u, err := url.Parse(base)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("%w: the owner's URL %q is not an http(s) base URL", ErrOwnerUnreachable, base)
+		return nil, fmt.Errorf("%w: the owner's URL %q is not an http(s) base URL", leaf.ErrOwnerUnreachable, base)
 	}
 	addr := u.Host
 	if u.Port() == "" {
@@ -477,7 +468,7 @@ func (f *Forwarder) call(base, tag string, n int, deadline time.Time) (start, en
 		if o.down.CompareAndSwap(false, true) {
 			f.log.Warn("forward: the owner of an ordered tag does not answer", "tag", tag, "owner", base, "err", err)
 		}
-		return 0, 0, fmt.Errorf("%w: tag %s: owner %s: %w", ErrOwnerUnreachable, tag, base, err)
+		return 0, 0, fmt.Errorf("%w: tag %s: owner %s: %w", leaf.ErrOwnerUnreachable, tag, base, err)
 	}
 	if o.down.CompareAndSwap(true, false) {
 		f.log.Info("forward: the owner of an ordered tag answers again", "tag", tag, "owner", base)
@@ -485,22 +476,23 @@ func (f *Forwarder) call(base, tag string, n int, deadline time.Time) (start, en
 	var a rangeAnswer
 	status := resp.StatusCode()
 	if jerr := json.Unmarshal(resp.Body(), &a); jerr != nil && status == fasthttp.StatusOK {
-		return 0, 0, fmt.Errorf("%w: tag %s: owner %s: a garbled answer: %v", ErrOwnerUnreachable, tag, base, jerr)
+		return 0, 0, fmt.Errorf("%w: tag %s: owner %s: a garbled answer: %v", leaf.ErrOwnerUnreachable, tag, base, jerr)
 	}
+	kind, _ := apierr.ByCode(a.Code)
 	switch {
 	case status == fasthttp.StatusOK:
 		if a.Start < 1 || a.End <= a.Start || a.End-a.Start > int64(n) {
-			return 0, 0, fmt.Errorf("%w: tag %s: owner %s answered the range [%d, %d) for %d IDs", ErrOwnerUnreachable, tag, base, a.Start, a.End, n)
+			return 0, 0, fmt.Errorf("%w: tag %s: owner %s answered the range [%d, %d) for %d IDs", leaf.ErrOwnerUnreachable, tag, base, a.Start, a.End, n)
 		}
 		return a.Start, a.End, nil
-	case a.Code == "not_owner" || a.Code == "no_owner" || a.Code == "lease_lost" || a.Code == "ordered_tag":
+	case kind.Err == leaf.ErrNotOwner || kind.Err == leaf.ErrLeaseLost || kind.Err == leaf.ErrOrderedTag:
 		// Not (or no longer) the owner; or the tag is no longer ordered
 		// there, and the generator here will say so too.
-		return 0, 0, fmt.Errorf("%w: %w: tag %s: %s answered %d %s: %s", ErrOwnerUnreachable, errNotOwner, tag, base, status, a.Code, a.Error)
-	case a.Code == "tag_not_found":
+		return 0, 0, fmt.Errorf("%w: %w: tag %s: %s answered %d %s: %s", leaf.ErrOwnerUnreachable, errNotOwner, tag, base, status, a.Code, a.Error)
+	case kind.Err == leaf.ErrTagNotFound:
 		return 0, 0, fmt.Errorf("forward: tag %s: owner %s: %w", tag, base, leaf.ErrTagNotFound)
 	case status == fasthttp.StatusUnauthorized:
-		return 0, 0, fmt.Errorf("%w: tag %s: owner %s refused the forwarded request (401): the servers' admin tokens differ", ErrOwnerUnreachable, tag, base)
+		return 0, 0, fmt.Errorf("%w: tag %s: owner %s refused the forwarded request (401): the servers' admin tokens differ", leaf.ErrOwnerUnreachable, tag, base)
 	}
-	return 0, 0, fmt.Errorf("%w: tag %s: owner %s answered %d %s: %s", ErrOwnerUnreachable, tag, base, status, a.Code, a.Error)
+	return 0, 0, fmt.Errorf("%w: tag %s: owner %s answered %d %s: %s", leaf.ErrOwnerUnreachable, tag, base, status, a.Code, a.Error)
 }

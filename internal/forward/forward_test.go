@@ -251,7 +251,7 @@ func TestForwardFailures(t *testing.T) {
 		local := ownedBy(url)
 		f := newForwarder(t, forward.Settings{Local: local, Wait: 100 * time.Millisecond})
 		_, err := f.NextID(ctx, tag)
-		if !errors.Is(err, forward.ErrOwnerUnreachable) {
+		if !errors.Is(err, leaf.ErrOwnerUnreachable) {
 			t.Fatalf("err = %v, want ErrOwnerUnreachable", err)
 		}
 		if local.callCount() < 2 {
@@ -279,7 +279,7 @@ func TestForwardFailures(t *testing.T) {
 			}()
 		}
 		for range 3 {
-			if err := <-errs; !errors.Is(err, forward.ErrOwnerUnreachable) {
+			if err := <-errs; !errors.Is(err, leaf.ErrOwnerUnreachable) {
 				t.Errorf("err = %v, want ErrOwnerUnreachable", err)
 			}
 		}
@@ -365,8 +365,8 @@ func TestForwardFailures(t *testing.T) {
 			first <- err
 		}()
 		<-owner.arrived
-		if _, err := f.NextID(ctx, tag); !errors.Is(err, forward.ErrQueueFull) {
-			t.Errorf("second request: err = %v, want ErrQueueFull", err)
+		if _, err := f.NextID(ctx, tag); !errors.Is(err, leaf.ErrOwnerBusy) {
+			t.Errorf("second request: err = %v, want ErrOwnerBusy", err)
 		}
 		close(owner.gate)
 		if err := <-first; err != nil {
@@ -393,7 +393,7 @@ func TestForwardToken(t *testing.T) {
 	// error was the timeout's; 2s leaves room for a slow first connection.
 	f = newForwarder(t, forward.Settings{Local: ownedBy(url), Token: "another-token-0123456789", Wait: 2 * time.Second})
 	_, err := f.NextID(ctx, tag)
-	if !errors.Is(err, forward.ErrOwnerUnreachable) || !strings.Contains(err.Error(), "admin tokens differ") {
+	if !errors.Is(err, leaf.ErrOwnerUnreachable) || !strings.Contains(err.Error(), "admin tokens differ") {
 		t.Fatalf("with another token: err = %v, want ErrOwnerUnreachable saying the tokens differ", err)
 	}
 }

@@ -49,7 +49,7 @@ func (q *tagQueue) take(ctx context.Context, deadline time.Time, url string, n i
 	q.mu.Lock()
 	if len(q.waiting) >= q.f.maxQueue {
 		q.mu.Unlock()
-		return nil, fmt.Errorf("%w: tag %s: %d requests wait", ErrQueueFull, q.tag, q.f.maxQueue)
+		return nil, fmt.Errorf("%w: tag %s: %d requests wait", leaf.ErrOwnerBusy, q.tag, q.f.maxQueue)
 	}
 	q.waiting = append(q.waiting, w)
 	if !q.flying {
@@ -64,7 +64,7 @@ func (q *tagQueue) take(ctx context.Context, deadline time.Time, url string, n i
 		select {
 		case <-w.done: // answered meanwhile: take it
 		default:
-			return nil, fmt.Errorf("%w: tag %s: waiting for the owner %s: %w", ErrOwnerUnreachable, q.tag, url, ctx.Err())
+			return nil, fmt.Errorf("%w: tag %s: waiting for the owner %s: %w", leaf.ErrOwnerUnreachable, q.tag, url, ctx.Err())
 		}
 	}
 	if w.err != nil {
@@ -166,7 +166,7 @@ func (q *tagQueue) dropGoneLocked() {
 		switch {
 		case w.gone.Load():
 		case !w.deadline.After(now):
-			w.err = fmt.Errorf("%w: tag %s: waiting for the owner %s: %w", ErrOwnerUnreachable, q.tag, w.url, context.DeadlineExceeded)
+			w.err = fmt.Errorf("%w: tag %s: waiting for the owner %s: %w", leaf.ErrOwnerUnreachable, q.tag, w.url, context.DeadlineExceeded)
 			close(w.done)
 		default:
 			kept = append(kept, w)
