@@ -35,6 +35,14 @@ func (e Endpoint) Validate() error {
 	return nil
 }
 
+// DefaultClaimLease is the lease a registry holds a worker ID under unless
+// configured otherwise (snowflake.lease_ttl), on every registry that leases:
+// long enough that a restart of the registry, a leader election or a
+// failover never stops a holder issuing, short enough that a dead server's
+// ID (or its endpoint, given to a replacement host) is free again within a
+// minute.
+const DefaultClaimLease = time.Minute
+
 // MaxClusterNameLen is the longest cluster name, in bytes.
 const MaxClusterNameLen = 128
 

@@ -23,10 +23,9 @@ import (
 // Defaults of Config.
 const (
 	DefaultPrefix = "/leaf/snowflake/"
-	// DefaultTTL is long enough that an etcd restart or a leader election
-	// never stops a holder issuing (etcd keeps leases across both), short
-	// enough that a dead server's ID is back in the pool within a minute.
-	DefaultTTL         = time.Minute
+	// DefaultTTL is Config.TTL's default (etcd keeps leases across a
+	// restart and a leader election).
+	DefaultTTL         = leaf.DefaultClaimLease
 	DefaultDialTimeout = 5 * time.Second
 	// MinTTL is the shortest lease accepted. etcd itself raises shorter
 	// leases to about 1.5 election timeouts (2 s with its defaults).

@@ -119,10 +119,8 @@ const registerAttempts = 3
 
 // Lease timing.
 const (
-	// DefaultLeaseTTL is WorkerConfig.LeaseTTL's default, snowflake.lease_ttl's:
-	// long enough that a restart of the database, or a failover, never
-	// stops a holder issuing.
-	DefaultLeaseTTL = time.Minute
+	// DefaultLeaseTTL is WorkerConfig.LeaseTTL's default.
+	DefaultLeaseTTL = leaf.DefaultClaimLease
 	// MinLeaseTTL is the shortest lease accepted: heartbeats come every
 	// second, and a lease must outlive a few of them.
 	MinLeaseTTL = 2 * time.Second

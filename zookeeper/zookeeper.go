@@ -27,12 +27,8 @@ const Root = "/snowflake"
 // DefaultSessionTimeout is Java Leaf's Curator session timeout.
 const DefaultSessionTimeout = 6 * time.Second
 
-// DefaultLease is Config.Lease's default: long enough that a ZooKeeper
-// restart, a leader election or a network blip never stops a holder
-// issuing, short enough that a dead server's pooled ID (RecycleRegistry) or
-// its endpoint (a replacement host given its address, Registry) is free
-// again within a minute.
-const DefaultLease = time.Minute
+// DefaultLease is Config.Lease's default.
+const DefaultLease = leaf.DefaultClaimLease
 
 // MinLease is the shortest Config.Lease accepted: a holder renews every
 // second, and a lease must outlive a few renewals.

@@ -35,7 +35,9 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/internal/opaque"
+	"github.com/leafgo/leaf/internal/sqlstore"
 	"github.com/leafgo/leaf/ordinal"
+	"github.com/leafgo/leaf/segment"
 	"github.com/leafgo/leaf/snowflake"
 )
 
@@ -290,7 +292,10 @@ func Servers(list string) []string {
 // Default returns the zero-configuration defaults: listen on loopback, keep
 // segments in an embedded SQLite file under ./leaf-data, seed the test tag.
 func Default() Config {
-	// The generator's clock policy has one home: snowflake.DefaultSettings.
+	// The generators' defaults have one home each: their DefaultSettings.
+	// What is set here is the server's own choice (LowBuffer, the store).
+	seg := segment.DefaultSettings()
+	fence := sqlstore.DefaultFailoverSettings()
 	sfDefaults := snowflake.DefaultSettings()
 	return Config{
 		Listen:  "127.0.0.1:8080",
@@ -299,22 +304,22 @@ func Default() Config {
 		Segment: Segment{
 			Enabled:         true,
 			Store:           StoreSQLite,
-			RefreshInterval: 60 * time.Second,
-			MaxStep:         leaf.MaxStep,
-			WaitTimeout:     time.Second,
-			GiveBack:        true,
+			RefreshInterval: seg.RefreshInterval,
+			MaxStep:         seg.MaxStep,
+			WaitTimeout:     seg.WaitTimeout,
+			GiveBack:        seg.GiveBack,
 			LowBuffer:       2 * time.Second,
-			IdleTimeout:     time.Hour,
-			LookupRate:      20,
+			IdleTimeout:     seg.IdleTimeout,
+			LookupRate:      int(seg.LookupRate),
 			Ordered:         OrderedForward,
-			OwnerLease:      10 * time.Second,
-			Failover:        Failover{Fence: true, Window: 5 * time.Second, Lag: time.Minute, MarginSteps: 1000},
+			OwnerLease:      seg.OwnerLease,
+			Failover:        Failover{Fence: true, Window: fence.Window, Lag: fence.Lag, MarginSteps: int(fence.MarginSteps)},
 		},
 		Snowflake: Snowflake{
 			Enabled:      true,
 			Registry:     RegistryLocal,
 			Name:         "leaf",
-			LeaseTTL:     time.Minute,
+			LeaseTTL:     leaf.DefaultClaimLease,
 			LayoutName:   snowflake.LayoutLeaf,
 			Epoch:        snowflake.LeafEpoch,
 			TimeBits:     snowflake.LeafLayout.TimeBits,
