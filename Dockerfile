@@ -24,7 +24,7 @@
 #
 # Configure with LEAF_* variables or a mounted YAML file (LEAF_CONFIG), as
 # etc/leaf.yml documents; Java Leaf's leaf.properties works with
-# --leaf-properties. See the README's "One node or many".
+# --leaf-properties. See docs/one-node-or-many.md.
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
@@ -41,7 +41,7 @@ COPY --from=build /out/leaf /usr/local/bin/leaf
 COPY --from=build --chown=nonroot:nonroot /out/data /var/lib/leaf
 # Listening on every interface, leaf serve refuses to start without an admin
 # token: docker run -e LEAF_ADMIN_TOKEN=... (or LEAF_ADMIN_TOKEN_FILE with a
-# mounted secret; see the README's "Security"), and on the node-local defaults
+# mounted secret; see docs/operating.md, "Security"), and on the node-local defaults
 # without LEAF_SINGLE_NODE=true (see the top of this file). Neither is set
 # here: both are the operator's decision.
 ENV LEAF_LISTEN=0.0.0.0:8080 \

@@ -18,7 +18,7 @@ import (
 	"github.com/leafgo/leaf/httpapi"
 )
 
-// tagAlphabet is the documented tag alphabet (SPEC §2, README), written out
+// tagAlphabet is the documented tag alphabet (SPEC §2, docs/api.md "Errors"), written out
 // here rather than derived from IsTagByte so that the two can disagree.
 const tagAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-"
 

@@ -28,7 +28,7 @@ const (
 	recordingFile = "prometheus/recording.yml"
 	exampleConfig = "prometheus/prometheus.yml"
 	dashboardFile = "grafana/leaf.json"
-	readmeFile    = "../README.md"
+	operatingDoc  = "../docs/operating.md" // its "Alerts and dashboard" section explains every alert
 )
 
 // tool returns the path of a Prometheus program, or skips the test (fails it

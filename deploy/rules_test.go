@@ -45,17 +45,17 @@ func TestExampleConfig(t *testing.T) {
 
 // TestAlertsExplained checks what an operator reads when an alert fires: a
 // severity, a summary and a description that explains the threshold, and
-// an entry in the README.
+// an entry in docs/operating.md's "Alerts and dashboard" section.
 func TestAlertsExplained(t *testing.T) {
-	readme, err := os.ReadFile(readmeFile)
+	doc, err := os.ReadFile(operatingDoc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(readme), "**Alerts and dashboard**")
+	_, section, ok := strings.Cut(string(doc), "\n## Alerts and dashboard\n")
 	if !ok {
-		t.Fatalf("%s has no **Alerts and dashboard** section", readmeFile)
+		t.Fatalf("%s has no \"## Alerts and dashboard\" section", operatingDoc)
 	}
-	section, _, _ = strings.Cut(section, "\n**")
+	section, _, _ = strings.Cut(section, "\n#") // up to the next heading
 	seen := map[string]bool{}
 	for _, r := range readRules(t, alertsFile) {
 		if r.Alert == "" {
@@ -73,7 +73,7 @@ func TestAlertsExplained(t *testing.T) {
 			t.Errorf("%s: want a summary and a description that explains the threshold, got %q", r.Alert, r.Annotations)
 		}
 		if !strings.Contains(section, "`"+r.Alert+"`") {
-			t.Errorf("%s is not explained in the README's Alerts and dashboard section", r.Alert)
+			t.Errorf("%s is not explained in %s's Alerts and dashboard section", r.Alert, operatingDoc)
 		}
 	}
 	for _, r := range readRules(t, recordingFile) {

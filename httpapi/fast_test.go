@@ -340,7 +340,7 @@ func TestFastHotPathAllocations(t *testing.T) {
 	}
 }
 
-// TestFastServerDefaults pins the limits the README promises for leaf
+// TestFastServerDefaults pins the limits docs/operating.md promises for leaf
 // serve, which uses Limits{}: a request within 10s, idle connections closed
 // after 2m, headers up to 4 KiB, bodies up to 1 MiB.
 func TestFastServerDefaults(t *testing.T) {

@@ -18,7 +18,7 @@ import (
 	"github.com/leafgo/leaf/metrics"
 )
 
-// The shape of the segment series, which the README's cardinality formula
+// The shape of the segment series, which docs/operating.md's cardinality formula
 // states: fixedSegmentSeries without a tag label (build info, leaf_degraded,
 // leaf_ids_issued_total, the four all-tag counters, the load-time histogram's
 // 13 buckets + Inf + sum + count, five states, the lowest time until dry),
@@ -109,7 +109,7 @@ func seq(from, to int) []int {
 	return out
 }
 
-// TestSeriesBounded holds the scrape of 100,000 tags to the README's
+// TestSeriesBounded holds the scrape of 100,000 tags to docs/operating.md's
 // formula, fixed + 12 × (top_tags + degraded_tags + len(tags) + 1), whatever
 // state the tags are in.
 func TestSeriesBounded(t *testing.T) {

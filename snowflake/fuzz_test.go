@@ -23,7 +23,7 @@ func FuzzDecode(f *testing.F) {
 		1263177670456266794, // worker 5, sequence 42, 1590000000000 ms
 		2124569752515903566, // the README's
 		1, 0, -1, math.MaxInt64, math.MinInt64, 1 << 62, 1<<63 - 1<<22,
-		231554233484074, snowflake.MaxJSSafeID, snowflake.MaxJSSafeID + 1, // js-safe: the README's, the largest, too large
+		231554233484074, snowflake.MaxJSSafeID, snowflake.MaxJSSafeID + 1, // js-safe: docs/configuration.md's, the largest, too large
 	} {
 		f.Add(id, l.Epoch, uint8(l.TimeBits), uint8(l.WorkerBits), uint8(l.SequenceBits))
 	}

@@ -109,7 +109,7 @@ func TestJSSafeLayoutBound(t *testing.T) {
 	}
 	lastMs := l.End() - 1
 	if got, want := time.UnixMilli(lastMs).UTC(), time.Date(2060, 11, 3, 19, 53, 47, 775e6, time.UTC); !got.Equal(want) {
-		t.Errorf("last millisecond %s, want %s (the README's)", got, want)
+		t.Errorf("last millisecond %s, want %s (docs/configuration.md's)", got, want)
 	}
 	if l.MaxWorkerID() != 31 || l.MaxSequence() != 255 {
 		t.Errorf("%d workers, %d IDs per ms; want 32 and 256", l.MaxWorkerID()+1, l.MaxSequence()+1)

@@ -50,8 +50,8 @@ when it is created: a deleted tag can be created again only with the same.
 
 An ordered tag (--ordered, or 'order TAG on') has IDs that strictly
 increase in the order they are issued across the cluster: one server at a
-time, its owner, issues them, and the others pass requests on (see the
-README's "Ordered tags"). 'order TAG off' makes it a plain tag again.
+time, its owner, issues them, and the others pass requests on (see
+docs/ordered-tags.md). 'order TAG off' makes it a plain tag again.
 
 list, set-step and delete never create the store: with the embedded SQLite
 store, a file that is not there (a mistyped --data-dir) is an error naming

@@ -10,7 +10,7 @@
 // are checked to increase within each answer, ranges from the two
 // databases interleaving; the zookeeper run keeps one database.
 //
-// The zookeeper run also has an ordered tag (README "Ordered tags"): its
+// The zookeeper run also has an ordered tag (docs/ordered-tags.md): its
 // servers advertise their URLs and hold the tag under a 3 s owner lease,
 // every other server crash kills the tag's owner, and one client goroutine
 // asks the servers in turn for single IDs and small batches, each request

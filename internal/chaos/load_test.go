@@ -316,8 +316,8 @@ func (w *worker) checkSegment(at time.Duration, srv, tag int, ids []int64) {
 // checkOrdered keeps the IDs of an ordered tag and checks that they
 // strictly increase in the order this goroutine received them, across all
 // servers: each request is sent after the previous answer arrived, so any
-// ID at or below an earlier one is an order violation (README "Ordered
-// tags"), within an answer or between two.
+// ID at or below an earlier one is an order violation (docs/ordered-tags.md),
+// within an answer or between two.
 func (w *worker) checkOrdered(rec record, tag int, ids []int64) {
 	last := w.lastOrd
 	for i, id := range ids {
