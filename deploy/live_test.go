@@ -24,7 +24,6 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/leafgo/leaf/internal/config"
 	"github.com/leafgo/leaf/internal/testdb"
 	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/leaftest"
@@ -192,13 +191,20 @@ type leafServer struct {
 
 var listeningRE = regexp.MustCompile(`msg=listening addr=(\S+)`)
 
+// What the binary documents (docs/configuration.md): its environment
+// variables' prefix, the tag a fresh store is seeded with.
+const (
+	envPrefix = "LEAF_"
+	seedTag   = "leaf-segment-test"
+)
+
 // startLeaf runs 'leaf serve' on SQLite in a temporary directory, with its
 // worker ID leased from etcd under a name of its own.
 func startLeaf(t *testing.T, bin, etcd string) *leafServer {
 	t.Helper()
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, config.EnvPrefix) {
+		if !strings.HasPrefix(kv, envPrefix) {
 			env = append(env, kv)
 		}
 	}
@@ -491,13 +497,13 @@ func drive(t *testing.T, addr string) func() map[int]int {
 		counts = map[int]int{}
 	)
 	paths := []string{
-		"/api/segment/get/" + config.SeedTag,
-		"/api/segment/get/" + config.SeedTag + "?count=50",
-		"/v2/segment/" + config.SeedTag,
+		"/api/segment/get/" + seedTag,
+		"/api/segment/get/" + seedTag + "?count=50",
+		"/v2/segment/" + seedTag,
 		"/api/snowflake/get/deploy",
 		"/v2/snowflake/batch?count=10",
 		"/api/segment/get/no-such-tag",
-		"/api/segment/get/" + config.SeedTag + "?count=0",
+		"/api/segment/get/" + seedTag + "?count=0",
 		"/v2/status/summary",
 	}
 	client := &http.Client{Timeout: 5 * time.Second}

@@ -8,8 +8,8 @@ import (
 	"strconv"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/internal/bench"
-	"github.com/leafgo/leaf/internal/config"
+	"github.com/leafgo/leaf/cmd/leaf/internal/bench"
+	"github.com/leafgo/leaf/cmd/leaf/internal/config"
 )
 
 const benchUsage = `Usage: leaf bench [--server [ZONE=]URL... [--zone ZONE] | --grpc ADDR] [flags]

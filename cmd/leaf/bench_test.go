@@ -13,12 +13,12 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/leafgo/leaf/internal/bench"
+	"github.com/leafgo/leaf/cmd/leaf/internal/bench"
 )
 
 // These tests drive 'leaf bench' as a user does: flags, output, exit
 // status, against real servers. The engine itself (pacing, histogram,
-// counting) is tested deterministically in internal/bench.
+// counting) is tested deterministically in cmd/leaf/internal/bench.
 
 // benchDuration is how long each in-process run lasts: long enough for
 // several thousand requests, short enough for the race detector.
@@ -205,7 +205,7 @@ func TestBenchCountsBadAnswers(t *testing.T) {
 
 // TestBenchRate: --rate paces the run, never past the schedule's slots, and
 // the summary says so and reports latency from the schedule beside the
-// service time. How evenly the requests are spread is internal/bench's
+// service time. How evenly the requests are spread is cmd/leaf/internal/bench's
 // TestRunPaced.
 func TestBenchRate(t *testing.T) {
 	t.Parallel()

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leafgo/leaf/internal/config"
+	"github.com/leafgo/leaf/cmd/leaf/internal/config"
 )
 
 // offsetOf is how far clock runs from time.Now, to the millisecond.

@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/internal/config"
+	"github.com/leafgo/leaf/cmd/leaf/internal/config"
 )
 
 // Exit statuses.

@@ -11,7 +11,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/internal/config"
+	"github.com/leafgo/leaf/cmd/leaf/internal/config"
 	"github.com/leafgo/leaf/internal/sqlstore"
 	"github.com/leafgo/leaf/multidb"
 )

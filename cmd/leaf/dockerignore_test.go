@@ -55,7 +55,7 @@ func TestDockerignoreKeepsBuildInputs(t *testing.T) {
 	}
 	for _, p := range []string{
 		"go.mod", "go.sum", ".git", ".git/HEAD", "scripts/build-static.sh",
-		"cmd/leaf/main.go", "leaf.go", "httpapi/monitor/static/index.html", "internal/config/config.go",
+		"cmd/leaf/main.go", "leaf.go", "httpapi/monitor/static/index.html", "cmd/leaf/internal/config/config.go",
 	} {
 		if pat := ignored(p); pat != "" {
 			t.Errorf(".dockerignore's %q leaves out %s, which the build needs", pat, p)

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf/httpapi"
-	"github.com/leafgo/leaf/internal/config"
+	"github.com/leafgo/leaf/cmd/leaf/internal/config"
 	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/leaftest"
 )

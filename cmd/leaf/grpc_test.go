@@ -12,7 +12,7 @@ import (
 	healthgrpc "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/leafgo/leaf/grpcapi/leafv1"
-	"github.com/leafgo/leaf/internal/config"
+	"github.com/leafgo/leaf/cmd/leaf/internal/config"
 )
 
 var grpcListeningRE = regexp.MustCompile(`msg="grpc listening" addr=(\S+)`)

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/leafgo/leaf/internal/config"
+	"github.com/leafgo/leaf/cmd/leaf/internal/config"
 )
 
 // TestServeHistory: serve keeps the monitor's history, sampled from the

@@ -12,7 +12,7 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/httpapi"
-	"github.com/leafgo/leaf/internal/config"
+	"github.com/leafgo/leaf/cmd/leaf/internal/config"
 	"github.com/leafgo/leaf/metrics"
 	"github.com/leafgo/leaf/multidb"
 	"github.com/leafgo/leaf/mysql"

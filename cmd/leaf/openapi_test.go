@@ -26,7 +26,7 @@ import (
 	"github.com/getkin/kin-openapi/routers/legacy"
 	gomysql "github.com/go-sql-driver/mysql"
 
-	"github.com/leafgo/leaf/internal/config"
+	"github.com/leafgo/leaf/cmd/leaf/internal/config"
 	"github.com/leafgo/leaf/internal/testdb"
 	"github.com/leafgo/leaf/internal/testutil"
 )

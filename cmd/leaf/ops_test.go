@@ -14,7 +14,7 @@ import (
 
 	gomysql "github.com/go-sql-driver/mysql"
 
-	"github.com/leafgo/leaf/internal/config"
+	"github.com/leafgo/leaf/cmd/leaf/internal/config"
 	"github.com/leafgo/leaf/internal/testdb"
 )
 

@@ -24,7 +24,7 @@ import (
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/grpcapi"
 	"github.com/leafgo/leaf/httpapi"
-	"github.com/leafgo/leaf/internal/config"
+	"github.com/leafgo/leaf/cmd/leaf/internal/config"
 	"github.com/leafgo/leaf/internal/deadline"
 	"github.com/leafgo/leaf/internal/forward"
 	"github.com/leafgo/leaf/internal/history"

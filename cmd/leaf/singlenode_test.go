@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/leafgo/leaf/internal/config"
+	"github.com/leafgo/leaf/cmd/leaf/internal/config"
 	"github.com/leafgo/leaf/internal/testdb"
 	"github.com/leafgo/leaf/internal/testutil"
 )

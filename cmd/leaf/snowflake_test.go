@@ -16,7 +16,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/internal/config"
+	"github.com/leafgo/leaf/cmd/leaf/internal/config"
 	"github.com/leafgo/leaf/internal/testdb"
 	"github.com/leafgo/leaf/local"
 	"github.com/leafgo/leaf/snowflake"

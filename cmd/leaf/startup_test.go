@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/internal/config"
+	"github.com/leafgo/leaf/cmd/leaf/internal/config"
 	"github.com/leafgo/leaf/local"
 	"github.com/leafgo/leaf/snowflake"
 	"github.com/leafgo/leaf/sqlite"

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leafgo/leaf/internal/config"
+	"github.com/leafgo/leaf/cmd/leaf/internal/config"
 )
 
 // TestStaticBinary stands in for 'docker build', which this machine cannot

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/internal/config"
+	"github.com/leafgo/leaf/cmd/leaf/internal/config"
 	"github.com/leafgo/leaf/internal/sqlstore"
 	"github.com/leafgo/leaf/metrics"
 	"github.com/leafgo/leaf/mysql"

@@ -118,7 +118,7 @@ func checkLoaded(t *testing.T, cfg Config, what string) {
 // configuration loaded is valid by its own Validate, equals what LoadFile
 // reads, and round-trips through LEAF_* variables unchanged.
 func FuzzLoadYAML(f *testing.F) {
-	for _, file := range []string{"../../etc/leaf.yml", "testdata/leaf-equivalent.yml"} {
+	for _, file := range []string{"../../../../etc/leaf.yml", "testdata/leaf-equivalent.yml"} {
 		data, err := os.ReadFile(file)
 		if err != nil {
 			f.Fatal(err)

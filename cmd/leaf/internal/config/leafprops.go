@@ -3,7 +3,7 @@ package config
 import (
 	"fmt"
 
-	"github.com/leafgo/leaf/internal/leafprops"
+	"github.com/leafgo/leaf/cmd/leaf/internal/leafprops"
 )
 
 // Warning is a setting of a leaf.properties file that leaf ignores or

@@ -482,7 +482,7 @@ func TestKeys(t *testing.T) {
 // TestSampleFile keeps etc/leaf.yml honest: it loads, it sets every key to
 // the real default, and it mentions every key and its environment variable.
 func TestSampleFile(t *testing.T) {
-	const sample = "../../etc/leaf.yml"
+	const sample = "../../../../etc/leaf.yml"
 	got, err := LoadFile(sample)
 	if err != nil {
 		t.Fatalf("load %s: %v", sample, err)

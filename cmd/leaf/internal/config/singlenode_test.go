@@ -211,7 +211,7 @@ func TestSingleNodeSources(t *testing.T) {
 // worker ID is in question), it is refused. A worker ID the operator adds
 // to it is a choice, as in any file.
 func TestSingleNodeSample(t *testing.T) {
-	const sample = "../../etc/leaf.yml"
+	const sample = "../../../../etc/leaf.yml"
 	exposed := []string{"LEAF_LISTEN=0.0.0.0:8080", "LEAF_SEGMENT_ENABLED=false"}
 	cfg, origins, _, err := LoadWithOrigins(Sources{File: sample, Env: exposed})
 	if err != nil {

@@ -58,7 +58,7 @@ func TestLayoutPreset(t *testing.T) {
 // sampleFile is etc/leaf.yml's text.
 func sampleFile(t *testing.T) string {
 	t.Helper()
-	data, err := os.ReadFile("../../etc/leaf.yml")
+	data, err := os.ReadFile("../../../../etc/leaf.yml")
 	if err != nil {
 		t.Fatal(err)
 	}
