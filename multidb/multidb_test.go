@@ -543,8 +543,25 @@ func TestMemberDown(t *testing.T) {
 			}
 			proxy.Up()
 			waitFor(t, "db1 healthy again", func() bool { return s.Databases()[1].Healthy })
-			if by := reserve(9); by[1] != 3 {
-				t.Errorf("%s: after recovery reserves by database %v, want 3 each", fault.name, by)
+			// Back in the rotation: with no reserve failing there, 3 of
+			// the next 9 each. On a busy machine a reserve on db1 may
+			// still fail (over the store's timeout) and go to another
+			// database, and db1 is skipped until its health check passes
+			// again; then it must still come back, within 90 reserves.
+			failures = s.Databases()[1].Failures
+			by = reserve(9)
+			if s.Databases()[1].Failures == failures {
+				if by[0] != 3 || by[1] != 3 || by[2] != 3 {
+					t.Errorf("%s: after recovery reserves by database %v, want 3 each", fault.name, by)
+				}
+			} else {
+				for n := 0; by[1] < 3 && n < 90; n++ {
+					by[1] += reserve(1)[1]
+				}
+				if by[1] < 3 {
+					t.Errorf("%s: db1 served %d of 99 reserves after recovery (%d failures), want it back in the rotation",
+						fault.name, by[1], s.Databases()[1].Failures-failures)
+				}
 			}
 			if err := s.SetStep(ctx, "t", 5); err != nil {
 				t.Errorf("%s: set step again after recovery: %v", fault.name, err)
