@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/httpapi"
 	"github.com/leafgo/leaf/cmd/leaf/internal/config"
+	"github.com/leafgo/leaf/httpapi"
 	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/sqlite"
 )

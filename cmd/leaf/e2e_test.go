@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leafgo/leaf/httpapi"
 	"github.com/leafgo/leaf/cmd/leaf/internal/config"
+	"github.com/leafgo/leaf/httpapi"
 	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/leaftest"
 )

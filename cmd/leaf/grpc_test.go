@@ -11,8 +11,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthgrpc "google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/leafgo/leaf/grpcapi/leafv1"
 	"github.com/leafgo/leaf/cmd/leaf/internal/config"
+	"github.com/leafgo/leaf/grpcapi/leafv1"
 )
 
 var grpcListeningRE = regexp.MustCompile(`msg="grpc listening" addr=(\S+)`)

@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/httpapi"
 	"github.com/leafgo/leaf/cmd/leaf/internal/config"
+	"github.com/leafgo/leaf/httpapi"
 	"github.com/leafgo/leaf/metrics"
 	"github.com/leafgo/leaf/multidb"
 	"github.com/leafgo/leaf/mysql"

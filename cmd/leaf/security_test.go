@@ -26,8 +26,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/leafgo/leaf/grpcapi/leafv1"
 	"github.com/leafgo/leaf/cmd/leaf/internal/config"
+	"github.com/leafgo/leaf/grpcapi/leafv1"
 	"github.com/leafgo/leaf/internal/testdb"
 )
 

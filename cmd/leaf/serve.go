@@ -22,9 +22,9 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/cmd/leaf/internal/config"
 	"github.com/leafgo/leaf/grpcapi"
 	"github.com/leafgo/leaf/httpapi"
-	"github.com/leafgo/leaf/cmd/leaf/internal/config"
 	"github.com/leafgo/leaf/internal/deadline"
 	"github.com/leafgo/leaf/internal/forward"
 	"github.com/leafgo/leaf/internal/history"

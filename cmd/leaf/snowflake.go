@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/etcd"
 	"github.com/leafgo/leaf/cmd/leaf/internal/config"
+	"github.com/leafgo/leaf/etcd"
 	"github.com/leafgo/leaf/local"
 	"github.com/leafgo/leaf/mysql"
 	"github.com/leafgo/leaf/ordinal"

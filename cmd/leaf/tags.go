@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/httpapi"
 	"github.com/leafgo/leaf/cmd/leaf/internal/config"
+	"github.com/leafgo/leaf/httpapi"
 	"github.com/leafgo/leaf/internal/idformat"
 	"github.com/leafgo/leaf/internal/tagpage"
 	"github.com/leafgo/leaf/segment"
