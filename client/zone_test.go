@@ -128,18 +128,6 @@ func served(servers []*zoneServer) int64 {
 	return n
 }
 
-// waitFor polls cond until it holds, failing the test after 30s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // coolingIn reports whether a server of zone is cooling down.
 func coolingIn(c *client.Client, zone string) bool {
 	for _, e := range c.Stats().Endpoints {
@@ -259,19 +247,19 @@ func TestZoneFailover(t *testing.T) {
 	dc1[0].stop()
 	dc1[1].failing.Store(true)
 	before := hits(dc2)
-	waitFor(t, "calls to move to dc2", func() bool { return hits(dc2) >= before+200 })
+	testutil.WaitFor(t, "calls to move to dc2", func() bool { return hits(dc2) >= before+200 })
 	// Past their cool-downs the dc1 servers are tried again, fail again,
 	// and the calls go on to dc2.
 	failures := func(i int) uint64 { return c.Stats().Endpoints[1+2*i].Failures }
 	f0, f1 := failures(0), failures(1)
-	waitFor(t, "dc1's servers to be tried again", func() bool { return failures(0) > f0 && failures(1) > f1 })
+	testutil.WaitFor(t, "dc1's servers to be tried again", func() bool { return failures(0) > f0 && failures(1) > f1 })
 
 	// dc1 comes back on the same addresses: once their cool-downs end, its
 	// servers are tried first again and take the calls back.
 	dc1[0].start()
 	dc1[1].failing.Store(false)
 	s0, s1 := dc1[0].served.Load(), dc1[1].served.Load()
-	waitFor(t, "both dc1 servers to serve again", func() bool {
+	testutil.WaitFor(t, "both dc1 servers to serve again", func() bool {
 		return dc1[0].served.Load() > s0+100 && dc1[1].served.Load() > s1+100
 	})
 	close(stop)
@@ -282,7 +270,7 @@ func TestZoneFailover(t *testing.T) {
 	}
 
 	// Settled: every call stays in dc1 again.
-	waitFor(t, "dc1's cool-downs to end", func() bool { return !coolingIn(c, "dc1") })
+	testutil.WaitFor(t, "dc1's cool-downs to end", func() bool { return !coolingIn(c, "dc1") })
 	before, in := hits(dc2), served(dc1)
 	all = append(all, nextIDs(t, c, 100))
 	if n := hits(dc2) - before; n != 0 {
@@ -381,7 +369,7 @@ func TestZoneBuffered(t *testing.T) {
 
 	dc1[0].start()
 	dc1[1].failing.Store(false)
-	waitFor(t, "dc1's cool-downs to end", func() bool { return !coolingIn(c, "dc1") })
+	testutil.WaitFor(t, "dc1's cool-downs to end", func() bool { return !coolingIn(c, "dc1") })
 	was := c.Stats().ByZone()
 	b = newBuffered(t, c, zoneTag, fixed...)
 	ids := make([]int64, 0, 3000)

@@ -25,6 +25,7 @@ var (
 	errDial = &net.OpError{Op: "dial", Net: "tcp",
 		Addr: &net.TCPAddr{IP: net.IPv4(10, 1, 2, 3), Port: 3306},
 		Err:  &os.SyscallError{Syscall: "connect", Err: syscall.ECONNREFUSED}}
+	//lint:ignore ST1005 the driver's own text, capitalized as it comes
 	errDriver = errors.New("Error 1062 (23000): Duplicate entry 'orders' for key 'PRIMARY'")
 	errSQLite = errors.New("database is locked (5) (SQLITE_BUSY)")
 	errGoType = errors.New("json: cannot unmarshal string into Go struct field segment.row.step of type int")

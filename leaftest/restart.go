@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/segment"
 )
 
@@ -201,12 +202,12 @@ func outage(t *testing.T, open Opener, p Proxy, fail func()) {
 		}
 	}
 	draw(200)
-	waitUntil(t, "next range loaded", func() bool {
+	testutil.WaitFor(t, "next range loaded", func() bool {
 		s := statusOf(g, tag)
 		return s.NextReady
 	})
 	fail()
-	waitUntil(t, "degraded", func() bool { return len(g.Degraded()) > 0 })
+	testutil.WaitFor(t, "degraded", func() bool { return len(g.Degraded()) > 0 })
 	t.Logf("degraded: %q", g.Degraded())
 	draw(2*step - 200) // the rest of both buffers
 	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
@@ -225,7 +226,7 @@ func outage(t *testing.T, open Opener, p Proxy, fail func()) {
 	if id <= last {
 		t.Fatalf("ID %d after the outage is not above %d", id, last)
 	}
-	waitUntil(t, "healthy again", func() bool { return len(g.Degraded()) == 0 })
+	testutil.WaitFor(t, "healthy again", func() bool { return len(g.Degraded()) == 0 })
 }
 
 func statusOf(g *segment.Generator, tag string) leaf.SegmentStatus {
@@ -235,15 +236,4 @@ func statusOf(g *segment.Generator, tag string) leaf.SegmentStatus {
 		}
 	}
 	return leaf.SegmentStatus{}
-}
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }

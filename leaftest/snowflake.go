@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/snowflake"
 )
 
@@ -224,7 +225,7 @@ func LeaseHandover(t *testing.T, direct, cutOff RegistryOpener, link Stallable) 
 	// A's connection returns: its heartbeat learns the ID is gone, and it
 	// cannot get one back while B holds the only one.
 	link.Up()
-	waitUntil(t, "A to report its worker ID lost", func() bool { return a.Status().WorkerID < 0 })
+	testutil.WaitFor(t, "A to report its worker ID lost", func() bool { return a.Status().WorkerID < 0 })
 	if _, err := a.NextID(ctxFor(t), ""); !errors.Is(err, leaf.ErrWorkerLost) && !errors.Is(err, leaf.ErrNotReady) {
 		t.Fatalf("A after losing its ID: %v, want ErrWorkerLost", err)
 	}

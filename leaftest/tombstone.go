@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/segment"
 )
 
@@ -227,7 +228,7 @@ func otherReserveNotFound(t *testing.T, open Opener) {
 	if _, err := b.g.NextID(ctx, tag); err != nil {
 		t.Fatalf("b: %v", err)
 	}
-	waitUntil(t, "b's second range", func() bool { return statusOf(b.g, tag).NextReady })
+	testutil.WaitFor(t, "b's second range", func() bool { return statusOf(b.g, tag).NextReady })
 	if err := a.g.DeleteTag(ctx, tag); err != nil {
 		t.Fatalf("delete: %v", err)
 	}
@@ -277,12 +278,12 @@ func recreatedBetweenRefreshes(t *testing.T, open Opener) {
 	}
 	bIDs = append(bIDs, id)
 	// b: [1, 6), [6, 11)
-	waitUntil(t, "b's second range", func() bool { return statusOf(b.g, tag).NextReady })
+	testutil.WaitFor(t, "b's second range", func() bool { return statusOf(b.g, tag).NextReady })
 	if id, err = a.g.NextID(ctx, tag); err != nil { // a: [11, 16), maybe [16, 21) too
 		t.Fatalf("a: %v", err)
 	}
 	aIDs = append(aIDs, id)
-	waitUntil(t, "a's loads", func() bool { return !statusOf(a.g, tag).Loading })
+	testutil.WaitFor(t, "a's loads", func() bool { return !statusOf(a.g, tag).Loading })
 	before, err := a.st.Alloc(ctx, tag)
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver, for the raw connections of the hammer
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/multidb"
 	"github.com/leafgo/leaf/segment"
@@ -125,7 +126,7 @@ func TestFenceMultiStoreMigrated(t *testing.T) {
 				t.Errorf("status after the fenced reserve: %+v, want taken out, naming the new record", d)
 			}
 		}
-		waitFor(t, "a probe of each database", func() bool {
+		testutil.WaitFor(t, "a probe of each database", func() bool {
 			for _, d := range s.Databases() {
 				if d.ProbeFailures == 0 {
 					return false

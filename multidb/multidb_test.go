@@ -20,6 +20,7 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/internal/testdb"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/multidb"
 	"github.com/leafgo/leaf/mysql"
@@ -470,19 +471,6 @@ func TestSingleStoreRefusesStriped(t *testing.T) {
 	})
 }
 
-// waitFor polls cond until it holds, failing the test after a generous
-// bound: the backoffs of testOptions are milliseconds.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // TestMemberDown cuts one database off (connections refused, then hanging):
 // reserves keep succeeding from the others, the database is marked
 // unhealthy and skipped, and it serves again once it is back.
@@ -542,7 +530,7 @@ func TestMemberDown(t *testing.T) {
 				t.Errorf("%s: set step with db1 down: %v, want a PartialError naming db1", fault.name, err)
 			}
 			proxy.Up()
-			waitFor(t, "db1 healthy again", func() bool { return s.Databases()[1].Healthy })
+			testutil.WaitFor(t, "db1 healthy again", func() bool { return s.Databases()[1].Healthy })
 			// Back in the rotation: with no reserve failing there, 3 of
 			// the next 9 each. On a busy machine a reserve on db1 may
 			// still fail (over the store's timeout) and go to another
@@ -614,7 +602,7 @@ func TestMemberUnreachableAtOpen(t *testing.T) {
 			t.Fatalf("reserve of a tag only the unverified db1 holds: %v, want not ready, not not found", err)
 		}
 		proxy.Up()
-		waitFor(t, "db1 verified", func() bool { st := s.Databases()[1]; return st.Healthy && st.Verified })
+		testutil.WaitFor(t, "db1 verified", func() bool { st := s.Databases()[1]; return st.Healthy && st.Verified })
 
 		// A database of another cluster in db1's place, down at open:
 		// once it answers, its record keeps it out.
@@ -633,7 +621,7 @@ func TestMemberUnreachableAtOpen(t *testing.T) {
 		t.Cleanup(func() { _ = w.Close() })
 		before := w.Databases()[1].ProbeFailures
 		proxy2.Up()
-		waitFor(t, "two probes of the stranger", func() bool { return w.Databases()[1].ProbeFailures >= before+2 })
+		testutil.WaitFor(t, "two probes of the stranger", func() bool { return w.Databases()[1].ProbeFailures >= before+2 })
 		st := w.Databases()[1]
 		if st.Healthy || st.Verified || !strings.Contains(st.LastError, "records that it is database 1 of 2") {
 			t.Errorf("stranger status %+v, want kept out for its record", st)

@@ -143,7 +143,7 @@ func TestCreatedElsewhereServesWithinRefresh(t *testing.T) {
 
 	listings := st.Calls("Tags")
 	readsA, readsB := a.Totals().VersionReads, b.Totals().VersionReads
-	waitFor(t, "three refreshes on each server", func() bool {
+	testutil.WaitFor(t, "three refreshes on each server", func() bool {
 		return a.Totals().VersionReads >= readsA+3 && b.Totals().VersionReads >= readsB+3
 	})
 	if n := st.Calls("Tags") - listings; n != 0 {
@@ -162,7 +162,7 @@ func TestCreatedElsewhereServesWithinRefresh(t *testing.T) {
 		id  int64
 		err error
 	)
-	waitFor(t, "the other server to serve the new tag", func() bool {
+	testutil.WaitFor(t, "the other server to serve the new tag", func() bool {
 		id, err = b.NextID(bg, "fresh")
 		return err == nil
 	})
@@ -192,7 +192,7 @@ func TestForeignRowsAtFullRefresh(t *testing.T) {
 	spendLookups(t, g)
 	st.InsertForeign(leaf.Alloc{Tag: "from-java", MaxID: 5, Step: 10})
 	inserted := time.Now()
-	waitFor(t, "the foreign row to be served", func() bool { _, err := g.NextID(bg, "from-java"); return err == nil })
+	testutil.WaitFor(t, "the foreign row to be served", func() bool { _, err := g.NextID(bg, "from-java"); return err == nil })
 	if took := time.Since(inserted); took < 50*time.Millisecond || took > 2*time.Second {
 		t.Errorf("foreign row served after %v, want by the full listing (every 200ms), not a counter refresh", took)
 	}
@@ -261,9 +261,9 @@ func TestListingDoesNotUndoCreate(t *testing.T) {
 		t.Fatal(err)
 	}
 	close(st.release)
-	waitFor(t, "the listing to be applied", func() bool { return g.Totals().Listings == 2 })
+	testutil.WaitFor(t, "the listing to be applied", func() bool { return g.Totals().Listings == 2 })
 	reads := g.Totals().VersionReads
-	waitFor(t, "refreshes that find the counter unchanged", func() bool { return g.Totals().VersionReads >= reads+2 })
+	testutil.WaitFor(t, "refreshes that find the counter unchanged", func() bool { return g.Totals().VersionReads >= reads+2 })
 	lookups := st.Calls("Alloc")
 	if id := next(t, g, "late"); id != 1 {
 		t.Fatalf("first ID %d, want 1", id)
@@ -370,8 +370,8 @@ func TestListingFailedAtStart(t *testing.T) {
 	_, err = g.NextID(bg, "b") // no lookup left, and no listing yet
 	leaftest.ErrIs(t, err, leaf.ErrNotReady)
 	st.SetDown(nil)
-	waitFor(t, "the listing", func() bool { return g.Totals().Listings == 1 })
-	waitFor(t, "a served", func() bool { _, err := g.NextID(bg, "a"); return err == nil })
+	testutil.WaitFor(t, "the listing", func() bool { return g.Totals().Listings == 1 })
+	testutil.WaitFor(t, "a served", func() bool { _, err := g.NextID(bg, "a"); return err == nil })
 	_, err = g.NextID(bg, "b")
 	leaftest.ErrIs(t, err, leaf.ErrTagNotFound)
 }
@@ -385,14 +385,14 @@ func TestDroppedBufferIssuesNothing(t *testing.T) {
 	for range 15 {
 		next(t, g, "a")
 	}
-	waitFor(t, "a's next range", func() bool { return status(g, "a").NextReady })
+	testutil.WaitFor(t, "a's next range", func() bool { return status(g, "a").NextReady })
 	take, err := g.Held("a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a dropped", func() bool { return g.Totals().Dropped == 1 })
+	testutil.WaitFor(t, "a dropped", func() bool { return g.Totals().Dropped == 1 })
 	// The sweep counts the drop before it gives the tail back.
-	waitFor(t, "a's tail [16, 201) given back", func() bool { return maxID(t, st, "a") == 16 })
+	testutil.WaitFor(t, "a's tail [16, 201) given back", func() bool { return maxID(t, st, "a") == 16 })
 	if lo, hi, err := take(1000); err != segment.ErrRetired {
 		t.Fatalf("take from the dropped buffer = [%d, %d), %v; want ErrRetired", lo, hi, err)
 	}

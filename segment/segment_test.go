@@ -45,18 +45,6 @@ func newGen(t *testing.T, s segment.Settings) *segment.Generator {
 	return g
 }
 
-// waitFor polls cond; background loads finish in microseconds on inmem.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 func status(g *segment.Generator, tag string) leaf.SegmentStatus {
 	for _, st := range g.Status() {
 		if st.Tag == tag {
@@ -286,7 +274,7 @@ func TestTagRefresh(t *testing.T) {
 	if err := st.CreateTag(bg, leaf.Alloc{Tag: "b", MaxID: 1, Step: 5}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "tag b picked up", func() bool { return g.TagCount() == 2 })
+	testutil.WaitFor(t, "tag b picked up", func() bool { return g.TagCount() == 2 })
 	next(t, g, "a")
 	if s := g.Status(); len(s) != 1 || s[0].Tag != "a" {
 		t.Fatalf("status %v after using a, want a alone", s)
@@ -294,7 +282,7 @@ func TestTagRefresh(t *testing.T) {
 	if err := st.DeleteTag(bg, "a"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "tag a dropped", func() bool { return status(g, "a").Tag == "" && g.TagCount() == 1 })
+	testutil.WaitFor(t, "tag a dropped", func() bool { return status(g, "a").Tag == "" && g.TagCount() == 1 })
 	if _, err := g.NextID(bg, "a"); !errors.Is(err, leaf.ErrTagNotFound) {
 		t.Fatalf("deleted tag: %v, want ErrTagNotFound", err)
 	}
@@ -331,7 +319,7 @@ func TestPrefetchAtTenPercent(t *testing.T) {
 	if s := status(g, "t"); !s.Loading && !s.NextReady {
 		t.Fatalf("after the trigger: %+v, want the next range loading or loaded", s)
 	}
-	waitFor(t, "next range", func() bool { return status(g, "t").NextReady })
+	testutil.WaitFor(t, "next range", func() bool { return status(g, "t").NextReady })
 	s := status(g, "t")
 	if s.Loads != 2 || s.Buffers[1-s.Pos].Start != 101 || s.Buffers[1-s.Pos].Max != 201 {
 		t.Fatalf("status %+v, want next range [101,201)", s)
@@ -485,7 +473,7 @@ func TestLoadRetryJitter(t *testing.T) {
 		t.Fatalf("NextID with the store down: %v", err)
 	}
 	var pauses []time.Duration
-	waitFor(t, "12 retries", func() bool {
+	testutil.WaitFor(t, "12 retries", func() bool {
 		pauses = pauses[:0]
 		for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
 			var rec struct {
@@ -528,9 +516,9 @@ func TestStoreOutage(t *testing.T) {
 	for range 200 {
 		next(t, g, "t")
 	}
-	waitFor(t, "next range", func() bool { return status(g, "t").NextReady })
+	testutil.WaitFor(t, "next range", func() bool { return status(g, "t").NextReady })
 	st.SetDown(errors.New("store unplugged"))
-	waitFor(t, "degraded", func() bool { return len(g.Degraded()) > 0 })
+	testutil.WaitFor(t, "degraded", func() bool { return len(g.Degraded()) > 0 })
 	// 800 left in the current range plus 1000 in the next: all served.
 	for i := range 1800 {
 		if _, err := g.NextID(bg, "t"); err != nil {
@@ -545,7 +533,7 @@ func TestStoreOutage(t *testing.T) {
 	if got := next(t, g, "t"); got != 2001 {
 		t.Fatalf("first ID after the outage %d, want 2001", got)
 	}
-	waitFor(t, "healthy", func() bool { return len(g.Degraded()) == 0 })
+	testutil.WaitFor(t, "healthy", func() bool { return len(g.Degraded()) == 0 })
 }
 
 func TestGiveBack(t *testing.T) {
@@ -572,7 +560,7 @@ func TestGiveBack(t *testing.T) {
 		for range 15 {
 			next(t, g, "t")
 		}
-		waitFor(t, "next range", func() bool { return status(g, "t").NextReady })
+		testutil.WaitFor(t, "next range", func() bool { return status(g, "t").NextReady })
 		if err := g.Close(bg); err != nil {
 			t.Fatal(err)
 		}
@@ -589,7 +577,7 @@ func TestGiveBack(t *testing.T) {
 		for range 15 {
 			next(t, a, "t") // a prefetches [201,301)
 		}
-		waitFor(t, "next range", func() bool { return status(a, "t").NextReady })
+		testutil.WaitFor(t, "next range", func() bool { return status(a, "t").NextReady })
 		if err := a.Close(bg); err != nil {
 			t.Fatal(err)
 		}
@@ -689,7 +677,7 @@ func TestAdaptiveStep(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		waitFor(t, "load", func() bool { return status(g, "t").Loads == s.Loads+1 })
+		testutil.WaitFor(t, "load", func() bool { return status(g, "t").Loads == s.Loads+1 })
 		return status(g, "t").Step
 	}
 	steps := []int{consume()} // loads 1 and 2 use the stored step
@@ -746,7 +734,7 @@ func TestHotPathDoesNotAllocate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "next range", func() bool { return status(g, "t").NextReady })
+	testutil.WaitFor(t, "next range", func() bool { return status(g, "t").NextReady })
 	if n := testing.AllocsPerRun(10000, func() { g.NextID(bg, "t") }); n != 0 {
 		t.Fatalf("NextID allocates %.1f times per call on the hot path", n)
 	}
@@ -829,7 +817,7 @@ func TestStatusCounters(t *testing.T) {
 	if s := status(g, "t"); s.SecondsLeft != -1 || s.Rate != 0 {
 		t.Fatalf("tag with no rate yet: seconds_left %v, rate %v; want -1, 0", s.SecondsLeft, s.Rate)
 	}
-	waitFor(t, "next range", func() bool { return status(g, "t").NextReady })
+	testutil.WaitFor(t, "next range", func() bool { return status(g, "t").NextReady })
 	clk.Advance(2 * time.Second)
 	if _, err := g.NextIDs(bg, "t", 400, nil); err != nil {
 		t.Fatal(err)
@@ -856,9 +844,9 @@ func TestStatusCounters(t *testing.T) {
 	if _, err := g.NextIDs(bg, "t", 701, nil); err != nil { // past 10% of the next range: a load starts and fails
 		t.Fatal(err)
 	}
-	waitFor(t, "failed loads", func() bool { return status(g, "t").LoadErrors >= 2 })
+	testutil.WaitFor(t, "failed loads", func() bool { return status(g, "t").LoadErrors >= 2 })
 	st.SetDown(nil)
-	waitFor(t, "third range", func() bool { return status(g, "t").Loads == 3 })
+	testutil.WaitFor(t, "third range", func() bool { return status(g, "t").Loads == 3 })
 
 	// Close gives back the unused tail: 1501 issued of [1, 4001), the third
 	// range having the doubled step.
@@ -883,7 +871,7 @@ func TestLogLines(t *testing.T) {
 	for range 2000 {
 		next(t, g, "t")
 	}
-	waitFor(t, "loads to settle", func() bool { s := status(g, "t"); return !s.Loading && s.NextReady })
+	testutil.WaitFor(t, "loads to settle", func() bool { s := status(g, "t"); return !s.Loading && s.NextReady })
 	counts := map[string]int{}
 	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
 		var rec struct{ Msg string }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/leafgo/leaf/cmd/leaf/internal/config"
+	"github.com/leafgo/leaf/internal/testutil"
 )
 
 // TestServeHistory: serve keeps the monitor's history, sampled from the
@@ -44,7 +45,7 @@ func TestServeHistory(t *testing.T) {
 	}
 	// Traffic until a sample has seen it: IDs of both modes, and their
 	// requests' latency.
-	waitUntil(t, "a sample of the traffic", func() bool {
+	testutil.WaitFor(t, "a sample of the traffic", func() bool {
 		fetchID(t, s.url("/api/segment/get/"+config.SeedTag))
 		fetchID(t, s.url("/api/snowflake/get/x"))
 		code, body := httpGet(t, s.url("/v2/status/history"))

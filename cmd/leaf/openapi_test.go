@@ -436,7 +436,7 @@ func TestOpenAPIConformance(t *testing.T) {
 	} {
 		k.check(b.url(""), tt)
 	}
-	waitUntil(t, "B's /readyz to report the store", func() bool {
+	testutil.WaitFor(t, "B's /readyz to report the store", func() bool {
 		code, _ := httpGet(t, b.url("/readyz?strict=1"))
 		return code == http.StatusServiceUnavailable
 	})
@@ -448,7 +448,7 @@ func TestOpenAPIConformance(t *testing.T) {
 	if err := os.WriteFile(clockFile, []byte("-1h"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "A's clock to step back", func() bool {
+	testutil.WaitFor(t, "A's clock to step back", func() bool {
 		code, _ := httpGet(t, a.url("/v2/snowflake"))
 		return code == http.StatusServiceUnavailable
 	})

@@ -16,6 +16,7 @@ import (
 
 	"github.com/leafgo/leaf/cmd/leaf/internal/config"
 	"github.com/leafgo/leaf/internal/testdb"
+	"github.com/leafgo/leaf/internal/testutil"
 )
 
 // TestOperability runs serve on MariaDB as a user of its own, then locks that
@@ -68,7 +69,7 @@ func TestOperability(t *testing.T) {
 		}
 	}
 	issue(300)
-	waitUntil(t, "the next range", func() bool { return segmentStatus(t, s, tag).NextReady })
+	testutil.WaitFor(t, "the next range", func() bool { return segmentStatus(t, s, tag).NextReady })
 	if code, body := httpGet(t, s.url("/readyz")); code != 200 || body != "ok\n" {
 		t.Fatalf("/readyz before the outage: %d %q", code, body)
 	}
@@ -98,7 +99,7 @@ func TestOperability(t *testing.T) {
 		t.Fatal(err)
 	}
 	killSessions(t, root, user)
-	waitUntil(t, "/readyz to report the locked account", func() bool {
+	testutil.WaitFor(t, "/readyz to report the locked account", func() bool {
 		code, body := httpGet(t, s.url("/readyz"))
 		return code == 200 && strings.HasPrefix(body, "degraded\n") && strings.Contains(body, "segment store unreachable")
 	})
@@ -111,7 +112,7 @@ func TestOperability(t *testing.T) {
 	if _, err := root.ExecContext(ctx, "ALTER USER "+account+" ACCOUNT UNLOCK"); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "/readyz to recover", func() bool {
+	testutil.WaitFor(t, "/readyz to recover", func() bool {
 		code, body := httpGet(t, s.url("/readyz"))
 		return code == 200 && body == "ok\n"
 	})
@@ -144,17 +145,6 @@ func killSessions(t *testing.T, root *sql.DB, user string) {
 	for _, id := range ids {
 		// A session may end on its own meanwhile.
 		_, _ = root.Exec("KILL " + strconv.FormatInt(id, 10))
-	}
-}
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 

@@ -134,7 +134,7 @@ func TestReplicatedPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	promoted := time.Now()
-	waitUntil(t, "a fence after the promotion", func() bool {
+	testutil.WaitFor(t, "a fence after the promotion", func() bool {
 		_, body := httpGet(t, servers[0].url("/metrics"))
 		return strings.Contains(body, "leaf_segment_store_fences_total 1")
 	})

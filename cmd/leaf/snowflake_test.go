@@ -18,6 +18,7 @@ import (
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/cmd/leaf/internal/config"
 	"github.com/leafgo/leaf/internal/testdb"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/local"
 	"github.com/leafgo/leaf/snowflake"
 )
@@ -201,7 +202,7 @@ func TestServeSnowflakeZooKeeperDownAtStart(t *testing.T) {
 	s1 := serveInProcess(t, env, args...)
 	before = getSnowflake(t, s1, 100)
 	proxy.Down()
-	waitUntil(t, "the heartbeat to fail with ZooKeeper down", func() bool {
+	testutil.WaitFor(t, "the heartbeat to fail with ZooKeeper down", func() bool {
 		_, body := httpGet(t, s1.url("/readyz"))
 		return strings.Contains(body, "heartbeat failing")
 	})

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -17,6 +16,7 @@ import (
 	"github.com/leafgo/leaf/httpapi"
 	"github.com/leafgo/leaf/internal/forward"
 	"github.com/leafgo/leaf/internal/testutil"
+	"strconv"
 )
 
 // These tests run the forwarder against real owners: httpapi servers on
@@ -181,19 +181,6 @@ func TestForwardHammer(t *testing.T) {
 	t.Logf("%d IDs, %d requests in %d calls", n, st.Forwarded, st.Calls)
 }
 
-// waitFor waits until cond holds, yielding meanwhile; the test's deadline
-// bounds it.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	for !cond() {
-		if t.Context().Err() != nil {
-			t.Fatal("gave up waiting")
-		}
-		runtime.Gosched()
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // TestForwardBatches: the requests that queue while a call is in flight go
 // to the owner together, in one call asking for the sum of their counts,
 // and get IDs in the order they queued.
@@ -222,7 +209,7 @@ func TestForwardBatches(t *testing.T) {
 	// The others queue one after the other behind it.
 	for i := 1; i < 10; i++ {
 		ask(i, i)
-		waitFor(t, func() bool { return f.Waiting(tag) == i+1 })
+		testutil.WaitFor(t, "request "+strconv.Itoa(i+1)+" to queue", func() bool { return f.Waiting(tag) == i+1 })
 	}
 	close(owner.gate)
 	var last int64

@@ -1,8 +1,8 @@
 // Package testutil holds the helpers that the test files of several packages
 // would otherwise each carry a copy of: a logger that is quiet unless the
-// run is verbose, bounded contexts, free ports, an in-memory store holding
-// given rows, the leaf binary built once per test, and parsing of ID lists
-// as the servers print them.
+// run is verbose, bounded contexts, waiting for a condition, free ports, an
+// in-memory store holding given rows, the leaf binary built once per test,
+// and parsing of ID lists as the servers print them.
 //
 // It is imported by tests only; nothing here may be used by production code.
 package testutil
@@ -40,6 +40,28 @@ func Context(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(t.Context(), d)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// WaitFor polls cond until it holds, and fails the test naming what it waited
+// for when it does not within 30 seconds (or the test's context ends). The
+// pause between polls grows from 100µs to 20ms, so that a condition met in
+// microseconds (a background load of an in-memory store) costs no more, and
+// one that takes seconds (a server restarting) does not spin.
+//
+// It is for conditions a test cannot be told of (another process's state, a
+// store's row); a test that can wait on the event itself (a channel, a
+// callback, synctest.Wait) should.
+func WaitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	pause := 100 * time.Microsecond
+	for !cond() {
+		if time.Now().After(deadline) || t.Context().Err() != nil {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(pause)
+		pause = min(2*pause, 20*time.Millisecond)
+	}
 }
 
 // FreePort returns a loopback port nothing listened on a moment ago. It may
