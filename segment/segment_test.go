@@ -319,7 +319,8 @@ func TestPrefetchAtTenPercent(t *testing.T) {
 	if s := status(g, "t"); !s.Loading && !s.NextReady {
 		t.Fatalf("after the trigger: %+v, want the next range loading or loaded", s)
 	}
-	testutil.WaitFor(t, "next range", func() bool { return status(g, "t").NextReady })
+	// The load's end, when it counts itself, not only its range.
+	testutil.WaitFor(t, "next range loaded", func() bool { s := status(g, "t"); return !s.Loading && s.NextReady })
 	s := status(g, "t")
 	if s.Loads != 2 || s.Buffers[1-s.Pos].Start != 101 || s.Buffers[1-s.Pos].Max != 201 {
 		t.Fatalf("status %+v, want next range [101,201)", s)
@@ -817,7 +818,9 @@ func TestStatusCounters(t *testing.T) {
 	if s := status(g, "t"); s.SecondsLeft != -1 || s.Rate != 0 {
 		t.Fatalf("tag with no rate yet: seconds_left %v, rate %v; want -1, 0", s.SecondsLeft, s.Rate)
 	}
-	testutil.WaitFor(t, "next range", func() bool { return status(g, "t").NextReady })
+	// A load hands its range to the buffer before it counts itself and
+	// stops loading, both at once (doublebuf): wait for the load's end.
+	testutil.WaitFor(t, "next range loaded", func() bool { s := status(g, "t"); return !s.Loading && s.NextReady })
 	clk.Advance(2 * time.Second)
 	if _, err := g.NextIDs(bg, "t", 400, nil); err != nil {
 		t.Fatal(err)

@@ -85,13 +85,11 @@ func NewGalera(t testing.TB, n int) *Galera {
 			// serves IST: default 128M preallocated on disk; a test's
 			// writes fit in a little.
 			"gcache.size=16M",
-			// A killed node is suspected after 2s and evicted after 3s
-			// (defaults 5s and 15s): until then the cluster holds every
-			// commit, and the test's load waits on it.
-			// Keepalives must come within a third of the suspect timeout.
-			"evs.keepalive_period=PT0.5S",
-			"evs.suspect_timeout=PT2S",
-			"evs.inactive_timeout=PT3S",
+			// The group forms with Galera's default timeouts (suspect a
+			// silent node after 5s, evict it after 15s): on a busy
+			// machine a joiner or its donor, busy with a state transfer,
+			// can go quiet for 2s, and the cluster split at start. The
+			// short ones are set once every node is Synced (fastEviction).
 		}
 		flags := []string{
 			"--wsrep-on=ON",
@@ -129,8 +127,30 @@ func NewGalera(t testing.TB, n int) *Galera {
 		// that finds none free keeps retrying.
 		g.nodes = append(g.nodes, NewMariaDBWith(t, o))
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancel()
+	for _, m := range g.nodes {
+		var opts string
+		err := m.exec(ctx, fastEviction)
+		if err == nil {
+			err = m.queryRow(ctx, "SELECT @@wsrep_provider_options", &opts)
+		}
+		if err == nil && !strings.Contains(opts, "evs.suspect_timeout = PT2S") {
+			err = fmt.Errorf("evs.suspect_timeout not set: %.300s", opts)
+		}
+		if err != nil {
+			t.Fatalf("testdb: Galera node %s: shorter eviction timeouts: %v", m.Addr, err)
+		}
+	}
 	return g
 }
+
+// fastEviction makes a formed cluster suspect a killed node after 2s and
+// evict it after 3s (defaults 5s and 15s): until then the cluster holds
+// every commit, and a test's load waits on it. Keepalives must come within
+// a third of the suspect timeout. A node restarted by the test rejoins with
+// the defaults; the survivors, which evict, keep these.
+const fastEviction = "SET GLOBAL wsrep_provider_options = 'evs.keepalive_period=PT0.5S; evs.suspect_timeout=PT2S; evs.inactive_timeout=PT3S'"
 
 // Node is node i, from 0; node 0 bootstrapped the cluster.
 func (g *Galera) Node(i int) *MariaDB { return g.nodes[i] }
