@@ -316,7 +316,12 @@ func (f *Forwarder) forward(ctx context.Context, tag string, n int, dst []int64,
 			if w, ok := f.local.(OwnerWatcher); ok {
 				w.OwnerUnreachable(tag)
 			}
-			last = err
+			// A call cut short by the request's deadline says only that
+			// time ran out: the failure before it (a refusal, a dead
+			// owner) says why, and is the one the caller is told.
+			if last == nil || time.Now().Before(deadline) {
+				last = err
+			}
 			wait = pause
 		}
 		pause = min(2*pause, maxPause)

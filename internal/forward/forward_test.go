@@ -16,7 +16,10 @@ import (
 	"github.com/leafgo/leaf/httpapi"
 	"github.com/leafgo/leaf/internal/forward"
 	"github.com/leafgo/leaf/internal/testutil"
+	"net/http"
+	"net/http/httptest"
 	"strconv"
+	"sync/atomic"
 )
 
 // These tests run the forwarder against real owners: httpapi servers on
@@ -375,13 +378,43 @@ func TestForwardToken(t *testing.T) {
 		t.Fatalf("with the token: %v", err)
 	}
 	// The forwarder retries the owner until its wait runs out, then says
-	// why the last call failed. A 100ms wait timed out on a busy machine
-	// (the whole suite running) before the owner's refusal arrived, so the
-	// error was the timeout's; 2s leaves room for a slow first connection.
+	// why the calls failed: the last call cut short by the deadline (on a
+	// busy machine, the whole suite running) says only that time ran out,
+	// and the refusal before it is what the caller is told. 2s leaves the
+	// first call room for a slow first connection.
 	f = newForwarder(t, forward.Settings{Local: ownedBy(url), Token: "another-token-0123456789", Wait: 2 * time.Second})
 	_, err := f.NextID(ctx, tag)
 	if !errors.Is(err, leaf.ErrOwnerUnreachable) || !strings.Contains(err.Error(), "admin tokens differ") {
 		t.Fatalf("with another token: err = %v, want ErrOwnerUnreachable saying the tokens differ", err)
+	}
+}
+
+// TestForwardTellsWhy: when the wait runs out during a call, the caller is
+// told why the calls before it failed (here the owner's refusal of the
+// token), not that the last one was cut short.
+func TestForwardTellsWhy(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	owner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = w.Write([]byte(`{"error":"invalid admin token","code":"unauthorized"}`))
+			return
+		}
+		select { // every later call hangs past the request's wait
+		case <-r.Context().Done():
+		case <-time.After(5 * time.Second):
+		}
+	}))
+	t.Cleanup(owner.Close)
+	f := newForwarder(t, forward.Settings{Local: ownedBy(owner.URL), Token: "a-token-0123456789", Wait: time.Second})
+	_, err := f.NextID(testutil.Context(t, time.Minute), tag)
+	if calls.Load() < 2 {
+		t.Fatalf("the owner was called %d times, want a retry after the refusal", calls.Load())
+	}
+	if !errors.Is(err, leaf.ErrOwnerUnreachable) || !strings.Contains(err.Error(), "admin tokens differ") {
+		t.Fatalf("err = %v, want ErrOwnerUnreachable saying the tokens differ", err)
 	}
 }
 
