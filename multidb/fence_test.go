@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver, for the raw connections of the hammer
 
@@ -155,7 +156,13 @@ func TestFenceSwappedRecord(t *testing.T) {
 	eachKind(t, func(t *testing.T, k kind) {
 		ctx := t.Context()
 		dsns := newDBs(t, k, 2)
-		s := open(t, k, dsns, testOptions())
+		// db0 alone serves once db1 is taken out: a reserve over the 1s
+		// default member timeout (a busy machine: a clean clone's CI beside
+		// two CPU burners) would have nowhere else to go, and fail the test
+		// with no fence involved.
+		opts := testOptions()
+		opts.MemberTimeout = 10 * time.Second
+		s := open(t, k, dsns, opts)
 		create(t, s, "t", 0, 5)
 		m := members(t, k, dsns[1:])[0].Store
 		had, _, err := m.ReadStripe(ctx)

@@ -166,6 +166,20 @@ func clearInput(id string) chromedp.Action[chromedp.Void] {
 	return chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`document.getElementById(%s).value = ""`, q))
 }
 
+// press clicks the button with the given id as a user would (it must be
+// visible), through the DOM rather than at its coordinates: the page
+// re-renders its tables every second, and a row added above the button
+// between chromedp measuring it and clicking moved it from under the mouse
+// (a search never ran in a clean clone's CI).
+func press(id string) chromedp.Action[chromedp.Void] {
+	q, _ := json.Marshal(id)
+	return chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`(() => {
+		const e = document.getElementById(%s);
+		if (!e || !e.checkVisibility()) throw new Error(%s + " is not visible");
+		e.click();
+	})()`, q, q))
+}
+
 // number parses a count as the page shows it ("1,500").
 func number(t *testing.T, s string) int64 {
 	t.Helper()
@@ -397,7 +411,7 @@ func TestMonitorPage(t *testing.T) {
 	// Search by name prefix: the tags held and the store's rows.
 	p.do("search tenant-0424",
 		chromedp.SendKeys(chromedp.ID("search-input"), "tenant-0424"),
-		chromedp.Click(chromedp.ID("search-submit")),
+		press("search-submit"),
 		chromedp.WaitVisible(chromedp.CSS(`#search-body tr[data-tag="tenant-04242"]`)),
 	)
 	if got := p.text(`#search-body tr[data-tag="tenant-04242"] [data-field="issued"]`); got != "3,000" {
@@ -418,19 +432,19 @@ func TestMonitorPage(t *testing.T) {
 	p.do("search tenant-0",
 		clearInput("search-input"),
 		chromedp.SendKeys(chromedp.ID("search-input"), "tenant-0"),
-		chromedp.Click(chromedp.ID("search-submit")),
+		press("search-submit"),
 		chromedp.WaitVisible(chromedp.ID("db-next")),
 	)
 	p.waitText(`#db-body tr:first-child [data-field="tag"]`, func(s string) bool { return s == bulkTag(0) })
 	if n := p.query("#db-body", "children.length"); n != "50" {
 		t.Errorf("rows on a page: %s, want 50", n)
 	}
-	p.do("next page of rows", chromedp.Click(chromedp.ID("db-next")))
+	p.do("next page of rows", press("db-next"))
 	p.waitText(`#db-body tr:first-child [data-field="tag"]`, func(s string) bool { return s == bulkTag(50) })
 	if got := p.text(`#db-body tr:last-child [data-field="tag"]`); got != bulkTag(99) {
 		t.Errorf("last row of page 2: %q, want %s", got, bulkTag(99))
 	}
-	p.do("first page of rows", chromedp.Click(chromedp.ID("db-first")))
+	p.do("first page of rows", press("db-first"))
 	p.waitText(`#db-body tr:first-child [data-field="tag"]`, func(s string) bool { return s == bulkTag(0) })
 
 	// The snowflake worker.
@@ -499,7 +513,7 @@ func TestMonitorPage(t *testing.T) {
 	p.do("decode "+id,
 		clearInput("decode-input"),
 		chromedp.SendKeys(chromedp.ID("decode-input"), id),
-		chromedp.Click(chromedp.ID("decode-submit")),
+		press("decode-submit"),
 		chromedp.WaitVisible(chromedp.CSS(`#decode[data-state="ok"] #decode-result`)),
 	)
 	for field, want := range map[string]string{
@@ -526,7 +540,7 @@ func TestMonitorPage(t *testing.T) {
 	p.do("decode abc",
 		clearInput("decode-input"),
 		chromedp.SendKeys(chromedp.ID("decode-input"), "abc"),
-		chromedp.Click(chromedp.ID("decode-submit")),
+		press("decode-submit"),
 		chromedp.WaitVisible(chromedp.CSS(`#decode[data-state="error"] #decode-error`)),
 		chromedp.WaitNotVisible(chromedp.ID("decode-result")),
 	)
@@ -549,7 +563,7 @@ func TestMonitorPage(t *testing.T) {
 	p.do("search daily",
 		clearInput("search-input"),
 		chromedp.SendKeys(chromedp.ID("search-input"), "daily"),
-		chromedp.Click(chromedp.ID("search-submit")),
+		press("search-submit"),
 		chromedp.WaitVisible(chromedp.CSS(daily)),
 	)
 	if got := p.text(daily); got != "period "+dayBefore && got != "period "+dayAfter {
@@ -577,7 +591,7 @@ func TestMonitorPage(t *testing.T) {
 	p.do("search invoices",
 		clearInput("search-input"),
 		chromedp.SendKeys(chromedp.ID("search-input"), "invoices"),
-		chromedp.Click(chromedp.ID("search-submit")),
+		press("search-submit"),
 		chromedp.WaitVisible(chromedp.CSS(invoices)),
 	)
 	if got := p.text(invoices); got != "opaque 24 bits" {
@@ -643,7 +657,7 @@ func TestMonitorPage(t *testing.T) {
 	}
 	p.do("enter a wrong token",
 		chromedp.SendKeys(chromedp.ID("token-input"), "not-the-token-0000"),
-		chromedp.Click(chromedp.ID("token-submit")),
+		press("token-submit"),
 		chromedp.WaitVisible(chromedp.ID("token-error")),
 	)
 	if got := p.text("#token-error"); !strings.Contains(got, "invalid admin token") {
@@ -651,7 +665,7 @@ func TestMonitorPage(t *testing.T) {
 	}
 	p.do("enter the token",
 		chromedp.SendKeys(chromedp.ID("token-input"), token),
-		chromedp.Click(chromedp.ID("token-submit")),
+		press("token-submit"),
 		chromedp.WaitNotVisible(chromedp.ID("token-form")),
 		chromedp.WaitVisible(chromedp.CSS(`#tags-body tr[data-tag="orders"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#db-body tr[data-tag="orders"]`)),

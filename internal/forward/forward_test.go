@@ -6,9 +6,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,10 +20,6 @@ import (
 	"github.com/leafgo/leaf/httpapi"
 	"github.com/leafgo/leaf/internal/forward"
 	"github.com/leafgo/leaf/internal/testutil"
-	"net/http"
-	"net/http/httptest"
-	"strconv"
-	"sync/atomic"
 )
 
 // These tests run the forwarder against real owners: httpapi servers on
