@@ -1,6 +1,6 @@
 # The whole test suite is `make test` (scripts/test.sh): it makes sure
 # MariaDB, PostgreSQL, ZooKeeper and etcd run on 127.0.0.1
-# (scripts/services.sh), then runs every test against them with
+# (scripts/services.sh), then runs the lint (make lint), every test against them with
 # LEAF_TEST_STRICT=1 so a missing service fails instead of skipping, the chaos
 # test, the fuzz targets, then the race detector over the short variant of the
 # suite. Every stage runs even when an earlier one fails; it fails at the end.

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # test.sh: the whole test suite, as `make test` runs it. It makes sure the
-# services run on 127.0.0.1 (scripts/services.sh), then runs four stages with
+# services run on 127.0.0.1 (scripts/services.sh), then runs five stages with
 # LEAF_TEST_STRICT=1, so that a missing service fails instead of skipping:
 #
+#   lint    gofmt, go vet and staticcheck, with and without the chaos tag
+#           (make lint)
 #   tests   every test of the module
 #   chaos   the chaos test (internal/chaos, a minute of faults per registry)
 #           and the chaos build's clock tests
@@ -16,7 +18,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
 export FUZZTIME=${FUZZTIME:-5s}
-stages=${STAGES:-tests chaos fuzz race}
+stages=${STAGES:-lint tests chaos fuzz race}
 
 if ! services=$(scripts/services.sh); then
 	echo "test.sh: the services did not start" >&2
@@ -31,12 +33,13 @@ export LEAF_TEST_STRICT=1
 # core left the machine idle for minutes.
 run_stage() {
 	case $1 in
+	lint) make --no-print-directory lint ;;
 	tests) "$GO" test -count=1 -parallel 4 ./... ;;
 	chaos) LEAF_CHAOS=1 "$GO" test -count=1 -v -tags chaos -run Chaos ./cmd/leaf ./internal/chaos ;;
 	fuzz) scripts/fuzz.sh ;;
 	race) "$GO" test -race -short -count=1 -parallel 4 ./... ;;
 	*)
-		echo "test.sh: unknown stage $1 (tests, chaos, fuzz, race)" >&2
+		echo "test.sh: unknown stage $1 (lint, tests, chaos, fuzz, race)" >&2
 		return 2
 		;;
 	esac
