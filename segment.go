@@ -206,6 +206,31 @@ type SegmentStatus struct {
 	OwnerToken int64
 }
 
+// SegmentTotals are a segment generator's counters over every tag since it
+// started, including tags whose state it dropped since (idle, or deleted):
+// unlike a sum over statuses they never go down, so metrics, the status
+// summary and the monitor's history read them as counters and rates.
+type SegmentTotals struct {
+	Known  int // tag names known
+	Active int // tags with state: asked for since they were last dropped
+
+	Issued, Loads, LoadErrors, Waits, GivenBack uint64
+	// LoadSeconds is the time spent in successful reserve calls, and
+	// LoadLatency how long they took, by the generator's own bounds: always
+	// all of them, zero counts before the first load.
+	LoadSeconds float64
+	LoadLatency Histogram
+	// Rate is IDs issued per second over all tags, over the last 10
+	// seconds.
+	Rate float64
+
+	Dropped      uint64 // tag states dropped after the idle timeout without a request
+	Lookups      uint64 // store reads of names not in the tag list
+	Refused      uint64 // names answered at once because the lookup budget was spent
+	Listings     uint64 // reads of the whole tag list
+	VersionReads uint64 // refreshes settled by the change counter alone
+}
+
 // Histogram counts durations by upper bound, as a Prometheus histogram
 // does: Counts[i] is how many took at most Bounds[i] (cumulative), Bounds
 // ascending. Durations above the last bound are in no bucket; the total

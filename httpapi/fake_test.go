@@ -148,10 +148,48 @@ func (g *fakeGen) Status() []leaf.SegmentStatus {
 	return out
 }
 
-func (g *fakeGen) TagCount() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return len(g.rows)
+func (g *fakeGen) Totals() leaf.SegmentTotals { return totalsOf(g.Status(), 0) }
+
+func (g *fakeGen) Busiest(n int, also ...string) []leaf.SegmentStatus {
+	return busiestOf(g.Status(), n, also)
+}
+
+// totalsOf is what a generator whose tags in use are st, of known names,
+// reports as its totals.
+func totalsOf(st []leaf.SegmentStatus, known int) leaf.SegmentTotals {
+	t := leaf.SegmentTotals{Known: max(known, len(st)), Active: len(st)}
+	for _, s := range st {
+		t.Issued += s.Issued
+		t.Loads += s.Loads
+		t.LoadErrors += s.LoadErrors
+		t.Waits += s.Waits
+		t.GivenBack += s.GivenBack
+		t.Rate += s.Rate
+	}
+	return t
+}
+
+// busiestOf is what a generator whose tags in use are st answers Busiest
+// with: the n busiest and those named in also, sorted by tag.
+func busiestOf(st []leaf.SegmentStatus, n int, also []string) []leaf.SegmentStatus {
+	ranked := slices.Clone(st)
+	slices.SortFunc(ranked, func(a, b leaf.SegmentStatus) int {
+		if leaf.Busier(&a, &b) {
+			return -1
+		}
+		if leaf.Busier(&b, &a) {
+			return 1
+		}
+		return 0
+	})
+	out := slices.Clone(ranked[:min(n, len(ranked))])
+	for _, s := range ranked[len(out):] {
+		if slices.Contains(also, s.Tag) {
+			out = append(out, s)
+		}
+	}
+	slices.SortFunc(out, func(a, b leaf.SegmentStatus) int { return strings.Compare(a.Tag, b.Tag) })
+	return out
 }
 
 // Known answers as the real generator does: a tag with a row is known

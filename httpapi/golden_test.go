@@ -83,7 +83,17 @@ func (goldenSeg) Degraded() []string {
 	}
 }
 
-func (goldenSeg) TagCount() int { return 42 }
+// Totals are those of the statuses, of 42 names known, 4 in use: t2 and t3
+// were never asked for.
+func (g goldenSeg) Totals() leaf.SegmentTotals {
+	t := totalsOf(g.Status(), 42)
+	t.Active = 4
+	return t
+}
+
+func (g goldenSeg) Busiest(n int, also ...string) []leaf.SegmentStatus {
+	return busiestOf(g.Status(), n, also)
+}
 
 // goldenSnow is a snowflake generator with a fixed status.
 type goldenSnow struct {

@@ -76,9 +76,12 @@ func (g leakySeg) Decode(context.Context, string, string) (leaf.DecodedID, error
 	return leaf.DecodedID{}, g.err
 }
 func (g leakySeg) Known(context.Context, string) error { return g.err }
-func (g leakySeg) TagCount() int                       { return 0 }
 func (g leakySeg) Status() []leaf.SegmentStatus {
 	return []leaf.SegmentStatus{{Tag: "orders", LoadError: "mysql: reserve: " + errDial.Error()}}
+}
+func (g leakySeg) Totals() leaf.SegmentTotals { return totalsOf(g.Status(), 0) }
+func (g leakySeg) Busiest(n int, also ...string) []leaf.SegmentStatus {
+	return busiestOf(g.Status(), n, also)
 }
 func (g leakySeg) Degraded() []string {
 	return []string{

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/leafgo/leaf"
@@ -314,27 +315,35 @@ func TestListingPagesBounded(t *testing.T) {
 	}
 }
 
-// summaryGen is a generator whose tags and reasons the test sets.
+// summaryGen is a generator whose tags in use, names known and reasons the
+// test sets. It counts the calls of Status, which the summary must not make:
+// its cost follows what it shows, not the tags in use.
 type summaryGen struct {
 	*fakeGen
-	st      []leaf.SegmentStatus
-	reasons []string
+	st          []leaf.SegmentStatus
+	known       int
+	reasons     []string
+	statusCalls *atomic.Int64
 }
 
-func (g summaryGen) Status() []leaf.SegmentStatus { return g.st }
+func (g summaryGen) Status() []leaf.SegmentStatus { g.statusCalls.Add(1); return g.st }
 func (g summaryGen) Degraded() []string           { return g.reasons }
-func (g summaryGen) TagCount() int                { return len(g.st) }
+func (g summaryGen) Totals() leaf.SegmentTotals   { return totalsOf(g.st, g.known) }
+func (g summaryGen) Busiest(n int, also ...string) []leaf.SegmentStatus {
+	return busiestOf(g.st, n, also)
+}
 
 // TestStatusSummary checks /v2/status/summary: aggregates over every tag,
 // the busiest tags in order, the degraded ones with their buffers, all
 // bounded; the summary without the token; bad parameters.
 func TestStatusSummary(t *testing.T) {
-	g := summaryGen{fakeGen: newFakeGen()}
+	g := summaryGen{fakeGen: newFakeGen(), known: 300, statusCalls: new(atomic.Int64)}
 	var ids float64
 	for i := range 300 {
 		s := leaf.SegmentStatus{Tag: fmt.Sprintf("t%03d", i)}
 		switch {
-		case i%3 == 0: // never asked for
+		case i%3 == 0: // never asked for: known, not in use
+			continue
 		case i%3 == 1:
 			s.InitOK, s.Issued, s.Rate = true, uint64(i), float64(i%50)
 		default:
@@ -408,7 +417,6 @@ func TestStatusSummary(t *testing.T) {
 		t.Fatalf("%d top tags, want %d", len(s.Top), defaultTopTags)
 	}
 	want := slices.Clone(g.st)
-	want = slices.DeleteFunc(want, func(s leaf.SegmentStatus) bool { return !inUse(s) })
 	slices.SortFunc(want, func(a, b leaf.SegmentStatus) int {
 		if leaf.Busier(&a, &b) {
 			return -1
@@ -428,6 +436,9 @@ func TestStatusSummary(t *testing.T) {
 	}
 	if d := s.DegradedTags[7]; d.Tag != "t035" || d.Reason != g.reasons[8] || d.Issued != 1035 {
 		t.Errorf("degraded tag 7: %+v, want t035 with its reason and buffers", d)
+	}
+	if d := s.DegradedTags[6]; d.Tag != "t030" || d.Issued != 0 {
+		t.Errorf("degraded tag 6: %+v, want t030 (not in use) without buffers", d)
 	}
 
 	get("/v2/status/summary?top=50", nil)
@@ -475,5 +486,8 @@ func TestStatusSummary(t *testing.T) {
 	get("/v2/status/summary", nil)
 	if sum.Segment.Enabled || sum.Segment.TagsKnown != nil {
 		t.Errorf("summary without segment mode: %+v", sum)
+	}
+	if n := g.statusCalls.Load(); n != 0 {
+		t.Errorf("the summary read every tag's status %d times", n)
 	}
 }

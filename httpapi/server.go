@@ -156,8 +156,13 @@ type SegmentGenerator interface {
 	TagShape(ctx context.Context, tag string) (leaf.TagShape, error)
 	// Status describes the buffers of every tag in use, sorted by tag.
 	Status() []leaf.SegmentStatus
-	// TagCount is the number of tag names the server knows (in use or not).
-	TagCount() int
+	// Busiest is Status of the n busiest tags in use (leaf.Busier) and of
+	// those named in also that are in use, sorted by tag, at a cost that
+	// follows n and also rather than the tags in use.
+	Busiest(n int, also ...string) []leaf.SegmentStatus
+	// Totals are the counters over every tag since start, which never go
+	// down, and the numbers of tags known and in use.
+	Totals() leaf.SegmentTotals
 	// Known tells, without issuing, whether tag would be served: nil, or
 	// ErrTagNotFound (at once for a name beyond the store-lookup budget),
 	// or ErrNotReady. Unknown names never reach the store one for one.

@@ -133,7 +133,7 @@ func (s *Server) v2StatusSummary(w http.ResponseWriter, r *http.Request) error {
 		resp.Segment.Enabled = true
 		resp.Segment.StoreOK = !slices.ContainsFunc(segReasons, isStoreReason)
 		if detail {
-			resp.Segment.tagSummary = summarize(s.seg.Status(), segReasons, top)
+			resp.Segment.tagSummary = s.summarize(segReasons, top)
 			for i := range resp.Segment.Top {
 				s.addFormats(r.Context(), &resp.Segment.Top[i])
 			}
@@ -144,7 +144,6 @@ func (s *Server) v2StatusSummary(w http.ResponseWriter, r *http.Request) error {
 					s.addFormats(r.Context(), &d.tagStatus)
 				}
 			}
-			resp.Segment.TagsKnown = s.seg.TagCount()
 			resp.Segment.Databases = s.databases(detail)
 		}
 	}
@@ -164,37 +163,44 @@ func isStoreReason(reason string) bool {
 	return strings.HasPrefix(reason, "segment store ")
 }
 
-// summarize aggregates st, sorted by tag, and picks the top tags by rate
-// and the tags the reasons name.
-func summarize(st []leaf.SegmentStatus, reasons []string, top int) *tagSummary {
-	sum := &tagSummary{Top: []tagStatus{}, DegradedTags: []degradedTag{}}
-	busiest := topn.New(top, func(a, b int) bool { return leaf.Busier(&st[a], &st[b]) })
-	for i, t := range st {
-		sum.IDsPerSec += t.Rate
-		sum.Issued += t.Issued
-		if !inUse(t) {
-			continue
+// summarize reads the generator's totals, and the statuses of the top
+// busiest tags and of at most maxDegradedTags of those the reasons name:
+// its cost follows top and the reasons, not the tags in use.
+func (s *Server) summarize(reasons []string, top int) *tagSummary {
+	tot := s.seg.Totals()
+	sum := &tagSummary{
+		TagsKnown: tot.Known, TagsInUse: tot.Active, IDsPerSec: tot.Rate, Issued: tot.Issued,
+		Top: []tagStatus{}, DegradedTags: []degradedTag{},
+	}
+	var named []string // the tags the reasons name, the first maxDegradedTags
+	for _, reason := range reasons {
+		if tag, ok := reasonTag(reason); ok {
+			sum.DegradedTagsCount++
+			if len(named) < maxDegradedTags {
+				named = append(named, tag)
+			}
 		}
-		sum.TagsInUse++
-		busiest.Offer(i)
+	}
+	st := s.seg.Busiest(top, named...) // sorted by tag
+	// The top busiest of st are the top busiest of all: st holds them.
+	busiest := topn.New(top, func(a, b int) bool { return leaf.Busier(&st[a], &st[b]) })
+	for i := range st {
+		if inUse(st[i]) {
+			busiest.Offer(i)
+		}
 	}
 	for _, i := range busiest.Best() {
 		sum.Top = append(sum.Top, newTagStatus(&st[i]))
 	}
 	for _, reason := range reasons {
 		tag, ok := reasonTag(reason)
-		if !ok {
+		if !ok || len(sum.DegradedTags) == maxDegradedTags {
 			continue
 		}
-		sum.DegradedTagsCount++
-		if len(sum.DegradedTags) == maxDegradedTags {
-			continue
-		}
-		i, found := slices.BinarySearchFunc(st, tag, func(s leaf.SegmentStatus, tag string) int {
-			return strings.Compare(s.Tag, tag)
-		})
 		d := degradedTag{Reason: reason}
-		if found {
+		if i, found := slices.BinarySearchFunc(st, tag, func(s leaf.SegmentStatus, tag string) int {
+			return strings.Compare(s.Tag, tag)
+		}); found {
 			d.tagStatus = newTagStatus(&st[i])
 		} else {
 			d.Tag = tag // dropped since the reason was written
@@ -204,7 +210,9 @@ func summarize(st []leaf.SegmentStatus, reasons []string, top int) *tagSummary {
 	return sum
 }
 
-// inUse says a tag was asked for an ID since the server started.
+// inUse says a tag was asked for an ID since the server started: a range
+// loaded, loading or failed. A tag whose state was made a moment ago is
+// not among the busiest yet.
 func inUse(t leaf.SegmentStatus) bool {
 	return t.InitOK || t.Loading || t.Issued > 0 || t.LoadErrors > 0
 }

@@ -5,8 +5,6 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
-	"sync"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -19,16 +17,13 @@ const (
 	modeSnowflake = "snowflake"
 )
 
-// collector turns the generators' Status() into const metrics at scrape
-// time. The only state it keeps is the ledger that makes the totals over all
-// tags monotonic; every value comes from the generators, so a scrape is the
-// only time it does any work.
+// collector turns the generators' Status() and Totals() into const metrics
+// at scrape time. It keeps no state: every value comes from the generators
+// (the totals over all tags from the generator's own, which never go
+// down), so a scrape is the only time it does any work.
 type collector struct {
 	cfg      Config
 	explicit map[string]struct{} // cfg.Tags
-
-	mu     sync.Mutex // serialises overlapping scrapes from Status() to the end of the ledger's pass
-	ledger ledger
 
 	buildInfo *prometheus.Desc
 	degraded  *prometheus.Desc
@@ -95,8 +90,7 @@ func newCollector(cfg Config) *collector {
 	tag := []string{"tag"}
 	d := prometheus.NewDesc
 	c := &collector{
-		cfg:    cfg,
-		ledger: ledger{tags: map[string]*ledgerEntry{}},
+		cfg: cfg,
 
 		buildInfo: d("leaf_build_info", "Always 1; the labels carry the leaf version and the Go version it was built with.", []string{"version", "goversion"}, nil),
 		degraded:  d("leaf_degraded", "1 when the mode reports a reason it is not fully healthy (see /v2/status), else 0. Only enabled modes are exported.", []string{"mode"}, nil),
@@ -200,10 +194,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// segmentScan is what one pass over Status() finds: the totals, the tags by
-// state, and the tags that get per-tag series.
+// segmentScan is what one pass over Status() finds: the tags by state, and
+// the tags that get per-tag series.
 type segmentScan struct {
-	total       tagCounters // over all tags, the ledger's retired counters included
 	states      [numStates]int
 	minUntilDry float64
 	selected    []int // indexes into the statuses, ascending, no duplicates
@@ -212,18 +205,12 @@ type segmentScan struct {
 func (c *collector) collectSegment(ch chan<- prometheus.Metric) {
 	src := c.cfg.Segment
 	ch <- prometheus.MustNewConstMetric(c.degraded, prometheus.GaugeValue, boolValue(len(src.Degraded()) > 0), modeSegment)
-	// Status is read under the lock too: overlapping scrapes must feed the
-	// ledger their snapshots in the order they were taken, or an older one
-	// would look like every tag restarting and be counted twice.
-	c.mu.Lock()
+	t := src.Totals()
 	statuses := src.Status()
 	sc := c.scan(statuses)
-	c.mu.Unlock()
-	// A generator that keeps state only for the tags in use knows more
+	// The generator keeps state only for the tags in use, and knows more
 	// names than it reports: those are unloaded too.
-	if tc, ok := src.(tagCounter); ok {
-		sc.states[stateUnloaded] += max(0, tc.TagCount()-len(statuses))
-	}
+	sc.states[stateUnloaded] += max(0, t.Known-len(statuses))
 
 	counter := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
@@ -231,13 +218,12 @@ func (c *collector) collectSegment(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
-	t := &sc.total
-	counter(c.issued, float64(t.issued), modeSegment)
-	counter(c.segAllLoads, float64(t.loads))
-	counter(c.segAllLoadErrors, float64(t.loadErrors))
-	counter(c.segAllWaits, float64(t.waits))
-	counter(c.segAllGivenBack, float64(t.givenBack))
-	ch <- prometheus.MustNewConstHistogram(c.segLoadTime, t.loads, t.loadSeconds, promBuckets(&t.latency))
+	counter(c.issued, float64(t.Issued), modeSegment)
+	counter(c.segAllLoads, float64(t.Loads))
+	counter(c.segAllLoadErrors, float64(t.LoadErrors))
+	counter(c.segAllWaits, float64(t.Waits))
+	counter(c.segAllGivenBack, float64(t.GivenBack))
+	ch <- prometheus.MustNewConstHistogram(c.segLoadTime, t.Loads, t.LoadSeconds, promBuckets(t.LoadLatency))
 	for s, n := range sc.states {
 		gauge(c.segTags, float64(n), stateNames[s])
 	}
@@ -273,11 +259,10 @@ func (c *collector) collectDatabases(ch chan<- prometheus.Metric) {
 	}
 }
 
-// scan makes the one pass over statuses a scrape needs: it sums the
-// counters, counts the states, finds the tag soonest dry, and keeps the
-// busiest and the most urgent degraded tags in heaps bounded by TopTags and
-// DegradedTags. It allocates nothing per tag, except a ledger entry the
-// first time a tag's counters move. c.mu must be held.
+// scan makes the one pass over statuses a scrape needs: it counts the
+// states, finds the tag soonest dry, and keeps the busiest and the most
+// urgent degraded tags in heaps bounded by TopTags and DegradedTags. It
+// allocates nothing per tag.
 func (c *collector) scan(statuses []leaf.SegmentStatus) segmentScan {
 	sc := segmentScan{minUntilDry: math.Inf(1)}
 	low := c.cfg.LowBuffer.Seconds()
@@ -286,11 +271,8 @@ func (c *collector) scan(statuses []leaf.SegmentStatus) segmentScan {
 	var explicit []int
 	soonestDry := -1
 
-	c.ledger.begin()
 	for i := range statuses {
 		st := &statuses[i]
-		sc.total.add(st)
-		c.ledger.see(st)
 
 		s := state(st, low)
 		sc.states[s]++
@@ -307,8 +289,6 @@ func (c *collector) scan(statuses []leaf.SegmentStatus) segmentScan {
 			}
 		}
 	}
-	c.ledger.end()
-	sc.total.addCounters(&c.ledger.retired)
 
 	sc.selected = make([]int, 0, top.Len()+bad.Len()+len(explicit)+1)
 	sc.selected = append(append(append(sc.selected, top.Unordered()...), bad.Unordered()...), explicit...)
@@ -350,151 +330,14 @@ func moreUrgent(a, b *leaf.SegmentStatus) bool {
 	return leaf.Busier(a, b)
 }
 
-// tagCounters are the counters of a SegmentStatus that are summed over
-// tags.
-type tagCounters struct {
-	issued, loads, loadErrors, waits, givenBack uint64
-	loadSeconds                                 float64
-	latency                                     [len(loadBuckets)]uint64 // cumulative, by loadBuckets
-}
-
-func (t *tagCounters) add(st *leaf.SegmentStatus) {
-	t.issued += st.Issued
-	t.loads += st.Loads
-	t.loadErrors += st.LoadErrors
-	t.waits += st.Waits
-	t.givenBack += st.GivenBack
-	t.loadSeconds += st.LoadSeconds
-	addLatency(&t.latency, st.LoadLatency)
-}
-
-func (t *tagCounters) addCounters(o *tagCounters) {
-	t.issued += o.issued
-	t.loads += o.loads
-	t.loadErrors += o.loadErrors
-	t.waits += o.waits
-	t.givenBack += o.givenBack
-	t.loadSeconds += o.loadSeconds
-	for i := range t.latency {
-		t.latency[i] += o.latency[i]
-	}
-}
-
-func (t *tagCounters) zero() bool {
-	return t.issued == 0 && t.loads == 0 && t.loadErrors == 0 && t.waits == 0 && t.givenBack == 0 && t.loadSeconds == 0
-}
-
-// below reports whether any of t's counters is below o's: the tag's
-// counters restarted.
-func (t *tagCounters) below(o *tagCounters) bool {
-	if t.issued < o.issued || t.loads < o.loads || t.loadErrors < o.loadErrors ||
-		t.waits < o.waits || t.givenBack < o.givenBack || t.loadSeconds < o.loadSeconds {
-		return true
-	}
-	for i := range t.latency {
-		if t.latency[i] < o.latency[i] {
-			return true
-		}
-	}
-	return false
-}
-
-// ledger keeps the totals over all tags monotonic, as counters must be. A
-// tag the generator forgets (deleted, or dropped when unused) takes its
-// counters out of the sum, and one it forgets and knows again starts from
-// zero; Prometheus would read either as a counter reset and rate() as a
-// burst of the whole total. The ledger remembers each tag's counters at the
-// last scrape and, when the tag is gone or its counters went down, moves
-// them to retired, which the totals include. It holds only tags whose
-// counters ever moved, so its size follows use, not the table.
-type ledger struct {
-	scrape  uint64
-	tags    map[string]*ledgerEntry
-	seen    int // entries seen by this scrape
-	retired tagCounters
-}
-
-type ledgerEntry struct {
-	tagCounters
-	scrape uint64 // the last scrape that saw the tag
-}
-
-func (l *ledger) begin() {
-	l.scrape++
-	l.seen = 0
-}
-
-// see records st's counters. A tag whose counters are all zero is skipped
-// without a lookup: if the ledger remembers it, end retires it.
-func (l *ledger) see(st *leaf.SegmentStatus) {
-	var now tagCounters
-	now.add(st)
-	if now.zero() {
-		return
-	}
-	e := l.tags[st.Tag]
-	switch {
-	case e == nil:
-		e = &ledgerEntry{}
-		l.tags[st.Tag] = e
-	case e.scrape == l.scrape:
-		return // the tag twice in one Status: count it once
-	case now.below(&e.tagCounters):
-		l.retired.addCounters(&e.tagCounters)
-	}
-	e.tagCounters, e.scrape = now, l.scrape
-	l.seen++
-}
-
-// end retires the tags this scrape did not see.
-func (l *ledger) end() {
-	if l.seen == len(l.tags) {
-		return
-	}
-	for tag, e := range l.tags {
-		if e.scrape != l.scrape {
-			l.retired.addCounters(&e.tagCounters)
-			delete(l.tags, tag)
-		}
-	}
-}
-
-// loadBuckets are the upper bounds of leaf_segment_load_duration_seconds.
-// They are the segment generator's own, so that its counts carry over
-// exactly (TestRealSegmentGenerator checks it); dashboards and alerts
-// name them, so they do not change.
-var loadBuckets = [...]time.Duration{
-	time.Millisecond, 2500 * time.Microsecond, 5 * time.Millisecond,
-	10 * time.Millisecond, 25 * time.Millisecond, 50 * time.Millisecond,
-	100 * time.Millisecond, 250 * time.Millisecond, 500 * time.Millisecond,
-	time.Second, 2500 * time.Millisecond, 5 * time.Second, 10 * time.Second,
-}
-
-// addLatency adds a source's load-time histogram to dst, counted by
-// loadBuckets: each bound gets the source's count at the highest of its
-// own bounds not above it. Where the bounds are the same, that is the
-// count itself; a source that counts by others is read conservatively,
-// never counting a load below a bound it may exceed. A histogram with no
-// buckets (nothing timed) adds nothing.
-func addLatency(dst *[len(loadBuckets)]uint64, h leaf.Histogram) {
+// promBuckets is the cumulative counts of h as a constant histogram takes
+// them, keyed by the bound in seconds. The bounds are the generator's own
+// (segment.loadBuckets), which dashboards and alerts name.
+func promBuckets(h leaf.Histogram) map[float64]uint64 {
 	n := min(len(h.Bounds), len(h.Counts))
-	var count uint64
-	j := 0
-	for i, le := range loadBuckets {
-		for j < n && h.Bounds[j] <= le {
-			count = h.Counts[j]
-			j++
-		}
-		dst[i] += count
-	}
-}
-
-// promBuckets is the cumulative counts by loadBuckets as a constant
-// histogram takes them, keyed by the bound in seconds.
-func promBuckets(cumulative *[len(loadBuckets)]uint64) map[float64]uint64 {
-	b := make(map[float64]uint64, len(loadBuckets))
-	for i, le := range loadBuckets {
-		b[le.Seconds()] = cumulative[i]
+	b := make(map[float64]uint64, n)
+	for i := range n {
+		b[h.Bounds[i].Seconds()] = h.Counts[i]
 	}
 	return b
 }

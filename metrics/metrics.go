@@ -3,8 +3,9 @@
 // The domain metrics (IDs issued, segment buffers and loads, the snowflake
 // worker's clock and lease) are not counted by Prometheus instruments: the
 // generators already keep those numbers for /cache and /v2/status, so a
-// custom collector reads their Status() at scrape time and turns it into
-// const metrics. The ID fast path (one atomic add per segment ID) thus never
+// custom collector reads their Status() and Totals() at scrape time and
+// turns them into const metrics (the totals over all tags are the
+// generator's own, which never go down: the collector keeps no state). The ID fast path (one atomic add per segment ID) thus never
 // touches Prometheus, the exported values cannot drift from what the monitor
 // page shows, and a deleted tag's series vanish at the next scrape instead
 // of lingering in a vector.
@@ -42,16 +43,13 @@ import (
 // SegmentSource is what the collector reads from the segment generator
 // (*segment.Generator satisfies it).
 type SegmentSource interface {
-	// Status reports every known tag; it is called once per scrape.
+	// Status reports the tags in use; it is called once per scrape.
 	Status() []leaf.SegmentStatus
+	// Totals are the counters over every tag since start, which never go
+	// down, and the names known (those not in Status are unloaded).
+	Totals() leaf.SegmentTotals
 	// Degraded lists why the mode is unhealthy; empty means healthy.
 	Degraded() []string
-}
-
-// tagCounter is a SegmentSource that keeps state only for the tags in use
-// (*segment.Generator): TagCount is every name it knows.
-type tagCounter interface {
-	TagCount() int
 }
 
 // WorkerSource is what the collector reads from the snowflake generator

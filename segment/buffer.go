@@ -68,7 +68,11 @@ type buffer struct {
 	activeAt time.Time
 
 	// For status and metrics only.
-	loadSeconds float64
+	// loadTime is the time spent in successful reserve calls, summed as
+	// integer nanoseconds: a sum of floats depends on the order it adds in,
+	// and the totals, which add the same durations in another order once a
+	// buffer is dropped, would go down by a rounding.
+	loadTime    time.Duration
 	loadLatency []uint64 // per bucket of loadBuckets, not cumulative
 	givenBack   uint64
 	rate        ratemeter.Meter // samples of the issued count
@@ -403,8 +407,7 @@ func (b *buffer) recordLoadLocked(d time.Duration) {
 	if b.loadLatency == nil {
 		b.loadLatency = make([]uint64, len(loadBuckets))
 	}
-	sec := d.Seconds()
-	b.loadSeconds += sec
+	b.loadTime += d
 	for i, le := range loadBuckets {
 		if d <= le {
 			b.loadLatency[i]++
@@ -413,12 +416,13 @@ func (b *buffer) recordLoadLocked(d time.Duration) {
 	}
 }
 
-// sample records the issued count for the rate.
-func (b *buffer) sample(now time.Time) {
+// sample records the issued count for the rate, and returns it.
+func (b *buffer) sample(now time.Time) uint64 {
 	st := b.ids.Stats()
 	b.mu.Lock()
 	b.rate.Sample(now, st.Issued)
 	b.mu.Unlock()
+	return st.Issued
 }
 
 // take is the slow path of the double buffer (see doublebuf.Buffer.Take).
@@ -511,7 +515,7 @@ func (b *buffer) status(now time.Time) leaf.SegmentStatus {
 		Issued:    ids.Issued,
 
 		LoadErrors:  ids.LoadErrors,
-		LoadSeconds: b.loadSeconds,
+		LoadSeconds: b.loadTime.Seconds(),
 		GivenBack:   b.givenBack,
 		SecondsLeft: -1,
 	}
@@ -536,7 +540,7 @@ func (b *buffer) status(now time.Time) leaf.SegmentStatus {
 // buffers it no longer holds.
 type counters struct {
 	issued, loads, loadErrors, waits, givenBack uint64
-	loadSeconds                                 float64
+	loadTime                                    time.Duration
 	loadLatency                                 []uint64 // per bucket, not cumulative
 }
 
@@ -560,7 +564,7 @@ func (c *counters) add(b *buffer) {
 	c.loadErrors += ids.LoadErrors
 	c.waits += ids.Waits
 	c.givenBack += b.givenBack
-	c.loadSeconds += b.loadSeconds
+	c.loadTime += b.loadTime
 	if c.loadLatency == nil {
 		c.loadLatency = make([]uint64, len(loadBuckets))
 	}
@@ -574,7 +578,7 @@ func (c *counters) add(b *buffer) {
 // to c, and its rate and time until dry to rate's over c.
 func (c *counters) fill(st *leaf.SegmentStatus, rate *ratemeter.Meter, now time.Time) {
 	st.Issued, st.Loads, st.Waits, st.LoadErrors = c.issued, c.loads, c.waits, c.loadErrors
-	st.LoadSeconds, st.GivenBack, st.LoadLatency = c.loadSeconds, c.givenBack, loadHistogram(c.loadLatency)
+	st.LoadSeconds, st.GivenBack, st.LoadLatency = c.loadTime.Seconds(), c.givenBack, loadHistogram(c.loadLatency)
 	st.Rate, st.SecondsLeft = rate.Rate(now, c.issued), -1
 	if st.Rate > 0 {
 		st.SecondsLeft = float64(st.Remaining) / st.Rate
@@ -588,7 +592,7 @@ func (c *counters) merge(o counters) {
 	c.loadErrors += o.loadErrors
 	c.waits += o.waits
 	c.givenBack += o.givenBack
-	c.loadSeconds += o.loadSeconds
+	c.loadTime += o.loadTime
 	if c.loadLatency == nil {
 		c.loadLatency = make([]uint64, len(loadBuckets))
 	}

@@ -1,7 +1,6 @@
 package segment
 
 import (
-	"math"
 	"slices"
 	"testing"
 	"time"
@@ -35,7 +34,7 @@ func TestLoadHistogram(t *testing.T) {
 	if len(h.Counts) != len(loadBuckets) || !slices.Equal(h.Bounds, loadBuckets) {
 		t.Fatalf("histogram %+v, want the bounds %v", h, loadBuckets)
 	}
-	if want := (time.Minute + 10*time.Second + 5*time.Millisecond + 1).Seconds(); math.Abs(b.loadSeconds-want) > 1e-9 {
-		t.Errorf("load seconds %v", b.loadSeconds)
+	if want := time.Minute + 10*time.Second + 5*time.Millisecond + 1; b.loadTime != want {
+		t.Errorf("load time %v, want %v", b.loadTime, want)
 	}
 }

@@ -701,13 +701,14 @@ func (o *ordered) addCountersLocked(c *counters) {
 	}
 }
 
-// sample records the tag's issued count for its rate.
-func (o *ordered) sample(now time.Time) {
+// sample records the tag's issued count for its rate, and returns it.
+func (o *ordered) sample(now time.Time) uint64 {
 	var c counters
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.addCountersLocked(&c)
 	o.rate.Sample(now, c.issued)
+	return c.issued
 }
 
 // status is the tag's status: its ownership's buffers while this server

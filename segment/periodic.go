@@ -256,13 +256,15 @@ func (p *periodic) addCountersLocked(c *counters) {
 	}
 }
 
-// sample records the tag's issued count, over all its periods, for its rate.
-func (p *periodic) sample(now time.Time) {
+// sample records the tag's issued count, over all its periods, for its
+// rate, and returns it.
+func (p *periodic) sample(now time.Time) uint64 {
 	var c counters
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.addCountersLocked(&c)
 	p.rate.Sample(now, c.issued)
+	return c.issued
 }
 
 // status is the tag's status: the buffers of its latest period, the

@@ -41,6 +41,7 @@ import (
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/internal/doublebuf"
 	"github.com/leafgo/leaf/internal/opaque"
+	"github.com/leafgo/leaf/internal/ratemeter"
 	"github.com/leafgo/leaf/internal/topn"
 )
 
@@ -264,6 +265,10 @@ type Generator struct {
 	// idle, or their tag deleted), so that Totals never goes down.
 	retired counters
 
+	// rate is the meter of Totals' Issued, sampled with the tags' own.
+	rateMu sync.Mutex
+	rate   ratemeter.Meter
+
 	// refreshMu serialises refreshes and guards the fields below.
 	refreshMu    sync.Mutex
 	sinceListing int   // refreshes settled by the change counter since the latest listing
@@ -347,24 +352,29 @@ func New(ctx context.Context, s Settings) (*Generator, error) {
 // sampleInterval paces the samples behind each tag's IDs/s.
 const sampleInterval = time.Second
 
-// sample records every tag's issued count for its rate, and moves the
-// buffers made since the last sample into hot.
+// sample records every tag's issued count for its rate, and the sum for
+// the rate of Totals; and moves the buffers made since the last sample
+// into hot.
 func (g *Generator) sample(context.Context) error {
 	g.mu.Lock()
 	g.mergeLocked()
+	hot, issued := *g.hot.Load(), g.retired.issued
 	g.mu.Unlock()
 	now := g.s.Now()
-	for _, b := range *g.hot.Load() {
+	for _, b := range hot {
 		if p := b.per.Load(); p != nil {
-			p.sample(now)
+			issued += p.sample(now)
 			continue
 		}
 		if o := b.ord.Load(); o != nil {
-			o.sample(now)
+			issued += o.sample(now)
 			continue
 		}
-		b.sample(now)
+		issued += b.sample(now)
 	}
+	g.rateMu.Lock()
+	g.rate.Sample(now, issued)
+	g.rateMu.Unlock()
 	return nil
 }
 
@@ -757,6 +767,11 @@ func (g *Generator) eachActiveLocked(f func(*buffer)) {
 func (g *Generator) active() []*buffer {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	return g.activeLocked()
+}
+
+// activeLocked lists the buffers in use. g.mu must be held.
+func (g *Generator) activeLocked() []*buffer {
 	out := make([]*buffer, 0, len(*g.hot.Load())+len(g.fresh))
 	g.eachActiveLocked(func(b *buffer) { out = append(out, b) })
 	return out
@@ -915,9 +930,18 @@ func (g *Generator) Busiest(n int, also ...string) []leaf.SegmentStatus {
 	for _, i := range top.Unordered() {
 		pick(i)
 	}
-	for i, b := range bufs {
-		if slices.Contains(also, b.tag) && !slices.ContainsFunc(out, func(st leaf.SegmentStatus) bool { return st.Tag == b.tag }) {
-			pick(i)
+	if len(also) > 0 {
+		named := make(map[string]bool, len(also))
+		for _, tag := range also {
+			named[tag] = true
+		}
+		for _, st := range out {
+			delete(named, st.Tag) // already picked
+		}
+		for i, b := range bufs {
+			if named[b.tag] {
+				pick(i)
+			}
 		}
 	}
 	slices.SortFunc(out, func(a, b leaf.SegmentStatus) int { return strings.Compare(a.Tag, b.Tag) })
@@ -928,43 +952,28 @@ func (g *Generator) Busiest(n int, also ...string) []leaf.SegmentStatus {
 // the last listing and the changes seen since. It takes no lock.
 func (g *Generator) TagCount() int { return int(g.tagCount.Load()) }
 
-// Totals are the generator's counters over every tag since it started,
-// including tags whose state was dropped since (idle, or deleted): unlike a
-// sum over Status they never go down, so they suit Prometheus counters.
-type Totals struct {
-	Known  int // tag names known (TagCount)
-	Active int // tags with state (Status)
-
-	Issued, Loads, LoadErrors, Waits, GivenBack uint64
-	// LoadSeconds is the time spent in successful reserve calls, and
-	// LoadLatency how long they took.
-	LoadSeconds float64
-	LoadLatency leaf.Histogram
-
-	Dropped      uint64 // tag states dropped after IdleTimeout without a request
-	Lookups      uint64 // store reads of names not in the tag list
-	Refused      uint64 // names answered at once because the lookup budget was spent
-	Listings     uint64 // reads of the whole tag list
-	VersionReads uint64 // refreshes settled by the change counter alone
-}
-
-// Totals sums the counters; see Totals.
-func (g *Generator) Totals() Totals {
-	bufs := g.active()
+// Totals sums the counters over every tag since the generator started;
+// see leaf.SegmentTotals. The buffers in use and the counters of those
+// dropped are read under one hold of g.mu, so that a buffer dropped
+// meanwhile is counted once: the totals never go down.
+func (g *Generator) Totals() leaf.SegmentTotals {
 	g.mu.Lock()
+	bufs := g.activeLocked()
 	c := g.retired.clone()
 	g.mu.Unlock()
 	for _, b := range bufs {
 		c.add(b)
 	}
-	t := Totals{
+	g.rateMu.Lock()
+	rate := g.rate.Rate(g.s.Now(), c.issued)
+	g.rateMu.Unlock()
+	return leaf.SegmentTotals{
 		Known: g.TagCount(), Active: len(bufs),
 		Issued: c.issued, Loads: c.loads, LoadErrors: c.loadErrors, Waits: c.waits, GivenBack: c.givenBack,
-		LoadSeconds: c.loadSeconds, LoadLatency: loadHistogram(c.loadLatency),
+		LoadSeconds: c.loadTime.Seconds(), LoadLatency: loadHistogram(c.loadLatency), Rate: rate,
 		Dropped: g.dropped.Load(), Lookups: g.lookupCount.Load(), Refused: g.refused.Load(),
 		Listings: g.listings.Load(), VersionReads: g.versionReads.Load(),
 	}
-	return t
 }
 
 // The admin methods pass input to the store unchecked: every store validates

@@ -22,7 +22,6 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/internal/topn"
-	"github.com/leafgo/leaf/segment"
 )
 
 const (
@@ -44,7 +43,7 @@ const (
 type SegmentSource interface {
 	// Totals are the counters over every tag since start; Issued never
 	// goes down.
-	Totals() segment.Totals
+	Totals() leaf.SegmentTotals
 	// Busiest reports, sorted by tag, the n busiest tags in use
 	// (leaf.Busier) and those of also in use; not every tag's status,
 	// which a sample every second could not afford with many tags in use.

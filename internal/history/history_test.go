@@ -14,7 +14,6 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/internal/history"
-	"github.com/leafgo/leaf/segment"
 )
 
 // segmentSource is a segment generator's counters, set by the test: the
@@ -54,10 +53,10 @@ func (s *segmentSource) drop(tag string) {
 	delete(s.tags, tag)
 }
 
-func (s *segmentSource) Totals() segment.Totals {
+func (s *segmentSource) Totals() leaf.SegmentTotals {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return segment.Totals{Issued: s.issued, Active: len(s.tags)}
+	return leaf.SegmentTotals{Issued: s.issued, Active: len(s.tags)}
 }
 
 func (s *segmentSource) Busiest(n int, also ...string) []leaf.SegmentStatus {
