@@ -168,82 +168,47 @@ func (s *Server) fastLeafGet(ctx *fasthttp.RequestCtx, gen idSource, disabled er
 	}
 }
 
+// fastLeafAnswer is answerLeafID on fasthttp; it returns the status.
 func (s *Server) fastLeafAnswer(ctx *fasthttp.RequestCtx, gen idSource, disabled error, rawKey, query []byte) int {
 	h := &ctx.Response.Header
 	h.SetCanonical(cacheControlKey, noStoreValue)
-	if !ctx.IsGet() && !ctx.IsPost() && !ctx.IsHead() {
-		h.Set("Allow", allowLeaf[0])
-		return s.fastError(ctx, methodError(string(ctx.Method()), allowLeaf[0]))
-	}
-	if gen == nil {
-		return s.fastError(ctx, disabled)
-	}
-	key, err := s.keys.intern(rawKey)
-	if err != nil {
-		return s.fastError(ctx, err)
-	}
-	n := 0 // no count: one ID
-	if len(query) > 0 {
-		if v, ok := queryValue(b2s(query), "count"); ok {
-			if n, err = parseCount(v); err != nil {
-				return s.fastError(ctx, err)
-			}
-		}
-	}
+	// Views of fasthttp's buffers, but for the key: the generator may keep
+	// it (see serveAdapted). A key served before costs no allocation.
+	req := leafRequest{method: fastMethod(ctx), key: s.keys.intern(rawKey), query: b2s(query)}
 	if s.limiter != nil {
 		// RemoteIP is a view of the connection's address: no allocation.
-		if ip, ok := netip.AddrFromSlice(ctx.RemoteIP()); ok {
-			if err := s.allow(ip); err != nil {
-				return s.fastError(ctx, err)
-			}
-		}
+		req.client, _ = netip.AddrFromSlice(ctx.RemoteIP())
 	}
+	bp := batchBufs.Get().(*[]byte)
+	defer batchBufs.Put(bp)
 	// Not fasthttp's RequestCtx: see requestContext.
-	c := requestContext
-	if ctx.IsHead() {
-		// See headID. fasthttp sends no Content-Length for an empty body.
-		if err := s.headKnown(c, disabled, key); err != nil {
-			return s.fastError(ctx, err)
-		}
-		h.SetContentTypeBytes(textPlainBytes)
-		return fasthttp.StatusOK
-	}
-	if n > 0 {
-		return s.fastLeafBatch(ctx, c, gen, key, n)
-	}
-	id, err := gen.NextID(c, key)
-	if err == nil {
-		err = checkID(id)
-	}
+	body, err := s.answerLeafID(requestContext, req, gen, disabled, (*bp)[:0])
 	if err != nil {
+		if leafAllow(err) {
+			h.Set("Allow", allowLeaf[0])
+		}
 		return s.fastError(ctx, err)
 	}
-	s.keys.remember(key)
-	var buf [20]byte
+	s.keys.remember(req.key)
 	h.SetContentTypeBytes(textPlainBytes)
-	ctx.Response.SetBody(strconv.AppendInt(buf[:0], id, 10))
+	// For HEAD, no body: fasthttp then sends no Content-Length (see headID).
+	ctx.Response.SetBody(body) // copied into the response's own buffer
+	*bp = body
 	return fasthttp.StatusOK
 }
 
-func (s *Server) fastLeafBatch(ctx *fasthttp.RequestCtx, c context.Context, gen idSource, key string, n int) int {
-	p := idBufs.Get().(*[]int64)
-	ids, err := gen.NextIDs(c, key, n, (*p)[:0])
-	if err == nil {
-		err = checkIDs(ids, n)
+// fastMethod is the request's method: a constant for the Leaf routes' own,
+// which costs no allocation, a copy for any other.
+func fastMethod(ctx *fasthttp.RequestCtx) string {
+	switch {
+	case ctx.IsGet():
+		return http.MethodGet
+	case ctx.IsPost():
+		return http.MethodPost
+	case ctx.IsHead():
+		return http.MethodHead
 	}
-	if err != nil {
-		idBufs.Put(p)
-		return s.fastError(ctx, err)
-	}
-	s.keys.remember(key)
-	ctx.Response.Header.SetContentTypeBytes(textPlainBytes)
-	bp := batchBufs.Get().(*[]byte)
-	b := appendIDLines((*bp)[:0], ids)
-	ctx.Response.SetBody(b) // copied into the response's own buffer
-	*bp = b
-	batchBufs.Put(bp)
-	putIDs(p, ids)
-	return fasthttp.StatusOK
+	return string(ctx.Method())
 }
 
 // Header keys and values as fasthttp takes them without copying or
@@ -324,17 +289,15 @@ type keyCache struct {
 
 const maxCachedKeys = 4096
 
-// intern validates the key and returns it as a string the caller may keep.
-func (c *keyCache) intern(b []byte) (string, error) {
+// intern returns the key as a string the caller may keep (answerLeafID
+// validates it).
+func (c *keyCache) intern(b []byte) string {
 	if m := c.m.Load(); m != nil {
 		if k, ok := (*m)[string(b)]; ok { // no allocation for a map lookup
-			return k, nil
+			return k
 		}
 	}
-	if err := validTag(b2s(b)); err != nil {
-		return "", err
-	}
-	return string(b), nil
+	return string(b)
 }
 
 // remember adds a served key to the cache.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -30,57 +31,108 @@ var (
 	idBufs = sync.Pool{New: func() any { return new([]int64) }}
 )
 
-// leafGet serves the Leaf ID routes, /api/segment/get/{key}[?count=N] and
-// /api/snowflake/get/{key}[?count=N], from gen (nil: the mode is off, answer
-// disabled): the ID in decimal, or N IDs one per line, with no trailing
-// newline (a client reading one ID gets exactly Leaf's body; a batch splits
-// cleanly on "\n").
-//
-// HEAD answers the status and headers GET would, without issuing: see
-// headID. It returns the status answered, for metrics.
-func (s *Server) leafGet(w http.ResponseWriter, r *http.Request, gen idSource, disabled error, key string) (status int) {
-	switch r.Method {
+// leafRequest is a request to a Leaf ID route, as either HTTP stack read it.
+type leafRequest struct {
+	method string
+	key    string // the path after the route's prefix
+	query  string // the raw query
+	// client is the client's address, for the rate limit; the zero Addr
+	// (unknown, or no limit configured) is not limited.
+	client netip.Addr
+}
+
+// answerLeafID is the one answer of the Leaf ID routes,
+// /api/segment/get/{key}[?count=N] and /api/snowflake/get/{key}[?count=N],
+// for both HTTP stacks: net/http's leafGet and fasthttp's fastLeafAnswer
+// only read the request and write what it returns. From gen (nil: the mode
+// is off, answer disabled), the body is the ID in decimal, or N IDs one per
+// line, with no trailing newline (a client reading one ID gets exactly
+// Leaf's body; a batch splits cleanly on "\n"), appended to buf. HEAD
+// answers the status and headers GET would, without issuing (see headID):
+// no body. err is what to answer instead, in the text style; one that
+// refuses the method is answered with Allow: allowLeaf (leafAllow).
+func (s *Server) answerLeafID(ctx context.Context, req leafRequest, gen idSource, disabled error, buf []byte) ([]byte, error) {
+	switch req.method {
 	case http.MethodGet, http.MethodPost, http.MethodHead:
 	default:
-		w.Header()["Allow"] = allowLeaf
-		return s.writeError(w, r, textStyle, methodError(r.Method, allowLeaf[0]))
+		return nil, methodError(req.method, allowLeaf[0])
 	}
 	if gen == nil {
-		return s.writeError(w, r, textStyle, disabled)
+		return nil, disabled
 	}
-	if err := validTag(key); err != nil {
-		return s.writeError(w, r, textStyle, err)
+	if err := validTag(req.key); err != nil {
+		return nil, err
 	}
-	n := 0 // no count: one ID, answered without the batch's buffers
-	if r.URL.RawQuery != "" {
-		if c, ok := queryValue(r.URL.RawQuery, "count"); ok {
+	n := 0 // no count: one ID, answered without the batch's pooled slice
+	if req.query != "" {
+		if c, ok := queryValue(req.query, "count"); ok {
 			var err error
 			if n, err = parseCount(c); err != nil {
-				return s.writeError(w, r, textStyle, err)
+				return nil, err
 			}
 		}
 	}
 	// Limited once the request is known to be valid: a bad one costs the
 	// client nothing and gets its 400.
-	if err := s.limit(r.RemoteAddr); err != nil {
-		return s.writeError(w, r, textStyle, err)
+	if s.limiter != nil && req.client.IsValid() {
+		if err := s.allow(req.client); err != nil {
+			return nil, err
+		}
 	}
-	if r.Method == http.MethodHead {
-		return s.headID(w, r, textStyle, textPlain, s.headKnown(r.Context(), disabled, key))
+	if req.method == http.MethodHead {
+		return nil, s.headKnown(ctx, disabled, req.key)
 	}
 	if n > 0 {
-		return s.leafBatch(w, r, gen, key, n)
+		p := idBufs.Get().(*[]int64)
+		ids, err := gen.NextIDs(ctx, req.key, n, (*p)[:0])
+		if err == nil {
+			err = checkIDs(ids, n)
+		}
+		if err != nil {
+			idBufs.Put(p)
+			return nil, err
+		}
+		buf = appendIDLines(buf, ids)
+		putIDs(p, ids)
+		return buf, nil
 	}
-	id, err := gen.NextID(r.Context(), key)
+	id, err := gen.NextID(ctx, req.key)
 	if err == nil {
 		err = checkID(id)
 	}
 	if err != nil {
-		return s.writeError(w, r, textStyle, err)
+		return nil, err
 	}
-	buf := smallBufs.Get().(*[256]byte)
-	writeBody(w, r, http.StatusOK, textPlain, strconv.AppendInt(buf[:0], id, 10))
-	smallBufs.Put(buf)
+	return strconv.AppendInt(buf, id, 10), nil
+}
+
+// leafAllow says an error of answerLeafID refuses the request's method: its
+// answer carries Allow: allowLeaf.
+func leafAllow(err error) bool { return errors.Is(err, apierr.ErrMethodNotAllowed) }
+
+// leafGet is answerLeafID on net/http. It returns the status answered, for
+// metrics.
+func (s *Server) leafGet(w http.ResponseWriter, r *http.Request, gen idSource, disabled error, key string) (status int) {
+	req := leafRequest{method: r.Method, key: key, query: r.URL.RawQuery}
+	if s.limiter != nil {
+		if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
+			req.client = ap.Addr()
+		}
+	}
+	bp := batchBufs.Get().(*[]byte)
+	defer batchBufs.Put(bp)
+	body, err := s.answerLeafID(r.Context(), req, gen, disabled, (*bp)[:0])
+	switch {
+	case err != nil:
+		if leafAllow(err) {
+			w.Header()["Allow"] = allowLeaf
+		}
+		return s.writeError(w, r, textStyle, err)
+	case r.Method == http.MethodHead:
+		return s.headID(w, r, textStyle, textPlain, nil)
+	}
+	writeBody(w, r, http.StatusOK, textPlain, body)
+	*bp = body
 	return http.StatusOK
 }
 
@@ -128,21 +180,6 @@ func (s *Server) segmentTagKnown(ctx context.Context, tag string) error {
 		return fmt.Errorf("%w: look up tag %s: %w", leaf.ErrNotReady, tag, err)
 	}
 	return err
-}
-
-// leafBatch answers n IDs, one per line.
-func (s *Server) leafBatch(w http.ResponseWriter, r *http.Request, gen idSource, key string, n int) (status int) {
-	p, ids, err := nextIDs(r, gen, key, n)
-	if err != nil {
-		return s.writeError(w, r, textStyle, err)
-	}
-	defer putIDs(p, ids)
-	bp := batchBufs.Get().(*[]byte)
-	b := appendIDLines((*bp)[:0], ids)
-	writeBody(w, r, http.StatusOK, textPlain, b)
-	*bp = b
-	batchBufs.Put(bp)
-	return http.StatusOK
 }
 
 // appendIDLines appends ids to b in decimal, one per line, with no newline
