@@ -22,24 +22,16 @@ type buffer struct {
 	ids doublebuf.Buffer // embedded: the hot path reads one pointer less
 	g   *Generator
 	tag string
-	// per is set, once the first load found the tag periodic, on the
-	// tag's own buffer (the shell), which is stopped: the IDs come from
-	// its periods' buffers (see periodic.go).
-	per atomic.Pointer[periodic]
-	// ord is set, once the first load found the tag ordered, on the
-	// tag's shell, which is stopped: the IDs come from the buffer of this
-	// server's ownership of the tag, if any (see ordered.go).
-	ord atomic.Pointer[ordered]
+	// kindOf is set on the tag's own buffer (the shell), once its first
+	// load found the tag periodic or ordered, and the shell stopped: the
+	// IDs come from the kind's buffers (see kind.go).
+	kindOf atomic.Pointer[kindRef]
 	// tailClaimed is set by the one claimTail that may give the unused
 	// tail back.
 	tailClaimed atomic.Bool
-	// period and owner are set on the buffer of one period of a periodic
-	// tag: the period's key and the tag's state.
-	period string
-	owner  *periodic
-	// ownedBy is set on the buffer of one ownership of an ordered tag:
-	// the ownership, whose token fences every reserve of the buffer.
-	ownedBy *ownership
+	// row is the row the buffer reserves from (see row.go): the tag's own
+	// for its shell, set when the buffer is made.
+	row row
 	// enc, set before the first range is delivered, encodes and bounds
 	// the IDs of an opaque or formatted tag (see opaque.go); nil for a
 	// plain tag, whose IDs leave as they are.
@@ -84,6 +76,7 @@ const prefetchAt = 0.1
 func newBuffer(g *Generator, tag string, lookup bool) *buffer {
 	now := time.Now()
 	b := &buffer{g: g, tag: tag, created: now, activeAt: now, lookup: lookup}
+	b.row = tagRow{b}
 	b.ids.Init(doublebuf.Config{
 		Load:            b.load,
 		Context:         g.ctx,
@@ -132,8 +125,8 @@ func (b *buffer) load(ctx context.Context, deliver func(doublebuf.Range) error) 
 			g.learn(b.tag)
 		}
 	}
-	if err == nil && b.owner == nil && b.ownedBy == nil {
-		if err = b.readShape(ctx); errors.Is(err, errPeriodic) || errors.Is(err, errOrdered) {
+	if err == nil && b.row.shell() == b {
+		if err = b.readShape(ctx); errors.Is(err, errKindFound) {
 			return err
 		}
 	}
@@ -156,13 +149,7 @@ func (b *buffer) load(ctx context.Context, deliver func(doublebuf.Range) error) 
 		// this buffer nor a negative entry. The load is still in flight
 		// meanwhile, so requests queue behind it. A period's row is
 		// missing only with its tag's: the whole tag goes.
-		tagBuf := b
-		switch {
-		case b.owner != nil:
-			tagBuf = b.owner.shell
-		case b.ownedBy != nil:
-			tagBuf = b.ownedBy.o.shell
-		}
+		tagBuf := b.row.shell()
 		g.forgetMissing(tagBuf, creates)
 		notFound := fmt.Errorf("tag %q: %w", b.tag, leaf.ErrTagNotFound)
 		stopTag(tagBuf, notFound)
@@ -196,29 +183,22 @@ func (b *buffer) deliver(r leaf.Reservation, deliver func(doublebuf.Range) error
 				if first {
 					// The IDs still buffered are issued; then every take
 					// gets this error, and no load reserves again.
-					err = e.exhausted(b.period)
+					err = e.exhausted(b.row.period())
 					b.mu.Lock()
 					b.usedUp = err
 					b.mu.Unlock()
-					b.g.s.Logger.Error("segment tag cannot issue", "tag", b.tag, "period", b.period, "err", err)
+					b.g.s.Logger.Error("segment tag cannot issue", "tag", b.tag, "period", b.row.period(), "err", err)
 				}
 				return false
 			}
 			end = e.bound + 1 // the rest of the reservation is never issued
 		}
 		first = false
-		if w := b.ownedBy; w != nil {
-			if w.o.cur.Load() != w {
-				// A late load of an ownership that ended: its range is
-				// never issued, and must not raise the floor the current
-				// ownership's ranges are admitted by.
-				err = errOwnershipEnded
-				return false
-			}
-			if err = w.o.admit(start, end); err != nil {
+		if err = b.row.admit(start, end); err != nil {
+			if err != errOwnershipEnded {
 				b.g.s.Logger.Error("segment ordered tag: range refused", "tag", b.tag, "err", err)
-				return false
 			}
+			return false
 		}
 		if derr := deliver(doublebuf.Range{Start: start, End: end, Step: r.Step}); derr != nil {
 			if !errors.Is(derr, doublebuf.ErrStopped) {
@@ -234,9 +214,8 @@ func (b *buffer) deliver(r leaf.Reservation, deliver func(doublebuf.Range) error
 // readShape reads the shape of the tag, and whether it is ordered, on the
 // first load of its buffer, before anything is reserved from the tag's
 // row: a periodic tag's row is never reserved from, nor an ordered tag's
-// but by its owner. Finding a period, it hangs the tag's periodic state on
-// the buffer and stops it with errPeriodic; finding the tag ordered, the
-// ordered state and errOrdered (see readLease). A store without shapes
+// but by its owner. Finding a period, or the tag ordered (see readLease),
+// it hangs the kind's state on the buffer and stops it with errKindFound. A store without shapes
 // holds plain tags only, one without leases no ordered tags.
 func (b *buffer) readShape(ctx context.Context) error {
 	g := b.g
@@ -290,11 +269,8 @@ func (b *buffer) readShape(ctx context.Context) error {
 		g.s.Logger.Error("segment periodic tag cannot issue", "tag", b.tag, "err", err)
 		return err
 	}
-	b.per.Store(p)
-	g.promote(b)
-	b.ids.Stop(errPeriodic)
 	g.s.Logger.Info("segment tag is periodic", "tag", b.tag, "period", string(shape.Period), "time_zone", p.loc.String())
-	return errPeriodic
+	return b.found(p)
 }
 
 // retrying reports a failed load that the double buffer retries in d.
@@ -322,22 +298,7 @@ func (b *buffer) reserve(ctx context.Context) (leaf.Reservation, error) {
 
 	ctx, cancel := context.WithTimeout(ctx, b.g.s.StoreTimeout)
 	defer cancel()
-	var r leaf.Reservation
-	var err error
-	switch w := b.ownedBy; {
-	case b.owner != nil:
-		r, err = b.g.periods.ReservePeriod(ctx, b.tag, b.period, step)
-	case w != nil:
-		// Fenced by the ownership's token, in the reserve's transaction:
-		// once another server took the lease over, this reserves nothing,
-		// whatever this server's clock says of the lease.
-		r, err = b.g.ordered.ReserveOwned(ctx, b.tag, b.g.s.Owner, w.token, step)
-		if errors.Is(err, leaf.ErrLeaseLost) {
-			w.lost(err)
-		}
-	default:
-		r, err = b.g.s.Store.Reserve(ctx, b.tag, step)
-	}
+	r, err := b.row.reserve(ctx, step)
 	if err != nil {
 		return r, err
 	}
@@ -358,9 +319,9 @@ func (b *buffer) reserve(ctx context.Context) (leaf.Reservation, error) {
 	}
 	// One line per load: at the adaptive step's pace that is a few lines per
 	// tag per quarter hour, and each marks a database write worth seeing.
-	switch {
-	case b.owner != nil:
-		b.g.s.Logger.Info("segment loaded", "tag", b.tag, "period", b.period, "start", r.Start(), "end", r.MaxID, "step", r.Step)
+	switch key := b.row.period(); {
+	case key != "":
+		b.g.s.Logger.Info("segment loaded", "tag", b.tag, "period", key, "start", r.Start(), "end", r.MaxID, "step", r.Step)
 	case r.Stripe.Striped():
 		// start and end are the database's numbers, not IDs.
 		b.g.s.Logger.Info("segment loaded", "tag", b.tag, "database", r.Stripe.Index, "start", r.Start(), "end", r.MaxID, "step", r.Step,
@@ -502,7 +463,7 @@ func (b *buffer) status(now time.Time) leaf.SegmentStatus {
 	defer b.mu.Unlock()
 	st := leaf.SegmentStatus{
 		Tag:       b.tag,
-		Period:    b.period,
+		Period:    b.row.period(),
 		InitOK:    ids.Loads > 0,
 		NextReady: ids.Leases[1-ids.Pos].Held,
 		Pos:       ids.Pos,
@@ -536,6 +497,15 @@ func (b *buffer) status(now time.Time) leaf.SegmentStatus {
 	return st
 }
 
+// tagStatus is the status of the tag whose shell b is: its kind's, or the
+// shell's own.
+func (b *buffer) tagStatus(now time.Time) leaf.SegmentStatus {
+	if k := b.kind(); k != nil {
+		return k.status(now)
+	}
+	return b.status(now)
+}
+
 // counters are a buffer's cumulative counters, kept by the generator for
 // buffers it no longer holds.
 type counters struct {
@@ -544,16 +514,12 @@ type counters struct {
 	loadLatency                                 []uint64 // per bucket, not cumulative
 }
 
-// add adds b's counters, for a periodic tag's those of all its periods,
-// for an ordered tag's those of all its ownerships here.
-// It takes b.mu (and the periodic state's lock).
+// add adds b's counters, for a tag of a kind those of all the kind's
+// buffers (a periodic tag's periods, an ordered tag's ownerships here).
+// It takes b.mu (and the kind's lock).
 func (c *counters) add(b *buffer) {
-	if p := b.per.Load(); p != nil {
-		p.addCounters(c)
-		return
-	}
-	if o := b.ord.Load(); o != nil {
-		o.addCounters(c)
+	if k := b.kind(); k != nil {
+		k.addCounters(c)
 		return
 	}
 	ids := b.ids.Stats()

@@ -20,10 +20,9 @@ import (
 // the store; the others answer *leaf.NotOwnerError, naming the owner, and
 // their transports forward to it (NextOrderedRange).
 //
-// Like a periodic tag, an ordered tag's entry in the generator's maps is
-// its buffer (the shell): its first load reads the tag's lease and, finding
-// the tag ordered, stops the shell with errOrdered and hangs the ordered
-// state on it. A plain tag's hot path never looks at any of this.
+// An ordered tag is a kind (kind.go): its shell's first load reads the
+// tag's lease and, finding the tag ordered, hangs the ordered state on the
+// shell. A plain tag's hot path never looks at any of this.
 //
 // Why the IDs increase across owners:
 //   - Every ownership (every lease taken, here or anywhere) issues from a
@@ -89,14 +88,9 @@ import (
 // forwarding to the owner has been watching all along, and takes over
 // about when the lease ends.
 
-var (
-	// errOrdered stops an ordered tag's shell: its IDs come from the
-	// ordered state's buffers. Takes that meet it go there.
-	errOrdered = errors.New("segment: the tag is ordered")
-	// errOwnershipEnded stops the buffer of an ownership that ended; takes
-	// that meet it look at the ownership again.
-	errOwnershipEnded = errors.New("segment: the ownership of the ordered tag ended")
-)
+// errOwnershipEnded stops the buffer of an ownership that ended; takes
+// that meet it look at the ownership again.
+var errOwnershipEnded = errors.New("segment: the ownership of the ordered tag ended")
 
 // Bounds of the lease cache of a tag another server owns: it is read
 // again at most every maxLeaseCache, and at least minLeaseCache apart.
@@ -243,6 +237,37 @@ func (g *Generator) leaseMargin() time.Duration {
 // rangeRefusal is NextRange's answer for an ordered tag.
 func (o *ordered) rangeRefusal() error {
 	return fmt.Errorf("tag %s is ordered: a range would let a caller hand its IDs out of order; take IDs or batches: %w", o.tag, leaf.ErrOrderedTag)
+}
+
+// next is NextID for an ordered tag; errRetired sends the request the slow
+// way, which looks the tag up again.
+func (o *ordered) next(ctx context.Context) (int64, string, bool, error) {
+	v, err := o.nextID(ctx)
+	if err == errRetired {
+		return 0, "", false, nil
+	}
+	return v, "", true, err
+}
+
+// take is a run of this server's ownership; a range for a client to hand
+// out is refused.
+func (o *ordered) take(ctx context.Context, n int64, waitUntil *time.Time, tk takeKind) (run, error) {
+	if tk == takeRange {
+		return run{}, o.rangeRefusal()
+	}
+	s, e, err := o.takeRun(ctx, n, waitUntil)
+	return run{start: s, end: e, shell: o.shell}, err
+}
+
+// sweep drops the state of a tag idle for timeout: its ownership ends
+// now, before the state leaves the maps (see convert), and its lease is
+// released once g.mu is released; its unused IDs are abandoned.
+func (o *ordered) sweep(now time.Time, timeout time.Duration) (bool, func(context.Context)) {
+	if !o.idle(now, timeout) {
+		return false, nil
+	}
+	stopTag(o.shell, errRetired)
+	return true, o.release
 }
 
 // nextID is NextID for an ordered tag.
@@ -406,8 +431,8 @@ func (g *Generator) OwnerUnreachable(tag string) {
 	if b == nil {
 		return
 	}
-	o := b.ord.Load()
-	if o == nil {
+	o, ok := b.kind().(*ordered)
+	if !ok {
 		return
 	}
 	if a := o.answer.Load(); a != nil && a.err == nil && g.mono()-a.seenAt >= int64(minLeaseCache) {
@@ -586,7 +611,7 @@ func (o *ordered) startLocked(token, deadline int64) {
 	w := &ownership{o: o, token: token}
 	b := newBuffer(g, o.tag, false)
 	b.shapeRead = true // an ordered tag is plain: checked by readShape
-	b.ownedBy, w.b = w, b
+	b.row, w.b = w, b
 	w.deadline.Store(deadline)
 	o.answer.Store(nil)
 	o.cur.Store(w)
@@ -759,8 +784,8 @@ func (g *Generator) convert(ctx context.Context, b *buffer) {
 	stopTag(b, errRetired)
 	g.removeLocked(b)
 	g.mu.Unlock()
-	if o := b.ord.Load(); o != nil {
-		o.release(ctx)
+	if k := b.kind(); k != nil {
+		k.release(ctx)
 	}
 }
 
@@ -794,7 +819,7 @@ func (g *Generator) SetOrdered(ctx context.Context, tag string, ordered bool) er
 	// A plain buffer may be reading the tag's lease as it stood before:
 	// it is dropped whatever it found. An ordered state that raced the
 	// other way finds the row gone at its next lease call.
-	if b != nil && b.per.Load() == nil && (b.ord.Load() != nil) != ordered {
+	if is, known := isOrdered(b); known && is != ordered {
 		g.convert(ctx, b)
 	}
 	g.s.Logger.Info("segment tag ordered flag set", "tag", tag, "ordered", ordered)
@@ -802,6 +827,21 @@ func (g *Generator) SetOrdered(ctx context.Context, tag string, ordered bool) er
 }
 
 var errNoOrdered = errors.New("segment store does not support ordered tags")
+
+// isOrdered is what the tag's state here says of its ordered flag; known
+// is false for no state, and for a periodic tag, which cannot be ordered.
+func isOrdered(b *buffer) (is, known bool) {
+	if b == nil {
+		return false, false
+	}
+	switch b.kind().(type) {
+	case nil:
+		return false, true
+	case *ordered:
+		return true, true
+	}
+	return false, false
+}
 
 // find is the tag's buffer in any map, nil if it has none.
 func (g *Generator) find(tag string) *buffer {
@@ -830,7 +870,7 @@ func (g *Generator) refreshOrdered(ctx context.Context) error {
 	started := time.Now()
 	var tags []string
 	for _, b := range g.active() {
-		if b.per.Load() == nil {
+		if _, known := isOrdered(b); known {
 			tags = append(tags, b.tag)
 		}
 	}
@@ -853,10 +893,10 @@ func (g *Generator) refreshOrdered(ctx context.Context) error {
 	g.eachActiveLocked(func(b *buffer) {
 		// A buffer made after the question was asked reads the lease
 		// itself.
-		if b.per.Load() != nil || !b.created.Before(started) {
+		if !b.created.Before(started) {
 			return
 		}
-		if (b.ord.Load() != nil) != set[b.tag] {
+		if is, known := isOrdered(b); known && is != set[b.tag] {
 			change = append(change, b)
 		}
 	})
@@ -866,8 +906,8 @@ func (g *Generator) refreshOrdered(ctx context.Context) error {
 	g.removeLocked(change...)
 	g.mu.Unlock()
 	for _, b := range change {
-		if o := b.ord.Load(); o != nil {
-			o.release(ctx)
+		if k := b.kind(); k != nil {
+			k.release(ctx)
 			g.s.Logger.Info("segment tag is no longer ordered; dropped its ordered state", "tag", b.tag)
 			continue
 		}
@@ -878,8 +918,8 @@ func (g *Generator) refreshOrdered(ctx context.Context) error {
 
 // readLease reads the lease of the tag whose shape readShape read, on the
 // first load of its buffer. Finding the tag ordered, it hangs the ordered
-// state on the buffer and stops it with errOrdered; an ordered tag with a
-// shape is refused for good.
+// state on the buffer and stops it with errKindFound; an ordered tag with
+// a shape is refused for good.
 func (b *buffer) readLease(ctx context.Context, shape leaf.TagShape) error {
 	g := b.g
 	sent := g.mono()
@@ -906,9 +946,6 @@ func (b *buffer) readLease(ctx context.Context, shape leaf.TagShape) error {
 		// watch starts now.
 		o.answer.Store(o.answerLocked(answered))
 	}
-	b.ord.Store(o)
-	g.promote(b)
-	b.ids.Stop(errOrdered)
 	g.s.Logger.Info("segment tag is ordered", "tag", b.tag, "owner", l.Owner, "token", l.Token)
-	return errOrdered
+	return b.found(o)
 }

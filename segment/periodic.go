@@ -1,7 +1,7 @@
 package segment
 
 import (
-	"errors"
+	"context"
 	"fmt"
 	"slices"
 	"sync"
@@ -22,17 +22,12 @@ import (
 // differ around the boundary issue from adjacent periods, and an ID is
 // unique within its period.
 //
-// A periodic tag's entry in the generator's maps is its buffer as for any
-// tag (the shell): its first load reads the tag's shape and, finding a
-// period, stops the shell with errPeriodic and hangs a periodic on it,
-// which holds the buffers of at most two periods: the current one and the
-// one before, for servers whose clocks step back across the boundary. A
-// third period evicts the older of the two; the idle sweep gives evicted
-// buffers' unused IDs back, as it does idle ones'.
-
-// errPeriodic stops a periodic tag's shell: its IDs come from its periods'
-// buffers. Takes that meet it look the tag up again.
-var errPeriodic = errors.New("segment: the tag is periodic")
+// A periodic tag is a kind (kind.go): its shell's first load finds the
+// period and hangs a periodic on the shell, which holds the buffers of at
+// most two periods: the current one and the one before, for servers whose
+// clocks step back across the boundary. A third period evicts the older of
+// the two; the idle sweep gives evicted buffers' unused IDs back, as it
+// does idle ones'.
 
 // periodic is a periodic tag's state: its shape, its zone, and the buffers
 // of its periods.
@@ -179,7 +174,7 @@ func (p *periodic) current(now time.Time) (*period, error) {
 	c := &period{y: y, m: m, d: d, key: leaf.PeriodKey(p.shape.Period, now.In(p.loc))}
 	c.from, c.until = p.bounds(y, m, d)
 	c.b = newBuffer(p.g, p.tag, false)
-	c.b.period, c.b.owner = c.key, p
+	c.b.row = periodRow{p, c.key}
 	c.b.enc.Store(p.enc)
 	slot := 0
 	switch {
@@ -283,10 +278,23 @@ func (p *periodic) status(now time.Time) leaf.SegmentStatus {
 }
 
 // sweep retires the idle periods' buffers (as the idle sweep retires a
-// tag's), and returns them with the evicted ones for the give-back; it
-// reports whether the tag has held no period for timeout, when its state
-// is dropped. g.mu must be held.
-func (p *periodic) sweep(now time.Time, timeout time.Duration) (giveBack []*period, drop bool) {
+// tag's), and gives them back with the evicted ones once g.mu is released;
+// it drops the state once the tag has held no period for timeout. g.mu
+// must be held.
+func (p *periodic) sweep(now time.Time, timeout time.Duration) (bool, func(context.Context)) {
+	giveBack, drop := p.sweepPeriods(now, timeout)
+	if len(giveBack) == 0 {
+		return drop, nil
+	}
+	return drop, func(ctx context.Context) { p.giveBack(ctx, giveBack) }
+}
+
+// release is a no-op: a periodic tag holds nothing in the store.
+func (*periodic) release(context.Context) {}
+
+// sweepPeriods is sweep's pass over the periods: the periods to give
+// back, and whether the state is dropped.
+func (p *periodic) sweepPeriods(now time.Time, timeout time.Duration) (giveBack []*period, drop bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for i, c := range p.live {
@@ -315,6 +323,24 @@ func (p *periodic) sweep(now time.Time, timeout time.Duration) (giveBack []*peri
 	return giveBack, drop
 }
 
+// giveBack gives back the unused IDs of periods evicted or idle, and
+// retires them.
+func (p *periodic) giveBack(ctx context.Context, periods []*period) {
+	g := p.g
+	for _, c := range periods {
+		if g.s.GiveBack {
+			if from, expect, ok := c.b.claimTail(); ok {
+				if n, err := g.giveBack(ctx, c.b, from, expect); err != nil {
+					g.s.Logger.Warn("segment give-back of a past period failed; its range is abandoned", "tag", p.tag, "period", c.key, "err", err)
+				} else if n > 0 {
+					g.s.Logger.Info("segment unused IDs of a past period given back", "tag", p.tag, "period", c.key, "from", from, "to", expect)
+				}
+			}
+		}
+		p.retire(c)
+	}
+}
+
 // retire drops an evicted period, given back (or not), folding its
 // counters into the tag's.
 func (p *periodic) retire(c *period) {
@@ -328,61 +354,49 @@ func (p *periodic) retire(c *period) {
 	p.retired.add(c.b)
 }
 
-// route finds the buffer to take from for the tag whose buffer (from the
-// maps) is b: for a periodic tag its current period's, and that period's
-// key; for a plain tag b itself and "".
-func (g *Generator) route(b *buffer) (*buffer, string, error) {
-	p := b.per.Load()
-	if p == nil {
-		return b, "", nil
+// take takes from the buffer of the period the clock is in. A range of a
+// periodic tag is refused for a forwarding server (takeOrderedRange): its
+// IDs need their period's key.
+func (p *periodic) take(ctx context.Context, n int64, waitUntil *time.Time, tk takeKind) (run, error) {
+	switch tk {
+	case takeOrderedRange:
+		return run{}, fmt.Errorf("%w: tag %s is periodic: take its ranges with their period (NextRangePeriod)", leaf.ErrInvalidArgument, p.tag)
+	case takeRange:
+		if err := p.enc.rangeRefusal(); err != nil {
+			return run{}, err
+		}
 	}
-	c, err := p.current(g.s.Now())
-	if err != nil {
-		return nil, "", err
+	for {
+		c, err := p.current(p.g.s.Now())
+		if err != nil {
+			return run{}, err
+		}
+		start, end, err := c.b.take(ctx, n, waitUntil)
+		if err == errRetired {
+			continue // the period was evicted or idle: the clock's again
+		}
+		return run{start: start, end: end, key: c.key, enc: p.enc, shell: p.shell}, err
 	}
-	return c.b, c.key, nil
 }
 
-// stopTag stops a tag's buffer and, for a periodic tag, its periods', for
-// an ordered tag its ownership's (ending the ownership); it returns every
-// buffer stopped.
-func stopTag(b *buffer, err error) []*buffer {
-	b.ids.Stop(err)
-	out := []*buffer{b}
-	if p := b.per.Load(); p != nil {
-		out = append(out, p.stopAll(err)...)
-	}
-	if o := b.ord.Load(); o != nil {
-		out = append(out, o.stopAll(err)...)
-	}
-	return out
-}
-
-// nextFast is the hot path of a periodic tag's single ID: the period the
-// last request was routed to, if the clock is still in it.
-func (g *Generator) nextFast(b *buffer) (int64, string, bool) {
-	p := b.per.Load()
-	if p == nil {
-		return 0, "", false
-	}
-	c := p.fast(g.s.Now())
+// next is the hot path of a periodic tag's single ID: the period the last
+// request was routed to, if the clock is still in it.
+func (p *periodic) next(context.Context) (int64, string, bool, error) {
+	c := p.fast(p.g.s.Now())
 	if c == nil {
-		return 0, "", false
+		return 0, "", false, nil
 	}
 	v, got := c.b.ids.Next()
 	if got == doublebuf.None {
-		return 0, "", false
+		return 0, "", false, nil
 	}
 	if got == doublebuf.AtMark {
 		c.b.ids.Prefetch()
 	}
-	if e := c.b.enc.Load(); e != nil {
-		// An encode error cannot happen (loads cut ranges at the
-		// bound); were it to, the slow path answers it.
-		if v, err := e.encode(v); err == nil {
-			return v, c.key, true
-		}
-		return 0, "", false
+	// An encode error cannot happen (loads cut ranges at the bound); were
+	// it to, the slow path answers it.
+	if v, err := p.enc.encode(v); err == nil {
+		return v, c.key, true, nil
 	}
-	return v, c.key, true
+	return 0, "", false, nil
 }

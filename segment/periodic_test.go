@@ -312,3 +312,27 @@ func BenchmarkNextIDPeriodic(b *testing.B) {
 		}
 	}
 }
+
+// TestPeriodicOrderedRange: a forwarding server's range of a periodic tag
+// is refused before anything is taken (its IDs need their period's key),
+// whether the tag's kind is already known or found by this very request,
+// and the tag's next ID follows the last one issued: nothing was lost. A
+// batch takes all its IDs from one period.
+func TestPeriodicOrderedRange(t *testing.T) {
+	st := newPeriodicStore(t, leaf.Alloc{Tag: "orders", MaxID: 100, Step: 10})
+	clk := leaftest.NewClock(time.Date(2026, 11, 23, 12, 0, 0, 0, shanghai(t)))
+	g := newGen(t, settings(st, func(s *segment.Settings) { s.Now = clk.Now }))
+	for i, want := range []int64{100, 101} {
+		// The first request finds the kind; the second knows it.
+		if _, _, err := g.NextOrderedRange(bg, "orders", 5); !errors.Is(err, leaf.ErrInvalidArgument) {
+			t.Fatalf("NextOrderedRange #%d of a periodic tag: %v, want ErrInvalidArgument", i, err)
+		}
+		if id, key := nextPeriod(t, g, "orders"); id != want || key != "20261123" {
+			t.Fatalf("after refusal #%d: %d %q, want %d in 20261123", i, id, key, want)
+		}
+	}
+	ids, key, err := g.NextIDsPeriod(bg, "orders", 15, nil)
+	if err != nil || key != "20261123" || len(ids) != 15 || ids[0] != 102 || ids[14] != 116 {
+		t.Fatalf("NextIDsPeriod = %v %q %v, want 102..116 in 20261123", ids, key, err)
+	}
+}

@@ -362,12 +362,8 @@ func (g *Generator) sample(context.Context) error {
 	g.mu.Unlock()
 	now := g.s.Now()
 	for _, b := range hot {
-		if p := b.per.Load(); p != nil {
-			issued += p.sample(now)
-			continue
-		}
-		if o := b.ord.Load(); o != nil {
-			issued += o.sample(now)
+		if k := b.kind(); k != nil {
+			issued += k.sample(now)
 			continue
 		}
 		issued += b.sample(now)
@@ -396,31 +392,8 @@ func (g *Generator) loop(every time.Duration, f func(context.Context) error) {
 // ID of the period the clock is in, which NextIDPeriod names: the number
 // alone repeats across periods.
 func (g *Generator) NextID(ctx context.Context, tag string) (int64, error) {
-	if b := (*g.hot.Load())[tag]; b != nil {
-		if v, got := b.ids.Next(); got != doublebuf.None {
-			if got == doublebuf.AtMark {
-				b.ids.Prefetch()
-			}
-			if e := b.enc.Load(); e != nil {
-				return e.encode(v)
-			}
-			return v, nil
-		}
-		if v, _, ok := g.nextFast(b); ok {
-			return v, nil
-		}
-		if o := b.ord.Load(); o != nil {
-			if v, err := o.nextID(ctx); err != errRetired {
-				return v, err
-			}
-		}
-	}
-	var waitUntil time.Time
-	start, _, _, enc, err := g.take(ctx, tag, 1, &waitUntil, takeIDs)
-	if err != nil {
-		return 0, err
-	}
-	return enc.encode(start)
+	id, _, err := g.NextIDPeriod(ctx, tag)
+	return id, err
 }
 
 // NextIDPeriod is NextID that also returns the key of the period the ID
@@ -428,9 +401,7 @@ func (g *Generator) NextID(ctx context.Context, tag string) (int64, error) {
 // periodic tag, "" for a plain one. Each ID is unique within its period.
 func (g *Generator) NextIDPeriod(ctx context.Context, tag string) (int64, string, error) {
 	if b := (*g.hot.Load())[tag]; b != nil {
-		if v, key, ok := g.nextFast(b); ok {
-			return v, key, nil
-		}
+		// The hot path: a plain tag's shell, or its kind's own.
 		if v, got := b.ids.Next(); got != doublebuf.None {
 			if got == doublebuf.AtMark {
 				b.ids.Prefetch()
@@ -438,19 +409,19 @@ func (g *Generator) NextIDPeriod(ctx context.Context, tag string) (int64, string
 			v, err := b.enc.Load().encode(v)
 			return v, "", err
 		}
-		if o := b.ord.Load(); o != nil {
-			if v, err := o.nextID(ctx); err != errRetired {
-				return v, "", err
+		if k := b.kind(); k != nil {
+			if v, key, ok, err := k.next(ctx); ok {
+				return v, key, err
 			}
 		}
 	}
 	var waitUntil time.Time
-	start, _, key, enc, err := g.take(ctx, tag, 1, &waitUntil, takeIDs)
+	r, err := g.take(ctx, tag, 1, &waitUntil, takeIDs)
 	if err != nil {
 		return 0, "", err
 	}
-	start, err = enc.encode(start)
-	return start, key, err
+	v, err := r.enc.encode(r.start)
+	return v, r.key, err
 }
 
 // NextIDs appends n increasing IDs for tag to dst. They may span two ranges.
@@ -469,74 +440,49 @@ func (g *Generator) NextIDsPeriod(ctx context.Context, tag string, n int, dst []
 	first := len(dst)
 	var (
 		waitUntil time.Time // one budget for the whole batch
-		b         *buffer
-		key       string
+		last      run       // the latest take's
 		// unsorted is set when a run starts below the run before it: the
 		// next range of a store over several databases may come from one
 		// that is behind the others.
 		unsorted bool
 	)
 	for left := int64(n); left > 0; {
-		if b == nil {
-			var err error
-			if b, key, err = g.resolve(tag); err != nil {
-				return dst, "", err
-			}
-		}
-		// An ordered tag's shell is stopped: asking it would take its lock
-		// only to hear errOrdered.
-		start, end, err := int64(0), int64(0), errOrdered
-		if b.ord.Load() == nil {
-			start, end, err = b.take(ctx, left, &waitUntil)
-		}
-		if err == errOrdered {
-			// The tag is ordered: its batch comes from its
-			// ownership's buffer. IDs taken before it was found ordered
-			// (from a buffer dropped since) are lost, never reissued.
-			var oerr error
-			if dst, oerr = b.ord.Load().appendIDs(ctx, int64(n), dst[:first], &waitUntil); oerr == errRetired {
-				b, left = nil, int64(n)
-				continue
-			}
-			return dst, "", oerr
-		}
-		if err == errRetired || err == errPeriodic {
-			// The buffer was dropped (idle, or its period evicted) or
-			// turned out periodic: look again. A period's IDs are not
-			// mixed with another's; those taken are lost, never reissued.
-			if key != "" || err == errPeriodic {
-				dst, left = dst[:first], int64(n)
-			}
-			b = nil
-			continue
-		}
+		r, err := g.take(ctx, tag, left, &waitUntil, takeIDs)
 		if err != nil {
-			return dst, "", err
+			return dst[:first], "", err
 		}
-		if e := b.enc.Load(); e.isOpaque() {
-			for id := start; id < end; id++ {
-				v, err := e.encode(id)
+		if len(dst) > first && (r.shell != last.shell || r.key != last.key) {
+			// The tag's state was dropped and made again, or the clock
+			// moved to another period, under the batch: it starts again,
+			// its IDs all of one state and one period. Those taken are
+			// lost, never reissued.
+			dst, left, unsorted = dst[:first], int64(n), false
+		}
+		last = r
+		if r.enc.isOpaque() {
+			for id := r.start; id < r.end; id++ {
+				v, err := r.enc.encode(id)
 				if err != nil {
 					return dst[:first], "", err
 				}
 				dst = append(dst, v)
 			}
 		} else {
-			unsorted = unsorted || len(dst) > first && start < dst[len(dst)-1]
-			for id := start; id < end; id++ {
+			unsorted = unsorted || len(dst) > first && r.start < dst[len(dst)-1]
+			for id := r.start; id < r.end; id++ {
 				dst = append(dst, id)
 			}
 		}
-		left -= end - start
+		left -= r.end - r.start
 	}
-	if e := b.enc.Load(); e.isOpaque() || unsorted {
+	if last.enc.isOpaque() || unsorted {
 		// A batch's IDs increase, as every batch's do: the permutation
 		// scatters them, and a range of another database may come below
 		// the one before; their order within the batch tells nothing the
 		// batch itself does not.
 		slices.Sort(dst[first:])
 	}
-	return dst, key, nil
+	return dst, last.key, nil
 }
 
 // NextRange leases a contiguous run [start, end) of at most n IDs from the
@@ -557,8 +503,8 @@ func (g *Generator) NextRangePeriod(ctx context.Context, tag string, n int) (int
 		return 0, 0, "", err
 	}
 	var waitUntil time.Time
-	start, end, key, _, err := g.take(ctx, tag, int64(n), &waitUntil, takeRange)
-	return start, end, key, err
+	r, err := g.take(ctx, tag, int64(n), &waitUntil, takeRange)
+	return r.start, r.end, r.key, err
 }
 
 // NextOrderedRange is NextRange that also serves ordered tags, for a server
@@ -573,13 +519,8 @@ func (g *Generator) NextOrderedRange(ctx context.Context, tag string, n int) (st
 		return 0, 0, err
 	}
 	var waitUntil time.Time
-	start, end, key, _, err := g.take(ctx, tag, int64(n), &waitUntil, takeOrderedRange)
-	if err == nil && key != "" {
-		// Taken from a tag found periodic on this very request: the IDs
-		// are lost, never handed out.
-		return 0, 0, fmt.Errorf("%w: tag %s is periodic: take its ranges with their period (NextRangePeriod)", leaf.ErrInvalidArgument, tag)
-	}
-	return start, end, err
+	r, err := g.take(ctx, tag, int64(n), &waitUntil, takeOrderedRange)
+	return r.start, r.end, err
 }
 
 // takeKind says what a take is for.
@@ -588,70 +529,46 @@ type takeKind uint8
 const (
 	takeIDs          takeKind = iota // IDs to answer
 	takeRange                        // a range a client hands out: refused for opaque, formatted and ordered tags
-	takeOrderedRange                 // a range a forwarding server hands out at once: refused for opaque and formatted tags
+	takeOrderedRange                 // a range a forwarding server hands out at once: refused for opaque, formatted and periodic tags
 )
 
 // take claims up to n IDs of tag, from one range of one period; waitUntil
-// is the request's wait budget (see buffer.take). It returns raw IDs and
-// the encoder they leave through; a range refuses an opaque tag's, and
-// one of kind takeRange an ordered tag's.
-func (g *Generator) take(ctx context.Context, tag string, n int64, waitUntil *time.Time, kind takeKind) (int64, int64, string, *encoder, error) {
-	ranged := kind != takeIDs
-	for {
-		b, key, err := g.resolve(tag)
-		if err != nil {
-			return 0, 0, "", nil, err
-		}
-		if ranged {
-			if err := b.enc.Load().rangeRefusal(); err != nil {
-				return 0, 0, "", nil, err
-			}
-		}
-		start, end, err := int64(0), int64(0), errOrdered
-		if b.ord.Load() == nil { // see NextIDsPeriod
-			start, end, err = b.take(ctx, n, waitUntil)
-		}
-		if err == errOrdered {
-			o := b.ord.Load()
-			if kind == takeRange {
-				return 0, 0, "", nil, o.rangeRefusal()
-			}
-			start, end, err = o.takeRun(ctx, n, waitUntil)
-			if err == errRetired {
-				continue // the ordered state was dropped: look again
-			}
-			return start, end, "", nil, err
-		}
-		if err == errRetired || err == errPeriodic {
-			// The idle sweep dropped the buffer after this request found
-			// it, or its period was evicted, or its first load found the
-			// tag periodic: the next lookup finds what to take from.
-			continue
-		}
-		if err == nil && ranged {
-			if refused := b.enc.Load().rangeRefusal(); refused != nil {
-				// The first load found the tag opaque or formatted: the
-				// range taken is lost, never handed out.
-				return 0, 0, "", nil, refused
-			}
-		}
-		return start, end, key, b.enc.Load(), err
-	}
-}
-
-// resolve finds the buffer tag's IDs come from now, and the period's key
-// for a periodic tag.
-func (g *Generator) resolve(tag string) (*buffer, string, error) {
+// is the request's wait budget (see buffer.take). It returns the raw IDs
+// and the encoder they leave through (see run); a range refuses an opaque
+// or formatted tag's, and one of kind takeRange an ordered tag's.
+func (g *Generator) take(ctx context.Context, tag string, n int64, waitUntil *time.Time, tk takeKind) (run, error) {
 	for {
 		b, err := g.buffer(tag)
 		if err != nil {
-			return nil, "", err
+			return run{}, err
 		}
-		pb, key, err := g.route(b)
-		if err == errRetired {
-			continue // the periodic state was dropped: make it again
+		if k := b.kind(); k != nil {
+			r, err := k.take(ctx, n, waitUntil, tk)
+			if err == errRetired {
+				continue // the kind's state was dropped: look again
+			}
+			return r, err
 		}
-		return pb, key, err
+		if tk != takeIDs {
+			if err := b.enc.Load().rangeRefusal(); err != nil {
+				return run{}, err
+			}
+		}
+		start, end, err := b.take(ctx, n, waitUntil)
+		if err == errRetired || err == errKindFound {
+			// The idle sweep dropped the buffer after this request found
+			// it, or its first load found the tag's kind: the next look
+			// finds what to take from.
+			continue
+		}
+		if err == nil && tk != takeIDs {
+			if refused := b.enc.Load().rangeRefusal(); refused != nil {
+				// The first load found the tag opaque or formatted: the
+				// range taken is lost, never handed out.
+				return run{}, refused
+			}
+		}
+		return run{start: start, end: end, enc: b.enc.Load(), shell: b}, err
 	}
 }
 
@@ -879,15 +796,7 @@ func (g *Generator) Status() []leaf.SegmentStatus {
 	out := make([]leaf.SegmentStatus, 0, len(bufs))
 	now := g.s.Now()
 	for _, b := range bufs {
-		if p := b.per.Load(); p != nil {
-			out = append(out, p.status(now))
-			continue
-		}
-		if o := b.ord.Load(); o != nil {
-			out = append(out, o.status(now))
-			continue
-		}
-		out = append(out, b.status(now))
+		out = append(out, b.tagStatus(now))
 	}
 	slices.SortFunc(out, func(a, b leaf.SegmentStatus) int { return strings.Compare(a.Tag, b.Tag) })
 	return out
@@ -904,12 +813,8 @@ func (g *Generator) Busiest(n int, also ...string) []leaf.SegmentStatus {
 	now := g.s.Now()
 	ranks := make([]leaf.SegmentStatus, len(bufs)) // Tag, Rate and Issued only
 	for i, b := range bufs {
-		if p := b.per.Load(); p != nil {
-			ranks[i] = p.status(now)
-			continue
-		}
-		if o := b.ord.Load(); o != nil {
-			ranks[i] = o.status(now)
+		if k := b.kind(); k != nil {
+			ranks[i] = k.status(now) // a kind's rate spans its buffers
 			continue
 		}
 		ranks[i].Tag = b.tag
@@ -921,7 +826,7 @@ func (g *Generator) Busiest(n int, also ...string) []leaf.SegmentStatus {
 	}
 	out := make([]leaf.SegmentStatus, 0, top.Len()+len(also))
 	pick := func(i int) {
-		if bufs[i].per.Load() != nil || bufs[i].ord.Load() != nil {
+		if bufs[i].kind() != nil {
 			out = append(out, ranks[i]) // already full
 			return
 		}
@@ -1099,12 +1004,12 @@ func (g *Generator) Close(ctx context.Context) error {
 	// periods are given back each to its own row.
 	var (
 		all   []*buffer
-		owned []*ordered
+		kinds []kind
 	)
 	for _, b := range bufs {
 		all = append(all, stopTag(b, fmt.Errorf("tag %q: %w", b.tag, leaf.ErrClosed))...)
-		if o := b.ord.Load(); o != nil {
-			owned = append(owned, o)
+		if k := b.kind(); k != nil {
+			kinds = append(kinds, k)
 		}
 	}
 	bufs = all
@@ -1113,7 +1018,7 @@ func (g *Generator) Close(ctx context.Context) error {
 	// lands and the next owner continues right above the last ID issued.
 	// Released first, it would be as safe: the give-back is conditional,
 	// and the buffer was frozen, so [from, expect) was never issued.
-	defer inParallel(len(owned), func(i int) { owned[i].release(ctx) })
+	defer inParallel(len(kinds), func(i int) { kinds[i].release(ctx) })
 	// Let in-flight loads finish their attempt, so a range reserved just now
 	// is known and can be given back; ctx bounds the wait.
 	stopped := make(chan struct{})
@@ -1154,13 +1059,13 @@ func (g *Generator) Close(ctx context.Context) error {
 			t.b.mu.Lock()
 			t.b.givenBack += uint64(t.expect - t.from)
 			t.b.mu.Unlock()
-			if t.b.owner != nil {
-				g.s.Logger.Info("segment unused IDs given back", "tag", t.b.tag, "period", t.b.period, "from", t.from, "to", t.expect)
+			if key := t.b.row.period(); key != "" {
+				g.s.Logger.Info("segment unused IDs given back", "tag", t.b.tag, "period", key, "from", t.from, "to", t.expect)
 				return
 			}
 			g.s.Logger.Info("segment unused IDs given back", "tag", t.b.tag, "from", t.from, "to", t.expect)
 		default:
-			g.s.Logger.Info("segment give-back skipped: another server reserved since", "tag", t.b.tag, "period", t.b.period)
+			g.s.Logger.Info("segment give-back skipped: another server reserved since", "tag", t.b.tag, "period", t.b.row.period())
 		}
 	})
 	return errors.Join(errs...)

@@ -314,26 +314,17 @@ func (g *Generator) sweep(ctx context.Context) error {
 		return nil
 	}
 	var (
-		idle    []*buffer
-		periods []*period  // of periodic tags: evicted, or idle
-		owned   []*ordered // of ordered tags, idle: their leases to release
+		idle  []*buffer
+		after []func(context.Context) // the kinds' give-backs and releases
 	)
 	g.eachActiveLocked(func(b *buffer) {
-		if o := b.ord.Load(); o != nil {
-			if o.idle(now, g.s.IdleTimeout) {
-				// Ended before the state leaves the maps (see
-				// convert); its unused IDs are abandoned.
-				stopTag(b, errRetired)
-				idle = append(idle, b)
-				owned = append(owned, o)
-			}
-			return
-		}
-		if p := b.per.Load(); p != nil {
-			give, drop := p.sweep(now, g.s.IdleTimeout)
-			periods = append(periods, give...)
+		if k := b.kind(); k != nil {
+			drop, then := k.sweep(now, g.s.IdleTimeout)
 			if drop {
 				idle = append(idle, b)
+			}
+			if then != nil {
+				after = append(after, then)
 			}
 			return
 		}
@@ -350,10 +341,9 @@ func (g *Generator) sweep(ctx context.Context) error {
 		g.shapes.Delete(b.tag)
 	}
 	g.mu.Unlock()
-	for _, o := range owned {
-		o.release(ctx)
+	for _, f := range after {
+		f(ctx)
 	}
-	g.givePeriodsBack(ctx, periods)
 	if len(idle) == 0 {
 		return nil
 	}
@@ -365,8 +355,8 @@ func (g *Generator) sweep(ctx context.Context) error {
 		if !g.s.GiveBack {
 			continue
 		}
-		if b.per.Load() != nil || b.ord.Load() != nil {
-			continue // its periods were given back as they went; an ordered tag's IDs are abandoned
+		if b.kind() != nil {
+			continue // a periodic tag's periods were given back as they went; an ordered tag's IDs are abandoned
 		}
 		from, expect, ok := b.claimTail()
 		if !ok {
@@ -387,27 +377,8 @@ func (g *Generator) sweep(ctx context.Context) error {
 	return nil
 }
 
-// givePeriodsBack gives back the unused IDs of periods evicted or idle,
-// and folds their counters into their tags'. The buffers are stopped: a
-// load still in flight may move the row on, and the conditional give-back
-// then leaves it.
-func (g *Generator) givePeriodsBack(ctx context.Context, periods []*period) {
-	for _, c := range periods {
-		if g.s.GiveBack {
-			if from, expect, ok := c.b.claimTail(); ok {
-				if n, err := g.giveBack(ctx, c.b, from, expect); err != nil {
-					g.s.Logger.Warn("segment give-back of a past period failed; its range is abandoned", "tag", c.b.tag, "period", c.key, "err", err)
-				} else if n > 0 {
-					g.s.Logger.Info("segment unused IDs of a past period given back", "tag", c.b.tag, "period", c.key, "from", from, "to", expect)
-				}
-			}
-		}
-		c.b.owner.retire(c)
-	}
-}
-
 // giveBackRange returns [from, expect) of b's row to the store if no one
-// reserved since: the tag's row, or its period's.
+// reserved since.
 func (g *Generator) giveBackRange(ctx context.Context, b *buffer, from, expect int64) (bool, error) {
 	b.mu.Lock()
 	striped := b.striped
@@ -415,10 +386,7 @@ func (g *Generator) giveBackRange(ctx context.Context, b *buffer, from, expect i
 	if striped {
 		return false, nil
 	}
-	if b.owner != nil {
-		return g.periods.GiveBackPeriod(ctx, b.tag, b.period, from, expect)
-	}
-	return g.s.Store.GiveBack(ctx, b.tag, from, expect)
+	return b.row.giveBack(ctx, from, expect)
 }
 
 // giveBack returns [from, expect) of b's tag to the store if no one reserved
