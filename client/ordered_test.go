@@ -39,11 +39,11 @@ func orderedServer(t *testing.T, store *inmem.SegmentStore, i int, redirect bool
 		t.Fatal(err)
 	}
 	t.Cleanup(fwd.Close)
-	var seg httpapi.SegmentGenerator = forward.Wrap(gen, fwd)
+	cfg := httpapi.Config{Segment: gen, Forward: fwd, Logger: testutil.Logger()}
 	if redirect {
-		seg = gen
+		cfg.Forward = nil
 	}
-	var h http.Handler = httpapi.New(httpapi.Config{Segment: seg, Logger: testutil.Logger()})
+	var h http.Handler = httpapi.New(cfg)
 	lh.h.Store(&h)
 	return s, gen
 }

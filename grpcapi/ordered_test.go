@@ -48,7 +48,7 @@ func TestOrderedTagForwarded(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(fwd.Close)
-	b := client(t, grpcapi.Config{Segment: forward.Wrap(genB, fwd)})
+	b := client(t, grpcapi.Config{Segment: genB, Forward: fwd})
 	last := first
 	for i := range 40 {
 		var ids []int64

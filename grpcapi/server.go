@@ -42,6 +42,13 @@ type SegmentGenerator interface {
 	TagShape(ctx context.Context, tag string) (leaf.TagShape, error)
 }
 
+// IDSource issues segment IDs and names their period (see
+// SegmentGenerator).
+type IDSource interface {
+	NextIDPeriod(ctx context.Context, tag string) (id int64, period string, err error)
+	NextIDsPeriod(ctx context.Context, tag string, n int, dst []int64) ([]int64, string, error)
+}
+
 // SnowflakeGenerator is what the snowflake methods need from the snowflake
 // generator; *snowflake.Generator satisfies it. Errors wrap the sentinels of
 // package leaf.
@@ -62,12 +69,15 @@ type Config struct {
 	// Segment issues segment IDs: NextID, NextIDs, Range. A nil interface
 	// disables segment mode: those methods answer NotFound. (A nil
 	// *segment.Generator in a non-nil interface is not nil: leave the field
-	// unset instead.) For ordered tags, give it a forward.Generator: gRPC
-	// has no redirect, so a server that does not own an ordered tag
-	// forwards its calls to the owner (over HTTP, as the HTTP routes do)
-	// whatever segment.ordered says; Range refuses an ordered tag
-	// (FailedPrecondition).
+	// unset instead.) Range refuses an ordered tag (FailedPrecondition).
 	Segment SegmentGenerator
+	// Forward, when set with Segment, issues the IDs of NextID and NextIDs
+	// instead (internal/forward's Forwarder): Segment's, or at the owner
+	// of an ordered tag another server owns. gRPC has no redirect, so a
+	// server that does not own an ordered tag forwards its calls to the
+	// owner (over HTTP, as the HTTP routes do) whatever segment.ordered
+	// says.
+	Forward IDSource
 	// Snowflake issues and decodes snowflake IDs: SnowflakeNextID,
 	// SnowflakeNextIDs, Decode. Nil disables snowflake mode: those methods
 	// answer NotFound, Decode included, since the layout belongs to the
@@ -128,6 +138,7 @@ func NewServer(cfg Config, opts ...grpc.ServerOption) *grpc.Server {
 type service struct {
 	leafv1.UnimplementedLeafServer
 	seg  SegmentGenerator
+	ids  IDSource // cfg.Forward, or seg
 	snow SnowflakeGenerator
 	log  *slog.Logger
 	lim  ClientLimiter
@@ -141,6 +152,10 @@ func newService(cfg Config) *service {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
+	s.ids = s.seg
+	if cfg.Forward != nil {
+		s.ids = cfg.Forward
+	}
 	return s
 }
 
@@ -150,7 +165,7 @@ func (s *service) NextID(ctx context.Context, req *leafv1.NextIDRequest) (*leafv
 	if err := s.admit(ctx, s.segmentTag(tag)); err != nil {
 		return nil, s.statusError(ctx, "", err)
 	}
-	id, period, err := s.seg.NextIDPeriod(ctx, tag)
+	id, period, err := s.ids.NextIDPeriod(ctx, tag)
 	if err == nil {
 		err = checkID(id)
 	}
@@ -181,7 +196,7 @@ func (s *service) NextIDs(ctx context.Context, req *leafv1.NextIDsRequest) (*lea
 	}
 	// The slice becomes the response's; gRPC marshals it after this method
 	// returns, so it cannot come from a pool.
-	ids, period, err := s.seg.NextIDsPeriod(ctx, tag, n, make([]int64, 0, n))
+	ids, period, err := s.ids.NextIDsPeriod(ctx, tag, n, make([]int64, 0, n))
 	if err == nil {
 		err = checkIDs(ids, n)
 	}

@@ -20,11 +20,11 @@ import (
 // Ordered tags. An ordered tag's IDs are issued by one server at a time,
 // its owner (leaf.OrderedStore). What this package does about it:
 //
-//   - The ID routes serve them like any tag: the generator they are given
-//     (cmd/leaf gives them a forward.Generator in forward mode) issues the
-//     IDs, here or at the owner. A generator that answers a
-//     *leaf.NotOwnerError naming the owner (redirect mode) makes the answer
-//     a 307 to the same route on the owner; one naming none is 503
+//   - The ID routes serve them like any tag: the forwarder they are given
+//     (Config.Forward; cmd/leaf gives them internal/forward's in forward
+//     mode) issues the IDs, here or at the owner. Without one, the
+//     generator's *leaf.NotOwnerError naming the owner (redirect mode) makes
+//     the answer a 307 to the same route on the owner; one naming none is 503
 //     "no_owner" with a Retry-After of when a server takes the tag over.
 //   - /v2/segment/{tag}/range refuses an ordered tag (409 "ordered_tag"):
 //     a client's cache would hand its IDs out of order. A request with

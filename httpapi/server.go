@@ -135,17 +135,13 @@ import (
 // generator; *segment.Generator satisfies it. Errors wrap the sentinels of
 // package leaf.
 type SegmentGenerator interface {
-	// NextID issues one ID for tag.
-	NextID(ctx context.Context, tag string) (int64, error)
-	// NextIDs appends n strictly increasing IDs for tag to dst.
-	NextIDs(ctx context.Context, tag string, n int, dst []int64) ([]int64, error)
-	// NextRange leases the contiguous IDs [start, end), 1 <= end-start <= n;
-	// the range may be shorter than n (it never spans two segments).
-	NextRange(ctx context.Context, tag string, n int) (start, end int64, err error)
-	// NextIDPeriod, NextIDsPeriod and NextRangePeriod are NextID, NextIDs
-	// and NextRange that also name the period of a periodic tag's IDs (its
-	// key: yyyymmdd, yyyymm or yyyy), "" for a plain tag. The IDs of one
-	// answer belong to one period.
+	// NextIDPeriod issues one ID for tag, NextIDsPeriod appends n strictly
+	// increasing IDs for tag to dst, and NextRangePeriod leases the
+	// contiguous IDs [start, end), 1 <= end-start <= n (the range may be
+	// shorter than n: it never spans two segments); each names the period
+	// of a periodic tag's IDs (its key: yyyymmdd, yyyymm or yyyy), "" for a
+	// plain tag. The IDs of one answer belong to one period. The Leaf
+	// routes, which name no period, take them without it (periodless).
 	NextIDPeriod(ctx context.Context, tag string) (int64, string, error)
 	NextIDsPeriod(ctx context.Context, tag string, n int, dst []int64) ([]int64, string, error)
 	NextRangePeriod(ctx context.Context, tag string, n int) (start, end int64, period string, err error)
@@ -172,12 +168,10 @@ type SegmentGenerator interface {
 	// may see, then its cause after ": ", "; " or " (" (see clientReasons);
 	// a tag's reasons lead with "tag NAME: ".
 	Degraded() []string
-	// CreateTag inserts a row; a.MaxID is the first ID to issue. Tags are
-	// changed through the generator, which serves a created tag at once
-	// and drops a deleted one's buffers.
-	CreateTag(ctx context.Context, a leaf.Alloc) error
-	// CreateShapedTag is CreateTag with a shape (leaf.TagShape), fixed
-	// from then on.
+	// CreateShapedTag inserts a row, a.MaxID the first ID to issue, with a
+	// shape (leaf.TagShape; the zero shape for a plain tag), fixed from
+	// then on. Tags are changed through the generator, which serves a
+	// created tag at once and drops a deleted one's buffers.
 	CreateShapedTag(ctx context.Context, a leaf.Alloc, shape leaf.TagShape) error
 	// SetStep changes a tag's stored step.
 	SetStep(ctx context.Context, tag string, step int) error
@@ -246,6 +240,11 @@ type Config struct {
 	// Segment issues segment IDs and manages tags. Nil disables segment mode:
 	// its routes answer 404.
 	Segment SegmentGenerator
+	// Forward, when set with Segment, issues the IDs of the ID routes
+	// instead: Segment's, or at the owner of an ordered tag another server
+	// owns (internal/forward's Forwarder). Unset, such a request is
+	// redirected to the owner.
+	Forward Forwarder
 	// Tags reads the store's rows, for /v2/tags, /v2/tags/{tag} and /db:
 	// the segment store Segment runs on. Nil, with Segment set, turns
 	// those routes off: they answer 404 "tag administration is disabled".
@@ -308,8 +307,8 @@ type BadRequestObserver interface {
 // Server is the HTTP handler. It is safe for concurrent use.
 type Server struct {
 	seg  SegmentGenerator
-	via  ownerNamer // seg, when it forwards; nil otherwise
-	tags TagReader  // nil when tag administration is off
+	via  Forwarder // cfg.Forward; nil: seg issues every ID
+	tags TagReader // nil when tag administration is off
 	snow SnowflakeGenerator
 	// segIDs and snowIDs are seg and snow as the shared ID-route code takes
 	// them, converted once here rather than on every request; nil when the
@@ -351,6 +350,20 @@ type idSource interface {
 	leaf.BatchGenerator
 }
 
+// periodless is the segment IDs as the Leaf ID routes take them: without
+// their period, through the forwarder when there is one (nextIDVia).
+type periodless struct{ s *Server }
+
+func (p periodless) NextID(ctx context.Context, tag string) (int64, error) {
+	id, _, _, err := p.s.nextIDVia(ctx, tag)
+	return id, err
+}
+
+func (p periodless) NextIDs(ctx context.Context, tag string, n int, dst []int64) ([]int64, error) {
+	ids, _, _, err := p.s.nextIDsVia(ctx, tag, n, dst)
+	return ids, err
+}
+
 // New builds a Server from cfg.
 func New(cfg Config) *Server {
 	s := &Server{
@@ -374,9 +387,9 @@ func New(cfg Config) *Server {
 	s.bad = newBadRequests(s.log, cfg.Observer)
 	// Assigned only when set: a nil generator must stay a nil idSource.
 	if s.seg != nil {
-		s.segIDs = s.seg
+		s.segIDs = periodless{s}
 		s.tags = cfg.Tags
-		s.via, _ = s.seg.(ownerNamer)
+		s.via = cfg.Forward
 	}
 	if s.snow != nil {
 		s.snowIDs = s.snow

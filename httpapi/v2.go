@@ -102,10 +102,10 @@ func (s *Server) v2SegmentID(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// ownerNamer is a SegmentGenerator that forwards the ordered tags it does
-// not own (forward.Generator) and names the owner an answer's IDs came
-// from: "" when they were issued here.
-type ownerNamer interface {
+// Forwarder issues segment IDs here, or at the owner of an ordered tag
+// another server owns, and names the owner an answer's IDs came from: ""
+// when they were issued here. internal/forward's Forwarder satisfies it.
+type Forwarder interface {
 	NextIDVia(ctx context.Context, tag string) (id int64, period, owner string, err error)
 	NextIDsVia(ctx context.Context, tag string, n int, dst []int64) (ids []int64, period, owner string, err error)
 }

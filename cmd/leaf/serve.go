@@ -460,9 +460,9 @@ func (a *app) runServer(ctx context.Context, p *servePlan, log *slog.Logger) err
 		storeDesc = "none (segment mode disabled)"
 		gen       *segment.Generator
 		// fwd forwards the requests for ordered tags this server does not
-		// own; fgen is gen with its ID methods answered through it.
+		// own: gRPC's always, HTTP's but in redirect mode (httpFwd).
 		fwd       *forward.Forwarder
-		fgen      *forward.Generator
+		httpFwd   httpapi.Forwarder
 		advertise string
 		// The handler takes interfaces: they must stay nil, not hold a nil
 		// pointer, when a mode is off.
@@ -574,12 +574,11 @@ func (a *app) runServer(ctx context.Context, p *servePlan, log *slog.Logger) err
 		if err != nil {
 			return abort(fmt.Errorf("start forwarder: %w", err))
 		}
-		fgen = forward.Wrap(gen, fwd)
 		// In redirect mode the HTTP routes answer a tag this server does
 		// not own with a redirect to its owner; gRPC always forwards.
-		segGen = fgen
-		if cfg.Segment.Ordered == config.OrderedRedirect {
-			segGen = gen
+		segGen = gen
+		if cfg.Segment.Ordered != config.OrderedRedirect {
+			httpFwd = fwd
 		}
 	}
 
@@ -628,7 +627,7 @@ func (a *app) runServer(ctx context.Context, p *servePlan, log *slog.Logger) err
 		histCancel()
 		<-histDone
 	}
-	hcfg := httpapi.Config{Segment: segGen, Snowflake: snowGen, Logger: log, Version: buildVersion(),
+	hcfg := httpapi.Config{Segment: segGen, Forward: httpFwd, Snowflake: snowGen, Logger: log, Version: buildVersion(),
 		Metrics: m.Handler(), Observer: m, AdminToken: adminToken, History: hist, Databases: httpDatabases(store)}
 	if segGen != nil {
 		// Tags change through the generator; their rows are read from the
@@ -660,7 +659,7 @@ func (a *app) runServer(ctx context.Context, p *servePlan, log *slog.Logger) err
 			gcfg.Limiter = limiter
 		}
 		if segGen != nil {
-			gcfg.Segment = fgen
+			gcfg.Segment, gcfg.Forward = gen, fwd
 		}
 		if worker != nil {
 			gcfg.Snowflake = worker.gen

@@ -49,7 +49,7 @@ func startServer(t *testing.T, store *inmem.SegmentStore, i int) *server {
 	if s.fwd, err = forward.New(forward.Settings{Local: s.gen, Self: settings.Owner, Wait: 5 * time.Second, Logger: testutil.Logger()}); err != nil {
 		t.Fatal(err)
 	}
-	srv := httpapi.NewFastServer(httpapi.New(httpapi.Config{Segment: forward.Wrap(s.gen, s.fwd), Logger: testutil.Logger()}), httpapi.Limits{})
+	srv := httpapi.NewFastServer(httpapi.New(httpapi.Config{Segment: s.gen, Forward: s.fwd, Logger: testutil.Logger()}), httpapi.Limits{})
 	s.srv = srv
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() {
