@@ -155,6 +155,10 @@ type Client struct {
 	// the warning is logged once per trip, not once per call.
 	away atomic.Bool
 
+	// sleep is the pause between rounds: the package's sleep, or a test's
+	// recorder of the pauses asked for (export_test.go).
+	sleep func(ctx context.Context, d time.Duration) error
+
 	noOwners bool           // WithOwnerRouting(false)
 	byBase   map[string]int // ownerKey(base) → index in eps
 	// owners maps an ordered tag to its owner (ownerHint), as the last
@@ -208,7 +212,7 @@ func newClient(endpoints []Endpoint, opts []Option) (*Client, error) {
 	if len(endpoints) == 0 {
 		return nil, fmt.Errorf("leaf client: %w: no endpoints", leaf.ErrInvalidArgument)
 	}
-	c := &Client{timeout: DefaultTimeout, cooldown: DefaultCooldown, log: slog.Default()}
+	c := &Client{timeout: DefaultTimeout, cooldown: DefaultCooldown, log: slog.Default(), sleep: sleep}
 	seen := make(map[string]bool, len(endpoints))
 	for _, e := range endpoints {
 		base, err := parseEndpoint(e.URL)
@@ -597,7 +601,7 @@ func (c *Client) call(ctx context.Context, method, path, tag string, decode func
 				// Pausing would outlast the caller: answer now.
 				return fmt.Errorf("%w (every server failed; no time left to retry)", last)
 			}
-			if err := sleep(ctx, d); err != nil {
+			if err := c.sleep(ctx, d); err != nil {
 				return fmt.Errorf("leaf client: %w while waiting to retry; last attempt: %w", err, last)
 			}
 			clear(tried)

@@ -1,6 +1,10 @@
 package client
 
-import "time"
+import (
+	"context"
+	"sync"
+	"time"
+)
 
 // StartAt makes c's next call start at endpoint i, for tests that need to
 // know which server is tried first.
@@ -22,4 +26,24 @@ func LapseOwners(c *Client) {
 		c.owners.Store(k, h)
 		return true
 	})
+}
+
+// RecordPauses makes c record the pauses between rounds it asks for, and
+// not sleep: the returned function lists them so far.
+func RecordPauses(c *Client) func() []time.Duration {
+	var (
+		mu     sync.Mutex
+		pauses []time.Duration
+	)
+	c.sleep = func(ctx context.Context, d time.Duration) error {
+		mu.Lock()
+		pauses = append(pauses, d)
+		mu.Unlock()
+		return ctx.Err()
+	}
+	return func() []time.Duration {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]time.Duration(nil), pauses...)
+	}
 }

@@ -414,11 +414,17 @@ func TestWorkerLeaseInUse(t *testing.T) {
 	}
 	t.Logf("B refused after %v: %v", el.Round(time.Millisecond), err)
 
-	// A caller's deadline shorter than the wait (but long enough to look at
-	// the lease on a busy machine) is a refusal too.
+	// A caller's deadline shorter than the wait is a refusal too, by the
+	// deadline; it says the ID is in use whenever the registry got to look
+	// at the lease before the deadline. On a machine busy enough that the
+	// first look itself outlasts the deadline, it cannot know: then the
+	// deadline alone is the answer.
 	_, err = b.Register(testutil.Context(t, b.ClaimWait()/2), ep, leaftest.MaxWorkerID)
-	if !errors.Is(err, leaf.ErrWorkerInUse) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("B: Register with a deadline of half its wait: %v, want ErrWorkerInUse and DeadlineExceeded", err)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("B: Register with a deadline of half its wait: %v, want DeadlineExceeded", err)
+	}
+	if !errors.Is(err, leaf.ErrWorkerInUse) {
+		t.Logf("B: the deadline cut the first look at the lease: %v", err)
 	}
 
 	// A raises its mark while B waits, then releases with a final mark above
