@@ -44,19 +44,20 @@ func (r *recorder) take(key string, n int, dst []int64) []int64 {
 }
 
 // segRecorder and snowRecorder are recorder as each generator interface.
-// The embedded interfaces are nil: the Leaf ID routes call only NextID and
-// NextIDs, and anything else panics, which the fuzzer reports.
+// The embedded interfaces are nil: the Leaf ID routes call only the ID
+// methods (the segment generator's with their period, which they drop),
+// and anything else panics, which the fuzzer reports.
 type segRecorder struct {
 	httpapi.SegmentGenerator
 	*recorder
 }
 
-func (g segRecorder) NextID(_ context.Context, key string) (int64, error) {
-	return g.take(key, 1, nil)[0], nil
+func (g segRecorder) NextIDPeriod(_ context.Context, key string) (int64, string, error) {
+	return g.take(key, 1, nil)[0], "", nil
 }
 
-func (g segRecorder) NextIDs(_ context.Context, key string, n int, dst []int64) ([]int64, error) {
-	return g.take(key, n, dst), nil
+func (g segRecorder) NextIDsPeriod(_ context.Context, key string, n int, dst []int64) ([]int64, string, error) {
+	return g.take(key, n, dst), "", nil
 }
 
 type snowRecorder struct {

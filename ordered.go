@@ -2,7 +2,6 @@ package leaf
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 )
@@ -33,26 +32,6 @@ import (
 // once it wakes and before its next renewal or reserve finds the lease
 // lost, issue the IDs it had already buffered, after the new owner issued
 // higher ones. The reserve fence bounds that to the IDs already buffered.
-
-var (
-	// ErrNotOwner: an ordered tag's IDs are issued by another server, its
-	// owner; a *NotOwnerError says which.
-	ErrNotOwner = errors.New("not the owner of the ordered tag")
-	// ErrLeaseLost: a renewal or a reserve found the lease released or
-	// taken by another owner (another fencing token): the owner must have
-	// stopped issuing.
-	ErrLeaseLost = errors.New("lease of the ordered tag lost")
-	// ErrOrderedTag: an operation that would break an ordered tag's order,
-	// such as caching its IDs in a client or leasing them as a range to
-	// one; or a shape an ordered tag cannot have.
-	ErrOrderedTag = errors.New("not allowed for an ordered tag")
-	// ErrOwnerUnreachable: the owner of an ordered tag did not answer a
-	// forwarded request, or refused it, within the request's wait.
-	ErrOwnerUnreachable = errors.New("the owner of the ordered tag could not be reached")
-	// ErrOwnerBusy: too many requests for the tag already wait for its
-	// owner.
-	ErrOwnerBusy = errors.New("too many requests wait for the owner of the ordered tag")
-)
 
 // TagLease is an ordered tag's row: who owns it and until when.
 type TagLease struct {
@@ -186,7 +165,9 @@ func (e *NotOwnerError) Error() string {
 
 func (e *NotOwnerError) Unwrap() error { return ErrNotOwner }
 
-// OwnerURL is the base URL part of a TagLease.Owner: what precedes '#'.
+// OwnerURL is the base URL part of a TagLease.Owner: what precedes '#', the
+// nonce of the owner's process. It is where a server that is not the owner
+// forwards requests to, and what the transports show of an owner.
 func OwnerURL(owner string) string {
 	for i := range len(owner) {
 		if owner[i] == '#' {

@@ -32,14 +32,8 @@ type Reservation struct {
 	// Stripe is the zero Stripe when the store is one database: the IDs
 	// reserved are [Start(), MaxID). From a store that spans several, MaxID
 	// and Step are in the numbers of the database that reserved them, and
-	// the IDs are Stripe.Ranges(Start(), MaxID).
+	// the IDs are those stripe.Reserved yields.
 	Stripe Stripe
-}
-
-// Ranges calls yield with each run [start, end) of consecutive IDs
-// reserved, in increasing order (see Stripe.Ranges).
-func (r Reservation) Ranges(yield func(start, end int64) bool) {
-	r.Stripe.Ranges(r.Start(), r.MaxID, yield)
 }
 
 // Start is the first ID of the reserved range.
@@ -90,6 +84,22 @@ type SegmentAdmin interface {
 	// tombstone (keeping the higher of that and any earlier tombstone), in
 	// one transaction; ErrTagNotFound if there is no row.
 	DeleteTag(ctx context.Context, tag string) error
+}
+
+// AllocPager is implemented by stores that list leaf_alloc a keyset page at
+// a time, as every store of this module does; found by type assertion. Tag
+// administration, the CLI's listings and a store over several databases
+// read the rows with it, at a cost set by the page, not by the table.
+type AllocPager interface {
+	// AllocsPage lists at most limit rows whose tag begins with prefix
+	// ("" for every tag) and sorts after the tag after ("" for the first
+	// page), in the order of the store's biz_tag index. The last tag of a
+	// page, passed as after, reads the next; rows created or deleted
+	// between pages move no other row, so a walk sees every row that
+	// exists throughout exactly once. Period rows (see PeriodStore) are
+	// not listed. Invalid arguments wrap ErrInvalidArgument (an invalid
+	// cursor, ErrInvalidTag too).
+	AllocsPage(ctx context.Context, prefix, after string, limit int) ([]Alloc, error)
 }
 
 // SegmentVersioner is implemented by stores that keep a change counter of

@@ -3,7 +3,6 @@ package leaf
 import (
 	"context"
 	"fmt"
-	"time"
 )
 
 // Period is the calendar unit after which a periodic tag starts again at its
@@ -55,6 +54,7 @@ func (f IDFormat) IsPlain() bool {
 // when the tag is created: every server reads the same shape, and none can
 // change under IDs already issued. The zero value is a plain tag, as every
 // tag created by Java Leaf or before shapes existed is.
+// Package tagshape checks a shape (tagshape.Validate) and writes its IDs.
 type TagShape struct {
 	// Period, when set, makes the tag restart at its start value each
 	// period: every period is a row of its own, keyed by the period.
@@ -100,48 +100,6 @@ func (s TagShape) IsPlain() bool {
 	return s.Period == PeriodNone && s.TimeZone == "" && s.Format.IsPlain() && s.OpaqueBits == 0 && s.KeyCheck == ""
 }
 
-// Validate checks a shape about to be stored; errors wrap ErrInvalidArgument.
-func (s TagShape) Validate() error {
-	switch s.Period {
-	case PeriodNone:
-		if s.TimeZone != "" {
-			return fmt.Errorf("%w: a time zone (%q) is for periodic tags only", ErrInvalidArgument, truncate(s.TimeZone, 40))
-		}
-	case PeriodDay, PeriodMonth, PeriodYear:
-		if s.TimeZone != "" {
-			if _, err := time.LoadLocation(s.TimeZone); err != nil {
-				return fmt.Errorf("%w: time zone %q: %v", ErrInvalidArgument, truncate(s.TimeZone, 40), err)
-			}
-		}
-	default:
-		return fmt.Errorf("%w: period %q, want day, month or year", ErrInvalidArgument, truncate(string(s.Period), 20))
-	}
-	f := s.Format
-	if len(f.Prefix) > MaxFormatPrefix {
-		return fmt.Errorf("%w: format prefix is %d bytes, at most %d", ErrInvalidArgument, len(f.Prefix), MaxFormatPrefix)
-	}
-	for i := 0; i < len(f.Prefix); i++ {
-		if !IsTagByte(f.Prefix[i]) {
-			return fmt.Errorf("%w: format prefix %q has byte %#02x at offset %d; allowed: A-Z a-z 0-9 . _ : -", ErrInvalidArgument, truncate(f.Prefix, 40), f.Prefix[i], i)
-		}
-	}
-	if f.Width < 0 || f.Width > 19 {
-		return fmt.Errorf("%w: format width %d, want 1..19 (or 0: as many digits as needed)", ErrInvalidArgument, f.Width)
-	}
-	switch f.Radix {
-	case 0, Radix10, Radix36, Radix62:
-	default:
-		return fmt.Errorf("%w: format radix %d, want 10, 36 or 62", ErrInvalidArgument, f.Radix)
-	}
-	if s.OpaqueBits != 0 && (s.OpaqueBits < MinOpaqueBits || s.OpaqueBits > MaxOpaqueBits) {
-		return fmt.Errorf("%w: opaque bits %d, want %d..%d (or 0: plain)", ErrInvalidArgument, s.OpaqueBits, MinOpaqueBits, MaxOpaqueBits)
-	}
-	if s.OpaqueBits == 0 && s.KeyCheck != "" {
-		return fmt.Errorf("%w: a key check without opaque bits", ErrInvalidArgument)
-	}
-	return nil
-}
-
 // TagShaper is implemented by stores that keep tag shapes beside leaf_alloc.
 // Found by type assertion; a store without it holds plain tags only.
 type TagShaper interface {
@@ -154,6 +112,18 @@ type TagShaper interface {
 	// included) fails with a *ShapeError, and SegmentAdmin.CreateTag is
 	// CreateShapedTag with the zero shape.
 	CreateShapedTag(ctx context.Context, a Alloc, s TagShape) error
+}
+
+// ShapeLister is implemented by stores that read the shapes of many tags
+// at once, as every store of this module that keeps shapes (TagShaper)
+// does; found by type assertion. A listing reads a page's shapes with it
+// in a few queries rather than one per tag.
+type ShapeLister interface {
+	// TagShapes reads the shapes of tags, as TagShape does each one's:
+	// plain tags are not in the map, and, as TagShape, it does not check
+	// that the tags exist. An invalid tag fails the call with
+	// ErrInvalidTag.
+	TagShapes(ctx context.Context, tags []string) (map[string]TagShape, error)
 }
 
 // ShapeError is the answer to creating a tag again with another shape than

@@ -1,7 +1,6 @@
 package leaf
 
 import (
-	"errors"
 	"fmt"
 	"time"
 )
@@ -20,29 +19,8 @@ type StripeRecord struct {
 	CreatedAt time.Time // set by the database; ignored when writing
 }
 
-// MaxClusterLen bounds StripeRecord.Cluster.
+// MaxClusterLen bounds StripeRecord.Cluster (see stripe.ValidateRecord).
 const MaxClusterLen = 64
-
-// ErrStripeLayout: the databases' stripe records disagree with the list of
-// databases a server was given, with each other, or with a store of one
-// database (a database that is one of several opened on its own); the
-// server must not issue from them.
-var ErrStripeLayout = errors.New("database stripe records disagree with the configuration")
-
-// Validate checks a record about to be written: a striped Stripe and a
-// cluster of 1..MaxClusterLen bytes.
-func (r StripeRecord) Validate() error {
-	if err := r.Stripe.Validate(); err != nil {
-		return err
-	}
-	if !r.Stripe.Striped() {
-		return fmt.Errorf("%w: stripe record without a stripe", ErrInvalidArgument)
-	}
-	if r.Cluster == "" || len(r.Cluster) > MaxClusterLen {
-		return fmt.Errorf("%w: cluster id of %d bytes, want 1..%d", ErrInvalidArgument, len(r.Cluster), MaxClusterLen)
-	}
-	return nil
-}
 
 // Same reports whether r and o record the same stripe of the same cluster
 // (CreatedAt aside).

@@ -19,6 +19,7 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/internal/backoff"
+	"github.com/leafgo/leaf/tagshape"
 )
 
 // Defaults of the options.
@@ -366,7 +367,7 @@ func checkPeriod(period string) error {
 	if period == "" {
 		return nil
 	}
-	return leaf.ValidatePeriodKey(period)
+	return tagshape.ValidatePeriodKey(period)
 }
 
 // NextIDs issues n segment IDs for tag, 1 <= n <= leaf.MaxBatch, in

@@ -8,8 +8,8 @@ import (
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/grpcapi"
 	"github.com/leafgo/leaf/grpcapi/leafv1"
-	"github.com/leafgo/leaf/internal/idformat"
 	"github.com/leafgo/leaf/internal/testutil"
+	"github.com/leafgo/leaf/tagshape"
 	"google.golang.org/grpc/codes"
 )
 
@@ -39,7 +39,7 @@ func TestFormattedTag(t *testing.T) {
 		t.Fatalf("NextIDs = %v, %v", batch, err)
 	}
 	for i, s := range batch.GetFormatted() {
-		if _, seq, err := idformat.Parse(leaf.IDFormat{Prefix: "INV", Width: 4, Radix: leaf.Radix36}, leaf.PeriodNone, s); err != nil || seq != batch.GetIds()[i] {
+		if _, seq, err := tagshape.Parse(leaf.IDFormat{Prefix: "INV", Width: 4, Radix: leaf.Radix36}, leaf.PeriodNone, s); err != nil || seq != batch.GetIds()[i] {
 			t.Errorf("formatted[%d] = %q (%d, %v), want ID %d", i, s, seq, err, batch.GetIds()[i])
 		}
 	}

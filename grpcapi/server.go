@@ -12,8 +12,8 @@ import (
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/grpcapi/leafv1"
 	"github.com/leafgo/leaf/internal/apierr"
-	"github.com/leafgo/leaf/internal/idformat"
 	"github.com/leafgo/leaf/internal/reqlog"
+	"github.com/leafgo/leaf/tagshape"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthgrpc "google.golang.org/grpc/health/grpc_health_v1"
@@ -54,9 +54,9 @@ type IDSource interface {
 // package leaf.
 type SnowflakeGenerator interface {
 	// NextID issues one ID. The key is ignored, as in Leaf.
-	NextID(ctx context.Context, key string) (int64, error)
+	leaf.Generator
 	// NextIDs appends n strictly increasing IDs to dst. The key is ignored.
-	NextIDs(ctx context.Context, key string, n int, dst []int64) ([]int64, error)
+	leaf.BatchGenerator
 	// Decode takes an ID apart with the generator's layout; the error wraps
 	// leaf.ErrInvalidArgument for an ID the layout cannot have produced.
 	Decode(id int64) (leaf.SnowflakeParts, error)
@@ -180,7 +180,7 @@ func (s *service) NextID(ctx context.Context, req *leafv1.NextIDRequest) (*leafv
 	}
 	resp := &leafv1.NextIDResponse{Id: id, Period: period}
 	if !shape.Format.IsPlain() {
-		if resp.Formatted, err = idformat.Format(shape.Format, period, id); err != nil {
+		if resp.Formatted, err = tagshape.Format(shape.Format, period, id); err != nil {
 			return nil, s.statusError(ctx, tag, apierr.FormatError(tag, err))
 		}
 	}
@@ -212,7 +212,7 @@ func (s *service) NextIDs(ctx context.Context, req *leafv1.NextIDsRequest) (*lea
 		// One ID the format cannot write fails the whole answer.
 		resp.Formatted = make([]string, len(ids))
 		for i, id := range ids {
-			if resp.Formatted[i], err = idformat.Format(shape.Format, period, id); err != nil {
+			if resp.Formatted[i], err = tagshape.Format(shape.Format, period, id); err != nil {
 				return nil, s.statusError(ctx, tag, apierr.FormatError(tag, err))
 			}
 		}

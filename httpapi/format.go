@@ -3,12 +3,12 @@ package httpapi
 import (
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/internal/apierr"
-	"github.com/leafgo/leaf/internal/idformat"
+	"github.com/leafgo/leaf/tagshape"
 )
 
 // This file writes the "formatted" members of the /v2 segment answers for
 // a tag whose shape has a format (leaf.IDFormat): the IDs as
-// internal/idformat writes them, beside the numbers, which stay. The Leaf
+// tagshape writes them, beside the numbers, which stay. The Leaf
 // text routes answer the numbers alone.
 
 // appendFormattedJSON appends the member ,"formatted":"ID" of a single-ID
@@ -16,7 +16,7 @@ import (
 // bytes, its period and digits alphanumeric.
 func appendFormattedJSON(b []byte, tag string, f leaf.IDFormat, period string, id int64) ([]byte, error) {
 	b = append(b, `,"formatted":"`...)
-	out, err := idformat.AppendFormat(b, f, period, id)
+	out, err := tagshape.AppendFormat(b, f, period, id)
 	if err != nil {
 		return b, apierr.FormatError(tag, err)
 	}
@@ -32,7 +32,7 @@ func appendFormattedsJSON(b []byte, tag string, f leaf.IDFormat, period string, 
 			b = append(b, ',')
 		}
 		b = append(b, '"')
-		out, err := idformat.AppendFormat(b, f, period, id)
+		out, err := tagshape.AppendFormat(b, f, period, id)
 		if err != nil {
 			return b, apierr.FormatError(tag, err)
 		}

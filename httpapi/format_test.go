@@ -12,10 +12,10 @@ import (
 	"testing"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/internal/idformat"
 	"github.com/leafgo/leaf/internal/testdb"
 	"github.com/leafgo/leaf/segment"
 	"github.com/leafgo/leaf/sqlite"
+	"github.com/leafgo/leaf/tagshape"
 )
 
 // sqliteServer serves the real generator on a real SQLite store.
@@ -66,7 +66,7 @@ func createTag(t *testing.T, base, body string) {
 }
 
 // Every radix round-trips through the real /v2 routes: each formatted ID
-// parses back, with idformat.Parse, to the number beside it, and all are
+// parses back, with tagshape.Parse, to the number beside it, and all are
 // unique.
 func TestFormattedRoundTrip(t *testing.T) {
 	base := sqliteServer(t)
@@ -85,14 +85,14 @@ func TestFormattedRoundTrip(t *testing.T) {
 				body = fmt.Sprintf(`{"tag":%q,"step":50,"format":%q,"period":%q}`, c.tag, c.spec, c.period)
 			}
 			createTag(t, base, body)
-			shape, err := idformat.ParseSpecFor(c.spec, c.period)
+			shape, err := tagshape.ParseSpecFor(c.spec, c.period)
 			if err != nil {
 				t.Fatal(err)
 			}
 			seen := map[string]bool{}
 			check := func(s string, id int64, period string) {
 				t.Helper()
-				key, seq, err := idformat.Parse(shape, c.period, s)
+				key, seq, err := tagshape.Parse(shape, c.period, s)
 				if err != nil || seq != id || key != period {
 					t.Fatalf("Parse(%q) = %q %d, %v; want %q %d", s, key, seq, err, period, id)
 				}
@@ -200,7 +200,7 @@ func TestFormattedHammer(t *testing.T) {
 				mu.Lock()
 				for j, x := range fs {
 					s := x.(string)
-					if _, seq, err := idformat.Parse(f, leaf.PeriodNone, s); err != nil || seq != ids[j] {
+					if _, seq, err := tagshape.Parse(f, leaf.PeriodNone, s); err != nil || seq != ids[j] {
 						errs = append(errs, fmt.Errorf("Parse(%q) = %d, %v; want %d", s, seq, err, ids[j]))
 					}
 					if prev, dup := seen[s]; dup {

@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/leafgo/leaf/inmem"
-	"github.com/leafgo/leaf/internal/opaque"
 	"github.com/leafgo/leaf/segment"
+	"github.com/leafgo/leaf/tagshape"
 )
 
 // An opaque tag over HTTP: created with the server's key check (400
@@ -47,10 +47,10 @@ func TestOpaqueTagRoutes(t *testing.T) {
 	if r = call(base, "POST", "/v2/tags", `{"tag":"o","opaque_bits":24,"step":10}`); r.status != 201 {
 		t.Fatalf("create: %d %s", r.status, r.body)
 	}
-	if sh, _ := st.TagShape(t.Context(), "o"); sh.KeyCheck != opaque.KeyCheck(key) {
+	if sh, _ := st.TagShape(t.Context(), "o"); sh.KeyCheck != tagshape.KeyCheck(key) {
 		t.Fatalf("stored key check %q", sh.KeyCheck)
 	}
-	perm, _ := opaque.New(key, "o", 24)
+	perm, _ := tagshape.NewPerm(key, "o", 24)
 	want1, _ := perm.Encode(1)
 	want2, _ := perm.Encode(2)
 	if r = call(base, "GET", "/api/segment/get/o", ""); r.body != strconv.FormatInt(want1, 10) {

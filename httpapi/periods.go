@@ -8,6 +8,7 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/internal/apierr"
+	"github.com/leafgo/leaf/tagshape"
 )
 
 // periodsPage is the body of GET /v2/tags/{tag}/periods.
@@ -37,7 +38,7 @@ func (s *Server) v2ListPeriods(w http.ResponseWriter, r *http.Request) error {
 	}
 	before, _ := queryValue(raw, "before")
 	if before != "" {
-		if err := leaf.ValidatePeriodKey(before); err != nil {
+		if err := tagshape.ValidatePeriodKey(before); err != nil {
 			return apierr.AsClient(fmt.Errorf("%w: before must be a period, the last of the previous page: %w", leaf.ErrInvalidArgument, err))
 		}
 	}
@@ -85,7 +86,7 @@ func (s *Server) v2PrunePeriods(w http.ResponseWriter, r *http.Request) error {
 		}
 		pr.Keep = n
 	default:
-		if err := leaf.ValidatePeriodKey(before); err != nil {
+		if err := tagshape.ValidatePeriodKey(before); err != nil {
 			return apierr.AsClient(err)
 		}
 		pr.Before = before

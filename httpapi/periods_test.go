@@ -11,6 +11,7 @@ import (
 	"github.com/leafgo/leaf/inmem"
 	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/segment"
+	"github.com/leafgo/leaf/tagshape"
 )
 
 // periodicServer serves the real generator on an in-memory store, its clock
@@ -100,9 +101,9 @@ func TestPeriodicAnswers(t *testing.T) {
 	}
 
 	// The tag's row shows its shape and periods; the periods are no tags.
-	before := leaf.PeriodKey(leaf.PeriodDay, time.Now().In(loc))
+	before := tagshape.PeriodKey(leaf.PeriodDay, time.Now().In(loc))
 	r = do(t, "GET", base, "/v2/tags/daily", "")
-	after := leaf.PeriodKey(leaf.PeriodDay, time.Now().In(loc))
+	after := tagshape.PeriodKey(leaf.PeriodDay, time.Now().In(loc))
 	decodeStrict(t, r, &row)
 	if r.status != 200 || row.Period != "day" || row.PeriodCount == nil || *row.PeriodCount != 2 ||
 		(row.CurrentPeriod != before && row.CurrentPeriod != after) || row.MaxID != 1 {

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/internal/idformat"
+	"github.com/leafgo/leaf/tagshape"
 )
 
 // The JSON forms of package leaf's values. The root package's types are
@@ -20,7 +20,7 @@ type tagStatus struct {
 	Tag string `json:"tag"`
 	// Period is a periodic tag's latest period this server issued from.
 	Period string `json:"period,omitempty"`
-	// Format is the spec of the tag's ID format (idformat.Spec), for a
+	// Format is the spec of the tag's ID format (tagshape.Spec), for a
 	// tag whose /v2 answers carry "formatted"; see addFormats.
 	Format string `json:"format,omitempty"`
 	// OpaqueBits is an opaque tag's permutation width; see addFormats.
@@ -88,7 +88,7 @@ func (s *Server) addFormats(ctx context.Context, ts ...*tagStatus) {
 			continue
 		}
 		if !sh.Format.IsPlain() {
-			t.Format = idformat.Spec(sh.Format, sh.Period != leaf.PeriodNone)
+			t.Format = tagshape.Spec(sh.Format, sh.Period != leaf.PeriodNone)
 		}
 		t.OpaqueBits = sh.OpaqueBits
 	}
@@ -176,7 +176,7 @@ func NewTagRow(a leaf.Alloc, sh leaf.TagShape) TagRow {
 		row.TimeZone = "UTC"
 	}
 	if periodic || !sh.Format.IsPlain() {
-		row.Format = idformat.Spec(sh.Format, periodic)
+		row.Format = tagshape.Spec(sh.Format, periodic)
 	}
 	return row
 }

@@ -194,16 +194,10 @@ type SegmentGenerator interface {
 // satisfies: the generator has nothing to add to a read, and holds only the
 // tags in use. Errors wrap the sentinels of package leaf.
 type TagReader interface {
-	// AllocsPage lists at most limit rows of leaf_alloc whose tag begins
-	// with prefix and sorts after the tag after, in the store's order of
-	// biz_tag: a keyset page, whose last tag, as after, reads the next.
-	// Invalid arguments wrap leaf.ErrInvalidArgument.
-	AllocsPage(ctx context.Context, prefix, after string, limit int) ([]leaf.Alloc, error)
+	leaf.AllocPager
 	// Alloc reads one row; leaf.ErrTagNotFound if there is none.
 	Alloc(ctx context.Context, tag string) (leaf.Alloc, error)
-	// TagShapes reads the shapes of tags (leaf.TagShaper); plain tags are
-	// not in the map.
-	TagShapes(ctx context.Context, tags []string) (map[string]leaf.TagShape, error)
+	leaf.ShapeLister
 	// Periods lists at most limit of a periodic tag's periods with keys
 	// below before ("": all), newest first (leaf.PeriodStore).
 	Periods(ctx context.Context, tag, before string, limit int) ([]leaf.PeriodAlloc, error)
@@ -216,9 +210,9 @@ type TagReader interface {
 // package leaf.
 type SnowflakeGenerator interface {
 	// NextID issues one ID. The key is ignored, as in Leaf.
-	NextID(ctx context.Context, key string) (int64, error)
+	leaf.Generator
 	// NextIDs appends n strictly increasing IDs to dst. The key is ignored.
-	NextIDs(ctx context.Context, key string, n int, dst []int64) ([]int64, error)
+	leaf.BatchGenerator
 	// Decode takes an ID apart with the generator's layout. The error wraps
 	// leaf.ErrInvalidArgument for an ID the layout cannot have produced (not
 	// positive, worker or time out of range).

@@ -15,7 +15,7 @@ import (
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/internal/apierr"
 	"github.com/leafgo/leaf/internal/forward"
-	"github.com/leafgo/leaf/internal/idformat"
+	"github.com/leafgo/leaf/tagshape"
 )
 
 // defaultStep is the step of POST /v2/tags without one. Without a start, the
@@ -532,8 +532,8 @@ func (s *Server) v2GetTag(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		row.PeriodCount = &n
-		if loc, err := leaf.Location(row.TimeZone); err == nil {
-			row.CurrentPeriod = leaf.PeriodKey(leaf.Period(row.Period), time.Now().In(loc))
+		if loc, err := tagshape.Location(row.TimeZone); err == nil {
+			row.CurrentPeriod = tagshape.PeriodKey(leaf.Period(row.Period), time.Now().In(loc))
 		}
 	}
 	return writeJSON(w, r, http.StatusOK, row)
@@ -551,7 +551,7 @@ func (s *Server) TagRow(r *http.Request, a leaf.Alloc) (TagRow, error) {
 // createTagRequest is the body of POST /v2/tags. Start and Step are pointers
 // so that an absent field takes its default while an explicit 0 is refused:
 // an absent start is leaf.Alloc's MaxID 0, "let the store choose". Period,
-// TimeZone, Format (a spec of internal/idformat) and OpaqueBits make the
+// TimeZone, Format (a spec of tagshape) and OpaqueBits make the
 // tag's shape, fixed from then on.
 type createTagRequest struct {
 	Tag         string `json:"tag"`
@@ -595,7 +595,7 @@ func (s *Server) v2CreateTag(w http.ResponseWriter, r *http.Request) error {
 	if req.Start != nil && *req.Start == 0 {
 		return apierr.AsClient(fmt.Errorf("%w: start 0, want >= 1, or no start to continue above any IDs of a deleted tag of the same name", leaf.ErrInvalidArgument))
 	}
-	shape, err := idformat.ParseShape(req.Tag, req.Period, req.TimeZone, req.Format, req.OpaqueBits)
+	shape, err := tagshape.ParseShape(req.Tag, req.Period, req.TimeZone, req.Format, req.OpaqueBits)
 	if err != nil {
 		return apierr.AsClient(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/tagshape"
 )
 
 var _ leaf.PeriodStore = (*SegmentStore)(nil)
@@ -40,7 +41,7 @@ func checkPeriod(tag, key string) error {
 	if err := leaf.ValidateTag(tag); err != nil {
 		return err
 	}
-	return leaf.ValidatePeriodKey(key)
+	return tagshape.ValidatePeriodKey(key)
 }
 
 // ReservePeriod reserves from the row of tag's period key, making it first
@@ -57,7 +58,7 @@ func (s *SegmentStore) ReservePeriod(ctx context.Context, tag, key string, step 
 		return leaf.Reservation{}, err
 	}
 	defer s.mu.Unlock()
-	name := leaf.PeriodRow(tag, key)
+	name := tagshape.PeriodRow(tag, key)
 	a, ok := s.rows[name]
 	if !ok {
 		parent, ok := s.rows[tag]
@@ -92,7 +93,7 @@ func (s *SegmentStore) GiveBackPeriod(ctx context.Context, tag, key string, from
 		return false, err
 	}
 	defer s.mu.Unlock()
-	name := leaf.PeriodRow(tag, key)
+	name := tagshape.PeriodRow(tag, key)
 	a, ok := s.rows[name]
 	if !ok || a.MaxID != expect || from < s.tombs[name] {
 		return false, nil
@@ -117,7 +118,7 @@ func (s *SegmentStore) Periods(ctx context.Context, tag, before string, limit in
 	out := []leaf.PeriodAlloc{}
 	for i := len(keys) - 1; i >= 0 && len(out) < limit; i-- {
 		if before == "" || keys[i] < before {
-			a := s.rows[leaf.PeriodRow(tag, keys[i])]
+			a := s.rows[tagshape.PeriodRow(tag, keys[i])]
 			out = append(out, leaf.PeriodAlloc{Key: keys[i], MaxID: a.MaxID, Step: a.Step, UpdateTime: a.UpdateTime})
 		}
 	}
@@ -129,7 +130,7 @@ func checkPeriodPage(tag, before string, limit int) error {
 		return err
 	}
 	if before != "" {
-		if err := leaf.ValidatePeriodKey(before); err != nil {
+		if err := tagshape.ValidatePeriodKey(before); err != nil {
 			return err
 		}
 	}
@@ -166,7 +167,7 @@ func (s *SegmentStore) PrunePeriods(ctx context.Context, tag, before string) ([]
 		if key >= before {
 			break
 		}
-		name := leaf.PeriodRow(tag, key)
+		name := tagshape.PeriodRow(tag, key)
 		a := s.rows[name]
 		out = append(out, leaf.PeriodAlloc{Key: key, MaxID: a.MaxID, Step: a.Step, UpdateTime: a.UpdateTime})
 		s.buryLocked(name)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/internal/tagpage"
+	"github.com/leafgo/leaf/tagshape"
 )
 
 // SegmentStore is an in-memory leaf_alloc: a leaf.SegmentStore and
@@ -271,10 +272,10 @@ func (s *SegmentStore) CreateShapedTag(ctx context.Context, a leaf.Alloc, shape 
 	if err := leaf.ValidateAlloc(a); err != nil {
 		return err
 	}
-	if err := shape.Validate(); err != nil {
+	if err := tagshape.Validate(shape); err != nil {
 		return err
 	}
-	if err := leaf.ValidateShapedTag(a.Tag, shape); err != nil {
+	if err := tagshape.ValidateTag(a.Tag, shape); err != nil {
 		return err
 	}
 	shape = shape.Canonical()
@@ -337,7 +338,7 @@ func (s *SegmentStore) SetStep(ctx context.Context, tag string, step int) error 
 	s.rows[tag] = a
 	// New periods copy the tag's step; the current ones take it too.
 	for _, key := range s.periodKeysLocked(tag) {
-		p := s.rows[leaf.PeriodRow(tag, key)]
+		p := s.rows[tagshape.PeriodRow(tag, key)]
 		p.Step = step
 		s.rows[p.Tag] = p
 	}
@@ -364,7 +365,7 @@ func (s *SegmentStore) DeleteTag(ctx context.Context, tag string) error {
 	delete(s.owners, tag) // a tag created again is plain
 	s.tombs[tag] = max(s.tombs[tag], a.MaxID)
 	for _, key := range s.periodKeysLocked(tag) {
-		s.buryLocked(leaf.PeriodRow(tag, key))
+		s.buryLocked(tagshape.PeriodRow(tag, key))
 	}
 	s.version++
 	return nil

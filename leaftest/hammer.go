@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/internal/opaque"
 	"github.com/leafgo/leaf/segment"
+	"github.com/leafgo/leaf/tagshape"
 )
 
 // Hammer configures HammerSegment.
@@ -62,7 +62,7 @@ func HammerSegment(t *testing.T, open func() (leaf.SegmentStore, error), h Hamme
 				if !ok {
 					t.Fatalf("store %T keeps no shapes", st)
 				}
-				err = shaper.CreateShapedTag(ctx, a, leaf.TagShape{OpaqueBits: h.OpaqueBits, KeyCheck: opaque.KeyCheck(h.OpaqueKey)})
+				err = shaper.CreateShapedTag(ctx, a, leaf.TagShape{OpaqueBits: h.OpaqueBits, KeyCheck: tagshape.KeyCheck(h.OpaqueKey)})
 			} else {
 				err = admin.CreateTag(ctx, a)
 			}
@@ -118,7 +118,7 @@ func HammerSegment(t *testing.T, open func() (leaf.SegmentStore, error), h Hamme
 					}
 					if h.OpaqueBits != 0 {
 						for _, id := range buf {
-							if id < 1 || id > opaque.Max(h.OpaqueBits) {
+							if id < 1 || id > tagshape.MaxOpaque(h.OpaqueBits) {
 								fail("instance %d: opaque ID %d outside 1..2^%d-1", i, id, h.OpaqueBits)
 							}
 						}
@@ -165,7 +165,7 @@ func HammerSegment(t *testing.T, open func() (leaf.SegmentStore, error), h Hamme
 		// Every opaque ID decodes to a raw ID the row issued, and distinct
 		// IDs to distinct raw ones: the permutation is the tag's, on every
 		// instance.
-		perm, err := opaque.New(h.OpaqueKey, tag, h.OpaqueBits)
+		perm, err := tagshape.NewPerm(h.OpaqueKey, tag, h.OpaqueBits)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/internal/opaque"
 	"github.com/leafgo/leaf/segment"
+	"github.com/leafgo/leaf/tagshape"
 )
 
 // RawTables reads a SQL store's database around the store, as anyone
@@ -134,7 +134,7 @@ func OpaqueKeyNotStored(t *testing.T, open Opener, raw RawTables, serve Serve) {
 	}
 	// The reading reached the rows the tags wrote, so that finding no key
 	// in it means something.
-	for _, want := range []string{plain, daily + "#", gone, opaque.KeyCheck(key)} {
+	for _, want := range []string{plain, daily + "#", gone, tagshape.KeyCheck(key)} {
 		if !strings.Contains(dump, want) {
 			t.Fatalf("%q in no row of %v:\n%s", want, tables, dump)
 		}

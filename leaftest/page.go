@@ -1,7 +1,6 @@
 package leaftest
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -11,23 +10,16 @@ import (
 	"github.com/leafgo/leaf"
 )
 
-// AllocPager is the paged listing every segment store offers beside
-// leaf.SegmentStore: at most limit rows whose tag begins with prefix and
-// sorts after the tag after, in the order of the store's biz_tag index.
-type AllocPager interface {
-	AllocsPage(ctx context.Context, prefix, after string, limit int) ([]leaf.Alloc, error)
-}
-
-func (storeSuite) pager(t *testing.T, st leaf.SegmentStore) AllocPager {
+func (storeSuite) pager(t *testing.T, st leaf.SegmentStore) leaf.AllocPager {
 	t.Helper()
-	p, ok := st.(AllocPager)
+	p, ok := st.(leaf.AllocPager)
 	if !ok {
 		t.Fatalf("%T has no AllocsPage", st)
 	}
 	return p
 }
 
-func (storeSuite) page(t *testing.T, p AllocPager, prefix, after string, limit int) []string {
+func (storeSuite) page(t *testing.T, p leaf.AllocPager, prefix, after string, limit int) []string {
 	t.Helper()
 	as, err := p.AllocsPage(t.Context(), prefix, after, limit)
 	if err != nil {
@@ -45,7 +37,7 @@ func (storeSuite) page(t *testing.T, p AllocPager, prefix, after string, limit i
 
 // walk reads every page of prefix, limit rows at a time, calling between
 // pages, with the cursor, a function that may change the table.
-func (s storeSuite) walk(t *testing.T, p AllocPager, prefix string, limit int, between func(cursor string)) []string {
+func (s storeSuite) walk(t *testing.T, p leaf.AllocPager, prefix string, limit int, between func(cursor string)) []string {
 	t.Helper()
 	var all []string
 	after := ""

@@ -12,6 +12,7 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/segment"
+	"github.com/leafgo/leaf/tagshape"
 )
 
 // Clock is a settable clock for segment.Settings.Now, safe for concurrent
@@ -164,7 +165,7 @@ func periodicHammer(t *testing.T, open Opener) {
 					after := clk.Offset(offsets[gi])()
 					// The period named is the one the server's clock was in
 					// at some moment of the request.
-					if k0, k1 := leaf.PeriodKey(leaf.PeriodDay, before.In(loc)), leaf.PeriodKey(leaf.PeriodDay, after.In(loc)); key != k0 && key != k1 {
+					if k0, k1 := tagshape.PeriodKey(leaf.PeriodDay, before.In(loc)), tagshape.PeriodKey(leaf.PeriodDay, after.In(loc)); key != k0 && key != k1 {
 						t.Errorf("server %d: period %s for a request between %v and %v", gi, key, before, after)
 						return
 					}

@@ -1,7 +1,6 @@
 package leaftest
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -10,16 +9,11 @@ import (
 	"testing"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/tagshape"
 )
 
 // The shape and period subtests of TestSegmentStore: leaf.TagShaper and
 // leaf.PeriodStore.
-
-// ShapeLister reads the shapes of a page of tags at once, as every store
-// of this module does beside leaf.TagShaper; plain tags are not in the map.
-type ShapeLister interface {
-	TagShapes(ctx context.Context, tags []string) (map[string]leaf.TagShape, error)
-}
 
 func (storeSuite) shaper(t *testing.T, st leaf.SegmentStore) leaf.TagShaper {
 	t.Helper()
@@ -84,7 +78,7 @@ func (s storeSuite) shape(t *testing.T, open Opener) {
 	if got := s.tags(t, st); !slices.Equal(got, []string{"invoices", "orders", "plain", "utc"}) {
 		t.Errorf("Tags = %q", got)
 	}
-	if sl, ok := st.(ShapeLister); ok {
+	if sl, ok := st.(leaf.ShapeLister); ok {
 		got, err := sl.TagShapes(ctx, []string{"plain", "orders", "invoices", "never-created"})
 		want := map[string]leaf.TagShape{"orders": daily, "invoices": opaque}
 		if err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
@@ -283,12 +277,12 @@ func (s storeSuite) periodRows(t *testing.T, open Opener) {
 	if as, err := st.Allocs(ctx); err != nil || len(as) != 2 {
 		t.Errorf("Allocs = %+v, %v; want the two tags", as, err)
 	}
-	if p, ok := st.(AllocPager); ok {
+	if p, ok := st.(leaf.AllocPager); ok {
 		if got := s.page(t, p, "orders", "", 10); !slices.Equal(got, []string{"orders", "orders-x"}) {
 			t.Errorf("AllocsPage = %q, want the tags without their periods", got)
 		}
 	}
-	_, err := st.Reserve(ctx, leaf.PeriodRow("orders", "20261124"), 0)
+	_, err := st.Reserve(ctx, tagshape.PeriodRow("orders", "20261124"), 0)
 	s.wantErr(t, "Reserve of a period row's name", err, leaf.ErrInvalidTag)
 
 	// Listing: newest first, a keyset page at a time, and a count.

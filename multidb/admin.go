@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/stripe"
 )
 
 // PartialError is the answer of a tag administration that changed some
@@ -99,7 +100,7 @@ func (s *Store) CreateTag(ctx context.Context, a leaf.Alloc) error {
 			continue
 		}
 		x := max(firstNumber(m.stripe, a.MaxID), 1)
-		if x > m.stripe.MaxNumber() {
+		if x > stripe.MaxNumber(m.stripe) {
 			return fmt.Errorf("multidb: create %q: %w: start %d is past the last ID of database %s", a.Tag, leaf.ErrInvalidArgument, a.MaxID, m.name)
 		}
 		starts[i] = x
@@ -115,7 +116,7 @@ func (s *Store) CreateTag(ctx context.Context, a leaf.Alloc) error {
 			// or above its tombstone: the ID after its number tomb-1.
 			lowest := te.MinStart
 			if m.stripe.Striped() && lowest >= 1 {
-				lowest = m.stripe.ID(lowest-1) + 1
+				lowest = stripe.ID(m.stripe, lowest-1) + 1
 			}
 			if tomb == nil || lowest > tomb.MinStart {
 				tomb = &leaf.TombstoneError{Tag: a.Tag, MinStart: lowest}
@@ -144,7 +145,7 @@ func (s *Store) CreateTag(ctx context.Context, a leaf.Alloc) error {
 	return nil
 }
 
-// firstNumber is the smallest number x of stripe st with st.ID(x) >= id
+// firstNumber is the smallest number x of stripe st with stripe.ID(st, x) >= id
 // (id >= 0). With R = Of·Block IDs per round, id = k·R + r: the stripe's
 // block of round k covers the IDs k·R + Index·Block + [0, Block). Below
 // that block the answer is its first number k·Block, inside it the number

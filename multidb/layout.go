@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/stripe"
 )
 
 // Open checks the databases' stripe records against the list and returns
@@ -146,7 +147,7 @@ func readRecords(ctx context.Context, dbs []Database, timeout time.Duration) []r
 			} else if ok {
 				// A hand-edited record (a block of 0) must not reach the
 				// arithmetic of the stripes.
-				if verr := rec.Validate(); verr != nil {
+				if verr := stripe.ValidateRecord(rec); verr != nil {
 					err = fmt.Errorf("%s: %w: its stripe record is invalid: %w", d.Name, leaf.ErrStripeLayout, verr)
 				}
 			}

@@ -84,7 +84,7 @@ func (l *lazy) AllocsPage(ctx context.Context, prefix, after string, limit int) 
 	if err != nil {
 		return nil, err
 	}
-	p, ok := m.(AllocPager)
+	p, ok := m.(leaf.AllocPager)
 	if !ok {
 		return nil, fmt.Errorf("%T has no paged listing", m)
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/stripe"
 )
 
 // Migratable is a Member that Migrate can move: mysql.Store and
@@ -477,7 +478,7 @@ func plan(ctx context.Context, from, to []Database, lay layout, opts Options, lo
 		mv.Number = max(k*lay.block, 1)
 		for d := range to {
 			st := leaf.Stripe{Index: d, Of: len(to), Block: lay.block}
-			if mv.Number-1 > st.MaxNumber() {
+			if mv.Number-1 > stripe.MaxNumber(st) {
 				return nil, fmt.Errorf("multidb: migrate: %q: %w: bound %d has no room on %s under the new layout", mv.Tag, leaf.ErrInvalidArgument, mv.Bound, to[d].Name)
 			}
 		}
@@ -555,7 +556,7 @@ func collect(ctx context.Context, from []Database, old []leaf.Stripe, opts Optio
 // checkPlain refuses a tag with a shape among names, where d keeps shapes
 // (leaf.TagShaper): a shape outlives its tag, so deleted tags count too.
 func checkPlain(ctx context.Context, d Database, names []string, opts Options) error {
-	if lister, ok := d.Store.(shapeLister); ok {
+	if lister, ok := d.Store.(leaf.ShapeLister); ok {
 		// A few queries per thousands of tags, not one per tag.
 		for chunk := range slices.Chunk(names, shapesChunk) {
 			rctx, cancel := context.WithTimeout(ctx, opts.ReadTimeout)
@@ -588,11 +589,6 @@ func checkPlain(ctx context.Context, d Database, names []string, opts Options) e
 		}
 	}
 	return nil
-}
-
-// shapeLister reads the shapes of many tags at once (the SQL stores).
-type shapeLister interface {
-	TagShapes(ctx context.Context, tags []string) (map[string]leaf.TagShape, error)
 }
 
 // shapesChunk is how many tags one TagShapes call of checkPlain names,

@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/stripe"
 )
 
 // Member is what the store needs of each database: a segment store with
@@ -304,8 +305,8 @@ func (s *Store) reserveOn(ctx context.Context, m *member, tag string, step int) 
 	if err == nil {
 		// Numbers outside 0..MaxNumber have no ID of this stripe: an ID
 		// computed from them would wrap or belong to another database.
-		if r.Start() < 0 || r.MaxID-1 > m.stripe.MaxNumber() {
-			err = fmt.Errorf("%w: range [%d, %d), last number %d", errExhausted, r.Start(), r.MaxID, m.stripe.MaxNumber())
+		if r.Start() < 0 || r.MaxID-1 > stripe.MaxNumber(m.stripe) {
+			err = fmt.Errorf("%w: range [%d, %d), last number %d", errExhausted, r.Start(), r.MaxID, stripe.MaxNumber(m.stripe))
 		}
 	}
 	if err != nil {
@@ -319,7 +320,7 @@ func (s *Store) reserveOn(ctx context.Context, m *member, tag string, step int) 
 	}
 	r.Stripe = m.stripe
 	end := int64(0)
-	r.Ranges(func(_, e int64) bool { end = e; return true })
+	stripe.Reserved(r, func(_, e int64) bool { end = e; return true })
 	m.mu.Lock()
 	m.reserves++
 	m.lastReserve, m.lastLatency = start, latency

@@ -25,6 +25,7 @@ import (
 	"github.com/leafgo/leaf/multidb"
 	"github.com/leafgo/leaf/mysql"
 	"github.com/leafgo/leaf/postgres"
+	"github.com/leafgo/leaf/stripe"
 )
 
 // kind is one database product the members can be.
@@ -173,12 +174,12 @@ func create(t testing.TB, s leaf.SegmentAdmin, tag string, start int64, step int
 func ids(t testing.TB, r leaf.Reservation) []int64 {
 	t.Helper()
 	var out []int64
-	r.Ranges(func(start, end int64) bool {
+	stripe.Reserved(r, func(start, end int64) bool {
 		for id := start; id < end; id++ {
-			if !r.Stripe.Owns(id) {
+			if !stripe.Owns(r.Stripe, id) {
 				t.Errorf("ID %d of %+v is not of its stripe", id, r)
 			}
-			if x := r.Stripe.Number(id); x < r.Start() || x >= r.MaxID {
+			if x := stripe.Number(r.Stripe, id); x < r.Start() || x >= r.MaxID {
 				t.Errorf("ID %d of %+v is number %d, outside [%d, %d)", id, r, x, r.Start(), r.MaxID)
 			}
 			out = append(out, id)
@@ -222,7 +223,7 @@ func TestReserveMapping(t *testing.T) {
 			}
 			// 10 ranges of 7 from number 1: numbers [1, 71), the last ID
 			// is number 70's.
-			if want := d.Stripe.ID(70) + 1; d.MaxID != want {
+			if want := stripe.ID(d.Stripe, 70) + 1; d.MaxID != want {
 				t.Errorf("status %d MaxID = %d, want %d", i, d.MaxID, want)
 			}
 		}

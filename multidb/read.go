@@ -9,16 +9,11 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/internal/tagpage"
+	"github.com/leafgo/leaf/stripe"
 )
 
-// AllocPager is the paged listing of the single-database stores
-// (sqlstore.Store.AllocsPage); Store has it, and uses a member's when the
-// member has it.
-type AllocPager interface {
-	AllocsPage(ctx context.Context, prefix, after string, limit int) ([]leaf.Alloc, error)
-}
-
-var _ AllocPager = (*Store)(nil)
+// Store lists a page itself, from its members' pages where they have one.
+var _ leaf.AllocPager = (*Store)(nil)
 
 // bound is the exclusive upper bound, in IDs, of the numbers below maxID
 // of stripe st: every ID the database can have issued for a row at maxID
@@ -27,7 +22,7 @@ func bound(st leaf.Stripe, maxID int64) int64 {
 	if maxID <= 1 {
 		return maxID
 	}
-	return st.ID(maxID-1) + 1
+	return stripe.ID(st, maxID-1) + 1
 }
 
 // merge folds database m's row into a, the tag's row so far, in IDs.
@@ -166,7 +161,7 @@ func (s *Store) AllocsPage(ctx context.Context, prefix, after string, limit int)
 		return nil, err
 	}
 	res, err := s.read(ctx, "list allocs page", func(ctx context.Context, m *member) (any, error) {
-		if p, ok := m.db.(AllocPager); ok {
+		if p, ok := m.db.(leaf.AllocPager); ok {
 			return p.AllocsPage(ctx, prefix, after, limit)
 		}
 		all, err := m.db.Allocs(ctx)

@@ -12,6 +12,7 @@ import (
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/internal/doublebuf"
 	"github.com/leafgo/leaf/internal/ratemeter"
+	"github.com/leafgo/leaf/stripe"
 )
 
 // buffer is one tag's pair of ranges: the double buffer (ids) hands out
@@ -173,7 +174,7 @@ func (b *buffer) deliver(r leaf.Reservation, deliver func(doublebuf.Range) error
 	e := b.enc.Load()
 	var err error
 	first := true
-	r.Ranges(func(start, end int64) bool {
+	stripe.Reserved(r, func(start, end int64) bool {
 		start = max(start, 1)
 		if start >= end {
 			return true
@@ -308,11 +309,11 @@ func (b *buffer) reserve(ctx context.Context) (leaf.Reservation, error) {
 	if r.Stripe.Striped() && r.Start() < 0 {
 		return r, fmt.Errorf("reserve %q: store returned a range of numbers below 0 (max_id %d, step %d)", b.tag, r.MaxID, r.Step)
 	}
-	if err := r.Stripe.Validate(); err != nil {
+	if err := stripe.Validate(r.Stripe); err != nil {
 		return r, fmt.Errorf("reserve %q: store returned an invalid stripe: %w", b.tag, err)
 	}
-	if r.MaxID-1 > r.Stripe.MaxNumber() {
-		return r, fmt.Errorf("reserve %q: the range ends at %d, past the last number (%d) whose ID fits in 64 bits", b.tag, r.MaxID, r.Stripe.MaxNumber())
+	if r.MaxID-1 > stripe.MaxNumber(r.Stripe) {
+		return r, fmt.Errorf("reserve %q: the range ends at %d, past the last number (%d) whose ID fits in 64 bits", b.tag, r.MaxID, stripe.MaxNumber(r.Stripe))
 	}
 	if step > 0 && step != prevStep {
 		b.g.s.Logger.Info("segment step changed", "tag", b.tag, "from", prevStep, "to", step, "reason", reason)
@@ -325,7 +326,7 @@ func (b *buffer) reserve(ctx context.Context) (leaf.Reservation, error) {
 	case r.Stripe.Striped():
 		// start and end are the database's numbers, not IDs.
 		b.g.s.Logger.Info("segment loaded", "tag", b.tag, "database", r.Stripe.Index, "start", r.Start(), "end", r.MaxID, "step", r.Step,
-			"first_id", r.Stripe.ID(r.Start()), "last_id", r.Stripe.ID(r.MaxID-1))
+			"first_id", stripe.ID(r.Stripe, r.Start()), "last_id", stripe.ID(r.Stripe, r.MaxID-1))
 	default:
 		b.g.s.Logger.Info("segment loaded", "tag", b.tag, "start", r.Start(), "end", r.MaxID, "step", r.Step)
 	}

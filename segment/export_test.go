@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/tagshape"
 )
 
 // Sample takes the rate sample the background loop takes every second, so
@@ -42,7 +43,7 @@ func (g *Generator) PauseAfterTake(f func(tag string, start, end int64)) { g.aft
 // instants with on its hot path, for the period t is in; ok is false where
 // it compares dates instead.
 func PeriodSpan(shape leaf.TagShape, t time.Time) (from, until time.Time, ok bool, err error) {
-	loc, err := leaf.Location(shape.TimeZone)
+	loc, err := tagshape.Location(shape.TimeZone)
 	if err != nil {
 		return from, until, false, err
 	}

@@ -9,8 +9,7 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/internal/idformat"
-	"github.com/leafgo/leaf/internal/opaque"
+	"github.com/leafgo/leaf/tagshape"
 )
 
 // This file issues the IDs of opaque and formatted tags. An opaque tag's
@@ -28,8 +27,8 @@ import (
 // encoder is what a tag's shape does to its raw IDs, made once when the
 // tag's state is, never per request.
 type encoder struct {
-	perm  *opaque.Perm // nil: IDs leave as they are
-	bound int64        // the largest raw ID the tag may issue
+	perm  *tagshape.Perm // nil: IDs leave as they are
+	bound int64          // the largest raw ID the tag may issue
 	tag   string
 	spec  string // the format's spec, for a bound that is the format's width
 	bits  int
@@ -44,10 +43,10 @@ type encoder struct {
 func (g *Generator) newEncoder(tag string, shape leaf.TagShape) (*encoder, error) {
 	bound := int64(math.MaxInt64)
 	if shape.Format.Width > 0 {
-		bound = idformat.MaxSeq(shape.Format)
+		bound = tagshape.MaxSeq(shape.Format)
 	}
 	formatted := !shape.Format.IsPlain()
-	spec := idformat.Spec(shape.Format, shape.Period != leaf.PeriodNone)
+	spec := tagshape.Spec(shape.Format, shape.Period != leaf.PeriodNone)
 	if shape.OpaqueBits == 0 {
 		if bound == math.MaxInt64 && !formatted {
 			return nil, nil
@@ -64,11 +63,11 @@ func (g *Generator) newEncoder(tag string, shape leaf.TagShape) (*encoder, error
 		// which the tag's own permutation also produces.
 		return nil, fmt.Errorf("tag %s was created with another opaque key (check %s; this server's is %s); configure the same segment.opaque_key on every server: %w",
 			tag, shape.KeyCheck, g.keyCheck, leaf.ErrNotReady)
-	case bound < opaque.Max(shape.OpaqueBits):
+	case bound < tagshape.MaxOpaque(shape.OpaqueBits):
 		return nil, fmt.Errorf("opaque tag %s: its format holds sequences up to %d, below the %d-bit permutation's %d: %w",
-			tag, bound, shape.OpaqueBits, opaque.Max(shape.OpaqueBits), leaf.ErrNotReady)
+			tag, bound, shape.OpaqueBits, tagshape.MaxOpaque(shape.OpaqueBits), leaf.ErrNotReady)
 	}
-	perm, err := opaque.New(key, tag, shape.OpaqueBits)
+	perm, err := tagshape.NewPerm(key, tag, shape.OpaqueBits)
 	if err != nil {
 		return nil, fmt.Errorf("opaque tag %s: %w (%w)", tag, leaf.ErrNotReady, err)
 	}
@@ -99,7 +98,7 @@ func (e *encoder) exhausted(period string) error {
 	if e.perm != nil {
 		return fmt.Errorf("tag %s has used all its 2^%d - 1 opaque IDs%s: %w (%w)", e.tag, e.bits, where, leaf.ErrNotReady, errUsedUp)
 	}
-	return fmt.Errorf("tag %s: format %s holds sequences up to %d, all issued%s: %w (%w, %w)", e.tag, e.spec, e.bound, where, idformat.ErrWidthExceeded, leaf.ErrNotReady, errUsedUp)
+	return fmt.Errorf("tag %s: format %s holds sequences up to %d, all issued%s: %w (%w, %w)", e.tag, e.spec, e.bound, where, tagshape.ErrWidthExceeded, leaf.ErrNotReady, errUsedUp)
 }
 
 // rangeRefusal is why a range of the tag is refused, nil if it is not
@@ -141,7 +140,7 @@ func Decode(ctx context.Context, st leaf.SegmentStore, key []byte, tag, id strin
 	}
 	var seq int64
 	if shape.Period != leaf.PeriodNone || !shape.Format.IsPlain() {
-		if d.Period, seq, err = idformat.Parse(shape.Format, shape.Period, id); err != nil {
+		if d.Period, seq, err = tagshape.Parse(shape.Format, shape.Period, id); err != nil {
 			return d, fmt.Errorf("tag %s: id: %w", tag, err)
 		}
 	} else if seq, err = strconv.ParseInt(id, 10, 64); err != nil || seq < 1 {
@@ -152,10 +151,10 @@ func Decode(ctx context.Context, st leaf.SegmentStore, key []byte, tag, id strin
 		if len(key) == 0 {
 			return d, fmt.Errorf("opaque tag %s needs segment.opaque_key to decode its IDs: %w", tag, leaf.ErrNotReady)
 		}
-		if kc := opaque.KeyCheck(key); kc != shape.KeyCheck {
+		if kc := tagshape.KeyCheck(key); kc != shape.KeyCheck {
 			return d, fmt.Errorf("tag %s was created with another opaque key (check %s; this one's is %s): its IDs cannot be decoded with it: %w", tag, shape.KeyCheck, kc, leaf.ErrNotReady)
 		}
-		perm, err := opaque.New(key, tag, shape.OpaqueBits)
+		perm, err := tagshape.NewPerm(key, tag, shape.OpaqueBits)
 		if err != nil {
 			return d, err
 		}
@@ -192,7 +191,7 @@ func periodMaxID(ctx context.Context, st leaf.SegmentStore, tag string, p leaf.P
 	}
 	layout := map[int]string{4: "2006", 6: "200601", 8: "20060102"}[len(key)]
 	t, err := time.Parse(layout, key)
-	if err != nil || len(key) != leaf.PeriodKeyLen(p) {
+	if err != nil || len(key) != tagshape.PeriodKeyLen(p) {
 		return 0, fmt.Errorf("%w: period %q is not a %s period's key", leaf.ErrInvalidArgument, key, p)
 	}
 	switch p {
@@ -203,7 +202,7 @@ func periodMaxID(ctx context.Context, st leaf.SegmentStore, tag string, p leaf.P
 	default:
 		t = t.AddDate(0, 0, 1)
 	}
-	rows, err := ps.Periods(ctx, tag, leaf.PeriodKey(p, t), 1)
+	rows, err := ps.Periods(ctx, tag, tagshape.PeriodKey(p, t), 1)
 	if err != nil {
 		return 0, err
 	}
@@ -236,14 +235,14 @@ func PrepareShape(shape leaf.TagShape, key []byte) (leaf.TagShape, error) {
 	if len(key) == 0 {
 		return shape, fmt.Errorf("%w: opaque tags need segment.opaque_key (or --opaque-key-file) on the server that creates them", leaf.ErrInvalidArgument)
 	}
-	if err := opaque.ValidateKey(key); err != nil {
+	if err := tagshape.ValidateKey(key); err != nil {
 		return shape, fmt.Errorf("%w: %w", leaf.ErrInvalidArgument, err)
 	}
-	if m, top := idformat.MaxSeq(shape.Format), opaque.Max(shape.OpaqueBits); shape.Format.Width > 0 && m < top {
+	if m, top := tagshape.MaxSeq(shape.Format), tagshape.MaxOpaque(shape.OpaqueBits); shape.Format.Width > 0 && m < top {
 		return shape, fmt.Errorf("%w: format width %d (radix %d) holds IDs up to %d, below the %d-bit opaque IDs' largest, %d: widen the format or narrow opaque_bits",
 			leaf.ErrInvalidArgument, shape.Format.Width, max(shape.Format.Radix, leaf.Radix10), m, shape.OpaqueBits, top)
 	}
-	kc := opaque.KeyCheck(key)
+	kc := tagshape.KeyCheck(key)
 	if shape.KeyCheck != "" && shape.KeyCheck != kc {
 		return shape, fmt.Errorf("%w: key check %s is not this key's (%s)", leaf.ErrInvalidArgument, shape.KeyCheck, kc)
 	}

@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/internal/opaque"
 	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/segment"
+	"github.com/leafgo/leaf/tagshape"
 )
 
 var (
@@ -55,7 +55,7 @@ func opaqueGen(t *testing.T, st leaf.SegmentStore, key []byte, log *syncBuffer, 
 
 func createOpaque(t *testing.T, g *segment.Generator, a leaf.Alloc, bits int, key []byte) {
 	t.Helper()
-	if err := g.CreateShapedTag(bg, a, leaf.TagShape{OpaqueBits: bits, KeyCheck: opaque.KeyCheck(key)}); err != nil {
+	if err := g.CreateShapedTag(bg, a, leaf.TagShape{OpaqueBits: bits, KeyCheck: tagshape.KeyCheck(key)}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -68,7 +68,7 @@ func TestOpaqueTag(t *testing.T) {
 	var log syncBuffer
 	g := opaqueGen(t, st, testKey, &log)
 	createOpaque(t, g, leaf.Alloc{Tag: "o", MaxID: 1, Step: 10}, 32, testKey)
-	perm, err := opaque.New(testKey, "o", 32)
+	perm, err := tagshape.NewPerm(testKey, "o", 32)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func TestOpaqueKeyRefusals(t *testing.T) {
 		want []string
 	}{
 		{"no key", nil, []string{"opaque tag o needs segment.opaque_key on this server"}},
-		{"another key", otherKey, []string{"tag o was created with another opaque key", opaque.KeyCheck(testKey), opaque.KeyCheck(otherKey), "configure the same segment.opaque_key on every server"}},
+		{"another key", otherKey, []string{"tag o was created with another opaque key", tagshape.KeyCheck(testKey), tagshape.KeyCheck(otherKey), "configure the same segment.opaque_key on every server"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var log syncBuffer
@@ -266,11 +266,11 @@ func TestOpaquePeriodic(t *testing.T) {
 	clk := leaftest.NewClock(time.Date(2026, 11, 23, 12, 0, 0, 0, loc))
 	g := opaqueGen(t, st, testKey, nil, func(s *segment.Settings) { s.Now = clk.Now })
 	shape := daily
-	shape.OpaqueBits, shape.KeyCheck = 24, opaque.KeyCheck(testKey)
+	shape.OpaqueBits, shape.KeyCheck = 24, tagshape.KeyCheck(testKey)
 	if err := g.CreateShapedTag(bg, leaf.Alloc{Tag: "p", MaxID: 1, Step: 10}, shape); err != nil {
 		t.Fatal(err)
 	}
-	perm, _ := opaque.New(testKey, "p", 24)
+	perm, _ := tagshape.NewPerm(testKey, "p", 24)
 	id, key := nextPeriod(t, g, "p")
 	if want, _ := perm.Encode(1); id != want || key != "20261123" {
 		t.Fatalf("first ID %d %s, want %d 20261123", id, key, want)
@@ -294,7 +294,7 @@ func TestOpaquePeriodic(t *testing.T) {
 // A key New cannot use is refused by Validate, without the key in the error.
 func TestOpaqueKeySetting(t *testing.T) {
 	_, err := segment.New(bg, settings(testutil.Store(t), func(s *segment.Settings) { s.OpaqueKey = []byte("short") }))
-	if !errors.Is(err, leaf.ErrInvalidArgument) && !errors.Is(err, opaque.ErrInvalidKey) || strings.Contains(err.Error(), "short") {
+	if !errors.Is(err, leaf.ErrInvalidArgument) && !errors.Is(err, tagshape.ErrInvalidKey) || strings.Contains(err.Error(), "short") {
 		t.Fatalf("New with a short key: %v", err)
 	}
 }

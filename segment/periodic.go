@@ -11,6 +11,7 @@ import (
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/internal/doublebuf"
 	"github.com/leafgo/leaf/internal/ratemeter"
+	"github.com/leafgo/leaf/tagshape"
 )
 
 // This file routes the requests of periodic tags (leaf.TagShape.Period):
@@ -74,7 +75,7 @@ type period struct {
 }
 
 func newPeriodic(g *Generator, shell *buffer, shape leaf.TagShape, enc *encoder) (*periodic, error) {
-	loc, err := leaf.Location(shape.TimeZone)
+	loc, err := tagshape.Location(shape.TimeZone)
 	if err != nil {
 		return nil, fmt.Errorf("tag %q: %w", shell.tag, err)
 	}
@@ -171,7 +172,7 @@ func (p *periodic) current(now time.Time) (*period, error) {
 			return c, nil
 		}
 	}
-	c := &period{y: y, m: m, d: d, key: leaf.PeriodKey(p.shape.Period, now.In(p.loc))}
+	c := &period{y: y, m: m, d: d, key: tagshape.PeriodKey(p.shape.Period, now.In(p.loc))}
 	c.from, c.until = p.bounds(y, m, d)
 	c.b = newBuffer(p.g, p.tag, false)
 	c.b.row = periodRow{p, c.key}

@@ -13,6 +13,7 @@ import (
 	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/segment"
+	"github.com/leafgo/leaf/tagshape"
 )
 
 // daily is the shape of the periodic tests' tag.
@@ -254,7 +255,7 @@ func TestPeriodSpan(t *testing.T) {
 		}
 		for _, kind := range []leaf.Period{leaf.PeriodDay, leaf.PeriodMonth, leaf.PeriodYear} {
 			shape := leaf.TagShape{Period: kind, TimeZone: z.name}
-			key := func(at time.Time) string { return leaf.PeriodKey(kind, at.In(loc)) }
+			key := func(at time.Time) string { return tagshape.PeriodKey(kind, at.In(loc)) }
 			spans, without := 0, 0
 			for at := time.Date(2010, 6, 1, 0, 0, 0, 0, time.UTC); at.Year() < 2024; at = at.Add(23*time.Hour + 17*time.Minute) {
 				from, until, ok, err := segment.PeriodSpan(shape, at)

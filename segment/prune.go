@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/tagshape"
 )
 
 // PrunePeriods removes the periods of tag that pr names from st, each
@@ -40,24 +41,24 @@ func PrunePeriods(ctx context.Context, st leaf.SegmentStore, tag string, pr leaf
 	if shape.Period == leaf.PeriodNone {
 		return leaf.PruneResult{}, fmt.Errorf("%w: tag %s has no period: it has no periods to prune", leaf.ErrInvalidArgument, tag)
 	}
-	loc, err := leaf.Location(shape.TimeZone)
+	loc, err := tagshape.Location(shape.TimeZone)
 	if err != nil {
 		return leaf.PruneResult{}, err
 	}
 	now = now.In(loc)
 	before := pr.Before
 	if pr.Keep != 0 {
-		before = leaf.PeriodKeyBefore(shape.Period, now, pr.Keep-1)
+		before = tagshape.PeriodKeyBefore(shape.Period, now, pr.Keep-1)
 	} else {
-		if err := leaf.ValidatePeriodKey(before); err != nil {
+		if err := tagshape.ValidatePeriodKey(before); err != nil {
 			return leaf.PruneResult{}, err
 		}
-		if len(before) != leaf.PeriodKeyLen(shape.Period) {
-			return leaf.PruneResult{}, fmt.Errorf("%w: before %s is not a key of a %s period (%d digits)", leaf.ErrInvalidArgument, before, shape.Period, leaf.PeriodKeyLen(shape.Period))
+		if len(before) != tagshape.PeriodKeyLen(shape.Period) {
+			return leaf.PruneResult{}, fmt.Errorf("%w: before %s is not a key of a %s period (%d digits)", leaf.ErrInvalidArgument, before, shape.Period, tagshape.PeriodKeyLen(shape.Period))
 		}
-		if prev := leaf.PeriodKeyBefore(shape.Period, now, 1); before > prev {
+		if prev := tagshape.PeriodKeyBefore(shape.Period, now, 1); before > prev {
 			return leaf.PruneResult{}, fmt.Errorf("%w: before %s would remove the current period (%s) or the one before (%s), which are always kept; before %s at the latest",
-				leaf.ErrInvalidArgument, before, leaf.PeriodKey(shape.Period, now), prev, prev)
+				leaf.ErrInvalidArgument, before, tagshape.PeriodKey(shape.Period, now), prev, prev)
 		}
 	}
 	removed, err := ps.PrunePeriods(ctx, tag, before)

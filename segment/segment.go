@@ -40,9 +40,9 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/internal/doublebuf"
-	"github.com/leafgo/leaf/internal/opaque"
 	"github.com/leafgo/leaf/internal/ratemeter"
 	"github.com/leafgo/leaf/internal/topn"
+	"github.com/leafgo/leaf/tagshape"
 )
 
 // Settings configure a Generator. Start from DefaultSettings and set Store;
@@ -104,9 +104,9 @@ type Settings struct {
 	// the check off.
 	LowBuffer time.Duration
 	// OpaqueKey is the key of opaque tags' permutations (see
-	// internal/opaque), the same on every server; nil: this server refuses
+	// tagshape), the same on every server; nil: this server refuses
 	// to issue for opaque tags. It is secret: never logged or answered;
-	// only its opaque.KeyCheck is.
+	// only its tagshape.KeyCheck is.
 	OpaqueKey []byte
 	// Owner is this server instance's identity as the owner of ordered
 	// tags: its advertised base URL, '#' and a nonce of the process
@@ -197,7 +197,7 @@ func (s Settings) Validate() error {
 		return bad("Settings.Owner %q holds a space or a control character", s.Owner)
 	}
 	if s.OpaqueKey != nil {
-		if err := opaque.ValidateKey(s.OpaqueKey); err != nil {
+		if err := tagshape.ValidateKey(s.OpaqueKey); err != nil {
 			return fmt.Errorf("segment: Settings.OpaqueKey: %w", err)
 		}
 	}
@@ -238,7 +238,7 @@ type Generator struct {
 	// afterTake, set by tests before any request, runs between an ordered
 	// tag's take and the look at its deadline: a pause there.
 	afterTake func(tag string, start, end int64)
-	// keyCheck is opaque.KeyCheck(s.OpaqueKey), "" without a key.
+	// keyCheck is tagshape.KeyCheck(s.OpaqueKey), "" without a key.
 	keyCheck string
 
 	// shapes caches the shapes TagShape read, *leaf.TagShape by tag (see
@@ -328,7 +328,7 @@ func New(ctx context.Context, s Settings) (*Generator, error) {
 	g.ordered, _ = s.Store.(leaf.OrderedStore)
 	g.epoch = time.Now()
 	if s.OpaqueKey != nil {
-		g.keyCheck = opaque.KeyCheck(s.OpaqueKey)
+		g.keyCheck = tagshape.KeyCheck(s.OpaqueKey)
 	}
 	empty := map[string]*buffer{}
 	g.hot.Store(&empty)

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/internal/idformat"
+	"github.com/leafgo/leaf/tagshape"
 )
 
 // This file keeps the tags' shapes for the transports, which format IDs
@@ -79,7 +79,7 @@ func (g *Generator) forgetShapesLocked(started time.Time) {
 // formatReason is Degraded's warning for a tag whose format has a width,
 // "" if there is none: the sequence runs out of digits within LowBuffer
 // at the tag's rate, or within the step of the next range, after which
-// the transports answer the tag's IDs with idformat.ErrWidthExceeded. A
+// the transports answer the tag's IDs with tagshape.ErrWidthExceeded. A
 // periodic tag's status is its latest period's, whose sequence restarts
 // each period: the headroom is that period's. Only shapes already cached
 // (by the tag's first load, or by TagShape) are consulted, so that /readyz
@@ -94,14 +94,14 @@ func (g *Generator) formatReason(st leaf.SegmentStatus) string {
 	if f.Width == 0 {
 		return ""
 	}
-	maxSeq := idformat.MaxSeq(f)
+	maxSeq := tagshape.MaxSeq(f)
 	cur := st.Buffers[st.Pos]
 	if cur.Remaining() == 0 && st.NextReady {
 		cur = st.Buffers[1-st.Pos]
 	}
 	next := cur.Value // the next sequence to issue
-	left := idformat.Headroom(f, next-1)
-	spec := idformat.Spec(f, shape.Period != leaf.PeriodNone)
+	left := tagshape.Headroom(f, next-1)
+	spec := tagshape.Spec(f, shape.Period != leaf.PeriodNone)
 	if left == 0 {
 		return fmt.Sprintf("tag %s: format %s has run out: sequence %d is past %d, the largest it holds", st.Tag, spec, next, maxSeq)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/leafgo/leaf/inmem"
 	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/segment"
+	"github.com/leafgo/leaf/stripe"
 )
 
 // stripedStore is a store over several in-memory databases, each serving
@@ -114,7 +115,7 @@ func TestStripedReservations(t *testing.T) {
 	for _, id := range all {
 		i := int(id/block) % databases
 		s := leaf.Stripe{Index: i, Of: databases, Block: block}
-		if x := s.Number(id); x < 1 || x >= ends[i] {
+		if x := stripe.Number(s, id); x < 1 || x >= ends[i] {
 			t.Fatalf("ID %d is number %d of database %d, which reserved [1, %d)", id, x, i, ends[i])
 		}
 		if id%block == 0 {

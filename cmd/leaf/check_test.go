@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leafgo/leaf/internal/opaque"
 	"github.com/leafgo/leaf/internal/testutil"
+	"github.com/leafgo/leaf/tagshape"
 )
 
 // runServeUntilListening runs serve in-process and stops it as soon as it
@@ -75,9 +75,9 @@ func TestServeCheck(t *testing.T) {
 		{"ordered tags on port 0", nil, []string{"--listen", "127.0.0.1:0"},
 			[]string{"ordered      forward, advertise http://127.0.0.1:<listen port>, owner lease 10s\n"}},
 		{"opaque key file", nil, []string{"--opaque-key-file", opaqueKey},
-			[]string{"opaque_key   key check " + opaque.KeyCheck(serveOpaqueKeyBytes(t)) + "\n"}},
+			[]string{"opaque_key   key check " + tagshape.KeyCheck(serveOpaqueKeyBytes(t)) + "\n"}},
 		{"opaque key from the environment", []string{"LEAF_SEGMENT_OPAQUE_KEY=" + serveOpaqueKey}, nil,
-			[]string{"opaque_key   key check " + opaque.KeyCheck(serveOpaqueKeyBytes(t)) + "\n"}},
+			[]string{"opaque_key   key check " + tagshape.KeyCheck(serveOpaqueKeyBytes(t)) + "\n"}},
 		{"mysql and etcd, token file, every interface", shared, nil,
 			[]string{"listen       0.0.0.0:8080 (no TLS, admin token, no rate limit)", "segment      mysql leaf:xxxxx@tcp(" + closed + ")/leaf", "snowflake    etcd " + closed + " /leaf/snowflake/leaf"}},
 		{"postgres and zookeeper from a YAML file", []string{"LEAF_ADMIN_TOKEN_FILE=" + token}, []string{"--config", yamlZK},
@@ -203,7 +203,7 @@ const serveOpaqueKey = "0beefed0beefed0beefed0beefed0beefed0beefed0beefed0beefed
 
 func serveOpaqueKeyBytes(t *testing.T) []byte {
 	t.Helper()
-	key, err := opaque.ParseKey(serveOpaqueKey)
+	key, err := tagshape.ParseKey(serveOpaqueKey)
 	if err != nil {
 		t.Fatal(err)
 	}

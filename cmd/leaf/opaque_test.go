@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/leafgo/leaf/internal/opaque"
 	"github.com/leafgo/leaf/segment"
 	"github.com/leafgo/leaf/sqlite"
+	"github.com/leafgo/leaf/tagshape"
 )
 
 // 'leaf tags create --opaque-bits' needs the key serve reads, stores only
@@ -27,7 +27,7 @@ func TestOpaqueTagsCLI(t *testing.T) {
 	if err := os.WriteFile(keyFile, []byte(keyHex+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	key, err := opaque.ParseKey(keyHex)
+	key, err := tagshape.ParseKey(keyHex)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func TestOpaqueTagsCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	shape, err := st.TagShape(ctx, "o")
-	if err != nil || shape.KeyCheck != opaque.KeyCheck(key) || shape.OpaqueBits != 20 {
+	if err != nil || shape.KeyCheck != tagshape.KeyCheck(key) || shape.OpaqueBits != 20 {
 		t.Fatalf("stored shape %+v, %v; want 20 bits and the key's check", shape, err)
 	}
 	s := segment.DefaultSettings()

@@ -28,12 +28,12 @@ import (
 	"github.com/leafgo/leaf/internal/deadline"
 	"github.com/leafgo/leaf/internal/forward"
 	"github.com/leafgo/leaf/internal/history"
-	"github.com/leafgo/leaf/internal/opaque"
 	"github.com/leafgo/leaf/internal/ratelimit"
 	"github.com/leafgo/leaf/metrics"
 	"github.com/leafgo/leaf/mysql"
 	"github.com/leafgo/leaf/postgres"
 	"github.com/leafgo/leaf/segment"
+	"github.com/leafgo/leaf/tagshape"
 )
 
 const serveUsage = `Usage: leaf serve [flags]
@@ -334,7 +334,7 @@ func (p *servePlan) summarize(w io.Writer) {
 	// server holds the same key.
 	opaqueKey := "none (opaque tags are refused)"
 	if p.opaqueKey != nil {
-		opaqueKey = "key check " + opaque.KeyCheck(p.opaqueKey)
+		opaqueKey = "key check " + tagshape.KeyCheck(p.opaqueKey)
 	}
 	fmt.Fprintf(w, "config OK\n")
 	for _, row := range [][2]string{

@@ -28,8 +28,8 @@ type segmentStore interface {
 	leaf.SegmentAdmin
 	leaf.TagShaper
 	leaf.PeriodStore
-	allocPager
-	TagShapes(ctx context.Context, tags []string) (map[string]leaf.TagShape, error)
+	leaf.AllocPager
+	leaf.ShapeLister
 }
 
 // storeOpenTimeout bounds connecting to the store and creating the table, so

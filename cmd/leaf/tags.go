@@ -16,9 +16,9 @@ import (
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/cmd/leaf/internal/config"
 	"github.com/leafgo/leaf/httpapi"
-	"github.com/leafgo/leaf/internal/idformat"
 	"github.com/leafgo/leaf/internal/tagpage"
 	"github.com/leafgo/leaf/segment"
+	"github.com/leafgo/leaf/tagshape"
 )
 
 const tagsUsage = `Usage:
@@ -150,12 +150,6 @@ func tagArg(pos []string) (string, error) {
 // listPage is how many rows tags list reads at a time.
 const listPage = 1000
 
-// allocPager is the paged listing every store offers (see
-// sqlstore.Store.AllocsPage); httpapi.TagReader asks the same.
-type allocPager interface {
-	AllocsPage(ctx context.Context, prefix, after string, limit int) ([]leaf.Alloc, error)
-}
-
 func (a *app) tagsList(ctx context.Context, args []string) error {
 	fs, flags := tagFlagSet("list")
 	asJSON := fs.Bool("json", false, "print a JSON array instead of a table")
@@ -203,7 +197,7 @@ func (a *app) tagsList(ctx context.Context, args []string) error {
 
 // eachPage calls f with the store's rows that begin with prefix, a page at
 // a time, so that a table of a million tags is never held in memory whole.
-func eachPage(ctx context.Context, p allocPager, prefix string, f func([]leaf.Alloc) error) error {
+func eachPage(ctx context.Context, p leaf.AllocPager, prefix string, f func([]leaf.Alloc) error) error {
 	after := ""
 	for {
 		page, err := p.AllocsPage(ctx, prefix, after, listPage)
@@ -530,7 +524,7 @@ func (a *app) tagsDelete(ctx context.Context, args []string) error {
 // parseShape checks the shape flags of tags create and returns the shape:
 // bad ones are usage errors, found before the store is opened.
 func parseShape(tag, period, tz, format string, opaqueBits int) (leaf.TagShape, error) {
-	sh, err := idformat.ParseShape(tag, period, tz, format, opaqueBits)
+	sh, err := tagshape.ParseShape(tag, period, tz, format, opaqueBits)
 	if err != nil && !errors.Is(err, leaf.ErrInvalidTag) {
 		err = flagError(err)
 	}
@@ -575,8 +569,8 @@ func (a *app) tagsGet(ctx context.Context, args []string) error {
 				return fmt.Errorf("count the periods of %s: %w", tag, err)
 			}
 			row.PeriodCount = &n
-			if loc, err := leaf.Location(sh.TimeZone); err == nil {
-				row.CurrentPeriod = leaf.PeriodKey(sh.Period, time.Now().In(loc))
+			if loc, err := tagshape.Location(sh.TimeZone); err == nil {
+				row.CurrentPeriod = tagshape.PeriodKey(sh.Period, time.Now().In(loc))
 			}
 			if latest, err = s.Periods(ctx, tag, "", getPeriods); err != nil {
 				return fmt.Errorf("list the periods of %s: %w", tag, err)
@@ -669,7 +663,7 @@ func (a *app) tagsPrune(ctx context.Context, args []string) error {
 	case isSet(fs, "keep") && (pr.Keep < 2 || pr.Keep > leaf.MaxPruneKeep):
 		return fmt.Errorf("%w: --keep %d, want 2..%d: the current period and the one before are always kept", leaf.ErrInvalidArgument, pr.Keep, leaf.MaxPruneKeep)
 	case isSet(fs, "before"):
-		if err := leaf.ValidatePeriodKey(pr.Before); err != nil {
+		if err := tagshape.ValidatePeriodKey(pr.Before); err != nil {
 			return err
 		}
 	}

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/internal/idformat"
+	"github.com/leafgo/leaf/tagshape"
 	"google.golang.org/grpc/codes"
 )
 
@@ -102,7 +102,7 @@ var table = [...]Kind{
 	// with both. No server can write the tag's IDs any more (but for a
 	// periodic tag in its next period): gRPC's FailedPrecondition, and the
 	// client does not retry it.
-	{idformat.ErrWidthExceeded, "format_exhausted", http.StatusServiceUnavailable, codes.FailedPrecondition, "the tag's sequence outgrew its ID format's width", ErrFormatExhausted},
+	{tagshape.ErrWidthExceeded, "format_exhausted", http.StatusServiceUnavailable, codes.FailedPrecondition, "the tag's sequence outgrew its ID format's width", ErrFormatExhausted},
 	// Before ErrNotReady, which the issuer adds.
 	{leaf.ErrLeaseExpired, "lease_expired", http.StatusServiceUnavailable, codes.Unavailable, "the lease on the snowflake worker ID ran out: the server cannot reach its worker registry to renew it; retry shortly", leaf.ErrNotReady},
 	{leaf.ErrNotReady, "not_ready", http.StatusServiceUnavailable, codes.Unavailable, "not ready: no IDs can be issued right now; retry shortly", leaf.ErrNotReady},
@@ -193,7 +193,7 @@ func Message(err error, k Kind, tag string) string {
 		return OneLine(noe.Error()) // the tag, and its owner or when one takes over
 	}
 	switch k.Err {
-	case idformat.ErrWidthExceeded, leaf.ErrFormattedRange:
+	case tagshape.ErrWidthExceeded, leaf.ErrFormattedRange:
 		return OneLine(err.Error()) // the generator's: the tag, its format (and the bound)
 	case leaf.ErrOrderedTag:
 		if leaf.ValidateTag(tag) == nil {
@@ -256,12 +256,12 @@ func (e *RateLimitedError) Seconds() int {
 }
 
 // FormatError is the answer to an ID the tag's format cannot write: its
-// sequence outgrew the width (idformat.ErrWidthExceeded), with a message
+// sequence outgrew the width (tagshape.ErrWidthExceeded), with a message
 // naming the tag, the format and the largest sequence it holds; no ID is
 // answered, never a truncated or longer one. Any other formatting error is
 // a bug: the generator's ID or period is invalid.
 func FormatError(tag string, err error) error {
-	if errors.Is(err, idformat.ErrWidthExceeded) {
+	if errors.Is(err, tagshape.ErrWidthExceeded) {
 		return Client(err, OneLine("tag "+tag+": "+err.Error()))
 	}
 	return fmt.Errorf("format an ID of tag %s: %w", tag, err)

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/internal/idformat"
+	"github.com/leafgo/leaf/tagshape"
 	"google.golang.org/grpc/codes"
 )
 
@@ -45,7 +45,7 @@ func TestClassify(t *testing.T) {
 		// A leaf sentinel wins over the context error it wraps, the width
 		// and the lease over the ErrNotReady the issuer adds.
 		{fmt.Errorf("%w: waiting for a load: %w", leaf.ErrNotReady, context.DeadlineExceeded), 503, codes.Unavailable, "not_ready"},
-		{fmt.Errorf("%w: %w", leaf.ErrNotReady, idformat.ErrWidthExceeded), 503, codes.FailedPrecondition, "format_exhausted"},
+		{fmt.Errorf("%w: %w", leaf.ErrNotReady, tagshape.ErrWidthExceeded), 503, codes.FailedPrecondition, "format_exhausted"},
 		{fmt.Errorf("%w: %w", leaf.ErrNotReady, leaf.ErrLeaseExpired), 503, codes.Unavailable, "lease_expired"},
 		{fmt.Errorf("store: %w", leaf.ErrTagNotFound), 404, codes.NotFound, "tag_not_found"},
 		// An owner named, or none alive.
@@ -102,11 +102,11 @@ func TestMessage(t *testing.T) {
 		{"tag not found names the client's tag", fmt.Errorf("mysql: %w", leaf.ErrTagNotFound), "orders", `tag "orders": tag not found`},
 		{"but not an invalid one", leaf.ErrTagNotFound, "a\nb", "tag not found"},
 		{"an ordered tag names it", leaf.ErrOrderedTag, "keep", "tag keep: " + Classify(leaf.ErrOrderedTag).Msg},
-		{"the width the generator words", fmt.Errorf("tag t: %w: 1000 > 999", idformat.ErrWidthExceeded), "t", "tag t: sequence outgrew the ID format's width: 1000 > 999"},
+		{"the width the generator words", fmt.Errorf("tag t: %w: 1000 > 999", tagshape.ErrWidthExceeded), "t", "tag t: sequence outgrew the ID format's width: 1000 > 999"},
 		{"a rate limit says the wait", &RateLimitedError{Wait: 2500 * time.Millisecond}, "", "rate limit exceeded for this client; retry after 3s"},
 		{"no owner says when", &leaf.NotOwnerError{Tag: "t", Retry: 1500 * time.Millisecond}, "t", (&leaf.NotOwnerError{Tag: "t", Retry: 1500 * time.Millisecond}).Error()},
 		{"a format's bug is internal", FormatError("t", errors.New("bad period")), "t", "internal server error"},
-		{"a format's width is the client's", FormatError("t", idformat.ErrWidthExceeded), "t", "tag t: sequence outgrew the ID format's width"},
+		{"a format's width is the client's", FormatError("t", tagshape.ErrWidthExceeded), "t", "tag t: sequence outgrew the ID format's width"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -23,13 +23,13 @@ import (
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/httpapi"
 	"github.com/leafgo/leaf/internal/history"
-	"github.com/leafgo/leaf/internal/opaque"
 	"github.com/leafgo/leaf/internal/testdb"
 	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/local"
 	"github.com/leafgo/leaf/metrics"
 	"github.com/leafgo/leaf/segment"
 	"github.com/leafgo/leaf/sqlite"
+	"github.com/leafgo/leaf/tagshape"
 )
 
 // Environment variables read by the monitor test.
@@ -554,11 +554,11 @@ func TestMonitorPage(t *testing.T) {
 		leaf.TagShape{Period: leaf.PeriodDay, Format: leaf.IDFormat{Prefix: "D", Width: 4}}); err != nil {
 		t.Fatal(err)
 	}
-	dayBefore := leaf.PeriodKey(leaf.PeriodDay, time.Now().UTC())
+	dayBefore := tagshape.PeriodKey(leaf.PeriodDay, time.Now().UTC())
 	if code, body := get(t, srv.URL+"/v2/segment/daily"); code != http.StatusOK || !strings.Contains(body, `"period"`) {
 		t.Fatalf("ID of the periodic tag: %d %q", code, body)
 	}
-	dayAfter := leaf.PeriodKey(leaf.PeriodDay, time.Now().UTC())
+	dayAfter := tagshape.PeriodKey(leaf.PeriodDay, time.Now().UTC())
 	const daily = `#search-body tr[data-tag="daily"] [data-field="period"]`
 	p.do("search daily",
 		clearInput("search-input"),
@@ -581,7 +581,7 @@ func TestMonitorPage(t *testing.T) {
 
 	// An opaque tag is marked with its width; other tags are not.
 	if err := st.CreateShapedTag(ctx, leaf.Alloc{Tag: "invoices", MaxID: 1, Step: 10},
-		leaf.TagShape{OpaqueBits: 24, KeyCheck: opaque.KeyCheck(monitorOpaqueKey)}); err != nil {
+		leaf.TagShape{OpaqueBits: 24, KeyCheck: tagshape.KeyCheck(monitorOpaqueKey)}); err != nil {
 		t.Fatal(err)
 	}
 	if code, body := get(t, srv.URL+"/v2/segment/invoices"); code != http.StatusOK {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/tagshape"
 )
 
 // notPeriod leaves the rows of periods out of a listing: their names, and
@@ -49,7 +50,7 @@ func checkPeriod(tag, key string) error {
 	if err := leaf.ValidateTag(tag); err != nil {
 		return err
 	}
-	return leaf.ValidatePeriodKey(key)
+	return tagshape.ValidatePeriodKey(key)
 }
 
 // ReservePeriod reserves from the row of tag's period key. A missing row is
@@ -63,7 +64,7 @@ func (s *Store) ReservePeriod(ctx context.Context, tag, key string, step int) (l
 	if err := s.checkOpen(op); err != nil {
 		return leaf.Reservation{}, err
 	}
-	name := leaf.PeriodRow(tag, key)
+	name := tagshape.PeriodRow(tag, key)
 	var r leaf.Reservation
 	err := s.retry(ctx, func() error {
 		for range 3 {
@@ -128,7 +129,7 @@ func (s *Store) GiveBackPeriod(ctx context.Context, tag, key string, from, expec
 	if from < 1 || from > expect {
 		return false, fmt.Errorf("%w: give back %q period %s from %d at max_id %d: want 1 <= from <= max_id", leaf.ErrInvalidArgument, tag, key, from, expect)
 	}
-	return s.giveBackRow(ctx, fmt.Sprintf("give back %q period %s", tag, key), leaf.PeriodRow(tag, key), from, expect)
+	return s.giveBackRow(ctx, fmt.Sprintf("give back %q period %s", tag, key), tagshape.PeriodRow(tag, key), from, expect)
 }
 
 // periodCols are the columns a period listing reads.
@@ -149,7 +150,7 @@ func (s *Store) periodRows(ctx context.Context, q queryer, tag, before string, l
 	args := s.periodArgs(tag)
 	if before != "" {
 		b.WriteString(" AND biz_tag < ?")
-		args = append(args, leaf.PeriodRow(tag, before))
+		args = append(args, tagshape.PeriodRow(tag, before))
 	}
 	b.WriteString(" ORDER BY biz_tag")
 	if desc {
@@ -196,7 +197,7 @@ func (s *Store) Periods(ctx context.Context, tag, before string, limit int) ([]l
 		return nil, err
 	}
 	if before != "" {
-		if err := leaf.ValidatePeriodKey(before); err != nil {
+		if err := tagshape.ValidatePeriodKey(before); err != nil {
 			return nil, err
 		}
 	}
@@ -287,7 +288,7 @@ func (s *Store) buryPeriods(ctx context.Context, tx *sql.Tx, tag, before string,
 		return nil, fmt.Errorf("read period rows: %w", err)
 	}
 	for _, p := range rows {
-		name := leaf.PeriodRow(tag, p.Key)
+		name := tagshape.PeriodRow(tag, p.Key)
 		if _, err := tx.ExecContext(ctx, s.q.remove, name); err != nil {
 			return nil, fmt.Errorf("delete period %s: %w", p.Key, err)
 		}

@@ -11,7 +11,7 @@
 // share.
 //
 // The periods of a periodic tag are rows of leaf_alloc named
-// leaf.PeriodRow(tag, key) ("orders#20261124"), made on first use (see
+// tagshape.PeriodRow(tag, key) ("orders#20261124"), made on first use (see
 // leaf.PeriodStore). The listings leave them out. The databases differ only
 // in a small Dialect: placeholder style, whether UPDATE ... RETURNING
 // exists, the upsert syntax, row locks, and how their drivers report a
@@ -34,6 +34,7 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/internal/backoff"
+	"github.com/leafgo/leaf/tagshape"
 )
 
 // Dialect is what differs between the SQL databases.
@@ -109,7 +110,7 @@ const (
 )`
 )
 
-// Widths of leaf_tag_shape's text columns that leaf.TagShape.Validate does
+// Widths of leaf_tag_shape's text columns that tagshape.Validate does
 // not bound.
 const (
 	maxTimeZoneLen = 64
@@ -656,10 +657,10 @@ func (s *Store) CreateShapedTag(ctx context.Context, a leaf.Alloc, shape leaf.Ta
 	if err := leaf.ValidateAlloc(a); err != nil {
 		return err
 	}
-	if err := shape.Validate(); err != nil {
+	if err := tagshape.Validate(shape); err != nil {
 		return err
 	}
-	if err := leaf.ValidateShapedTag(a.Tag, shape); err != nil {
+	if err := tagshape.ValidateTag(a.Tag, shape); err != nil {
 		return err
 	}
 	if len(shape.TimeZone) > maxTimeZoneLen || len(shape.KeyCheck) > maxKeyCheckLen {

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/stripe"
 )
 
 // StripeSchema is leaf_stripe in portable SQL (MySQL writes its own): the
@@ -99,7 +100,7 @@ func (t *Stripes) ReadStripe(ctx context.Context) (rec leaf.StripeRecord, ok boo
 // WriteStripe records rec unless the database has a record; it reports whether
 // it wrote. Two writers racing leave exactly one record, the first one's.
 func (t *Stripes) WriteStripe(ctx context.Context, rec leaf.StripeRecord) (bool, error) {
-	if err := rec.Validate(); err != nil {
+	if err := stripe.ValidateRecord(rec); err != nil {
 		return false, err
 	}
 	const op = "write stripe record"
@@ -118,7 +119,7 @@ func (t *Stripes) WriteStripe(ctx context.Context, rec leaf.StripeRecord) (bool,
 // cluster): a compare-and-set, for a migration. It reports whether it
 // replaced it.
 func (t *Stripes) ReplaceStripe(ctx context.Context, old, rec leaf.StripeRecord) (bool, error) {
-	if err := rec.Validate(); err != nil {
+	if err := stripe.ValidateRecord(rec); err != nil {
 		return false, err
 	}
 	const op = "replace stripe record"

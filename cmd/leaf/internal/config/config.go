@@ -34,11 +34,11 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/internal/opaque"
 	"github.com/leafgo/leaf/internal/sqlstore"
 	"github.com/leafgo/leaf/ordinal"
 	"github.com/leafgo/leaf/segment"
 	"github.com/leafgo/leaf/snowflake"
+	"github.com/leafgo/leaf/tagshape"
 )
 
 // ErrInvalid is wrapped by every error about a configuration value: a bad
@@ -532,7 +532,7 @@ func (c Config) validateSecurity(bad func(path, format string, args ...any)) {
 		}
 	}
 	if k := c.Segment.OpaqueKey; k != "" {
-		if _, err := opaque.ParseKey(k); err != nil {
+		if _, err := tagshape.ParseKey(k); err != nil {
 			bad("segment.opaque_key", "%v", err)
 		}
 	}
@@ -582,7 +582,7 @@ func (c Config) AdminToken() (string, error) {
 
 // OpaqueKey is the configured opaque key: the first line of
 // segment.opaque_key_file when set, else segment.opaque_key, both in
-// opaque.ParseKey's form; nil when neither is set. Errors never show the
+// tagshape.ParseKey's form; nil when neither is set. Errors never show the
 // key.
 func (c Config) OpaqueKey() ([]byte, error) {
 	s := c.Segment
@@ -590,7 +590,7 @@ func (c Config) OpaqueKey() ([]byte, error) {
 		if s.OpaqueKey == "" {
 			return nil, nil
 		}
-		key, err := opaque.ParseKey(s.OpaqueKey)
+		key, err := tagshape.ParseKey(s.OpaqueKey)
 		if err != nil { // Validate has said so already, unless it was skipped
 			return nil, fmt.Errorf("%w: segment.opaque_key: %w", ErrInvalid, err)
 		}
@@ -602,7 +602,7 @@ func (c Config) OpaqueKey() ([]byte, error) {
 	}
 	line, _, _ := strings.Cut(string(b), "\n")
 	line = strings.TrimSuffix(line, "\r")
-	key, err := opaque.ParseKey(line)
+	key, err := tagshape.ParseKey(line)
 	if err != nil {
 		return nil, fmt.Errorf("%w: segment.opaque_key_file %s: %w", ErrInvalid, s.OpaqueKeyFile, err)
 	}

@@ -1,43 +1,4 @@
-// Package opaque hides how many IDs a segment tag has issued. An opaque tag
-// passes every ID through a keyed permutation of [1, 2^bits): the IDs stay
-// unique (a permutation is a bijection), positive and stable for the key,
-// but no longer increase, so two IDs no longer tell how many were issued
-// between them (Leaf#87; the weakness Meituan's article names for segment
-// mode).
-//
-// # Construction
-//
-// The permutation is a Feistel network over bits bits, in the alternating
-// form of NIST SP 800-38G's FF1: the ID is split into a high half of
-// floor(bits/2) bits and a low half of the rest, and each round replaces one
-// half by itself XOR a keyed function of the other, truncated to its width.
-// For an odd width the halves differ by one bit and take turns; after an
-// even number of rounds they are back in place. The network permutes
-// [0, 2^bits); 0 is not an ID, so an ID that maps to 0 is mapped once more
-// (cycle walking): the image of 0 is not 0, and is not the image of any ID,
-// so Encode is a bijection of [1, 2^bits) and Decode inverts it.
-//
-// The round function is AES-128 of (round input, round number, width), of
-// which the first 64 bits, truncated to the half's width, are used: a
-// standard block cipher, in hardware on the machines leaf runs on, used as a
-// PRF on at most 2^32 distinct inputs per round (far below its birthday
-// bound). HMAC-SHA256 would serve as well but costs about ten times more per
-// round. The AES key is HMAC-SHA256(key, label || width || tag), truncated
-// to 128 bits, so every tag and width gets an unrelated permutation from one
-// configured key.
-//
-// The network has 10 rounds, FF1's count. Luby and Rackoff's bounds (3 rounds a PRP, 4 a
-// strong PRP) hold only up to about 2^(bits/4) queries, weak at 16 bits;
-// the known attacks on small-domain Feistel ciphers (on FF3 and FF1) need
-// many chosen inputs and lose ground with every round, and an observer of
-// leaf chooses no input: it sees the images of consecutive integers. Ten
-// rounds cost 10 AES blocks per ID.
-//
-// The key is secret: nothing here returns, formats or logs it, and errors
-// about it give lengths and positions only. KeyCheck, a fingerprint that
-// tells keys apart without revealing them, is the one value derived from it
-// meant to be shown or stored.
-package opaque
+package tagshape
 
 import (
 	"crypto/aes"
@@ -93,9 +54,9 @@ type Perm struct {
 	max   uint64 // 2^bits - 1, the largest ID
 }
 
-// New derives the permutation of tag's IDs at width bits from key, which
+// NewPerm derives the permutation of tag's IDs at width bits from key, which
 // ValidateKey must accept. bits is leaf.MinOpaqueBits..leaf.MaxOpaqueBits.
-func New(key []byte, tag string, bits int) (*Perm, error) {
+func NewPerm(key []byte, tag string, bits int) (*Perm, error) {
 	if err := ValidateKey(key); err != nil {
 		return nil, err
 	}
@@ -118,9 +79,9 @@ func New(key []byte, tag string, bits int) (*Perm, error) {
 	return &Perm{block: block, bits: uint(bits), lo: uint(bits) - uint(bits)/2, max: 1<<uint(bits) - 1}, nil
 }
 
-// Max is the largest ID at width bits, 2^bits - 1: the last raw ID an
+// MaxOpaque is the largest ID at width bits, 2^bits - 1: the last raw ID an
 // opaque tag may issue.
-func Max(bits int) int64 { return 1<<uint(bits) - 1 }
+func MaxOpaque(bits int) int64 { return 1<<uint(bits) - 1 }
 
 // Bits is the width of the permutation.
 func (p *Perm) Bits() int { return int(p.bits) }

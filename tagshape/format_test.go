@@ -1,4 +1,4 @@
-package idformat_test
+package tagshape_test
 
 import (
 	"errors"
@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/internal/idformat"
+	"github.com/leafgo/leaf/tagshape"
 )
 
 // oracle writes an ID with the standard library's conversions, an
@@ -74,7 +74,7 @@ func TestFormat(t *testing.T) {
 		{leaf.IDFormat{Width: 3}, "", 999, "999"},
 		{leaf.IDFormat{Prefix: "a.b_c:d-", Width: 1}, "", 7, "a.b_c:d-7"},
 	} {
-		got, err := idformat.Format(tc.f, tc.key, tc.seq)
+		got, err := tagshape.Format(tc.f, tc.key, tc.seq)
 		if err != nil || got != tc.want {
 			t.Errorf("Format(%+v, %q, %d) = %q, %v, want %q", tc.f, tc.key, tc.seq, got, err, tc.want)
 		}
@@ -82,7 +82,7 @@ func TestFormat(t *testing.T) {
 			t.Errorf("oracle(%+v, %q, %d) = %q, want %q: the table or the oracle is wrong", tc.f, tc.key, tc.seq, o, tc.want)
 		}
 		dst := []byte("x,")
-		b, err := idformat.AppendFormat(dst, tc.f, tc.key, tc.seq)
+		b, err := tagshape.AppendFormat(dst, tc.f, tc.key, tc.seq)
 		if err != nil || string(b) != "x,"+tc.want {
 			t.Errorf("AppendFormat(%q, %+v, %q, %d) = %q, %v", dst, tc.f, tc.key, tc.seq, b, err)
 		}
@@ -109,16 +109,16 @@ func TestFormatRefuses(t *testing.T) {
 		{leaf.IDFormat{}, "2026112", 1, leaf.ErrInvalidArgument, []string{"period key", "yyyymmdd"}},
 		{leaf.IDFormat{}, "20", 1, leaf.ErrInvalidArgument, []string{"period key"}},
 		{leaf.IDFormat{}, "2026x124", 1, leaf.ErrInvalidArgument, []string{"offset 4", "digits"}},
-		{leaf.IDFormat{Width: 3}, "", 1000, idformat.ErrWidthExceeded,
+		{leaf.IDFormat{Width: 3}, "", 1000, tagshape.ErrWidthExceeded,
 			[]string{"sequence 1000 needs 4 digits", "format {seq:3}", "width 3", "up to 999"}},
-		{leaf.IDFormat{Prefix: "ORD-", Width: 6}, "20261124", 1000000, idformat.ErrWidthExceeded,
+		{leaf.IDFormat{Prefix: "ORD-", Width: 6}, "20261124", 1000000, tagshape.ErrWidthExceeded,
 			[]string{"ORD-{period}-{seq:6}", "up to 999999"}},
-		{leaf.IDFormat{Width: 2, Radix: 36}, "", 36 * 36, idformat.ErrWidthExceeded, []string{"{seq:2:36}", "up to 1295"}},
-		{leaf.IDFormat{Width: 2, Radix: 62}, "", 62 * 62, idformat.ErrWidthExceeded, []string{"{seq:2:62}", "up to 3843"}},
-		{leaf.IDFormat{Width: 18}, "", math.MaxInt64, idformat.ErrWidthExceeded, []string{"needs 19 digits", "up to 999999999999999999"}},
-		{leaf.IDFormat{Width: 10, Radix: 62}, "", math.MaxInt64, idformat.ErrWidthExceeded, []string{"needs 11 digits"}},
+		{leaf.IDFormat{Width: 2, Radix: 36}, "", 36 * 36, tagshape.ErrWidthExceeded, []string{"{seq:2:36}", "up to 1295"}},
+		{leaf.IDFormat{Width: 2, Radix: 62}, "", 62 * 62, tagshape.ErrWidthExceeded, []string{"{seq:2:62}", "up to 3843"}},
+		{leaf.IDFormat{Width: 18}, "", math.MaxInt64, tagshape.ErrWidthExceeded, []string{"needs 19 digits", "up to 999999999999999999"}},
+		{leaf.IDFormat{Width: 10, Radix: 62}, "", math.MaxInt64, tagshape.ErrWidthExceeded, []string{"needs 11 digits"}},
 	} {
-		got, err := idformat.Format(tc.f, tc.key, tc.seq)
+		got, err := tagshape.Format(tc.f, tc.key, tc.seq)
 		if !errors.Is(err, tc.want) || got != "" {
 			t.Errorf("Format(%+v, %q, %d) = %q, %v, want %v", tc.f, tc.key, tc.seq, got, err, tc.want)
 			continue
@@ -129,7 +129,7 @@ func TestFormatRefuses(t *testing.T) {
 			}
 		}
 		dst := []byte("kept")
-		b, err2 := idformat.AppendFormat(dst, tc.f, tc.key, tc.seq)
+		b, err2 := tagshape.AppendFormat(dst, tc.f, tc.key, tc.seq)
 		if err2 == nil || string(b) != "kept" {
 			t.Errorf("AppendFormat(%+v, %q, %d) = %q, %v, want dst unchanged and an error", tc.f, tc.key, tc.seq, b, err2)
 		}
@@ -159,7 +159,7 @@ func edges(f leaf.IDFormat) []int64 {
 			break
 		}
 	}
-	if m := idformat.MaxSeq(f); m < math.MaxInt64 {
+	if m := tagshape.MaxSeq(f); m < math.MaxInt64 {
 		seqs = append(seqs, m-1, m, m+1)
 	}
 	return seqs
@@ -168,7 +168,7 @@ func edges(f leaf.IDFormat) []int64 {
 func TestRoundTripPerRadix(t *testing.T) {
 	rng := rand.New(rand.NewPCG(16, 62))
 	for _, f := range formats() {
-		max := idformat.MaxSeq(f)
+		max := tagshape.MaxSeq(f)
 		seqs := edges(f)
 		for range 200 {
 			seqs = append(seqs, 1+rng.Int64N(math.MaxInt64), 1+rng.Int64N(max))
@@ -182,9 +182,9 @@ func TestRoundTripPerRadix(t *testing.T) {
 				period = leaf.PeriodDay
 			}
 			for _, seq := range seqs {
-				id, err := idformat.Format(f, key, seq)
+				id, err := tagshape.Format(f, key, seq)
 				if seq > max {
-					if !errors.Is(err, idformat.ErrWidthExceeded) || id != "" {
+					if !errors.Is(err, tagshape.ErrWidthExceeded) || id != "" {
 						t.Fatalf("Format(%+v, %q, %d) = %q, %v, want ErrWidthExceeded (max %d)", f, key, seq, id, err, max)
 					}
 					continue
@@ -195,7 +195,7 @@ func TestRoundTripPerRadix(t *testing.T) {
 				if want := oracle(f, key, seq); id != want {
 					t.Fatalf("Format(%+v, %q, %d) = %q, want %q", f, key, seq, id, want)
 				}
-				k, s, err := idformat.Parse(f, period, id)
+				k, s, err := tagshape.Parse(f, period, id)
 				if err != nil || k != key || s != seq {
 					t.Fatalf("Parse(%+v, %q, %q) = %q, %d, %v, want %q, %d", f, period, id, k, s, err, key, seq)
 				}
@@ -212,14 +212,14 @@ func TestFixedWidthSortsAsNumbers(t *testing.T) {
 		if f.Width == 0 {
 			continue
 		}
-		max := idformat.MaxSeq(f)
+		max := tagshape.MaxSeq(f)
 		for range 500 {
 			a, b := 1+rng.Int64N(max), 1+rng.Int64N(max)
 			if rng.IntN(4) == 0 && a < max {
 				b = a + 1 // neighbours, where a carry happens
 			}
-			ia, err1 := idformat.Format(f, "", a)
-			ib, err2 := idformat.Format(f, "", b)
+			ia, err1 := tagshape.Format(f, "", a)
+			ib, err2 := tagshape.Format(f, "", b)
 			if err1 != nil || err2 != nil {
 				t.Fatalf("%+v: %v, %v", f, err1, err2)
 			}
@@ -251,7 +251,7 @@ func TestMaxSeq(t *testing.T) {
 		{leaf.IDFormat{Width: 20}, 0},
 		{leaf.IDFormat{Radix: 16}, 0},
 	} {
-		if got := idformat.MaxSeq(tc.f); got != tc.want {
+		if got := tagshape.MaxSeq(tc.f); got != tc.want {
 			t.Errorf("MaxSeq(%+v) = %d, want %d", tc.f, got, tc.want)
 		}
 	}
@@ -276,7 +276,7 @@ func TestHeadroom(t *testing.T) {
 		{leaf.IDFormat{Width: 2, Radix: 62}, 3800, 43},
 		{leaf.IDFormat{Radix: 16}, 1, 0},
 	} {
-		if got := idformat.Headroom(tc.f, tc.last); got != tc.want {
+		if got := tagshape.Headroom(tc.f, tc.last); got != tc.want {
 			t.Errorf("Headroom(%+v, %d) = %d, want %d", tc.f, tc.last, got, tc.want)
 		}
 	}
@@ -301,7 +301,7 @@ func TestParseAccepts(t *testing.T) {
 		{leaf.IDFormat{Radix: 62}, leaf.PeriodNone, "AzL8n0Y58m7", "", math.MaxInt64},
 		{leaf.IDFormat{Width: 19, Radix: 62}, leaf.PeriodNone, "00000000AzL8n0Y58m7", "", math.MaxInt64},
 	} {
-		key, seq, err := idformat.Parse(tc.f, tc.period, tc.id)
+		key, seq, err := tagshape.Parse(tc.f, tc.period, tc.id)
 		if err != nil || key != tc.key || seq != tc.seq {
 			t.Errorf("Parse(%+v, %q, %q) = %q, %d, %v, want %q, %d", tc.f, tc.period, tc.id, key, seq, err, tc.key, tc.seq)
 		}
@@ -359,7 +359,7 @@ func TestParseRefuses(t *testing.T) {
 		{leaf.IDFormat{Width: 13, Radix: 36}, leaf.PeriodNone, "3w5e11264sgsg", "exceeds"},
 		{leaf.IDFormat{Width: 19}, leaf.PeriodNone, "9999999999999999999", "exceeds"},
 	} {
-		key, seq, err := idformat.Parse(tc.f, tc.period, tc.id)
+		key, seq, err := tagshape.Parse(tc.f, tc.period, tc.id)
 		if !errors.Is(err, leaf.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.msg) || key != "" || seq != 0 {
 			t.Errorf("Parse(%+v, %q, %q) = %q, %d, %v, want ErrInvalidArgument saying %q", tc.f, tc.period, tc.id, key, seq, err, tc.msg)
 		}
@@ -372,7 +372,7 @@ func TestAppendFormatAllocatesNothing(t *testing.T) {
 	for _, f := range []leaf.IDFormat{{}, {Prefix: "ORD-", Width: 6}, {Width: 11, Radix: 62}, {Prefix: "INV", Width: 8, Radix: 36}} {
 		allocs := testing.AllocsPerRun(100, func() {
 			var err error
-			if _, err = idformat.AppendFormat(buf[:0], f, "20261124", 123456); err != nil {
+			if _, err = tagshape.AppendFormat(buf[:0], f, "20261124", 123456); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -401,7 +401,7 @@ func BenchmarkAppendFormat(b *testing.B) {
 			seq := int64(100000)
 			for b.Loop() {
 				var err error
-				if buf, err = idformat.AppendFormat(buf[:0], bc.f, bc.key, seq); err != nil {
+				if buf, err = tagshape.AppendFormat(buf[:0], bc.f, bc.key, seq); err != nil {
 					b.Fatal(err)
 				}
 				seq++
@@ -422,7 +422,7 @@ func BenchmarkFormat(b *testing.B) {
 	seq := int64(100000)
 	for b.Loop() {
 		var err error
-		if sinkString, err = idformat.Format(f, "20261124", seq); err != nil {
+		if sinkString, err = tagshape.Format(f, "20261124", seq); err != nil {
 			b.Fatal(err)
 		}
 		seq++

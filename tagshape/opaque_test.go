@@ -1,4 +1,4 @@
-package opaque
+package tagshape
 
 import (
 	"crypto/hmac"
@@ -31,9 +31,9 @@ func testKey(t testing.TB) []byte {
 
 func newPerm(t testing.TB, key []byte, tag string, bits int) *Perm {
 	t.Helper()
-	p, err := New(key, tag, bits)
+	p, err := NewPerm(key, tag, bits)
 	if err != nil {
-		t.Fatalf("New(%s, %d): %v", tag, bits, err)
+		t.Fatalf("NewPerm(%s, %d): %v", tag, bits, err)
 	}
 	return p
 }
@@ -48,8 +48,8 @@ func TestBijectiveExhaustive(t *testing.T) {
 			t.Parallel()
 			p := newPerm(t, testKey(t), "orders", bits)
 			maxID := int64(1)<<bits - 1
-			if p.Max() != maxID || Max(bits) != maxID || p.Bits() != bits {
-				t.Fatalf("Max = %d, Max(%d) = %d, Bits = %d; want %d and %d", p.Max(), bits, Max(bits), p.Bits(), maxID, bits)
+			if p.Max() != maxID || MaxOpaque(bits) != maxID || p.Bits() != bits {
+				t.Fatalf("Max = %d, Max(%d) = %d, Bits = %d; want %d and %d", p.Max(), bits, MaxOpaque(bits), p.Bits(), maxID, bits)
 			}
 			hit := make([]bool, maxID+1)
 			moved := 0
@@ -154,19 +154,19 @@ func TestOutOfRange(t *testing.T) {
 		p := newPerm(t, key, "orders", bits)
 		bad := []int64{0, -1, math.MinInt64}
 		if bits < 63 {
-			bad = append(bad, Max(bits)+1, math.MaxInt64)
+			bad = append(bad, MaxOpaque(bits)+1, math.MaxInt64)
 		}
 		for _, x := range bad {
 			if y, err := p.Encode(x); !errors.Is(err, ErrOutOfRange) || errors.Is(err, leaf.ErrInvalidArgument) {
 				t.Errorf("%d bits: Encode(%d) = %d, %v; want ErrOutOfRange only", bits, x, y, err)
-			} else if want := fmt.Sprintf("ID %d is outside 1..%d (%d bits)", x, Max(bits), bits); !strings.Contains(err.Error(), want) {
+			} else if want := fmt.Sprintf("ID %d is outside 1..%d (%d bits)", x, MaxOpaque(bits), bits); !strings.Contains(err.Error(), want) {
 				t.Errorf("%d bits: Encode(%d): %q does not say %q", bits, x, err, want)
 			}
 			if y, err := p.Decode(x); !errors.Is(err, ErrOutOfRange) || !errors.Is(err, leaf.ErrInvalidArgument) {
 				t.Errorf("%d bits: Decode(%d) = %d, %v; want ErrOutOfRange and ErrInvalidArgument", bits, x, y, err)
 			}
 		}
-		for _, x := range []int64{1, Max(bits)} {
+		for _, x := range []int64{1, MaxOpaque(bits)} {
 			if _, err := p.Encode(x); err != nil {
 				t.Errorf("%d bits: Encode(%d): %v", bits, x, err)
 			}
@@ -329,9 +329,9 @@ func TestNewRefuses(t *testing.T) {
 		{"short key", key[:15], "orders", 40, ErrInvalidKey, "15 bytes, want 16..64"},
 		{"no key", nil, "orders", 40, ErrInvalidKey, "0 bytes"},
 	} {
-		p, err := New(c.key, c.tag, c.bits)
+		p, err := NewPerm(c.key, c.tag, c.bits)
 		if !errors.Is(err, c.want) || !strings.Contains(fmt.Sprint(err), c.msg) {
-			t.Errorf("%s: New = %v, %v; want %v saying %q", c.name, p, err, c.want, c.msg)
+			t.Errorf("%s: NewPerm = %v, %v; want %v saying %q", c.name, p, err, c.want, c.msg)
 		}
 		checkNoSecret(t, c.name, fmt.Sprint(err))
 	}
@@ -465,9 +465,9 @@ func checkNoSecret(t *testing.T, what, s string) {
 	}
 }
 
-// FuzzRoundTrip: any number either round-trips at any width or is refused
+// FuzzOpaqueRoundTrip: any number either round-trips at any width or is refused
 // as out of range.
-func FuzzRoundTrip(f *testing.F) {
+func FuzzOpaqueRoundTrip(f *testing.F) {
 	key := testKey(f)
 	perms := map[int]*Perm{}
 	for bits := leaf.MinOpaqueBits; bits <= leaf.MaxOpaqueBits; bits++ {

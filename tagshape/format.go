@@ -1,4 +1,4 @@
-package idformat
+package tagshape
 
 import (
 	"errors"
@@ -54,7 +54,7 @@ func radixOf(f leaf.IDFormat) int {
 // check validates f as the store does, so that a format refused at tag
 // creation is refused here too rather than written half-way.
 func check(f leaf.IDFormat) error {
-	return leaf.TagShape{Format: f}.Validate()
+	return Validate(leaf.TagShape{Format: f})
 }
 
 // Format writes the ID of sequence seq under f: f.Prefix, then period and

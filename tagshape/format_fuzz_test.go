@@ -1,4 +1,4 @@
-package idformat_test
+package tagshape_test
 
 import (
 	"errors"
@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/internal/idformat"
+	"github.com/leafgo/leaf/tagshape"
 )
 
 // FuzzParseSpec: no spec panics; one accepted names a format the store
@@ -22,7 +22,7 @@ func FuzzParseSpec(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, spec string) {
-		fm, periodic, err := idformat.ParseSpec(spec)
+		fm, periodic, err := tagshape.ParseSpec(spec)
 		if err != nil {
 			if !errors.Is(err, leaf.ErrInvalidArgument) {
 				t.Fatalf("ParseSpec(%q): %v does not wrap ErrInvalidArgument", spec, err)
@@ -36,14 +36,14 @@ func FuzzParseSpec(f *testing.F) {
 		if periodic {
 			shape.Period = leaf.PeriodDay
 		}
-		if err := shape.Validate(); err != nil {
+		if err := tagshape.Validate(shape); err != nil {
 			t.Fatalf("ParseSpec(%q) = %+v, which the store refuses: %v", spec, fm, err)
 		}
 		if fm.Radix == leaf.Radix10 {
 			t.Fatalf("ParseSpec(%q) = %+v, want decimal as Radix 0", spec, fm)
 		}
-		canon := idformat.Spec(fm, periodic)
-		fm2, periodic2, err := idformat.ParseSpec(canon)
+		canon := tagshape.Spec(fm, periodic)
+		fm2, periodic2, err := tagshape.ParseSpec(canon)
 		if err != nil || fm2 != fm || periodic2 != periodic {
 			t.Fatalf("ParseSpec(%q) = %+v, %v; its Spec %q reads as %+v, %v, %v", spec, fm, periodic, canon, fm2, periodic2, err)
 		}
@@ -88,34 +88,34 @@ func FuzzFormatParse(f *testing.F) {
 			leaf.PeriodYear:  date.Format("2006"),
 		}[period]
 
-		id, err := idformat.Format(fm, key, seq)
+		id, err := tagshape.Format(fm, key, seq)
 		switch {
 		case seq < 1:
 			if !errors.Is(err, leaf.ErrInvalidArgument) {
 				t.Fatalf("Format(%+v, %q, %d) = %q, %v, want ErrInvalidArgument", fm, key, seq, id, err)
 			}
-		case seq > idformat.MaxSeq(fm):
-			if !errors.Is(err, idformat.ErrWidthExceeded) || id != "" {
+		case seq > tagshape.MaxSeq(fm):
+			if !errors.Is(err, tagshape.ErrWidthExceeded) || id != "" {
 				t.Fatalf("Format(%+v, %q, %d) = %q, %v, want ErrWidthExceeded", fm, key, seq, id, err)
 			}
 		default:
 			if want := oracle(fm, key, seq); err != nil || id != want {
 				t.Fatalf("Format(%+v, %q, %d) = %q, %v, want %q", fm, key, seq, id, err, want)
 			}
-			k, sq, err := idformat.Parse(fm, period, id)
+			k, sq, err := tagshape.Parse(fm, period, id)
 			if err != nil || k != key || sq != seq {
 				t.Fatalf("Parse(%+v, %q, %q) = %q, %d, %v, want %q, %d", fm, period, id, k, sq, err, key, seq)
 			}
 		}
 
-		k, sq, err := idformat.Parse(fm, period, s)
+		k, sq, err := tagshape.Parse(fm, period, s)
 		if err != nil {
 			if !errors.Is(err, leaf.ErrInvalidArgument) {
 				t.Fatalf("Parse(%+v, %q, %q): %v does not wrap ErrInvalidArgument", fm, period, s, err)
 			}
 			return
 		}
-		if back, err := idformat.Format(fm, k, sq); err != nil || back != s {
+		if back, err := tagshape.Format(fm, k, sq); err != nil || back != s {
 			t.Fatalf("Parse(%+v, %q, %q) = %q, %d, which Format writes as %q, %v", fm, period, s, k, sq, back, err)
 		}
 	})

@@ -1,4 +1,4 @@
-package idformat
+package tagshape
 
 import (
 	"fmt"
@@ -172,7 +172,7 @@ func ParseSpecFor(spec string, period leaf.Period) (leaf.IDFormat, error) {
 // wrap leaf.ErrInvalidArgument or leaf.ErrInvalidTag.
 func ParseShape(tag, period, tz, spec string, opaqueBits int) (leaf.TagShape, error) {
 	sh := leaf.TagShape{Period: leaf.Period(period), TimeZone: tz, OpaqueBits: opaqueBits}
-	if err := sh.Validate(); err != nil {
+	if err := Validate(sh); err != nil {
 		return sh, err
 	}
 	if spec != "" {
@@ -182,8 +182,8 @@ func ParseShape(tag, period, tz, spec string, opaqueBits int) (leaf.TagShape, er
 		}
 		sh.Format = f
 	}
-	if err := sh.Validate(); err != nil {
+	if err := Validate(sh); err != nil {
 		return sh, err
 	}
-	return sh, leaf.ValidateShapedTag(tag, sh)
+	return sh, ValidateTag(tag, sh)
 }

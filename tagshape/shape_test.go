@@ -1,4 +1,4 @@
-package leaf_test
+package tagshape_test
 
 import (
 	"errors"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/tagshape"
 )
 
 func TestTagShapeValidate(t *testing.T) {
@@ -31,7 +32,7 @@ func TestTagShapeValidate(t *testing.T) {
 		{leaf.TagShape{OpaqueBits: 64}, "opaque bits"},
 		{leaf.TagShape{KeyCheck: "abc"}, "key check"},
 	} {
-		err := tc.shape.Validate()
+		err := tagshape.Validate(tc.shape)
 		switch {
 		case tc.bad == "" && err != nil:
 			t.Errorf("%v: %v", tc.shape, err)

@@ -1,4 +1,4 @@
-package leaf_test
+package tagshape_test
 
 import (
 	"errors"
@@ -7,10 +7,11 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/tagshape"
 )
 
 func TestPeriodKey(t *testing.T) {
-	sh, err := leaf.Location("Asia/Shanghai")
+	sh, err := tagshape.Location("Asia/Shanghai")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,19 +37,19 @@ func TestPeriodKey(t *testing.T) {
 		{leaf.PeriodYear, at, 5000, "0001"},
 		{leaf.PeriodYear, time.Date(12026, 1, 1, 0, 0, 0, 0, time.UTC), 0, "9999"},
 	} {
-		got := leaf.PeriodKeyBefore(tc.p, tc.t, tc.n)
+		got := tagshape.PeriodKeyBefore(tc.p, tc.t, tc.n)
 		if got != tc.want {
 			t.Errorf("PeriodKeyBefore(%s, %v, %d) = %q, want %q", tc.p, tc.t, tc.n, got, tc.want)
 		}
-		if tc.n == 0 && leaf.PeriodKey(tc.p, tc.t) != got {
-			t.Errorf("PeriodKey(%s, %v) = %q, want %q", tc.p, tc.t, leaf.PeriodKey(tc.p, tc.t), got)
+		if tc.n == 0 && tagshape.PeriodKey(tc.p, tc.t) != got {
+			t.Errorf("PeriodKey(%s, %v) = %q, want %q", tc.p, tc.t, tagshape.PeriodKey(tc.p, tc.t), got)
 		}
 		if tc.want != "" {
-			if err := leaf.ValidatePeriodKey(got); err != nil {
+			if err := tagshape.ValidatePeriodKey(got); err != nil {
 				t.Errorf("ValidatePeriodKey(%q): %v", got, err)
 			}
-			if len(got) != leaf.PeriodKeyLen(tc.p) {
-				t.Errorf("key %q for %s, want %d bytes", got, tc.p, leaf.PeriodKeyLen(tc.p))
+			if len(got) != tagshape.PeriodKeyLen(tc.p) {
+				t.Errorf("key %q for %s, want %d bytes", got, tc.p, tagshape.PeriodKeyLen(tc.p))
 			}
 		}
 	}
@@ -56,34 +57,34 @@ func TestPeriodKey(t *testing.T) {
 
 func TestValidatePeriodKey(t *testing.T) {
 	for _, key := range []string{"", "2026112", "202611240", "2026-11", "0000", "202613", "202600", "20260230", "20261100", "abcd"} {
-		if err := leaf.ValidatePeriodKey(key); !errors.Is(err, leaf.ErrInvalidArgument) {
+		if err := tagshape.ValidatePeriodKey(key); !errors.Is(err, leaf.ErrInvalidArgument) {
 			t.Errorf("ValidatePeriodKey(%q) = %v, want ErrInvalidArgument", key, err)
 		}
 	}
 	for _, key := range []string{"2026", "202602", "20240229", "99991231"} {
-		if err := leaf.ValidatePeriodKey(key); err != nil {
+		if err := tagshape.ValidatePeriodKey(key); err != nil {
 			t.Errorf("ValidatePeriodKey(%q): %v", key, err)
 		}
 	}
 }
 
-func TestValidateShapedTag(t *testing.T) {
+func TestValidateTag(t *testing.T) {
 	daily := leaf.TagShape{Period: leaf.PeriodDay}
 	long := strings.Repeat("a", leaf.MaxPeriodicTagLen+1)
-	if err := leaf.ValidateShapedTag(long, leaf.TagShape{}); err != nil {
+	if err := tagshape.ValidateTag(long, leaf.TagShape{}); err != nil {
 		t.Errorf("plain tag of %d bytes: %v", len(long), err)
 	}
-	err := leaf.ValidateShapedTag(long, daily)
+	err := tagshape.ValidateTag(long, daily)
 	if !errors.Is(err, leaf.ErrInvalidTag) || !strings.Contains(err.Error(), "at most 119") {
 		t.Errorf("periodic tag of %d bytes: %v, want ErrInvalidTag naming the limit", len(long), err)
 	}
-	if err := leaf.ValidateShapedTag(long[1:], daily); err != nil {
+	if err := tagshape.ValidateTag(long[1:], daily); err != nil {
 		t.Errorf("periodic tag of %d bytes: %v", len(long)-1, err)
 	}
-	if got := leaf.PeriodRow(long[1:], "20261124"); len(got) != leaf.MaxTagLen {
+	if got := tagshape.PeriodRow(long[1:], "20261124"); len(got) != leaf.MaxTagLen {
 		t.Errorf("longest period row is %d bytes, want %d", len(got), leaf.MaxTagLen)
 	}
-	if err := leaf.ValidateTag(leaf.PeriodRow("orders", "20261124")); err == nil {
+	if err := leaf.ValidateTag(tagshape.PeriodRow("orders", "20261124")); err == nil {
 		t.Error("ValidateTag accepts a period row's name")
 	}
 }

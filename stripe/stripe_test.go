@@ -1,8 +1,10 @@
-package leaf
+package stripe
 
 import (
 	"math"
 	"testing"
+
+	"github.com/leafgo/leaf"
 )
 
 // TestStripeMapping: every number maps to an ID of its stripe and back, the
@@ -12,19 +14,19 @@ func TestStripeMapping(t *testing.T) {
 	for _, tc := range []struct{ of, block int }{{1, 1}, {2, 1}, {3, 1}, {3, 7}, {2, 1000}, {5, 4}} {
 		seen := map[int64]int{}
 		for i := range tc.of {
-			s := Stripe{Index: i, Of: tc.of, Block: int64(tc.block)}
-			if err := s.Validate(); err != nil {
+			s := leaf.Stripe{Index: i, Of: tc.of, Block: int64(tc.block)}
+			if err := Validate(s); err != nil {
 				t.Fatal(err)
 			}
 			last := int64(-1)
 			for x := range int64(3000) {
-				id := s.ID(x)
+				id := ID(s, x)
 				if id <= last {
 					t.Fatalf("%+v: ID(%d) = %d, not above ID(%d) = %d", s, x, id, x-1, last)
 				}
 				last = id
-				if !s.Owns(id) || s.Number(id) != x {
-					t.Fatalf("%+v: ID(%d) = %d, Owns %v, Number %d", s, x, id, s.Owns(id), s.Number(id))
+				if !Owns(s, id) || Number(s, id) != x {
+					t.Fatalf("%+v: ID(%d) = %d, Owns %v, Number %d", s, x, id, Owns(s, id), Number(s, id))
 				}
 				if j, dup := seen[id]; dup {
 					t.Fatalf("ID %d from stripes %d and %d of %d", id, j, i, tc.of)
@@ -34,7 +36,7 @@ func TestStripeMapping(t *testing.T) {
 			for _, r := range [][2]int64{{0, 1}, {5, 5}, {3, 2000}, {999, 1001}, {1000, 2000}} {
 				var got []int64
 				prevEnd := int64(-1)
-				s.Ranges(r[0], r[1], func(start, end int64) bool {
+				Ranges(s, r[0], r[1], func(start, end int64) bool {
 					if start >= end || start <= prevEnd {
 						t.Fatalf("%+v: run [%d, %d) after end %d", s, start, end, prevEnd)
 					}
@@ -48,8 +50,8 @@ func TestStripeMapping(t *testing.T) {
 					t.Fatalf("%+v: Ranges(%d, %d) gave %d IDs", s, r[0], r[1], len(got))
 				}
 				for k, id := range got {
-					if id != s.ID(r[0]+int64(k)) {
-						t.Fatalf("%+v: Ranges(%d, %d)[%d] = %d, want %d", s, r[0], r[1], k, id, s.ID(r[0]+int64(k)))
+					if id != ID(s, r[0]+int64(k)) {
+						t.Fatalf("%+v: Ranges(%d, %d)[%d] = %d, want %d", s, r[0], r[1], k, id, ID(s, r[0]+int64(k)))
 					}
 				}
 			}
@@ -64,10 +66,19 @@ func TestStripeMapping(t *testing.T) {
 }
 
 func TestStripeMaxNumber(t *testing.T) {
-	for _, s := range []Stripe{{0, 1, 1}, {0, 2, 1}, {1, 2, 1}, {2, 3, 10000}, {0, 3, 10000}, {63, 64, MaxBlock}, {1, 3, MaxBlock}, {2, 3, MaxBlock - 1}} {
-		m := s.MaxNumber()
-		id := s.ID(m)
-		if id < 0 || !s.Owns(id) || s.Number(id) != m {
+	for _, s := range []leaf.Stripe{
+		{Index: 0, Of: 1, Block: 1},
+		{Index: 0, Of: 2, Block: 1},
+		{Index: 1, Of: 2, Block: 1},
+		{Index: 2, Of: 3, Block: 10000},
+		{Index: 0, Of: 3, Block: 10000},
+		{Index: 63, Of: 64, Block: leaf.MaxBlock},
+		{Index: 1, Of: 3, Block: leaf.MaxBlock},
+		{Index: 2, Of: 3, Block: leaf.MaxBlock - 1},
+	} {
+		m := MaxNumber(s)
+		id := ID(s, m)
+		if id < 0 || !Owns(s, id) || Number(s, id) != m {
 			t.Fatalf("%+v: MaxNumber %d maps to %d", s, m, id)
 		}
 		// The next number would be past the largest int64.
@@ -75,18 +86,25 @@ func TestStripeMaxNumber(t *testing.T) {
 		if m%s.Block != s.Block-1 {
 			next = id + 1
 		}
-		if next >= 0 && next > id && s.Owns(next) {
+		if next >= 0 && next > id && Owns(s, next) {
 			t.Fatalf("%+v: MaxNumber %d, but the ID %d of the next number fits", s, m, next)
 		}
 	}
-	if (Stripe{}).MaxNumber() != math.MaxInt64 {
+	if MaxNumber(leaf.Stripe{}) != math.MaxInt64 {
 		t.Fatal("the zero stripe is bounded")
 	}
 }
 
 func TestStripeValidate(t *testing.T) {
-	for _, s := range []Stripe{{0, 0, 1}, {2, 2, 1}, {-1, 2, 1}, {0, 2, 0}, {0, MaxStripes + 1, 1}, {0, 2, MaxBlock + 1}} {
-		if s.Validate() == nil {
+	for _, s := range []leaf.Stripe{
+		{Index: 0, Of: 0, Block: 1},
+		{Index: 2, Of: 2, Block: 1},
+		{Index: -1, Of: 2, Block: 1},
+		{Index: 0, Of: 2, Block: 0},
+		{Index: 0, Of: leaf.MaxStripes + 1, Block: 1},
+		{Index: 0, Of: 2, Block: leaf.MaxBlock + 1},
+	} {
+		if Validate(s) == nil {
 			t.Errorf("%+v valid", s)
 		}
 	}

@@ -1,4 +1,4 @@
-package idformat_test
+package tagshape_test
 
 import (
 	"errors"
@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/internal/idformat"
+	"github.com/leafgo/leaf/tagshape"
 )
 
 func TestParseSpec(t *testing.T) {
@@ -35,7 +35,7 @@ func TestParseSpec(t *testing.T) {
 		{"{seq:6:10}", leaf.IDFormat{Width: 6}, false, "{seq:6}"},
 		{"ORD-{period}-{seq:6:10}", leaf.IDFormat{Prefix: "ORD-", Width: 6}, true, "ORD-{period}-{seq:6}"},
 	} {
-		f, periodic, err := idformat.ParseSpec(tc.spec)
+		f, periodic, err := tagshape.ParseSpec(tc.spec)
 		if err != nil || f != tc.f || periodic != tc.periodic {
 			t.Errorf("ParseSpec(%q) = %+v, %v, %v, want %+v, %v", tc.spec, f, periodic, err, tc.f, tc.periodic)
 			continue
@@ -44,7 +44,7 @@ func TestParseSpec(t *testing.T) {
 		if canon == "" {
 			canon = tc.spec
 		}
-		if got := idformat.Spec(f, periodic); got != canon {
+		if got := tagshape.Spec(f, periodic); got != canon {
 			t.Errorf("Spec(ParseSpec(%q)) = %q, want %q", tc.spec, got, canon)
 		}
 	}
@@ -99,7 +99,7 @@ func TestParseSpecRefuses(t *testing.T) {
 		{"{seq:6:36:1}", "want {seq}, {seq:W} or {seq:W:R}"},
 		{strings.Repeat("P", leaf.MaxFormatPrefix+1) + "{seq}", "the prefix is 33 bytes, at most 32"},
 	} {
-		f, periodic, err := idformat.ParseSpec(tc.spec)
+		f, periodic, err := tagshape.ParseSpec(tc.spec)
 		if !errors.Is(err, leaf.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.msg) || f != (leaf.IDFormat{}) || periodic {
 			t.Errorf("ParseSpec(%q) = %+v, %v, %v, want ErrInvalidArgument saying %q", tc.spec, f, periodic, err, tc.msg)
 		}
@@ -114,8 +114,8 @@ func TestSpecRoundTrip(t *testing.T) {
 			for _, r := range []int{0, 10, 36, 62} {
 				for _, periodic := range []bool{false, true} {
 					f := leaf.IDFormat{Prefix: prefix, Width: w, Radix: r}
-					spec := idformat.Spec(f, periodic)
-					got, p, err := idformat.ParseSpec(spec)
+					spec := tagshape.Spec(f, periodic)
+					got, p, err := tagshape.ParseSpec(spec)
 					want := f
 					if want.Radix == 10 {
 						want.Radix = 0
@@ -144,7 +144,7 @@ func TestParseSpecFor(t *testing.T) {
 		{"{seq}", leaf.Period("week"), leaf.IDFormat{}, "period \"week\""},
 		{"{seq", leaf.PeriodNone, leaf.IDFormat{}, "not closed"},
 	} {
-		f, err := idformat.ParseSpecFor(tc.spec, tc.period)
+		f, err := tagshape.ParseSpecFor(tc.spec, tc.period)
 		switch {
 		case tc.msg == "" && (err != nil || f != tc.want):
 			t.Errorf("ParseSpecFor(%q, %q) = %+v, %v, want %+v", tc.spec, tc.period, f, err, tc.want)
