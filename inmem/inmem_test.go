@@ -16,7 +16,7 @@ func TestSegmentStore(t *testing.T) {
 		// Instances on one database share one store.
 		s := inmem.NewSegmentStore()
 		return func() (leaf.SegmentStore, error) { return s, nil }
-	})
+	}, leaftest.StoreTraits{})
 }
 
 var errBoom = errors.New("boom")
