@@ -1,6 +1,7 @@
 // Package leaftest holds the conformance suites that every implementation of
-// a leaf seam must pass: the SQL stores and the in-memory twin run the same
-// checks, so a generator tested against one can trust the others.
+// a leaf seam must pass: the SQL stores (SQLite, MySQL, PostgreSQL) and the
+// multi-database store run the same checks, so a generator tested against
+// one can trust the others.
 package leaftest
 
 import (

@@ -78,38 +78,53 @@ func TestWrapKeepsInterfaces(t *testing.T) {
 }
 
 // A store taken down fails every call with the cause, changes nothing,
-// still refuses an invalid tag as the store does, and comes back.
+// still refuses an invalid tag as the store does, and comes back: every
+// call works again.
 func TestDown(t *testing.T) {
 	ctx := t.Context()
 	inner := open(t)
 	st, f := Wrap(inner)
 	adm := st.(leaf.SegmentAdmin)
+	os := st.(leaf.OrderedStore)
 	if err := adm.CreateTag(ctx, leaf.Alloc{Tag: "t", MaxID: 1, Step: 10}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := st.Reserve(ctx, "t", 0); err != nil {
 		t.Fatal(err)
 	}
-	f.SetDown(ErrInjected)
-	calls := map[string]error{
-		"Reserve":   func() error { _, err := st.Reserve(ctx, "t", 0); return err }(),
-		"Alloc":     func() error { _, err := st.Alloc(ctx, "t"); return err }(),
-		"Tags":      func() error { _, err := st.Tags(ctx); return err }(),
-		"Ping":      st.Ping(ctx),
-		"CreateTag": adm.CreateTag(ctx, leaf.Alloc{Tag: "u", MaxID: 1, Step: 10}),
-		"SetStep":   adm.SetStep(ctx, "t", 20),
-		"TagsVersion": func() error {
-			_, err := st.(leaf.SegmentVersioner).TagsVersion(ctx)
-			return err
-		}(),
-		"RenewTags": func() error {
-			_, err := st.(leaf.OrderedStore).RenewTags(ctx, "me", nil, time.Second)
-			return err
-		}(),
+	type call struct {
+		name string
+		call func() error
 	}
-	for name, err := range calls {
-		if !errors.Is(err, ErrInjected) {
-			t.Errorf("%s while down: %v, want the injected cause", name, err)
+	// In an order that works once the store is back.
+	calls := []call{
+		{"Reserve", func() error { _, err := st.Reserve(ctx, "t", 0); return err }},
+		{"GiveBack", func() error { _, err := st.GiveBack(ctx, "t", 1, 11); return err }},
+		{"Tags", func() error { _, err := st.Tags(ctx); return err }},
+		{"Allocs", func() error { _, err := st.Allocs(ctx); return err }},
+		{"Alloc", func() error { _, err := st.Alloc(ctx, "t"); return err }},
+		{"Ping", func() error { return st.Ping(ctx) }},
+		{"TagsVersion", func() error { _, err := st.(leaf.SegmentVersioner).TagsVersion(ctx); return err }},
+		{"CreateTag", func() error { return adm.CreateTag(ctx, leaf.Alloc{Tag: "u", MaxID: 1, Step: 1}) }},
+		{"SetStep", func() error { return adm.SetStep(ctx, "t", 5) }},
+		{"SetOrdered", func() error { return os.SetOrdered(ctx, "u", true) }},
+		{"TagLease", func() error { _, _, err := os.TagLease(ctx, "u"); return err }},
+		{"AcquireTag", func() error { _, err := os.AcquireTag(ctx, "u", "x#1", time.Minute, leaf.TagLease{}); return err }},
+		{"RenewTag", func() error { _, err := os.RenewTag(ctx, "u", "x#1", 1, time.Minute); return err }},
+		{"RenewTags", func() error {
+			_, err := os.RenewTags(ctx, "x#1", []leaf.TagToken{{Tag: "u", Token: 1}}, time.Minute)
+			return err
+		}},
+		{"ReserveOwned", func() error { _, err := os.ReserveOwned(ctx, "u", "x#1", 1, 0); return err }},
+		{"ReleaseTag", func() error { _, err := os.ReleaseTag(ctx, "u", "x#1", 1); return err }},
+		{"OrderedTags", func() error { _, err := os.OrderedTags(ctx, "", 0); return err }},
+		{"OrderedTagsIn", func() error { _, err := os.OrderedTagsIn(ctx, []string{"u"}); return err }},
+		{"DeleteTag", func() error { return adm.DeleteTag(ctx, "t") }},
+	}
+	f.SetDown(ErrInjected)
+	for _, c := range calls {
+		if err := c.call(); !errors.Is(err, ErrInjected) {
+			t.Errorf("%s while down: %v, want the injected cause", c.name, err)
 		}
 	}
 	if _, err := st.Reserve(ctx, "bad tag", 0); !errors.Is(err, leaf.ErrInvalidTag) {
@@ -121,12 +136,17 @@ func TestDown(t *testing.T) {
 	if tags, _ := inner.Tags(ctx); !slices.Equal(tags, []string{"t"}) {
 		t.Errorf("tags after a create while down = %q", tags)
 	}
-	f.SetDown(nil)
-	if r, err := st.Reserve(ctx, "t", 0); err != nil || r.MaxID != 21 {
-		t.Errorf("Reserve after coming back = %+v, %v; want max_id 21", r, err)
+	if n := f.Reserves(); n != 1 {
+		t.Errorf("Reserves() = %d while down, want 1: the failed ones do not count", n)
 	}
-	if n := f.Reserves(); n != 2 {
-		t.Errorf("Reserves() = %d, want 2: the failed ones do not count", n)
+	f.SetDown(nil)
+	for _, c := range calls {
+		if err := c.call(); err != nil {
+			t.Errorf("%s after SetDown(nil): %v", c.name, err)
+		}
+	}
+	if n := f.Reserves(); n != 3 {
+		t.Errorf("Reserves() = %d, want 3 (Reserve and ReserveOwned once back)", n)
 	}
 }
 
@@ -153,12 +173,23 @@ func TestDelay(t *testing.T) {
 	if _, err := st.Alloc(ctx, "t"); err != nil {
 		t.Errorf("Alloc under a reserve delay: %v", err)
 	}
-	f.SetDelay(0)
 	if a, _ := inner.Alloc(ctx, "t"); a.MaxID != 1 {
 		t.Errorf("max_id after delayed reserves gave up = %d, want 1", a.MaxID)
 	}
 	if n := f.Reserves(); n != 0 {
 		t.Errorf("Reserves() = %d, want 0", n)
+	}
+	// A delay the context outlasts is waited out, then the reserve runs.
+	f.SetDelay(30 * time.Millisecond)
+	began := time.Now()
+	if r, err := st.Reserve(ctx, "t", 0); err != nil || r.MaxID != 11 {
+		t.Errorf("Reserve after a 30ms delay = %+v, %v; want max_id 11", r, err)
+	}
+	if d := time.Since(began); d < 30*time.Millisecond {
+		t.Errorf("Reserve took %v with a 30ms delay", d)
+	}
+	if n := f.Reserves(); n != 1 {
+		t.Errorf("Reserves() = %d, want 1", n)
 	}
 }
 
