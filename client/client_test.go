@@ -15,6 +15,7 @@ import (
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/client"
 	"github.com/leafgo/leaf/httpapi"
+	"github.com/leafgo/leaf/internal/faultstore"
 	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/segment"
 )
@@ -268,8 +269,8 @@ func TestErrorMapping(t *testing.T) {
 // notReadyServer answers 503 not_ready on every ID route: its store is down
 // and it has no IDs buffered.
 func notReadyServer(t *testing.T) *server {
-	st := newStore(t, 1000, "test")
-	st.SetDown(errors.New("database unreachable"))
+	st, faults := faultstore.Wrap(newStore(t, 1000, "test"))
+	faults.SetDown(errors.New("database unreachable"))
 	g := startSegment(t, st, func(s *segment.Settings) { s.WaitTimeout = 20 * time.Millisecond })
 	return serve(t, httpapi.Config{Segment: g})
 }

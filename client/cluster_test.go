@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,7 +16,6 @@ import (
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/client"
 	"github.com/leafgo/leaf/httpapi"
-	"github.com/leafgo/leaf/inmem"
 	"github.com/leafgo/leaf/internal/testdb"
 	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/mysql"
@@ -47,13 +47,15 @@ func TestClusterFailoverMySQL(t *testing.T) {
 	clusterFailover(t, open, total)
 }
 
-func TestClusterFailoverInMemory(t *testing.T) {
-	st := inmem.NewSegmentStore()
+// On the embedded store: each server opens the one file, as processes on
+// one host would.
+func TestClusterFailoverSQLite(t *testing.T) {
+	path := filepath.Join(testutil.SQLiteDir(t), "leaf.db")
 	total := 1_000_000
 	if testing.Short() {
 		total = 100_000
 	}
-	clusterFailover(t, func() leaf.SegmentStore { return st }, total)
+	clusterFailover(t, func() leaf.SegmentStore { return testutil.OpenSQLite(t, path) }, total)
 }
 
 func clusterFailover(t *testing.T, open func() leaf.SegmentStore, total int) {

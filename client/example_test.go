@@ -6,13 +6,15 @@ import (
 	"log"
 	"log/slog"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/client"
 	"github.com/leafgo/leaf/httpapi"
-	"github.com/leafgo/leaf/inmem"
 	"github.com/leafgo/leaf/segment"
+	"github.com/leafgo/leaf/sqlite"
 )
 
 // A client of a three-server cluster: calls fail over from one server to the
@@ -49,10 +51,19 @@ func Example() {
 	fmt.Println("order", id)
 }
 
-// A Buffered against a real server in-process: a segment generator on an
-// in-memory store, served over loopback.
+// A Buffered against a real server in-process: a segment generator on the
+// embedded SQLite store, served over loopback.
 func ExampleClient_Buffered() {
-	store := inmem.NewSegmentStore()
+	dir, err := os.MkdirTemp("", "leaf-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	store, err := sqlite.Open(context.Background(), filepath.Join(dir, "leaf.db"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
 	_ = store.CreateTag(context.Background(), leaf.Alloc{Tag: "order", MaxID: 1, Step: 1000})
 	settings := segment.DefaultSettings()
 	settings.Store, settings.Logger = store, slog.New(slog.DiscardHandler)

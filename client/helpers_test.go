@@ -19,14 +19,15 @@ import (
 	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/segment"
 	"github.com/leafgo/leaf/snowflake"
+	"github.com/leafgo/leaf/sqlite"
 )
 
 // Tests run real servers over loopback: httpapi in front of real generators
-// on real stores (inmem here, MariaDB for the cluster test).
+// on real stores (SQLite here, MariaDB for the cluster test too).
 
-// newStore returns an in-memory store holding tags, each starting at 1 with
-// the given step.
-func newStore(t testing.TB, step int, tags ...string) *inmem.SegmentStore {
+// newStore returns a SQLite store holding tags, each starting at 1 with the
+// given step.
+func newStore(t testing.TB, step int, tags ...string) *sqlite.Store {
 	t.Helper()
 	rows := make([]leaf.Alloc, len(tags))
 	for i, tag := range tags {
@@ -86,7 +87,7 @@ func serveHandler(t testing.TB, h http.Handler) *server {
 	return s
 }
 
-// segmentServer serves a fresh in-memory store holding tags (step 1000).
+// segmentServer serves a fresh SQLite store holding tags (step 1000).
 func segmentServer(t testing.TB, tags ...string) *server {
 	t.Helper()
 	return serve(t, httpapi.Config{Segment: startSegment(t, newStore(t, 1000, tags...), nil)})

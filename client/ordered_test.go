@@ -12,10 +12,10 @@ import (
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/client"
 	"github.com/leafgo/leaf/httpapi"
-	"github.com/leafgo/leaf/inmem"
 	"github.com/leafgo/leaf/internal/forward"
 	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/segment"
+	"github.com/leafgo/leaf/sqlite"
 )
 
 // lateHandler serves the handler set once the server's URL is known: a
@@ -28,7 +28,7 @@ func (l *lateHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // orderedServer is a server on store as leaf serve wires one: forwarding
 // the ordered tags it does not own, or with redirect, answering 307.
-func orderedServer(t *testing.T, store *inmem.SegmentStore, i int, redirect bool) (*server, *segment.Generator) {
+func orderedServer(t *testing.T, store *sqlite.Store, i int, redirect bool) (*server, *segment.Generator) {
 	t.Helper()
 	lh := &lateHandler{}
 	s := serveHandler(t, lh)

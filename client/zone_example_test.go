@@ -6,18 +6,29 @@ import (
 	"log"
 	"log/slog"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/client"
 	"github.com/leafgo/leaf/httpapi"
-	"github.com/leafgo/leaf/inmem"
 	"github.com/leafgo/leaf/segment"
+	"github.com/leafgo/leaf/sqlite"
 )
 
 // A client in zone dc1 of a cluster over two zones, one server each, on one
 // store: its calls stay in dc1 while dc1's server answers.
 func ExampleNewZoned() {
-	store := inmem.NewSegmentStore()
+	dir, err := os.MkdirTemp("", "leaf-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	store, err := sqlite.Open(context.Background(), filepath.Join(dir, "leaf.db"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
 	_ = store.CreateTag(context.Background(), leaf.Alloc{Tag: "order", MaxID: 1, Step: 1000})
 	start := func() (*httptest.Server, *segment.Generator) {
 		settings := segment.DefaultSettings()

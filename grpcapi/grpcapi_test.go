@@ -17,9 +17,9 @@ import (
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/grpcapi"
 	"github.com/leafgo/leaf/grpcapi/leafv1"
+	"github.com/leafgo/leaf/internal/faultstore"
 	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/segment"
-	"github.com/leafgo/leaf/sqlite"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	healthgrpc "google.golang.org/grpc/health/grpc_health_v1"
@@ -30,26 +30,23 @@ import (
 )
 
 // TestSegment: the three segment methods on a fresh tag (first ID 1, step
-// 1000), on the in-memory store and on the embedded SQLite one. One client,
-// one generator: the IDs are exactly predictable.
+// 1000), on the embedded SQLite store, on a file on the disk (the store's
+// default, commits synced) and on the tests' usual /dev/shm file. One
+// client, one generator: the IDs are exactly predictable.
 func TestSegment(t *testing.T) {
 	orders := leaf.Alloc{Tag: "orders", MaxID: 1, Step: 1000}
 	for _, tc := range []struct {
 		name  string
 		store func(t *testing.T) leaf.SegmentStore
 	}{
-		{"inmem", func(t *testing.T) leaf.SegmentStore { return testutil.Store(t, orders) }},
-		{"sqlite", func(t *testing.T) leaf.SegmentStore {
-			st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "leaf.db"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = st.Close() })
+		{"sqlite-tmp", func(t *testing.T) leaf.SegmentStore {
+			st := testutil.OpenSQLite(t, filepath.Join(t.TempDir(), "leaf.db"))
 			if err := st.CreateTag(context.Background(), orders); err != nil {
 				t.Fatal(err)
 			}
 			return st
 		}},
+		{"sqlite-shm", func(t *testing.T) leaf.SegmentStore { return testutil.Store(t, orders) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := newSegment(t, tc.store(t), nil)
@@ -296,14 +293,14 @@ func TestStatusCodes(t *testing.T) {
 
 	// A store that goes down once the generator holds a range: its buffers
 	// drain, then requests wait WaitTimeout for a range that never comes.
-	downStore := testutil.Store(t, leaf.Alloc{Tag: "orders", MaxID: 1, Step: 10})
+	downStore, faults := faultstore.Wrap(testutil.Store(t, leaf.Alloc{Tag: "orders", MaxID: 1, Step: 10}))
 	downGen := newSegment(t, downStore, func(s *segment.Settings) {
 		s.WaitTimeout, s.RetryBackoff, s.MaxRetryBackoff = 10*time.Millisecond, time.Millisecond, 5*time.Millisecond
 	})
 	if _, err := downGen.NextID(context.Background(), "orders"); err != nil {
 		t.Fatal(err)
 	}
-	downStore.SetDown(errors.New("connection refused"))
+	faults.SetDown(errors.New("connection refused"))
 	down := client(t, grpcapi.Config{Segment: downGen})
 
 	long := strings.Repeat("t", leaf.MaxTagLen+1)

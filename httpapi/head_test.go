@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/inmem"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/segment"
 )
 
@@ -167,7 +167,7 @@ func TestHeadErrors(t *testing.T) {
 // first IDs of the tag; the generator counts only the GETs.
 func TestHeadRealGenerator(t *testing.T) {
 	ctx := context.Background()
-	store := inmem.NewSegmentStore()
+	store := testutil.Store(t)
 	if err := store.CreateTag(ctx, leaf.Alloc{Tag: "test", MaxID: 1, Step: 100000}); err != nil {
 		t.Fatal(err)
 	}

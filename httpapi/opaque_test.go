@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/leafgo/leaf/inmem"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/segment"
 	"github.com/leafgo/leaf/tagshape"
 )
@@ -19,7 +19,7 @@ import (
 // decoded back; the key in no answer.
 func TestOpaqueTagRoutes(t *testing.T) {
 	key := []byte("0123456789abcdef0123456789abcdef")
-	st := inmem.NewSegmentStore()
+	st := testutil.Store(t)
 	newServer := func(key []byte) string {
 		set := segment.DefaultSettings()
 		set.Store, set.Logger, set.OpaqueKey = st, slog.New(slog.DiscardHandler), key

@@ -16,8 +16,9 @@ import (
 	"testing"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/inmem"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/segment"
+	"github.com/leafgo/leaf/sqlite"
 )
 
 // listing reads one page of a listing route: the tags on it, in order, and
@@ -117,11 +118,11 @@ var listings = []listing{
 	htmlListing("/cache"),
 }
 
-// realServer serves a real generator on an in-memory store holding tags,
+// realServer serves a real generator on a SQLite store holding tags,
 // each asked for an ID so that the generator holds it with its buffers.
-func realServer(t *testing.T, tags ...string) (base string, st *inmem.SegmentStore) {
+func realServer(t *testing.T, tags ...string) (base string, st *sqlite.Store) {
 	t.Helper()
-	st = inmem.NewSegmentStore()
+	st = testutil.Store(t)
 	for _, tag := range tags {
 		if err := st.CreateTag(t.Context(), leaf.Alloc{Tag: tag, MaxID: 1, Step: 10}); err != nil {
 			t.Fatal(err)
@@ -284,12 +285,13 @@ func TestListingPagesBounded(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("100,000 tags: a size check the race detector only slows")
 	}
-	st := inmem.NewSegmentStore()
-	for i := range 100_000 {
-		if err := st.CreateTag(t.Context(), leaf.Alloc{Tag: fmt.Sprintf("tenant-%06d.orders", i), MaxID: 1, Step: 1000}); err != nil {
-			t.Fatal(err)
-		}
+	st := testutil.Store(t)
+	rows := make([]leaf.Alloc, 100_000)
+	for i := range rows {
+		rows[i] = leaf.Alloc{Tag: fmt.Sprintf("tenant-%06d.orders", i), MaxID: 1, Step: 1000}
 	}
+	// One transaction: 100,000 CreateTag calls would each sync a commit.
+	testutil.InsertForeign(t, st, rows...)
 	set := segment.DefaultSettings()
 	set.Store, set.Logger = st, slog.New(slog.NewTextHandler(io.Discard, nil))
 	g, err := segment.New(t.Context(), set)

@@ -8,17 +8,18 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/inmem"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/segment"
+	"github.com/leafgo/leaf/sqlite"
 	"github.com/leafgo/leaf/tagshape"
 )
 
-// periodicServer serves the real generator on an in-memory store, its clock
+// periodicServer serves the real generator on a SQLite store, its clock
 // at clk.
-func periodicServer(t *testing.T, clk *leaftest.Clock) (string, *inmem.SegmentStore) {
+func periodicServer(t *testing.T, clk *leaftest.Clock) (string, *sqlite.Store) {
 	t.Helper()
-	st := inmem.NewSegmentStore()
+	st := testutil.Store(t)
 	set := segment.DefaultSettings()
 	set.Store, set.Now, set.Logger = st, clk.Now, slog.New(slog.DiscardHandler)
 	g, err := segment.New(t.Context(), set)

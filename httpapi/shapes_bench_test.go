@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/inmem"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/segment"
 )
 
@@ -18,7 +18,7 @@ import (
 // opaque permutation cost a request beside a plain tag.
 // go test -run '^$' -bench V2Shapes -benchtime 2s ./httpapi/
 func BenchmarkV2Shapes(b *testing.B) {
-	st := inmem.NewSegmentStore()
+	st := testutil.Store(b)
 	key := []byte("0123456789abcdef0123456789abcdef")
 	for _, c := range []struct {
 		tag   string

@@ -1,3 +1,13 @@
+// Package inmem holds an in-memory worker-ID registry for tests of the
+// snowflake generator: a real, concurrency-safe implementation that passes
+// the registries' leaftest suite, with faults a test can inject (a pool
+// that is down, a client's link that stalls).
+//
+// It held an in-memory segment store too, which re-implemented the SQL
+// stores' tombstones, shapes, periods and leases and had to behave exactly
+// as they do. Generator and transport tests now run on the embedded SQLite
+// store (package sqlite, through internal/testutil.Store), wrapped by
+// internal/faultstore where they inject faults: one truth for stores.
 package inmem
 
 import (

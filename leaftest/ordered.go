@@ -161,8 +161,8 @@ func (s storeSuite) orderedMark(t *testing.T, open Opener) {
 	_, err := os.AcquireTag(ctx, "m", ownerA, longTTL, leaf.TagLease{})
 	s.wantErr(t, "AcquireTag on an unmarked tag", err, leaf.ErrTagNotFound)
 	// Marked again, the row starts over with no owner. Its token may start
-	// over too (the SQL stores) or go on (inmem): a token guards no IDs,
-	// see leaf.TagLease.Token.
+	// over too (the SQL stores forget it with the row): a token guards no
+	// IDs, see leaf.TagLease.Token.
 	if err := os.SetOrdered(ctx, "m", true); err != nil {
 		t.Fatalf("SetOrdered(m, true) after unmarking: %v", err)
 	}
@@ -904,7 +904,7 @@ func (s storeSuite) orderedInvalid(t *testing.T, open Opener) {
 	}
 
 	if err := closedSt.Ping(ctx); !errors.Is(err, leaf.ErrClosed) {
-		return // a store whose Close closes nothing (inmem)
+		t.Fatalf("Ping after Close: %v, want ErrClosed", err)
 	}
 	for _, c := range []call{
 		{"TagLease", func() error { _, _, err := closed.TagLease(ctx, "victim"); return err }()},

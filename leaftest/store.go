@@ -1,6 +1,7 @@
 // Package leaftest holds the conformance suites that every implementation of
-// a leaf seam must pass: the SQL stores and the in-memory twin run the same
-// checks, so a generator tested against one can trust the others.
+// a leaf seam must pass: the SQL stores (SQLite, MySQL, PostgreSQL) and the
+// multi-database store run the same checks, so a generator tested against
+// one can trust the others.
 package leaftest
 
 import (
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/stripe"
 )
 
 // The sample row of Leaf's README, inserted by hand after Leaf's DDL. Store
@@ -31,12 +33,37 @@ const (
 // on a database shared by all instances it opens.
 type Opener = func() (leaf.SegmentStore, error)
 
+// StoreTraits says what a segment store does differently from one database
+// holding one leaf_alloc; the zero value is a single-database store, held to
+// every exact check.
+type StoreTraits struct {
+	// Striped: the store spreads each tag over several databases, each
+	// issuing the IDs of its stripe from numbers of its own (multidb). The
+	// databases share no transaction, so:
+	//   - a reservation's MaxID and Step are numbers of the one database
+	//     that made it (Reservation.Stripe maps them to IDs): ranges of two
+	//     databases overlap in numbers and never in IDs, and which database
+	//     answers is the store's choice, so the suite checks the IDs are
+	//     disjoint instead of exact ranges;
+	//   - Alloc's MaxID is a bound in IDs (every ID issued is below it),
+	//     not a sum of steps;
+	//   - GiveBack never gives a range back (the numbers alone do not say
+	//     which database's they are) and answers false;
+	//   - a TombstoneError's MinStart is in IDs, above every ID issued,
+	//     not one database's max_id;
+	//   - CreateTag of a tag some databases already hold completes it
+	//     (a create cut short part-way must be able to finish), so
+	//     concurrent creators of one tag may each be told it succeeded.
+	Striped bool
+}
+
 // TestSegmentStore runs the leaf.SegmentStore and leaf.SegmentAdmin
 // conformance suite, and that of leaf.TagShaper, leaf.PeriodStore and
 // leaf.OrderedStore for stores that implement them. newDB makes a fresh, empty database for one subtest and
-// returns its Opener; the subtests run in parallel.
-func TestSegmentStore(t *testing.T, newDB func(t *testing.T) func() (leaf.SegmentStore, error)) {
-	var s storeSuite
+// returns its Opener; the subtests run in parallel. traits declares what the
+// store legitimately does differently from a single database.
+func TestSegmentStore(t *testing.T, newDB func(t *testing.T) func() (leaf.SegmentStore, error), traits StoreTraits) {
+	s := storeSuite{traits: traits}
 	cases := []struct {
 		name string
 		run  func(t *testing.T, open Opener)
@@ -133,8 +160,84 @@ func TestExistingLeafTable(t *testing.T, open Opener) {
 	s.wantRange(t, r, 7, 3, 3)
 }
 
-// storeSuite groups the subtests and their helpers; it has no state.
-type storeSuite struct{}
+// storeSuite groups the subtests and their helpers; its only state is the
+// traits of the store under test.
+type storeSuite struct{ traits StoreTraits }
+
+// ledgers holds, per running subtest of a striped store, the IDs each tag
+// handed out through reserve: the disjointness check that replaces exact
+// ranges there.
+var ledgers sync.Map // *testing.T -> *ledger
+
+type ledger struct {
+	mu   sync.Mutex
+	tags map[string][][2]int64 // tag -> [start, end) of the IDs issued
+}
+
+// idRanges expands r into its IDs, as [start, end) intervals. For a
+// single-database store that is [r.Start(), r.MaxID).
+func idRanges(r leaf.Reservation) [][2]int64 {
+	var out [][2]int64
+	stripe.Reserved(r, func(start, end int64) bool {
+		out = append(out, [2]int64{start, end})
+		return true
+	})
+	return out
+}
+
+// record adds r's IDs to the subtest's ledger, failing if any was handed
+// out before under the tag.
+func (storeSuite) record(t *testing.T, r leaf.Reservation) {
+	t.Helper()
+	v, loaded := ledgers.LoadOrStore(t, &ledger{tags: map[string][][2]int64{}})
+	if !loaded {
+		t.Cleanup(func() { ledgers.Delete(t) })
+	}
+	l := v.(*ledger)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, n := range idRanges(r) {
+		for _, o := range l.tags[r.Tag] {
+			if n[0] < o[1] && o[0] < n[1] {
+				t.Errorf("%s: IDs [%d, %d) of %+v were handed out before, in [%d, %d)", r.Tag, n[0], n[1], r, o[0], o[1])
+			}
+		}
+		l.tags[r.Tag] = append(l.tags[r.Tag], n)
+	}
+}
+
+// issuedBound is one past the highest ID the subtest's reserves handed out
+// under tag, 0 before the first.
+func (storeSuite) issuedBound(t *testing.T, tag string) int64 {
+	v, ok := ledgers.Load(t)
+	if !ok {
+		return 0
+	}
+	l := v.(*ledger)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var b int64
+	for _, r := range l.tags[tag] {
+		b = max(b, r[1])
+	}
+	return b
+}
+
+// wantMaxID checks Alloc's MaxID after the subtest's reserves: exactly want
+// on a single database; on a striped store, a bound at or above every ID
+// the subtest's reserves handed out under the tag.
+func (s storeSuite) wantMaxID(t *testing.T, what string, a leaf.Alloc, want int64) {
+	t.Helper()
+	if !s.traits.Striped {
+		if a.MaxID != want {
+			t.Errorf("%s: max_id %d, want %d", what, a.MaxID, want)
+		}
+		return
+	}
+	if b := s.issuedBound(t, a.Tag); a.MaxID < b || a.MaxID < 1 {
+		t.Errorf("%s: max_id %d, want a bound at or above %d, past every ID handed out", what, a.MaxID, b)
+	}
+}
 
 func (storeSuite) open(t *testing.T, open Opener) (leaf.SegmentStore, leaf.SegmentAdmin) {
 	t.Helper()
@@ -161,7 +264,7 @@ func (storeSuite) create(t *testing.T, adm leaf.SegmentAdmin, tag string, start 
 	}
 }
 
-func (storeSuite) reserve(t *testing.T, st leaf.SegmentStore, tag string, step int) leaf.Reservation {
+func (s storeSuite) reserve(t *testing.T, st leaf.SegmentStore, tag string, step int) leaf.Reservation {
 	t.Helper()
 	r, err := st.Reserve(t.Context(), tag, step)
 	if err != nil {
@@ -169,6 +272,10 @@ func (storeSuite) reserve(t *testing.T, st leaf.SegmentStore, tag string, step i
 	}
 	if r.Tag != tag {
 		t.Errorf("Reserve(%q, %d).Tag = %q", tag, step, r.Tag)
+	}
+	if s.traits.Striped {
+		// Never given back, so every reserve's IDs must be new.
+		s.record(t, r)
 	}
 	return r
 }
@@ -192,8 +299,17 @@ func (storeSuite) tags(t *testing.T, st leaf.SegmentStore) []string {
 }
 
 // wantRange checks that r is [start, start+step) with the given stored step.
-func (storeSuite) wantRange(t *testing.T, r leaf.Reservation, start int64, step, stored int) {
+// On a striped store, where which database answers decides the numbers, it
+// checks the steps; reserve has checked the IDs are new.
+func (s storeSuite) wantRange(t *testing.T, r leaf.Reservation, start int64, step, stored int) {
 	t.Helper()
+	if s.traits.Striped {
+		if r.Step != step || r.StoredStep != stored || !r.Stripe.Striped() {
+			t.Errorf("Reserve(%q) = step %d stored %d stripe %+v; want step %d stored %d from a stripe",
+				r.Tag, r.Step, r.StoredStep, r.Stripe, step, stored)
+		}
+		return
+	}
 	if r.Start() != start || r.MaxID != start+int64(step) || r.Step != step || r.StoredStep != stored {
 		t.Errorf("Reserve(%q) = [%d, %d) step %d stored %d; want [%d, %d) step %d stored %d",
 			r.Tag, r.Start(), r.MaxID, r.Step, r.StoredStep, start, start+int64(step), step, stored)
@@ -325,9 +441,10 @@ func (s storeSuite) createDuplicate(t *testing.T, open Opener) {
 		s.wantErr(t, "CreateTag of an existing tag", err, leaf.ErrTagExists)
 	}
 	a := s.alloc(t, st, "dup")
-	if a.MaxID != 15 || a.Step != 5 || a.Description != "first" {
+	if a.Step != 5 || a.Description != "first" {
 		t.Errorf("a duplicate CreateTag changed the row: %+v", a)
 	}
+	s.wantMaxID(t, "after a duplicate CreateTag", a, 15)
 }
 
 // createConcurrent races creators of one tag over several instances: exactly
@@ -363,7 +480,13 @@ func (s storeSuite) createConcurrent(t *testing.T, open Opener) {
 	}
 	close(start)
 	wg.Wait()
-	if created != 1 || exist != 23 {
+	switch {
+	case s.traits.Striped:
+		// A creator that finds the tag on some databases completes it.
+		if created < 1 || created+exist != 24 {
+			t.Errorf("24 concurrent CreateTag: %d created, %d ErrTagExists; want at least 1 created, the rest ErrTagExists", created, exist)
+		}
+	case created != 1 || exist != 23:
 		t.Errorf("24 concurrent CreateTag: %d created, %d ErrTagExists; want 1 and 23", created, exist)
 	}
 }
@@ -432,9 +555,7 @@ func (s storeSuite) reserveStoredStep(t *testing.T, open Opener) {
 		r := s.reserve(t, st, "stored", 0)
 		s.wantRange(t, r, 1000+10*i, 10, 10)
 	}
-	if got := s.alloc(t, st, "stored").MaxID; got != 1030 {
-		t.Errorf("max_id after 3 reserves of 10 from 1000 = %d, want 1030", got)
-	}
+	s.wantMaxID(t, "after 3 reserves of 10 from 1000", s.alloc(t, st, "stored"), 1030)
 }
 
 // reserveFirstRange: max_id is the first ID to issue, so a tag created at 1
@@ -454,9 +575,11 @@ func (s storeSuite) reserveExplicitStep(t *testing.T, open Opener) {
 	s.wantRange(t, s.reserve(t, st, "explicit", 1), 85, 1, 10)
 	s.wantRange(t, s.reserve(t, st, "explicit", -3), 86, 10, 10)
 	// Like Leaf, an explicit step lives in the caller's memory only.
-	if a := s.alloc(t, st, "explicit"); a.Step != 10 || a.MaxID != 96 {
-		t.Errorf("after explicit reserves: %+v, want step 10, max_id 96", a)
+	a := s.alloc(t, st, "explicit")
+	if a.Step != 10 {
+		t.Errorf("after explicit reserves: %+v, want step 10", a)
 	}
+	s.wantMaxID(t, "after explicit reserves", a, 96)
 }
 
 // reserveStepChange is the go-zero bug: a server that computes a range from
@@ -483,15 +606,20 @@ func (s storeSuite) reserveStepChange(t *testing.T, open Opener) {
 	}
 	got = append(got, s.reserve(t, b, "shrink", 0))
 	s.wantRange(t, got[4], 2021, 5000, 5000)
-	if end := s.checkTiling(t, "shrink", 1, got); s.alloc(t, a, "shrink").MaxID != end {
-		t.Errorf("max_id %d, want %d", s.alloc(t, a, "shrink").MaxID, end)
-	}
+	end := s.checkTiling(t, "shrink", 1, got)
+	s.wantMaxID(t, "after the step changes", s.alloc(t, a, "shrink"), end)
 }
 
 // checkTiling checks that rs, in any order, tile [start, end) exactly:
-// pairwise disjoint and without gaps. It returns end.
-func (storeSuite) checkTiling(t *testing.T, tag string, start int64, rs []leaf.Reservation) int64 {
+// pairwise disjoint and without gaps. It returns end. On a striped store
+// each database tiles numbers of its own, so it checks that the IDs are
+// pairwise disjoint and at or above start, and returns one past the
+// highest.
+func (s storeSuite) checkTiling(t *testing.T, tag string, start int64, rs []leaf.Reservation) int64 {
 	t.Helper()
+	if s.traits.Striped {
+		return s.checkDisjoint(t, tag, start, rs)
+	}
 	rs = slices.Clone(rs)
 	slices.SortFunc(rs, func(a, b leaf.Reservation) int {
 		switch {
@@ -516,6 +644,31 @@ func (storeSuite) checkTiling(t *testing.T, tag string, start int64, rs []leaf.R
 		next = max(next, r.MaxID)
 	}
 	return next
+}
+
+// checkDisjoint checks that the IDs of rs are pairwise disjoint and at or
+// above start, and returns one past the highest.
+func (storeSuite) checkDisjoint(t *testing.T, tag string, start int64, rs []leaf.Reservation) int64 {
+	t.Helper()
+	var all [][2]int64
+	for _, r := range rs {
+		if r.Step <= 0 {
+			t.Errorf("%s: range [%d, %d) has step %d", tag, r.Start(), r.MaxID, r.Step)
+		}
+		all = append(all, idRanges(r)...)
+	}
+	slices.SortFunc(all, func(a, b [2]int64) int { return cmp.Compare(a[0], b[0]) })
+	end := start
+	for i, r := range all {
+		if r[0] < start {
+			t.Errorf("%s: IDs [%d, %d) below the start %d", tag, r[0], r[1], start)
+		}
+		if i > 0 && r[0] < all[i-1][1] {
+			t.Errorf("%s: IDs [%d, %d) and [%d, %d) overlap", tag, all[i-1][0], all[i-1][1], r[0], r[1])
+		}
+		end = max(end, r[1])
+	}
+	return end
 }
 
 func (s storeSuite) reserveUnknown(t *testing.T, open Opener) {
@@ -560,6 +713,10 @@ func (s storeSuite) giveBack(t *testing.T, open Opener) {
 	st, adm := s.open(t, open)
 	s.create(t, adm, "gb", 100, 10)
 	r := s.reserve(t, st, "gb", 0) // [100, 110)
+	if s.traits.Striped {
+		s.giveBackStriped(t, st, r)
+		return
+	}
 	if ok, err := st.GiveBack(ctx, "gb", 104, r.MaxID); !ok || err != nil {
 		t.Fatalf("GiveBack(104, 110) = %v, %v; want true", ok, err)
 	}
@@ -585,6 +742,24 @@ func (s storeSuite) giveBack(t *testing.T, open Opener) {
 	}
 	if got := s.alloc(t, st, "gb").MaxID; got != 114 {
 		t.Errorf("max_id after invalid give backs = %d, want 114", got)
+	}
+}
+
+// giveBackStriped: a striped store never gives back, so a give back
+// answers false and changes nothing; invalid arguments are still refused.
+func (s storeSuite) giveBackStriped(t *testing.T, st leaf.SegmentStore, r leaf.Reservation) {
+	ctx := t.Context()
+	before := s.alloc(t, st, "gb")
+	if ok, err := st.GiveBack(ctx, "gb", r.Start()+4, r.MaxID); ok || err != nil {
+		t.Errorf("GiveBack on a striped store = %v, %v; want false, nil", ok, err)
+	}
+	if a := s.alloc(t, st, "gb"); a.MaxID != before.MaxID {
+		t.Errorf("max_id after a refused give back = %d, want %d", a.MaxID, before.MaxID)
+	}
+	s.reserve(t, st, "gb", 0) // its IDs must be new: nothing came back
+	for _, c := range []struct{ from, expect int64 }{{0, 114}, {-1, 114}, {115, 114}} {
+		_, err := st.GiveBack(ctx, "gb", c.from, c.expect)
+		s.wantErr(t, fmt.Sprintf("GiveBack(%d, %d)", c.from, c.expect), err, leaf.ErrInvalidArgument)
 	}
 }
 
@@ -731,7 +906,14 @@ func (s storeSuite) concurrentReserves(t *testing.T, open Opener) {
 			sum += int64(r.Step)
 		}
 		a := s.alloc(t, stores[0], tag)
-		if a.MaxID != end || a.MaxID != start+sum {
+		switch {
+		case s.traits.Striped:
+			// Each database's numbers add up on their own; Alloc is a
+			// bound in IDs.
+			if a.MaxID < end {
+				t.Errorf("%s: max_id %d, want a bound at or above %d, past every ID handed out", tag, a.MaxID, end)
+			}
+		case a.MaxID != end || a.MaxID != start+sum:
 			t.Errorf("%s: max_id %d, want start %d + sum of steps %d = %d (last range ends at %d)", tag, a.MaxID, start, sum, start+sum, end)
 		}
 	}
@@ -773,9 +955,11 @@ func (s storeSuite) schemaIdempotent(t *testing.T, open Opener) {
 		}
 	}
 	st, _ := s.open(t, open)
-	if a := s.alloc(t, st, "kept"); a.MaxID != 44 || a.Step != 4 {
-		t.Errorf("after reopening: %+v, want max_id 44, step 4", a)
+	a := s.alloc(t, st, "kept")
+	if a.Step != 4 {
+		t.Errorf("after reopening: %+v, want step 4", a)
 	}
+	s.wantMaxID(t, "after reopening", a, 44)
 	s.wantRange(t, s.reserve(t, st, "kept", 0), 44, 4, 4)
 }
 
@@ -829,10 +1013,17 @@ func (s storeSuite) tombstone(t *testing.T, open Opener) {
 		err := adm2.CreateTag(ctx, leaf.Alloc{Tag: "orders", MaxID: start, Step: 10})
 		s.wantErr(t, fmt.Sprintf("CreateTag of a deleted tag at start %d", start), err, leaf.ErrTagTombstoned)
 		var te *leaf.TombstoneError
-		if !errors.As(err, &te) || te.Tag != "orders" || te.MinStart != 31 {
-			t.Errorf("CreateTag at start %d: error %v, want a *leaf.TombstoneError for orders with MinStart 31", start, err)
+		ok := errors.As(err, &te) && te.Tag == "orders"
+		want := int64(31)
+		if s.traits.Striped && ok {
+			// In IDs: above every ID handed out, wherever the stripes put
+			// them.
+			want = max(te.MinStart, s.issuedBound(t, "orders"))
 		}
-		if err != nil && !strings.Contains(err.Error(), "start >= 31") {
+		if !ok || te.MinStart != want {
+			t.Errorf("CreateTag at start %d: error %v, want a *leaf.TombstoneError for orders with MinStart %d", start, err, want)
+		}
+		if err != nil && !strings.Contains(err.Error(), fmt.Sprintf("start >= %d", want)) {
 			t.Errorf("CreateTag at start %d: error %q does not give the lowest start allowed", start, err)
 		}
 	}
@@ -841,19 +1032,34 @@ func (s storeSuite) tombstone(t *testing.T, open Opener) {
 		t.Fatalf("Tags after refused creates = %q, want [other]", tags)
 	}
 	s.create(t, adm2, "orders", 0, 7)
-	if a := s.alloc(t, st, "orders"); a.MaxID != 31 || a.Step != 7 {
-		t.Errorf("re-created without a start: %+v, want max_id 31, step 7", a)
+	a := s.alloc(t, st, "orders")
+	if a.Step != 7 {
+		t.Errorf("re-created without a start: %+v, want step 7", a)
 	}
+	s.wantMaxID(t, "re-created without a start", a, 31)
 	s.wantRange(t, s.reserve(t, st2, "orders", 0), 31, 7, 7) // max_id 38
 
 	// Deleted again: the tombstone rises to 38; exactly 38 is allowed.
 	if err := adm2.DeleteTag(ctx, "orders"); err != nil {
 		t.Fatalf("second DeleteTag: %v", err)
 	}
-	err := adm.CreateTag(ctx, leaf.Alloc{Tag: "orders", MaxID: 37, Step: 7})
-	s.wantErr(t, "CreateTag at 37 after the second delete", err, leaf.ErrTagTombstoned)
-	s.create(t, adm, "orders", 38, 7)
-	s.wantRange(t, s.reserve(t, st, "orders", 0), 38, 7, 7)
+	lowest := int64(38)
+	if s.traits.Striped {
+		// The lowest start is the one the refusal names; it must be above
+		// every ID handed out, and exactly it must be accepted.
+		var te *leaf.TombstoneError
+		if err := adm.CreateTag(ctx, leaf.Alloc{Tag: "orders", MaxID: 1, Step: 7}); !errors.As(err, &te) {
+			t.Fatalf("CreateTag at 1 after the second delete: %v, want a TombstoneError", err)
+		}
+		if b := s.issuedBound(t, "orders"); te.MinStart < b {
+			t.Errorf("after the second delete the lowest start is %d, below IDs handed out (up to %d)", te.MinStart, b-1)
+		}
+		lowest = te.MinStart
+	}
+	err := adm.CreateTag(ctx, leaf.Alloc{Tag: "orders", MaxID: lowest - 1, Step: 7})
+	s.wantErr(t, fmt.Sprintf("CreateTag at %d after the second delete", lowest-1), err, leaf.ErrTagTombstoned)
+	s.create(t, adm, "orders", lowest, 7)
+	s.wantRange(t, s.reserve(t, st, "orders", 0), lowest, 7, 7)
 	// A start above the tombstone is the creator's to choose.
 	if err := adm.DeleteTag(ctx, "orders"); err != nil {
 		t.Fatalf("third DeleteTag: %v", err)
@@ -882,11 +1088,19 @@ func (s storeSuite) tombstoneGiveBack(t *testing.T, open Opener) {
 		t.Fatalf("DeleteTag: %v", err)
 	}
 	s.create(t, adm, "gb", 0, 10) // starts at 11 = r.MaxID
-	if ok, err := st.GiveBack(ctx, "gb", 4, r.MaxID); ok || err != nil {
+	before := s.alloc(t, st, "gb")
+	if ok, err := st.GiveBack(ctx, "gb", r.Start()+3, r.MaxID); ok || err != nil {
 		t.Errorf("GiveBack below the tombstone = %v, %v; want false, nil", ok, err)
 	}
-	if a := s.alloc(t, st, "gb"); a.MaxID != 11 {
-		t.Errorf("max_id after a give back below the tombstone = %d, want 11", a.MaxID)
+	a := s.alloc(t, st, "gb")
+	s.wantMaxID(t, "after a give back below the tombstone", a, 11)
+	if a.MaxID != before.MaxID {
+		t.Errorf("max_id after a give back below the tombstone = %d, want %d", a.MaxID, before.MaxID)
+	}
+	if s.traits.Striped {
+		// It never gives back; the row's IDs stay new.
+		s.reserve(t, st, "gb", 0)
+		return
 	}
 	// Above the tombstone, give back works as ever.
 	r = s.reserve(t, st, "gb", 0) // [11, 21)
@@ -969,10 +1183,15 @@ func (s storeSuite) tombstoneConcurrent(t *testing.T, open Opener) {
 		})
 	}
 	wg.Wait()
-	slices.SortFunc(got, func(a, b leaf.Reservation) int { return cmp.Compare(a.Start(), b.Start()) })
-	for i := 1; i < len(got); i++ {
-		if got[i].Start() < got[i-1].MaxID {
-			t.Errorf("ranges [%d, %d) and [%d, %d) overlap", got[i-1].Start(), got[i-1].MaxID, got[i].Start(), got[i].MaxID)
+	// In IDs: a striped store's databases share numbers, never IDs.
+	var ids [][2]int64
+	for _, r := range got {
+		ids = append(ids, idRanges(r)...)
+	}
+	slices.SortFunc(ids, func(a, b [2]int64) int { return cmp.Compare(a[0], b[0]) })
+	for i := 1; i < len(ids); i++ {
+		if ids[i][0] < ids[i-1][1] {
+			t.Errorf("ranges [%d, %d) and [%d, %d) overlap", ids[i-1][0], ids[i-1][1], ids[i][0], ids[i][1])
 		}
 	}
 	t.Logf("%d ranges reserved, %d deletes, %d creates, %d creates refused by the tombstone", len(got), nDeleted, nCreated, nTS)

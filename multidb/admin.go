@@ -105,6 +105,11 @@ func (s *Store) CreateTag(ctx context.Context, a leaf.Alloc) error {
 		}
 		starts[i] = x
 	}
+	if a.MaxID != 0 {
+		if err := s.checkTombstones(ctx, a.Tag, starts); err != nil {
+			return err
+		}
+	}
 	var tomb *leaf.TombstoneError
 	all, err := s.admin(ctx, "create", a.Tag, func(ctx context.Context, m *member) error {
 		b := a
@@ -143,6 +148,49 @@ func (s *Store) CreateTag(ctx context.Context, a leaf.Alloc) error {
 		return fmt.Errorf("multidb: create %q: %w on every database", a.Tag, leaf.ErrTagExists)
 	}
 	return nil
+}
+
+// checkTombstones refuses a create at starts (numbers, one per member)
+// that any member's tombstone is above, before any member creates the tag:
+// otherwise the members below their tombstone refuse it while the others
+// take it, and a create the caller is told failed leaves the tag on some
+// databases (issuing there, moving TagsVersion). The refusal's MinStart is
+// the lowest start in IDs above every member's tombstone. A member whose
+// tombstone cannot be read is left to the create, whose own transaction
+// checks it; so is a delete that commits between this read and the create.
+func (s *Store) checkTombstones(ctx context.Context, tag string, starts []int64) error {
+	if s.closed.Load() {
+		return fmt.Errorf("multidb: create %q: %w", tag, leaf.ErrClosed)
+	}
+	res := s.each(ctx, s.members, s.opts.ReadTimeout, func(ctx context.Context, m *member) (any, error) {
+		tomb, _, err := m.db.Tombstone(ctx, tag)
+		return tomb, err
+	})
+	var refused *leaf.TombstoneError
+	for _, r := range res {
+		if r.err != nil {
+			continue
+		}
+		tomb := r.v.(int64)
+		if tomb <= starts[r.m.index] {
+			continue
+		}
+		// The lowest start in IDs whose number on this database is at or
+		// above its tombstone: the ID after its number tomb-1.
+		lowest := tomb
+		if r.m.stripe.Striped() {
+			lowest = stripe.ID(r.m.stripe, tomb-1) + 1
+		}
+		if refused == nil || lowest > refused.MinStart {
+			refused = &leaf.TombstoneError{Tag: tag, MinStart: lowest}
+		}
+	}
+	if refused == nil {
+		return nil
+	}
+	// ID is increasing, so a start at MinStart is at or above each
+	// member's tombstone in its own numbers: every member takes it.
+	return fmt.Errorf("multidb: create %q: %w", tag, refused)
 }
 
 // firstNumber is the smallest number x of stripe st with stripe.ID(st, x) >= id

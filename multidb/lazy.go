@@ -192,3 +192,11 @@ func (l *lazy) Used(ctx context.Context) (bool, error) {
 	}
 	return m.Used(ctx)
 }
+
+func (l *lazy) Tombstone(ctx context.Context, tag string) (int64, bool, error) {
+	m, err := l.get(ctx)
+	if err != nil {
+		return 0, false, err
+	}
+	return m.Tombstone(ctx, tag)
+}

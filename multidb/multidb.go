@@ -49,6 +49,9 @@ type Member interface {
 	ReplaceStripe(ctx context.Context, old, rec leaf.StripeRecord) (bool, error)
 	// Used reports whether leaf_alloc or its tombstones hold any row.
 	Used(ctx context.Context) (bool, error)
+	// Tombstone reads tag's tombstone (its highest deleted max_id); ok is
+	// false when the tag was never deleted.
+	Tombstone(ctx context.Context, tag string) (maxID int64, ok bool, err error)
 	// ExpectStripe fences the member's reserves by rec: from then on a
 	// reserve commits only while the database records rec (read in the
 	// reserve's transaction), and fails with leaf.ErrStripeLayout
@@ -401,7 +404,15 @@ func (s *Store) markDown(m *member, err error, latency time.Duration, down bool)
 // every database uses for IDs of its own: given back to any database but
 // the one that reserved them, they would move its max_id below numbers it
 // has issued. Keeping the tail wastes IDs, never repeats one.
+// The arguments are still checked, as every store checks them: a caller's
+// bad tag or range is its bug, whichever store it runs on.
 func (s *Store) GiveBack(ctx context.Context, tag string, from, expect int64) (bool, error) {
+	if err := leaf.ValidateTag(tag); err != nil {
+		return false, err
+	}
+	if from < 1 || from > expect {
+		return false, fmt.Errorf("%w: give back %q from %d at max_id %d: want 1 <= from <= max_id", leaf.ErrInvalidArgument, tag, from, expect)
+	}
 	return false, nil
 }
 

@@ -1115,3 +1115,47 @@ func TestMain(m *testing.M) {
 	_ = gomysql.SetLogger(log.New(io.Discard, "", 0))
 	os.Exit(m.Run())
 }
+
+// TestSegmentStore runs the conformance suite every segment store passes
+// over two databases of each kind. Each opener call opens the members anew,
+// as another server would, and the store closes them.
+func TestSegmentStore(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			t.Parallel()
+			leaftest.TestSegmentStore(t, func(t *testing.T) func() (leaf.SegmentStore, error) {
+				dsns := newDBs(t, k, 2)
+				opts := testOptions()
+				dbs := make([]multidb.Database, len(dsns))
+				for i, dsn := range dsns {
+					dbs[i] = multidb.Database{Name: fmt.Sprintf("db%d", i), Connect: func(ctx context.Context) (multidb.Member, error) { return k.member(ctx, dsn) }}
+				}
+				if _, err := multidb.Init(t.Context(), dbs, opts); err != nil {
+					t.Fatalf("init: %v", err)
+				}
+				return func() (leaf.SegmentStore, error) {
+					ctx := context.Background()
+					opened := make([]multidb.Database, len(dsns))
+					for i, dsn := range dsns {
+						m, err := k.member(ctx, dsn)
+						if err != nil {
+							for _, o := range opened[:i] {
+								_ = o.Store.Close()
+							}
+							return nil, err
+						}
+						opened[i] = multidb.Database{Name: fmt.Sprintf("db%d", i), Store: m}
+					}
+					s, err := multidb.Open(ctx, opened, opts)
+					if err != nil {
+						for _, o := range opened {
+							_ = o.Store.Close()
+						}
+						return nil, err
+					}
+					return s, nil
+				}
+			}, leaftest.StoreTraits{Striped: true})
+		})
+	}
+}

@@ -29,7 +29,7 @@ func opener(dsn string) leaftest.Opener {
 func TestSegmentStore(t *testing.T) {
 	leaftest.TestSegmentStore(t, func(t *testing.T) func() (leaf.SegmentStore, error) {
 		return opener(testdb.Postgres(t))
-	})
+	}, leaftest.StoreTraits{})
 }
 
 // leafDDL is Leaf's scripts/leaf_alloc.sql in PostgreSQL's dialect, as a

@@ -15,10 +15,10 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/inmem"
 	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/segment"
+	"github.com/leafgo/leaf/sqlite"
 )
 
 var errCut = errors.New("link cut")
@@ -26,7 +26,7 @@ var errCut = errors.New("link cut")
 // link is one server's view of a shared store, which the test can cut as
 // a network partition (or a process that stopped sending) would.
 type link struct {
-	*inmem.SegmentStore
+	*sqlite.Store
 	cut atomic.Bool
 	// renewCalls and renewLeases count the renewals asked of the store:
 	// calls (RenewTag or RenewTags) and the leases they carried.
@@ -56,35 +56,35 @@ func (l *link) Reserve(ctx context.Context, tag string, step int) (leaf.Reservat
 	if err := l.check(); err != nil {
 		return leaf.Reservation{}, err
 	}
-	return l.SegmentStore.Reserve(ctx, tag, step)
+	return l.Store.Reserve(ctx, tag, step)
 }
 
 func (l *link) GiveBack(ctx context.Context, tag string, from, expect int64) (bool, error) {
 	if err := l.check(); err != nil {
 		return false, err
 	}
-	return l.SegmentStore.GiveBack(ctx, tag, from, expect)
+	return l.Store.GiveBack(ctx, tag, from, expect)
 }
 
 func (l *link) TagLease(ctx context.Context, tag string) (leaf.TagLease, bool, error) {
 	if err := l.check(); err != nil {
 		return leaf.TagLease{}, false, err
 	}
-	return l.SegmentStore.TagLease(ctx, tag)
+	return l.Store.TagLease(ctx, tag)
 }
 
 func (l *link) AcquireTag(ctx context.Context, tag, owner string, ttl time.Duration, watched leaf.TagLease) (leaf.TagLease, error) {
 	if err := l.check(); err != nil {
 		return leaf.TagLease{}, err
 	}
-	return l.SegmentStore.AcquireTag(ctx, tag, owner, ttl, watched)
+	return l.Store.AcquireTag(ctx, tag, owner, ttl, watched)
 }
 
 func (l *link) ReserveOwned(ctx context.Context, tag, owner string, token int64, step int) (leaf.Reservation, error) {
 	if err := l.check(); err != nil {
 		return leaf.Reservation{}, err
 	}
-	return l.SegmentStore.ReserveOwned(ctx, tag, owner, token, step)
+	return l.Store.ReserveOwned(ctx, tag, owner, token, step)
 }
 
 func (l *link) RenewTag(ctx context.Context, tag, owner string, token int64, ttl time.Duration) (leaf.TagLease, error) {
@@ -96,7 +96,7 @@ func (l *link) RenewTag(ctx context.Context, tag, owner string, token int64, ttl
 	if l.stuckOn(tag) {
 		return leaf.TagLease{}, errStuck
 	}
-	return l.SegmentStore.RenewTag(ctx, tag, owner, token, ttl)
+	return l.Store.RenewTag(ctx, tag, owner, token, ttl)
 }
 
 func (l *link) RenewTags(ctx context.Context, owner string, leases []leaf.TagToken, ttl time.Duration) ([]leaf.LeaseResult, error) {
@@ -110,20 +110,20 @@ func (l *link) RenewTags(ctx context.Context, owner string, leases []leaf.TagTok
 			return nil, errStuck
 		}
 	}
-	return l.SegmentStore.RenewTags(ctx, owner, leases, ttl)
+	return l.Store.RenewTags(ctx, owner, leases, ttl)
 }
 
 func (l *link) ReleaseTag(ctx context.Context, tag, owner string, token int64) (bool, error) {
 	if err := l.check(); err != nil {
 		return false, err
 	}
-	return l.SegmentStore.ReleaseTag(ctx, tag, owner, token)
+	return l.Store.ReleaseTag(ctx, tag, owner, token)
 }
 
 // cluster is n generators on one shared store, each with an owner
 // identity of its own, as n servers.
 type cluster struct {
-	st    *inmem.SegmentStore
+	st    *sqlite.Store
 	gens  []*segment.Generator
 	links []*link
 }
@@ -143,7 +143,7 @@ func newCluster(t *testing.T, n int, tags []string, tweaks ...func(*segment.Sett
 	}
 	c := &cluster{st: st}
 	for i := range n {
-		l := &link{SegmentStore: st}
+		l := &link{Store: st}
 		tw := append([]func(*segment.Settings){func(s *segment.Settings) { s.Owner = ownerOf(i) }}, tweaks...)
 		c.links = append(c.links, l)
 		c.gens = append(c.gens, newGen(t, settings(l, tw...)))
@@ -758,13 +758,13 @@ func TestOrderedSwitch(t *testing.T) {
 // orderedAll is a store on which every tag named ord-* reads as ordered,
 // whatever its shape: the stores refuse to make such tags, and the
 // generator must refuse them too should one exist.
-type orderedAll struct{ *inmem.SegmentStore }
+type orderedAll struct{ *sqlite.Store }
 
 func (o orderedAll) TagLease(ctx context.Context, tag string) (leaf.TagLease, bool, error) {
 	if strings.HasPrefix(tag, "ord-") {
 		return leaf.TagLease{Tag: tag}, true, nil
 	}
-	return o.SegmentStore.TagLease(ctx, tag)
+	return o.Store.TagLease(ctx, tag)
 }
 
 // An ordered tag must be plain: one with a period, a format or opaque IDs
@@ -865,7 +865,7 @@ func TestOrderedIdleReleases(t *testing.T) {
 
 // The ordered path's cost on the owner, beside BenchmarkNextID's.
 func BenchmarkNextIDOrdered(b *testing.B) {
-	st := inmem.NewSegmentStore()
+	st := testutil.Store(b)
 	if err := st.CreateTag(bg, leaf.Alloc{Tag: "seq", MaxID: 1, Step: 100000}); err != nil {
 		b.Fatal(err)
 	}
@@ -959,7 +959,7 @@ func TestRenewRecovers(t *testing.T) {
 // busyStore is a store whose give-backs and lease releases each take a
 // while, and which counts how many run at once.
 type busyStore struct {
-	*inmem.SegmentStore
+	*sqlite.Store
 	running, most atomic.Int64
 }
 
@@ -973,12 +973,12 @@ func (s *busyStore) busy() func() {
 
 func (s *busyStore) GiveBack(ctx context.Context, tag string, from, expect int64) (bool, error) {
 	defer s.busy()()
-	return s.SegmentStore.GiveBack(ctx, tag, from, expect)
+	return s.Store.GiveBack(ctx, tag, from, expect)
 }
 
 func (s *busyStore) ReleaseTag(ctx context.Context, tag, owner string, token int64) (bool, error) {
 	defer s.busy()()
-	return s.SegmentStore.ReleaseTag(ctx, tag, owner, token)
+	return s.Store.ReleaseTag(ctx, tag, owner, token)
 }
 
 // TestCloseManyTags: Close gives back the unused IDs of every tag in use
@@ -986,7 +986,7 @@ func (s *busyStore) ReleaseTag(ctx context.Context, tag, owner string, token int
 // continues right above what was issued.
 func TestCloseManyTags(t *testing.T) {
 	t.Parallel()
-	st := &busyStore{SegmentStore: testutil.Store(t)}
+	st := &busyStore{Store: testutil.Store(t)}
 	var plain, ordered []string
 	for i := range 60 {
 		tag := fmt.Sprintf("p%02d", i)

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/inmem"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/segment"
 )
 
@@ -14,7 +14,7 @@ import (
 // IDs side by side); once the first is closed, the identity is free.
 func TestOwnerOncePerProcess(t *testing.T) {
 	const owner = "http://10.0.0.9:8080#once"
-	st := inmem.NewSegmentStore()
+	st := testutil.Store(t)
 	s := settings(st, func(s *segment.Settings) { s.Owner = owner })
 	first, err := segment.New(bg, s)
 	if err != nil {

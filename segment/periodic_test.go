@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/inmem"
 	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/segment"
+	"github.com/leafgo/leaf/sqlite"
 	"github.com/leafgo/leaf/tagshape"
 )
 
@@ -28,7 +28,7 @@ func shanghai(t *testing.T) *time.Location {
 	return loc
 }
 
-func newPeriodicStore(t *testing.T, a leaf.Alloc) *inmem.SegmentStore {
+func newPeriodicStore(t *testing.T, a leaf.Alloc) *sqlite.Store {
 	t.Helper()
 	st := testutil.Store(t, leaf.Alloc{Tag: "plain", MaxID: 1, Step: 10})
 	if err := st.CreateShapedTag(bg, a, daily); err != nil {
@@ -225,11 +225,6 @@ func TestPeriodicDelete(t *testing.T) {
 	}
 }
 
-func TestPeriodicHammer(t *testing.T) {
-	st := inmem.NewSegmentStore()
-	leaftest.PeriodicSegment(t, func() (leaf.SegmentStore, error) { return st, nil })
-}
-
 // The hot path of a periodic tag compares the instant with its period's
 // span: every instant in the span must have the period's date in the zone,
 // where clock changes fall at or across midnight too; and in zones whose
@@ -297,7 +292,7 @@ func TestPeriodSpan(t *testing.T) {
 // BenchmarkNextIDPeriodic is BenchmarkNextID for a daily tag: the hot path
 // adds one comparison of the clock with the period's span.
 func BenchmarkNextIDPeriodic(b *testing.B) {
-	st := inmem.NewSegmentStore()
+	st := testutil.Store(b)
 	if err := st.CreateShapedTag(bg, leaf.Alloc{Tag: "t", MaxID: 1, Step: leaf.MaxStep}, daily); err != nil {
 		b.Fatal(err)
 	}

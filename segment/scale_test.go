@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/inmem"
+	"github.com/leafgo/leaf/internal/faultstore"
 	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/segment"
@@ -25,10 +25,12 @@ import (
 // alone is several hundred.
 func TestUnusedTagsCostTheirName(t *testing.T) {
 	const n = 50_000
-	st := inmem.NewSegmentStore()
-	for i := range n {
-		st.InsertForeign(leaf.Alloc{Tag: fmt.Sprintf("tag-%06d", i), MaxID: 1, Step: 100})
+	st := testutil.Store(t)
+	rows := make([]leaf.Alloc, n)
+	for i := range rows {
+		rows[i] = leaf.Alloc{Tag: fmt.Sprintf("tag-%06d", i), MaxID: 1, Step: 100}
 	}
+	testutil.InsertForeign(t, st, rows...)
 	heap := func() uint64 {
 		runtime.GC()
 		var m runtime.MemStats
@@ -190,7 +192,7 @@ func TestForeignRowsAtFullRefresh(t *testing.T) {
 		s.LookupBurst = 1
 	}))
 	spendLookups(t, g)
-	st.InsertForeign(leaf.Alloc{Tag: "from-java", MaxID: 5, Step: 10})
+	testutil.InsertForeign(t, st, leaf.Alloc{Tag: "from-java", MaxID: 5, Step: 10})
 	inserted := time.Now()
 	testutil.WaitFor(t, "the foreign row to be served", func() bool { _, err := g.NextID(bg, "from-java"); return err == nil })
 	if took := time.Since(inserted); took < 50*time.Millisecond || took > 2*time.Second {
@@ -333,7 +335,7 @@ func TestKnown(t *testing.T) {
 	if n := st.Calls("Alloc"); n != 0 {
 		t.Fatalf("a listed tag was looked up %d times", n)
 	}
-	if err := st.SegmentStore.CreateTag(bg, leaf.Alloc{Tag: "b", MaxID: 1, Step: 10}); err != nil {
+	if err := st.Store.CreateTag(bg, leaf.Alloc{Tag: "b", MaxID: 1, Step: 10}); err != nil {
 		t.Fatal(err)
 	}
 	if err := g.Known(bg, "b"); err != nil { // one lookup: found, and learned
@@ -355,8 +357,9 @@ func TestKnown(t *testing.T) {
 // beyond the lookup budget they are not ready, not "not found", and the
 // health check lists the tags as soon as the store answers.
 func TestListingFailedAtStart(t *testing.T) {
-	st := testutil.Store(t, leaf.Alloc{Tag: "a", MaxID: 1, Step: 10})
-	st.SetDown(errors.New("unplugged"))
+	db := testutil.Store(t, leaf.Alloc{Tag: "a", MaxID: 1, Step: 10})
+	st, faults := faultstore.Wrap(db)
+	faults.SetDown(errors.New("unplugged"))
 	g := newGen(t, settings(st, func(s *segment.Settings) {
 		s.HealthInterval = 10 * time.Millisecond
 		s.LookupRate = 0.001
@@ -369,7 +372,7 @@ func TestListingFailedAtStart(t *testing.T) {
 	leaftest.ErrIs(t, err, leaf.ErrNotReady)
 	_, err = g.NextID(bg, "b") // no lookup left, and no listing yet
 	leaftest.ErrIs(t, err, leaf.ErrNotReady)
-	st.SetDown(nil)
+	faults.SetDown(nil)
 	testutil.WaitFor(t, "the listing", func() bool { return g.Totals().Listings == 1 })
 	testutil.WaitFor(t, "a served", func() bool { _, err := g.NextID(bg, "a"); return err == nil })
 	_, err = g.NextID(bg, "b")

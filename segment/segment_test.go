@@ -14,10 +14,11 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/inmem"
+	"github.com/leafgo/leaf/internal/faultstore"
 	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/segment"
+	"github.com/leafgo/leaf/sqlite"
 )
 
 var bg = context.Background()
@@ -177,13 +178,13 @@ func TestBadInput(t *testing.T) {
 // countingStore counts the store calls of each kind, successful or not:
 // each is one statement (or one transaction) on a SQL store.
 type countingStore struct {
-	*inmem.SegmentStore
+	*sqlite.Store
 	mu    sync.Mutex
 	calls map[string]int
 }
 
-func newCountingStore(st *inmem.SegmentStore) *countingStore {
-	return &countingStore{SegmentStore: st, calls: map[string]int{}}
+func newCountingStore(st *sqlite.Store) *countingStore {
+	return &countingStore{Store: st, calls: map[string]int{}}
 }
 
 func (c *countingStore) count(op string) {
@@ -207,37 +208,37 @@ func (c *countingStore) Calls(ops ...string) int {
 
 func (c *countingStore) Reserve(ctx context.Context, tag string, step int) (leaf.Reservation, error) {
 	c.count("Reserve")
-	return c.SegmentStore.Reserve(ctx, tag, step)
+	return c.Store.Reserve(ctx, tag, step)
 }
 
 func (c *countingStore) Alloc(ctx context.Context, tag string) (leaf.Alloc, error) {
 	c.count("Alloc")
-	return c.SegmentStore.Alloc(ctx, tag)
+	return c.Store.Alloc(ctx, tag)
 }
 
 func (c *countingStore) Allocs(ctx context.Context) ([]leaf.Alloc, error) {
 	c.count("Allocs")
-	return c.SegmentStore.Allocs(ctx)
+	return c.Store.Allocs(ctx)
 }
 
 func (c *countingStore) Tags(ctx context.Context) ([]string, error) {
 	c.count("Tags")
-	return c.SegmentStore.Tags(ctx)
+	return c.Store.Tags(ctx)
 }
 
 func (c *countingStore) TagsVersion(ctx context.Context) (int64, error) {
 	c.count("TagsVersion")
-	return c.SegmentStore.TagsVersion(ctx)
+	return c.Store.TagsVersion(ctx)
 }
 
 func (c *countingStore) GiveBack(ctx context.Context, tag string, from, expect int64) (bool, error) {
 	c.count("GiveBack")
-	return c.SegmentStore.GiveBack(ctx, tag, from, expect)
+	return c.Store.GiveBack(ctx, tag, from, expect)
 }
 
 func (c *countingStore) Ping(ctx context.Context) error {
 	c.count("Ping")
-	return c.SegmentStore.Ping(ctx)
+	return c.Store.Ping(ctx)
 }
 
 func TestUnknownTag(t *testing.T) {
@@ -247,7 +248,7 @@ func TestUnknownTag(t *testing.T) {
 		_, err := g.NextID(bg, "nope")
 		leaftest.ErrIs(t, err, leaf.ErrTagNotFound)
 	}
-	if _, err := st.SegmentStore.Alloc(bg, "nope"); !errors.Is(err, leaf.ErrTagNotFound) {
+	if _, err := st.Store.Alloc(bg, "nope"); !errors.Is(err, leaf.ErrTagNotFound) {
 		t.Fatalf("an unknown tag created a row: %v", err)
 	}
 	// The lookup is one read, never a reserve: a made-up name takes no
@@ -333,8 +334,9 @@ func TestPrefetchAtTenPercent(t *testing.T) {
 // TestWaitersQueueBehindLoad: requests that find both buffers empty wait for
 // the one in-flight load instead of failing at once (Leaf#143).
 func TestWaitersQueueBehindLoad(t *testing.T) {
-	st := testutil.Store(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 1000})
-	st.SetDelay(150 * time.Millisecond)
+	db := testutil.Store(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 1000})
+	st, faults := faultstore.Wrap(db)
+	faults.SetDelay(150 * time.Millisecond)
 	g := newGen(t, settings(st))
 	var wg sync.WaitGroup
 	errs := make(chan error, 64)
@@ -352,12 +354,12 @@ func TestWaitersQueueBehindLoad(t *testing.T) {
 	for err := range errs {
 		t.Errorf("waiter failed: %v", err)
 	}
-	if n := st.Reserves(); n > 2 {
+	if n := faults.Reserves(); n > 2 {
 		t.Fatalf("%d reserves for a cold tag under 64 concurrent requests, want one load (plus at most one prefetch)", n)
 	}
 	// A request whose deadline ends before the load answers gets ErrNotReady.
-	st.SetDelay(time.Second)
-	if err := st.CreateTag(bg, leaf.Alloc{Tag: "slow", MaxID: 1, Step: 10}); err != nil {
+	faults.SetDelay(time.Second)
+	if err := db.CreateTag(bg, leaf.Alloc{Tag: "slow", MaxID: 1, Step: 10}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(bg, 30*time.Millisecond)
@@ -367,8 +369,9 @@ func TestWaitersQueueBehindLoad(t *testing.T) {
 }
 
 func TestDefaultWaitTimeout(t *testing.T) {
-	st := testutil.Store(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 10})
-	st.SetDown(errors.New("connection refused"))
+	db := testutil.Store(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 10})
+	st, faults := faultstore.Wrap(db)
+	faults.SetDown(errors.New("connection refused"))
 	g := newGen(t, settings(st, func(s *segment.Settings) { s.WaitTimeout = 40 * time.Millisecond }))
 	start := time.Now()
 	_, err := g.NextID(bg, "t") // no deadline: WaitTimeout bounds it
@@ -412,8 +415,9 @@ func TestWaitTimeoutCaps(t *testing.T) {
 			tags = append(tags, leaf.Alloc{Tag: kind + "-" + strings.ReplaceAll(d.name, " ", "-"), MaxID: 1, Step: 10})
 		}
 	}
-	st := testutil.Store(t, tags...)
-	st.SetDelay(time.Hour) // every Reserve hangs
+	db := testutil.Store(t, tags...)
+	st, faults := faultstore.Wrap(db)
+	faults.SetDelay(time.Hour) // every Reserve hangs
 	g := newGen(t, settings(st, func(s *segment.Settings) { s.WaitTimeout = wait; s.StoreTimeout = time.Hour }))
 	t.Cleanup(func() {
 		// Before newGen's Close: stop the hung loads at once.
@@ -443,8 +447,9 @@ func TestWaitTimeoutCaps(t *testing.T) {
 // TestWaitTimeoutPerRequest: a batch that waits for several ranges waits
 // WaitTimeout in all, not WaitTimeout per range.
 func TestWaitTimeoutPerRequest(t *testing.T) {
-	st := testutil.Store(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 10})
-	st.SetDelay(150 * time.Millisecond) // each range takes 150ms: three take 450ms
+	db := testutil.Store(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 10})
+	st, faults := faultstore.Wrap(db)
+	faults.SetDelay(150 * time.Millisecond) // each range takes 150ms: three take 450ms
 	g := newGen(t, settings(st, func(s *segment.Settings) { s.WaitTimeout = 200 * time.Millisecond }))
 	began := time.Now()
 	ids, err := g.NextIDs(bg, "t", 25, nil)
@@ -461,8 +466,9 @@ func TestWaitTimeoutPerRequest(t *testing.T) {
 // RetryBackoff.
 func TestLoadRetryJitter(t *testing.T) {
 	var logs leaftest.LogBuffer
-	st := testutil.Store(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 10})
-	st.SetDown(errors.New("store unplugged"))
+	db := testutil.Store(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 10})
+	st, faults := faultstore.Wrap(db)
+	faults.SetDown(errors.New("store unplugged"))
 	const base, maxBackoff = 4 * time.Millisecond, 16 * time.Millisecond
 	g := newGen(t, settings(st, func(s *segment.Settings) {
 		s.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
@@ -508,7 +514,8 @@ func TestLoadRetryJitter(t *testing.T) {
 // buffers, reports degraded, fails only once both buffers are empty, and
 // recovers when the store returns.
 func TestStoreOutage(t *testing.T) {
-	st := testutil.Store(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 1000})
+	db := testutil.Store(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 1000})
+	st, faults := faultstore.Wrap(db)
 	g := newGen(t, settings(st, func(s *segment.Settings) {
 		s.HealthInterval = 5 * time.Millisecond
 		s.RetryBackoff = time.Millisecond
@@ -518,7 +525,7 @@ func TestStoreOutage(t *testing.T) {
 		next(t, g, "t")
 	}
 	testutil.WaitFor(t, "next range", func() bool { return status(g, "t").NextReady })
-	st.SetDown(errors.New("store unplugged"))
+	faults.SetDown(errors.New("store unplugged"))
 	testutil.WaitFor(t, "degraded", func() bool { return len(g.Degraded()) > 0 })
 	// 800 left in the current range plus 1000 in the next: all served.
 	for i := range 1800 {
@@ -530,7 +537,7 @@ func TestStoreOutage(t *testing.T) {
 	_, err := g.NextID(ctx, "t")
 	cancel()
 	leaftest.ErrIs(t, err, leaf.ErrNotReady)
-	st.SetDown(nil)
+	faults.SetDown(nil)
 	if got := next(t, g, "t"); got != 2001 {
 		t.Fatalf("first ID after the outage %d, want 2001", got)
 	}
@@ -603,10 +610,11 @@ func TestGiveBack(t *testing.T) {
 		}
 	})
 	t.Run("range arriving during close", func(t *testing.T) {
-		st := testutil.Store(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 10})
+		db := testutil.Store(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 10})
+		st, faults := faultstore.Wrap(db)
 		g := newGen(t, settings(st))
 		next(t, g, "t")
-		st.SetDelay(100 * time.Millisecond)
+		faults.SetDelay(100 * time.Millisecond)
 		for range 9 {
 			next(t, g, "t") // 2..10; the load of [11,21) is in flight
 		}
@@ -712,18 +720,6 @@ func TestAdaptiveStep(t *testing.T) {
 	}
 }
 
-// TestHammerInMemory runs the shared hammer against the in-memory store:
-// several generators, many goroutines, a small step.
-func TestHammerInMemory(t *testing.T) {
-	st := inmem.NewSegmentStore()
-	total := 400_000
-	if testing.Short() {
-		total = 100_000
-	}
-	leaftest.HammerSegment(t, func() (leaf.SegmentStore, error) { return st, nil },
-		leaftest.Hammer{Instances: 3, Goroutines: 32, Total: total, Step: 100, Batch: 7})
-}
-
 func TestHotPathDoesNotAllocate(t *testing.T) {
 	st := testutil.Store(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 100000})
 	g := newGen(t, settings(st))
@@ -782,7 +778,7 @@ func BenchmarkNextIDs1000(b *testing.B) {
 // benchGen is a generator whose ranges are a million IDs: the benchmarks
 // measure the hot path, with a reload every million IDs.
 func benchGen(b *testing.B) *segment.Generator {
-	st := inmem.NewSegmentStore()
+	st := testutil.Store(b)
 	if err := st.CreateTag(bg, leaf.Alloc{Tag: "t", MaxID: 1, Step: leaf.MaxStep}); err != nil {
 		b.Fatal(err)
 	}
@@ -798,7 +794,8 @@ func benchGen(b *testing.B) *segment.Generator {
 // monitor page: issued, remaining, rate and time until dry, load latency and
 // errors, the low-buffer reason, and the IDs given back at Close.
 func TestStatusCounters(t *testing.T) {
-	st := testutil.Store(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 1000})
+	db := testutil.Store(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 1000})
+	st, faults := faultstore.Wrap(db)
 	clk := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	g := newGen(t, settings(st, func(s *segment.Settings) {
 		s.Now = clk.Now
@@ -843,12 +840,12 @@ func TestStatusCounters(t *testing.T) {
 	}
 
 	// Failed loads are counted.
-	st.SetDown(errors.New("store unplugged"))
+	faults.SetDown(errors.New("store unplugged"))
 	if _, err := g.NextIDs(bg, "t", 701, nil); err != nil { // past 10% of the next range: a load starts and fails
 		t.Fatal(err)
 	}
 	testutil.WaitFor(t, "failed loads", func() bool { return status(g, "t").LoadErrors >= 2 })
-	st.SetDown(nil)
+	faults.SetDown(nil)
 	testutil.WaitFor(t, "third range", func() bool { return status(g, "t").Loads == 3 })
 
 	// Close gives back the unused tail: 1501 issued of [1, 4001), the third
@@ -900,7 +897,7 @@ func TestLogLines(t *testing.T) {
 // staleStore answers its first lookup (Alloc) of a tag only when released,
 // and then "not found": the read a lookup made before the tag was created.
 type staleStore struct {
-	*inmem.SegmentStore
+	*sqlite.Store
 	tag              string
 	entered, release chan struct{}
 	once             sync.Once
@@ -912,7 +909,7 @@ func (s *staleStore) Alloc(ctx context.Context, tag string) (leaf.Alloc, error) 
 		s.once.Do(func() { stale = true })
 	}
 	if !stale {
-		return s.SegmentStore.Alloc(ctx, tag)
+		return s.Store.Alloc(ctx, tag)
 	}
 	close(s.entered)
 	<-s.release
@@ -926,7 +923,7 @@ func (s *staleStore) Alloc(ctx context.Context, tag string) (leaf.Alloc, error) 
 // is a race between the lookup's end and the client's next request.
 func TestCreateTagDuringLookup(t *testing.T) {
 	t.Run("created while the lookup is in flight", func(t *testing.T) {
-		st := &staleStore{SegmentStore: testutil.Store(t), tag: "late", entered: make(chan struct{}), release: make(chan struct{})}
+		st := &staleStore{Store: testutil.Store(t), tag: "late", entered: make(chan struct{}), release: make(chan struct{})}
 		g := newGen(t, settings(st, func(s *segment.Settings) { s.NegativeTTL = time.Hour }))
 		errc := make(chan error, 1)
 		go func() { _, err := g.NextID(bg, "late"); errc <- err }()
@@ -957,12 +954,6 @@ func TestCreateTagDuringLookup(t *testing.T) {
 	})
 }
 
-// The tombstone suite on the in-memory store: the SQL stores run it too.
-func TestTombstone(t *testing.T) {
-	st := inmem.NewSegmentStore()
-	leaftest.TombstoneSegment(t, func() (leaf.SegmentStore, error) { return st, nil })
-}
-
 // A server whose DeleteTag finds the row already gone (another server
 // deleted it) still drops its own buffers at once, not at its next refresh.
 func TestDeleteTagAlreadyDeleted(t *testing.T) {
@@ -987,17 +978,5 @@ func TestDeleteTagAlreadyDeleted(t *testing.T) {
 	}
 	if id := next(t, g1, "a"); id < 201 {
 		t.Fatalf("first ID after the re-creation %d, want >= 201", id)
-	}
-}
-
-// The idle hammer on the in-memory store, with and without give-backs: the
-// SQL stores run it too.
-func TestHammerIdle(t *testing.T) {
-	for _, giveBack := range []bool{true, false} {
-		t.Run(fmt.Sprintf("GiveBack=%v", giveBack), func(t *testing.T) {
-			st := inmem.NewSegmentStore()
-			leaftest.HammerIdle(t, func() (leaf.SegmentStore, error) { return st, nil },
-				leaftest.IdleHammer{GiveBack: giveBack})
-		})
 	}
 }

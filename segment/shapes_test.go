@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/faultstore"
 	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/segment"
@@ -17,9 +18,10 @@ import (
 // deleted tag's entry goes; a name the store does not hold is refused
 // without caching anything.
 func TestTagShapeCached(t *testing.T) {
-	st := testutil.Store(t, leaf.Alloc{Tag: "plain", MaxID: 1, Step: 10})
+	db := testutil.Store(t, leaf.Alloc{Tag: "plain", MaxID: 1, Step: 10})
+	st, faults := faultstore.Wrap(db)
 	shape := leaf.TagShape{Format: leaf.IDFormat{Prefix: "INV", Width: 8, Radix: leaf.Radix36}}
-	if err := st.CreateShapedTag(bg, leaf.Alloc{Tag: "inv", MaxID: 1, Step: 10}, shape); err != nil {
+	if err := db.CreateShapedTag(bg, leaf.Alloc{Tag: "inv", MaxID: 1, Step: 10}, shape); err != nil {
 		t.Fatal(err)
 	}
 	g := newGen(t, settings(st))
@@ -33,22 +35,22 @@ func TestTagShapeCached(t *testing.T) {
 		}
 	}
 	// From memory: the store being down does not matter.
-	st.SetDown(errors.New("store unplugged"))
+	faults.SetDown(errors.New("store unplugged"))
 	if got, err := g.TagShape(bg, "inv"); err != nil || got != shape {
 		t.Fatalf("cached TagShape(inv) = %v, %v", got, err)
 	}
-	st.SetDown(nil)
+	faults.SetDown(nil)
 	// A tag's first load caches its shape: through an outage, a tag with
 	// IDs buffered still has it.
-	if err := st.CreateShapedTag(bg, leaf.Alloc{Tag: "loaded", MaxID: 1, Step: 10}, shape); err != nil {
+	if err := db.CreateShapedTag(bg, leaf.Alloc{Tag: "loaded", MaxID: 1, Step: 10}, shape); err != nil {
 		t.Fatal(err)
 	}
 	next(t, g, "loaded")
-	st.SetDown(errors.New("store unplugged"))
+	faults.SetDown(errors.New("store unplugged"))
 	if got, err := g.TagShape(bg, "loaded"); err != nil || got != shape {
 		t.Fatalf("TagShape(loaded) after its first load = %v, %v", got, err)
 	}
-	st.SetDown(nil)
+	faults.SetDown(nil)
 	if _, err := g.TagShape(bg, "nosuch"); !errors.Is(err, leaf.ErrTagNotFound) {
 		t.Fatalf("TagShape(nosuch) = %v, want ErrTagNotFound", err)
 	}
@@ -58,7 +60,7 @@ func TestTagShapeCached(t *testing.T) {
 	if err := g.DeleteTag(bg, "inv"); err != nil {
 		t.Fatal(err)
 	}
-	st.SetDown(errors.New("store unplugged"))
+	faults.SetDown(errors.New("store unplugged"))
 	if _, err := g.TagShape(bg, "inv"); err == nil {
 		t.Fatal("TagShape of a deleted tag answered from memory; want a store read (failing here)")
 	}

@@ -9,20 +9,21 @@ import (
 	"testing"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/inmem"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/segment"
+	"github.com/leafgo/leaf/sqlite"
 	"github.com/leafgo/leaf/stripe"
 )
 
-// stripedStore is a store over several in-memory databases, each serving
+// stripedStore is a store over several SQLite databases, each serving
 // its stripe, taking them in turn: what a multi-database store hands the
 // generator, without the health checks.
 type stripedStore struct {
-	*inmem.SegmentStore // Tags, Allocs and the rest: database 0's
-	members             []*inmem.SegmentStore
-	block               int64
-	turn                atomic.Int64
+	*sqlite.Store // Tags, Allocs and the rest: database 0's
+	members       []*sqlite.Store
+	block         int64
+	turn          atomic.Int64
 }
 
 func (s *stripedStore) Reserve(ctx context.Context, tag string, step int) (leaf.Reservation, error) {
@@ -44,9 +45,9 @@ func (s *stripedStore) GiveBack(context.Context, string, int64, int64) (bool, er
 // 20 to 80 make every lease several runs.
 func TestStripedReservations(t *testing.T) {
 	const databases, block, tag = 3, 7, "striped"
-	members := make([]*inmem.SegmentStore, databases)
+	members := make([]*sqlite.Store, databases)
 	for i := range members {
-		members[i] = inmem.NewSegmentStore()
+		members[i] = testutil.Store(t)
 		if err := members[i].CreateTag(bg, leaf.Alloc{Tag: tag, MaxID: 1, Step: 20}); err != nil {
 			t.Fatal(err)
 		}
@@ -57,7 +58,7 @@ func TestStripedReservations(t *testing.T) {
 		wg  sync.WaitGroup
 	)
 	for range 3 {
-		st := &stripedStore{SegmentStore: members[0], members: members, block: block}
+		st := &stripedStore{Store: members[0], members: members, block: block}
 		g := newGen(t, settings(st, func(s *segment.Settings) { s.MaxStep = 80 }))
 		for w := range 6 {
 			wg.Add(1)

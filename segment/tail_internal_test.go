@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/inmem"
+	"github.com/leafgo/leaf/internal/testutil"
 )
 
 // A stopped buffer's unused tail is claimed for a give-back once: the
@@ -16,7 +16,7 @@ import (
 // reserved exactly that range, which it would then share.
 func TestTailClaimedOnce(t *testing.T) {
 	ctx := context.Background()
-	st := inmem.NewSegmentStore()
+	st := testutil.Store(t)
 	if err := st.CreateTag(ctx, leaf.Alloc{Tag: "t", MaxID: 1, Step: 100}); err != nil {
 		t.Fatal(err)
 	}

@@ -1,22 +1,26 @@
 package sqlite_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/leafgo/leaf/internal/testdb"
 	"github.com/leafgo/leaf/leaftest"
 )
 
-// The generator on SQLite: two instances (separate pools on one file, like
-// two processes), restarts.
+// The generator on SQLite: several instances (separate pools on one file,
+// like processes), restarts. These were also run on the in-memory store
+// that package inmem kept for the generator's tests; they now run here only.
 
+// Three instances and batches of 7, which do not divide the step: batches
+// cross range ends.
 func TestGeneratorHammer(t *testing.T) {
 	total := 1_000_000
 	if testing.Short() {
 		total = 100_000
 	}
 	leaftest.HammerSegment(t, opener(testdb.SQLitePath(t)),
-		leaftest.Hammer{Instances: 2, Goroutines: 32, Total: total, Step: 100, Batch: 10})
+		leaftest.Hammer{Instances: 3, Goroutines: 32, Total: total, Step: 100, Batch: 7})
 }
 
 func TestGeneratorRestart(t *testing.T) {
@@ -27,8 +31,13 @@ func TestGeneratorTombstone(t *testing.T) {
 	leaftest.TombstoneSegment(t, opener(testdb.SQLitePath(t)))
 }
 
+// With and without give-backs.
 func TestGeneratorIdleHammer(t *testing.T) {
-	leaftest.HammerIdle(t, opener(testdb.SQLitePath(t)), leaftest.IdleHammer{GiveBack: true})
+	for _, giveBack := range []bool{true, false} {
+		t.Run(fmt.Sprintf("GiveBack=%v", giveBack), func(t *testing.T) {
+			leaftest.HammerIdle(t, opener(testdb.SQLitePath(t)), leaftest.IdleHammer{GiveBack: giveBack})
+		})
+	}
 }
 
 func TestGeneratorPeriodic(t *testing.T) {

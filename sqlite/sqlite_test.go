@@ -37,7 +37,7 @@ func opener(path string) leaftest.Opener {
 func TestSegmentStore(t *testing.T) {
 	leaftest.TestSegmentStore(t, func(t *testing.T) func() (leaf.SegmentStore, error) {
 		return opener(testdb.SQLitePath(t))
-	})
+	}, leaftest.StoreTraits{})
 }
 
 // leafDDL is Leaf's scripts/leaf_alloc.sql less what SQLite cannot parse

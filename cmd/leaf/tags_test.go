@@ -13,7 +13,7 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/httpapi"
-	"github.com/leafgo/leaf/inmem"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/sqlite"
 )
 
@@ -105,7 +105,7 @@ func TestTagsListPages(t *testing.T) {
 // pageCounter is a store that records the pages read from it and refuses
 // to list the whole table at once.
 type pageCounter struct {
-	*inmem.SegmentStore
+	*sqlite.Store
 	limits []int
 }
 
@@ -115,12 +115,12 @@ func (p *pageCounter) Allocs(context.Context) ([]leaf.Alloc, error) {
 
 func (p *pageCounter) AllocsPage(ctx context.Context, prefix, after string, limit int) ([]leaf.Alloc, error) {
 	p.limits = append(p.limits, limit)
-	return p.SegmentStore.AllocsPage(ctx, prefix, after, limit)
+	return p.Store.AllocsPage(ctx, prefix, after, limit)
 }
 
 // TestTagsListStreams: the rows are read a page at a time, never whole.
 func TestTagsListStreams(t *testing.T) {
-	s := &pageCounter{SegmentStore: inmem.NewSegmentStore()}
+	s := &pageCounter{Store: testutil.Store(t)}
 	for i := range listPage + 10 {
 		if err := s.CreateTag(t.Context(), leaf.Alloc{Tag: fmt.Sprintf("t%05d", i), Step: 1}); err != nil {
 			t.Fatal(err)

@@ -17,7 +17,7 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/httpapi"
-	"github.com/leafgo/leaf/inmem"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/segment"
 )
 
@@ -29,7 +29,7 @@ type zoneTestServer struct {
 	hits atomic.Int64
 }
 
-// zoneServers starts n servers over one in-memory store holding tag "zone".
+// zoneServers starts n servers over one SQLite store holding tag "zone".
 func zoneServers(t *testing.T, n int) []*zoneTestServer {
 	return startZoneServers(t, n, httptest.NewServer)
 }
@@ -38,7 +38,7 @@ func zoneServers(t *testing.T, n int) []*zoneTestServer {
 // NewTLSServer).
 func startZoneServers(t *testing.T, n int, start func(http.Handler) *httptest.Server) []*zoneTestServer {
 	t.Helper()
-	st := inmem.NewSegmentStore()
+	st := testutil.Store(t)
 	if err := st.CreateTag(context.Background(), leaf.Alloc{Tag: "zone", MaxID: 1, Step: 100_000}); err != nil {
 		t.Fatal(err)
 	}

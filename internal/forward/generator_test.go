@@ -17,10 +17,10 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/httpapi"
-	"github.com/leafgo/leaf/inmem"
 	"github.com/leafgo/leaf/internal/forward"
 	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/segment"
+	"github.com/leafgo/leaf/sqlite"
 )
 
 // server is one leaf server as leaf serve wires it in forward mode: a
@@ -33,7 +33,7 @@ type server struct {
 	srv *fasthttp.Server
 }
 
-func startServer(t *testing.T, store *inmem.SegmentStore, i int) *server {
+func startServer(t *testing.T, store *sqlite.Store, i int) *server {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

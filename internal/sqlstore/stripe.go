@@ -39,7 +39,7 @@ type Stripes struct {
 type stripeQueries struct {
 	read, write, replace       string
 	anyRow, anyTomb            string
-	tombstones                 string
+	tombstones, tombstone      string
 	raiseAlloc, raiseTombstone string
 	lockedAllocs               string
 }
@@ -54,6 +54,7 @@ func NewStripes(s *Store) *Stripes {
 		anyTomb: "SELECT 1 FROM leaf_alloc_tombstone LIMIT 1",
 		// Period rows' tombstones too: a migration must see them.
 		tombstones: "SELECT biz_tag, max_id FROM leaf_alloc_tombstone",
+		tombstone:  "SELECT max_id FROM leaf_alloc_tombstone WHERE biz_tag = ?",
 		raiseAlloc: "INSERT INTO leaf_alloc (biz_tag, max_id, step, description, update_time) VALUES (?, ?, ?, ?, CURRENT_TIMESTAMP)" +
 			" ON CONFLICT (biz_tag) DO UPDATE SET max_id = CASE WHEN excluded.max_id > leaf_alloc.max_id THEN excluded.max_id ELSE leaf_alloc.max_id END",
 		raiseTombstone: "INSERT INTO leaf_alloc_tombstone (biz_tag, max_id, deleted_at) VALUES (?, ?, CURRENT_TIMESTAMP)" +
@@ -71,7 +72,7 @@ func NewStripes(s *Store) *Stripes {
 			" ON DUPLICATE KEY UPDATE max_id = GREATEST(max_id, ?)"
 	}
 	if s.d.Dollar {
-		for _, p := range []*string{&q.write, &q.replace, &q.raiseAlloc, &q.raiseTombstone} {
+		for _, p := range []*string{&q.write, &q.replace, &q.tombstone, &q.raiseAlloc, &q.raiseTombstone} {
 			*p = Rebind(*p)
 		}
 	}
@@ -182,6 +183,27 @@ func (t *Stripes) Tombstones(ctx context.Context) (map[string]int64, error) {
 		return nil, t.s.wrap(op, err)
 	}
 	return out, nil
+}
+
+// Tombstone reads tag's tombstone: the highest max_id a deleted row of it
+// had; ok is false when it was never deleted. A multi-database store reads
+// it on every database before a create with a start, so that a start one
+// database refuses is refused before any other creates the tag.
+func (t *Stripes) Tombstone(ctx context.Context, tag string) (maxID int64, ok bool, err error) {
+	if err := leaf.ValidateTag(tag); err != nil {
+		return 0, false, err
+	}
+	op := fmt.Sprintf("read the tombstone of %q", tag)
+	if err := t.s.checkOpen(op); err != nil {
+		return 0, false, err
+	}
+	switch err := t.s.db.QueryRowContext(ctx, t.q.tombstone, tag).Scan(&maxID); {
+	case errors.Is(err, sql.ErrNoRows):
+		return 0, false, nil
+	case err != nil:
+		return 0, false, t.s.wrap(op, err)
+	}
+	return maxID, true, nil
 }
 
 // LockedAllocs lists every row as Store.Allocs does, but reads them under

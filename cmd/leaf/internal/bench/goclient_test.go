@@ -16,15 +16,15 @@ import (
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/client"
 	"github.com/leafgo/leaf/httpapi"
-	"github.com/leafgo/leaf/inmem"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/segment"
 )
 
 // leafServers starts n real leaf servers (httpapi, one segment generator
-// each) on one in-memory store holding tag "t", counting their requests.
+// each) on one SQLite store holding tag "t", counting their requests.
 func leafServers(t *testing.T, n int) ([]string, []*atomic.Int64) {
 	t.Helper()
-	st := inmem.NewSegmentStore()
+	st := testutil.Store(t)
 	if err := st.CreateTag(context.Background(), leaf.Alloc{Tag: "t", MaxID: 1, Step: 100_000}); err != nil {
 		t.Fatal(err)
 	}
