@@ -232,7 +232,7 @@ func dial(ctx context.Context, cfg Config, registry string) (*client, error) {
 		}
 	}
 	conn, _, err := zk.Connect(cfg.Servers, cfg.SessionTimeout,
-		zk.WithLogger(zkLogger{c}), zk.WithEventCallback(onEvent))
+		zk.WithLogger(zkLogger{c}), zk.WithEventCallback(onEvent), zk.WithDialer(handshakeDialer(cfg.SessionTimeout)))
 	if err != nil {
 		return nil, fmt.Errorf("zookeeper: connect to %v: %w", cfg.Servers, err)
 	}
@@ -249,6 +249,38 @@ func dial(ctx context.Context, cfg Config, registry string) (*client, error) {
 	}
 	conn.Close()
 	return nil, fmt.Errorf("zookeeper: connect to %v: %w", cfg.Servers, err)
+}
+
+// handshakeDialer dials as the ZooKeeper client does, on connections that
+// wait at most limit for an answer. The client waits ten times its receive
+// timeout (two thirds of the session timeout: 40s by default) for a server
+// to answer its handshake, and every call of the registry queues behind
+// it: a server that accepts the connection but does not answer (one still
+// starting after a restart, on a busy host) held the heartbeats for 40s,
+// past the lease, and the server stopped issuing. The Java client waits a
+// session timeout; so does this one, then tries again. Reads after the
+// handshake wait the receive timeout, below the limit: unchanged.
+func handshakeDialer(limit time.Duration) zk.Dialer {
+	return func(network, address string, timeout time.Duration) (net.Conn, error) {
+		conn, err := net.DialTimeout(network, address, timeout)
+		if err != nil {
+			return nil, err
+		}
+		return &cappedConn{Conn: conn, limit: limit}, nil
+	}
+}
+
+// cappedConn caps how far ahead a read deadline may be set.
+type cappedConn struct {
+	net.Conn
+	limit time.Duration
+}
+
+func (c *cappedConn) SetReadDeadline(t time.Time) error {
+	if latest := time.Now().Add(c.limit); !t.IsZero() && t.After(latest) {
+		t = latest
+	}
+	return c.Conn.SetReadDeadline(t)
 }
 
 // now reads the clock the registry publishes, in Unix ms.
