@@ -291,23 +291,6 @@ func (o *ordered) nextID(ctx context.Context) (int64, error) {
 	return s, err
 }
 
-// appendIDs appends n increasing IDs to dst; on an error it returns dst as
-// it was.
-func (o *ordered) appendIDs(ctx context.Context, n int64, dst []int64, waitUntil *time.Time) ([]int64, error) {
-	first := len(dst)
-	for left := n; left > 0; {
-		s, e, err := o.takeRun(ctx, left, waitUntil)
-		if err != nil {
-			return dst[:first], err
-		}
-		for id := s; id < e; id++ {
-			dst = append(dst, id)
-		}
-		left -= e - s
-	}
-	return dst, nil
-}
-
 // takeRun takes a run [s, e) of at most n IDs from one range of this
 // server's ownership, taking the lease first if it is free. The deadline is
 // looked at after the take: IDs taken once it passed are never issued.
