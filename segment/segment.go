@@ -392,7 +392,21 @@ func (g *Generator) loop(every time.Duration, f func(context.Context) error) {
 // ID of the period the clock is in, which NextIDPeriod names: the number
 // alone repeats across periods.
 func (g *Generator) NextID(ctx context.Context, tag string) (int64, error) {
-	id, _, err := g.NextIDPeriod(ctx, tag)
+	// The hot path, as NextIDPeriod's: inlined here too, since a call
+	// through NextIDPeriod costs the single ID a fifth of its time.
+	b := (*g.hot.Load())[tag]
+	if b != nil {
+		if v, got := b.ids.Next(); got != doublebuf.None {
+			if got == doublebuf.AtMark {
+				b.ids.Prefetch()
+			}
+			if e := b.enc.Load(); e != nil {
+				return e.encode(v)
+			}
+			return v, nil
+		}
+	}
+	id, _, err := g.nextSlow(ctx, tag, b)
 	return id, err
 }
 
@@ -400,15 +414,27 @@ func (g *Generator) NextID(ctx context.Context, tag string) (int64, error) {
 // belongs to (yyyymmdd, yyyymm or yyyy, in the tag's time zone) for a
 // periodic tag, "" for a plain one. Each ID is unique within its period.
 func (g *Generator) NextIDPeriod(ctx context.Context, tag string) (int64, string, error) {
-	if b := (*g.hot.Load())[tag]; b != nil {
-		// The hot path: a plain tag's shell, or its kind's own.
+	// The hot path: a plain tag's shell.
+	b := (*g.hot.Load())[tag]
+	if b != nil {
 		if v, got := b.ids.Next(); got != doublebuf.None {
 			if got == doublebuf.AtMark {
 				b.ids.Prefetch()
 			}
-			v, err := b.enc.Load().encode(v)
-			return v, "", err
+			if e := b.enc.Load(); e != nil {
+				v, err := e.encode(v)
+				return v, "", err
+			}
+			return v, "", nil
 		}
+	}
+	return g.nextSlow(ctx, tag, b)
+}
+
+// nextSlow is one ID when the tag's shell b (nil: not in hot) has none to
+// hand: its kind's hot path, else a take.
+func (g *Generator) nextSlow(ctx context.Context, tag string, b *buffer) (int64, string, error) {
+	if b != nil {
 		if k := b.kind(); k != nil {
 			if v, key, ok, err := k.next(ctx); ok {
 				return v, key, err
