@@ -429,9 +429,12 @@ func TestWaitTimeoutCaps(t *testing.T) {
 		for _, d := range deadlines {
 			t.Run(kind+"/"+d.name, func(t *testing.T) {
 				t.Parallel()
+				// Timed from before the deadline is set: timed from after,
+				// a pause between the two (a busy machine, -race) made the
+				// call look as if it ended before its deadline.
+				began := time.Now()
 				ctx, cancel := context.WithTimeout(bg, d.deadline)
 				defer cancel()
-				began := time.Now()
 				err := call(g, ctx, kind+"-"+strings.ReplaceAll(d.name, " ", "-"))
 				took := time.Since(began)
 				leaftest.ErrIs(t, err, leaf.ErrNotReady)
