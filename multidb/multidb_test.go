@@ -1120,6 +1120,11 @@ func TestMain(m *testing.M) {
 // over two databases of each kind. Each opener call opens the members anew,
 // as another server would, and the store closes them.
 func TestSegmentStore(t *testing.T) {
+	if testing.Short() {
+		// About 200 databases per kind: five minutes under -race, which
+		// runs the short suite. The tests stage runs it in full.
+		t.Skip("makes about 200 databases per kind")
+	}
 	for _, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {
 			t.Parallel()
