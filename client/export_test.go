@@ -10,10 +10,15 @@ import (
 // know which server is tried first.
 func StartAt(c *Client, i int) { c.rr.Store(uint64(i)) }
 
-// SetClock replaces the clock a Buffered measures its rate with.
+// SetClock replaces the clock a Buffered measures its rate with, and
+// starts the measurement over: the first lease may already have been sized
+// on the real clock, and an interval from a reading of one clock to one of
+// the other would be a rate of nonsense (negative, under a fixed clock
+// that is behind).
 func SetClock(b *Buffered, now func() time.Time) {
 	b.mu.Lock()
 	b.now = now
+	b.lastAt = time.Time{}
 	b.mu.Unlock()
 }
 
