@@ -177,7 +177,6 @@ type Buffered struct {
 	closed bool
 	size   int    // IDs the next lease asks for
 	sized  uint64 // leases loaded when size was last set: a retry keeps it
-	ranges uint64 // ranges leased
 	// rangeMax is the most one range request asks for: leaf.MaxRange,
 	// leaf.MaxBatch once a server has refused more.
 	rangeMax int
@@ -190,12 +189,13 @@ type Buffered struct {
 // BufferedStats counts a Buffered's activity since it was made.
 type BufferedStats struct {
 	Leases     uint64 // leases loaded, each one range or more
-	Ranges     uint64 // ranges leased (successful range requests)
+	Ranges     uint64 // ranges leased (successful range requests), a lease in flight's too
 	LeasedIDs  uint64 // IDs in them
 	Issued     uint64 // IDs handed out
 	Waits      uint64 // times a call found no lease and waited for one
 	LoadErrors uint64 // leases that failed (every range request of the attempt, after the client's own retries)
 	RangeSize  int    // IDs the next lease asks for
+	Loading    bool   // a lease is in flight: its ranges so far are counted, the lease not yet
 }
 
 // Stats reports the counters.
@@ -204,8 +204,8 @@ func (b *Buffered) Stats() BufferedStats {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return BufferedStats{
-		Leases: st.Loads, Ranges: b.ranges, LeasedIDs: st.Leased, Issued: st.Issued,
-		Waits: st.Waits, LoadErrors: st.LoadErrors, RangeSize: b.size,
+		Leases: st.Loads, Ranges: st.Ranges, LeasedIDs: st.Leased, Issued: st.Issued,
+		Waits: st.Waits, LoadErrors: st.LoadErrors, RangeSize: b.size, Loading: st.Loading,
 	}
 }
 
@@ -360,9 +360,6 @@ func (b *Buffered) load(ctx context.Context, deliver func(doublebuf.Range) error
 		}
 		left -= int(e - s)
 	}
-	b.mu.Lock()
-	b.ranges += uint64(ranges)
-	b.mu.Unlock()
 	return nil
 }
 

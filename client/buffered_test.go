@@ -36,6 +36,18 @@ func newBuffered(t testing.TB, c *client.Client, tag string, opts ...client.Buff
 	return b
 }
 
+// settled waits until b has no lease in flight, and returns its stats then:
+// a lease in flight has its ranges counted and not yet itself.
+func settled(t *testing.T, b *client.Buffered) client.BufferedStats {
+	t.Helper()
+	var st client.BufferedStats
+	testutil.WaitFor(t, "the lease in flight to arrive", func() bool {
+		st = b.Stats()
+		return !st.Loading
+	})
+	return st
+}
+
 func TestBufferedOptions(t *testing.T) {
 	c := newClient(t, []string{"http://127.0.0.1:1"})
 	for name, tc := range map[string]struct {
@@ -127,7 +139,7 @@ func TestBufferedShortRanges(t *testing.T) {
 	if ids := draw(t, b, 2000); !contiguous(ids, 1) {
 		t.Fatalf("IDs are not 1..2000")
 	}
-	if st := b.Stats(); st.Ranges <= st.Leases || st.LeasedIDs != 100*st.Leases {
+	if st := settled(t, b); st.Ranges <= st.Leases || st.LeasedIDs != 100*st.Leases {
 		t.Errorf("Stats = %+v: want leases of 100 IDs, some in two ranges", st)
 	}
 }
@@ -179,7 +191,7 @@ func TestBufferedAdaptive(t *testing.T) {
 	if got := sizes(3); !slices.Equal(got, []int{5000, 40_000}) {
 		t.Errorf("lease sizes while busy: %v, want 5000 then the cap 40000", got)
 	}
-	if st := b.Stats(); st.Ranges < st.Leases || st.LeasedIDs <= uint64(leaf.MaxBatch)*st.Leases/2 {
+	if st := settled(t, b); st.Ranges < st.Leases || st.LeasedIDs <= uint64(leaf.MaxBatch)*st.Leases/2 {
 		t.Errorf("Stats = %+v, want leases past a batch, a range or more each", st)
 	}
 	mu.Lock()
@@ -511,7 +523,7 @@ func TestBufferedLongRanges(t *testing.T) {
 		}))
 		b := newBuffered(t, newClient(t, []string{s.URL}), "test", client.WithRangeSize(200_000), client.WithMaxRangeSize(200_000))
 		leaftest.CheckUnique(t, draw(t, b, 300_000))
-		st := b.Stats()
+		st := settled(t, b)
 		switch {
 		case !old && st.Ranges > 3*st.Leases:
 			t.Errorf("Stats = %+v: want leases of one or two ranges (a segment's end cuts one)", st)

@@ -217,6 +217,7 @@ type Buffer struct {
 
 	loads, loadErrors, waits uint64
 	leased                   uint64 // IDs in the leases loaded
+	ranges                   uint64 // ranges delivered
 	retired                  uint64 // IDs handed out from leases no longer held
 }
 
@@ -460,6 +461,7 @@ func (b *Buffer) load() {
 				return err
 			}
 			b.leased += uint64(r.End - r.Start)
+			b.ranges++
 			switch {
 			case fresh:
 				b.installLocked(l)
@@ -620,7 +622,8 @@ type Stats struct {
 	Loads      uint64 // leases loaded
 	LoadErrors uint64 // load attempts that failed (not counting those ended by Stop)
 	Waits      uint64 // times a take found no IDs and waited
-	Leased     uint64 // IDs in the leases loaded
+	Leased     uint64 // IDs in the ranges delivered (those of a lease in flight too)
+	Ranges     uint64 // ranges delivered (those of a lease in flight too)
 	Issued     uint64 // IDs handed out
 	Loading    bool   // a load runs
 	Stopped    bool
@@ -651,7 +654,7 @@ func (b *Buffer) Stats() Stats {
 
 func (b *Buffer) statsLocked() Stats {
 	st := Stats{
-		Loads: b.loads, LoadErrors: b.loadErrors, Waits: b.waits, Leased: b.leased, Issued: b.retired,
+		Loads: b.loads, LoadErrors: b.loadErrors, Waits: b.waits, Leased: b.leased, Ranges: b.ranges, Issued: b.retired,
 		Loading: b.loading, Stopped: b.stopErr != nil, LastErr: b.lastErr, Pos: b.pos,
 	}
 	for i, l := range b.slots {

@@ -268,7 +268,7 @@ func TestPrefetchAtMark(t *testing.T) {
 				st := b.Stats()
 				// (At the last ID the lease is used up: the next becomes
 				// current as it lands.)
-				if n := src.Calls(); n != 2 || st.Loads != 2 || st.Leased != uint64(2*tc.size*int64(tc.parts)) {
+				if n := src.Calls(); n != 2 || st.Loads != 2 || st.Leased != uint64(2*tc.size*int64(tc.parts)) || st.Ranges != uint64(2*tc.parts) || st.Loading {
 					t.Fatalf("after the mark: %d loads, stats %+v; want the next lease loaded", n, st)
 				}
 				// No third load before the second lease's own mark.
