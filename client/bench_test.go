@@ -8,7 +8,7 @@ import (
 	"github.com/leafgo/leaf/httpapi"
 )
 
-// BenchmarkBufferedNext measures Buffered.Next from GOMAXPROCS goroutines
+// BenchmarkBufferedNext measures Buffered.NextID from GOMAXPROCS goroutines
 // against a real server in-process over loopback, with the default lease
 // sizes: from 10,000 IDs, growing with the rate (the server's own segments
 // are large, so its store is rarely asked). waits/lease is how often a call
@@ -24,7 +24,7 @@ func BenchmarkBufferedNext(b *testing.B) {
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if _, err := buf.Next(ctx); err != nil {
+			if _, err := buf.NextID(ctx); err != nil {
 				b.Error(err)
 				return
 			}
@@ -45,7 +45,7 @@ func benchBuffered(b *testing.B) (*server, *client.Buffered) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = buf.Close() })
-	if _, err := buf.Next(context.Background()); err != nil {
+	if _, err := buf.NextID(context.Background()); err != nil {
 		b.Fatal(err)
 	}
 	return s, buf
@@ -78,7 +78,7 @@ func BenchmarkBufferedNextOneCaller(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		if _, err := buf.Next(ctx); err != nil {
+		if _, err := buf.NextID(ctx); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -139,7 +139,7 @@ func WithWaitTimeout(d time.Duration) BufferOption {
 }
 
 // Buffered hands out the segment IDs of one tag from ranges leased from the
-// servers (Client.Range), as Tinyid's client does: one request per range
+// servers (Client.NextRange), as Tinyid's client does: one request per range
 // instead of one per ID. It is safe for concurrent use.
 //
 // It holds up to two leases: the current one, from which Next takes IDs
@@ -250,12 +250,12 @@ func (c *Client) Buffered(tag string, opts ...BufferOption) (*Buffered, error) {
 	return b, nil
 }
 
-// Next hands out one ID. While the current lease lasts it costs one atomic
+// NextID hands out one ID. While the current lease lasts it costs one atomic
 // add and never waits (the one call per lease that passes the prefetch mark
 // also starts the background lease and yields its processor once);
 // otherwise it switches to the next lease, or waits for one until ctx is
 // done (or WithWaitTimeout, if ctx has no deadline).
-func (b *Buffered) Next(ctx context.Context) (int64, error) {
+func (b *Buffered) NextID(ctx context.Context) (int64, error) {
 	if id, got := b.ids.Next(); got != doublebuf.None {
 		if got == doublebuf.AtMark {
 			b.ids.Prefetch()
@@ -291,9 +291,9 @@ func (b *Buffered) NextIDs(ctx context.Context, n int) ([]int64, error) {
 
 // ErrPeriodicTag is what a Buffered of a periodic tag answers: the tag's
 // IDs restart each period, so a buffer would hand out the IDs of a period
-// past once the period turned. Use Client.NextWithPeriod or
-// NextIDsWithPeriod, whose answers name the period.
-var ErrPeriodicTag = fmt.Errorf("%w: a periodic tag's IDs cannot be buffered; use NextWithPeriod", leaf.ErrInvalidArgument)
+// past once the period turned. Use Client.NextIDPeriod or
+// NextIDsPeriod, whose answers name the period.
+var ErrPeriodicTag = fmt.Errorf("%w: a periodic tag's IDs cannot be buffered; use NextIDPeriod", leaf.ErrInvalidArgument)
 
 // refused reports a lease error no retry can fix: a 4xx, such as an
 // unknown tag.
@@ -314,7 +314,7 @@ func (b *Buffered) load(ctx context.Context, deliver func(doublebuf.Range) error
 		b.mu.Lock()
 		most := b.rangeMax
 		b.mu.Unlock()
-		s, e, period, err := b.c.RangeWithPeriod(ctx, b.tag, min(left, most))
+		s, e, period, err := b.c.NextRangePeriod(ctx, b.tag, min(left, most))
 		if err != nil && most > leaf.MaxBatch && min(left, most) > leaf.MaxBatch && errors.Is(err, leaf.ErrInvalidCount) {
 			// A server from before ranges longer than a batch: ask as
 			// it allows from now on.

@@ -86,7 +86,7 @@ func draw(t testing.TB, b *client.Buffered, n int) []int64 {
 	ctx := testutil.Context(t, time.Minute)
 	ids := make([]int64, n)
 	for i := range ids {
-		id, err := b.Next(ctx)
+		id, err := b.NextID(ctx)
 		if err != nil {
 			t.Fatalf("Next #%d: %v", i, err)
 		}
@@ -239,7 +239,7 @@ func TestBufferedNextDoesNotAllocate(t *testing.T) {
 		draw(t, b, 1000)
 	}
 	before := b.Stats()
-	if n := testing.AllocsPerRun(10_000, func() { _, _ = b.Next(t.Context()) }); n != 0 {
+	if n := testing.AllocsPerRun(10_000, func() { _, _ = b.NextID(t.Context()) }); n != 0 {
 		t.Fatalf("Next allocates %.1f times per call while the lease lasts", n)
 	}
 	if st := b.Stats(); st.Leases != before.Leases || st.Waits != before.Waits || st.Issued != before.Issued+10_001 {
@@ -283,7 +283,7 @@ func drawMixed(ctx context.Context, b *client.Buffered, ids []int64, per, batchE
 		batch, err := b.NextIDs(ctx, min(batchMax, per-len(ids)))
 		return append(ids, batch...), err
 	}
-	id, err := b.Next(ctx)
+	id, err := b.NextID(ctx)
 	if err != nil {
 		return ids, err
 	}
@@ -357,7 +357,7 @@ func TestBufferedUnknownTag(t *testing.T) {
 	b := newBuffered(t, newClient(t, []string{s.URL}), "later")
 	// The refusal comes back at once, not after the wait timeout.
 	began := time.Now()
-	if _, err := b.Next(testutil.Context(t, time.Minute)); !errors.Is(err, leaf.ErrTagNotFound) || time.Since(began) > time.Second {
+	if _, err := b.NextID(testutil.Context(t, time.Minute)); !errors.Is(err, leaf.ErrTagNotFound) || time.Since(began) > time.Second {
 		t.Fatalf("Next = %v after %s, want ErrTagNotFound at once", err, time.Since(began))
 	}
 	// Once the tag exists, the next call leases.
@@ -367,7 +367,7 @@ func TestBufferedUnknownTag(t *testing.T) {
 	// The server answers "not found" from its negative cache for 1ms more;
 	// the refusals meanwhile come back at once as well.
 	for {
-		id, err := b.Next(testutil.Context(t, time.Minute))
+		id, err := b.NextID(testutil.Context(t, time.Minute))
 		if errors.Is(err, leaf.ErrTagNotFound) {
 			continue
 		}
@@ -386,7 +386,7 @@ func TestBufferedNotReady(t *testing.T) {
 	ctx, cancel := context.WithTimeout(testutil.Context(t, time.Minute), 200*time.Millisecond)
 	defer cancel()
 	began := time.Now()
-	_, err := b.Next(ctx)
+	_, err := b.NextID(ctx)
 	if took := time.Since(began); !errors.Is(err, leaf.ErrNotReady) || !errors.Is(err, context.DeadlineExceeded) || took > time.Second {
 		t.Fatalf("Next = %v after %s, want ErrNotReady at the deadline", err, took)
 	}
@@ -394,7 +394,7 @@ func TestBufferedNotReady(t *testing.T) {
 	// loader has failed and the error carries the server's answer (its
 	// message, not the cause, which stays in the server's log).
 	began = time.Now()
-	_, err = b.Next(context.Background())
+	_, err = b.NextID(context.Background())
 	if took := time.Since(began); !errors.Is(err, leaf.ErrNotReady) || took < 250*time.Millisecond || took > 2*time.Second ||
 		!strings.Contains(err.Error(), "no IDs can be issued right now") {
 		t.Fatalf("Next = %v after %s, want ErrNotReady with the server's message after the wait timeout", err, took)
@@ -460,13 +460,13 @@ func TestBufferedRetryJitter(t *testing.T) {
 func TestBufferedClose(t *testing.T) {
 	s := segmentServer(t, "test")
 	b := newBuffered(t, newClient(t, []string{s.URL}), "test")
-	if _, err := b.Next(testutil.Context(t, time.Minute)); err != nil {
+	if _, err := b.NextID(testutil.Context(t, time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Next(testutil.Context(t, time.Minute)); !errors.Is(err, leaf.ErrClosed) {
+	if _, err := b.NextID(testutil.Context(t, time.Minute)); !errors.Is(err, leaf.ErrClosed) {
 		t.Errorf("Next after Close = %v, want ErrClosed", err)
 	}
 	if _, err := b.NextIDs(testutil.Context(t, time.Minute), 3); !errors.Is(err, leaf.ErrClosed) {
@@ -482,7 +482,7 @@ func TestBufferedClose(t *testing.T) {
 	b = newBuffered(t, newClient(t, []string{hang.URL}, client.WithTimeout(time.Minute)), "test")
 	got := make(chan error, 1)
 	go func() {
-		_, err := b.Next(testutil.Context(t, time.Minute))
+		_, err := b.NextID(testutil.Context(t, time.Minute))
 		got <- err
 	}()
 	// A waiter is counted under the lock that also takes its wake-up

@@ -300,26 +300,26 @@ func validPort(p string) bool {
 // so a retry only skips IDs, never duplicates one.
 //
 // A periodic tag's IDs restart each period, so the number alone repeats
-// from one period to the next: NextWithPeriod also returns the period.
+// from one period to the next: NextIDPeriod also returns the period.
 func (c *Client) NextID(ctx context.Context, tag string) (int64, error) {
-	id, _, err := c.NextWithPeriod(ctx, tag)
+	id, _, err := c.NextIDPeriod(ctx, tag)
 	return id, err
 }
 
-// NextWithPeriod is NextID that also returns the period the ID belongs to,
+// NextIDPeriod is NextID that also returns the period the ID belongs to,
 // for a periodic tag: its key, yyyymmdd, yyyymm or yyyy in the tag's time
 // zone; "" for a plain tag. The pair (period, ID) is unique.
-func (c *Client) NextWithPeriod(ctx context.Context, tag string) (int64, string, error) {
+func (c *Client) NextIDPeriod(ctx context.Context, tag string) (int64, string, error) {
 	r, err := c.next(ctx, tag)
 	return r.ID, r.Period, err
 }
 
-// NextFormatted issues one ID of a tag with an ID format and returns it as
+// NextIDFormatted issues one ID of a tag with an ID format and returns it as
 // the format writes it, e.g. "ORD-20261124-000123" (the period is part of
 // it for a periodic tag). A tag without a format fails with
 // ErrNotFormatted (the ID the server issued is lost, never reissued); one
 // whose sequence outgrew the format's width with ErrFormatExhausted.
-func (c *Client) NextFormatted(ctx context.Context, tag string) (string, error) {
+func (c *Client) NextIDFormatted(ctx context.Context, tag string) (string, error) {
 	r, err := c.next(ctx, tag)
 	if err != nil {
 		return "", err
@@ -373,15 +373,15 @@ func checkPeriod(period string) error {
 // NextIDs issues n segment IDs for tag, 1 <= n <= leaf.MaxBatch, in
 // increasing order (POST /v2/segment/{tag}/batch). They may span two of the
 // server's segments, so they are not always contiguous. For a periodic
-// tag, see NextIDsWithPeriod.
+// tag, see NextIDsPeriod.
 func (c *Client) NextIDs(ctx context.Context, tag string, n int) ([]int64, error) {
-	ids, _, err := c.NextIDsWithPeriod(ctx, tag, n)
+	ids, _, err := c.NextIDsPeriod(ctx, tag, n)
 	return ids, err
 }
 
-// NextIDsWithPeriod is NextIDs that also returns the period all the IDs
-// belong to, for a periodic tag (see NextWithPeriod); "" for a plain tag.
-func (c *Client) NextIDsWithPeriod(ctx context.Context, tag string, n int) ([]int64, string, error) {
+// NextIDsPeriod is NextIDs that also returns the period all the IDs
+// belong to, for a periodic tag (see NextIDPeriod); "" for a plain tag.
+func (c *Client) NextIDsPeriod(ctx context.Context, tag string, n int) ([]int64, string, error) {
 	r, err := c.nextIDs(ctx, tag, n)
 	if err != nil {
 		return nil, "", err
@@ -389,7 +389,7 @@ func (c *Client) NextIDsWithPeriod(ctx context.Context, tag string, n int) ([]in
 	return r.IDs, r.Period, nil
 }
 
-// NextIDsFormatted is NextFormatted for n IDs, 1 <= n <= leaf.MaxBatch, in
+// NextIDsFormatted is NextIDFormatted for n IDs, 1 <= n <= leaf.MaxBatch, in
 // the order the server issued them (see NextIDs). One ID past the
 // format's width fails the whole batch with ErrFormatExhausted.
 func (c *Client) NextIDsFormatted(ctx context.Context, tag string, n int) ([]string, error) {
@@ -441,20 +441,20 @@ func (c *Client) nextIDs(ctx context.Context, tag string, n int) (idsAnswer, err
 	return r, nil
 }
 
-// Range leases the contiguous segment IDs [start, end) of tag for the caller
+// NextRange leases the contiguous segment IDs [start, end) of tag for the caller
 // to hand out itself (POST /v2/segment/{tag}/range), 1 <= n <= leaf.MaxRange
 // (servers before 0.6 take at most leaf.MaxBatch and answer a longer one
 // with ErrInvalidCount). The range may be shorter than n: 1 <= end-start <=
 // n. Buffered builds on it. A periodic tag's range belongs to one period:
-// see RangeWithPeriod.
-func (c *Client) Range(ctx context.Context, tag string, n int) (start, end int64, err error) {
-	start, end, _, err = c.RangeWithPeriod(ctx, tag, n)
+// see NextRangePeriod.
+func (c *Client) NextRange(ctx context.Context, tag string, n int) (start, end int64, err error) {
+	start, end, _, err = c.NextRangePeriod(ctx, tag, n)
 	return start, end, err
 }
 
-// RangeWithPeriod is Range that also returns the period the whole range
-// belongs to, for a periodic tag (see NextWithPeriod); "" for a plain tag.
-func (c *Client) RangeWithPeriod(ctx context.Context, tag string, n int) (start, end int64, period string, err error) {
+// NextRangePeriod is Range that also returns the period the whole range
+// belongs to, for a periodic tag (see NextIDPeriod); "" for a plain tag.
+func (c *Client) NextRangePeriod(ctx context.Context, tag string, n int) (start, end int64, period string, err error) {
 	if err := leaf.ValidateTag(tag); err != nil {
 		return 0, 0, "", fmt.Errorf("leaf client: %w", err)
 	}

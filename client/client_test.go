@@ -85,17 +85,17 @@ func TestSegmentCalls(t *testing.T) {
 	if err != nil || len(ids) != 5 || ids[0] != 2 || ids[4] != 6 {
 		t.Fatalf("NextIDs(5) = %v, %v; want 2..6", ids, err)
 	}
-	start, end, err := c.Range(ctx, "test", 100)
+	start, end, err := c.NextRange(ctx, "test", 100)
 	if err != nil || start != 7 || end != 107 {
 		t.Fatalf("Range(100) = [%d, %d), %v; want [7, 107)", start, end, err)
 	}
 	// The server's segment (step 1000) has 894 IDs left: a range never spans
 	// two segments, so this one is short.
-	start, end, err = c.Range(ctx, "test", 5000)
+	start, end, err = c.NextRange(ctx, "test", 5000)
 	if err != nil || start != 107 || end != 1001 {
 		t.Fatalf("Range(5000) = [%d, %d), %v; want the short [107, 1001)", start, end, err)
 	}
-	start, end, err = c.Range(ctx, "test", leaf.MaxBatch)
+	start, end, err = c.NextRange(ctx, "test", leaf.MaxBatch)
 	if err != nil || start != 1001 || end <= start || end-start > leaf.MaxBatch {
 		t.Fatalf("Range(max) = [%d, %d), %v; want from 1001", start, end, err)
 	}
@@ -155,7 +155,7 @@ func TestRealServerErrors(t *testing.T) {
 		se.StatusCode != 404 || se.Code != "tag_not_found" || !strings.Contains(err.Error(), `"nope"`) {
 		t.Fatalf("NextID(unknown) = %v, want 404 tag_not_found naming the tag", err)
 	}
-	if _, _, err := c.Range(ctx, "nope", 10); !errors.Is(err, leaf.ErrTagNotFound) {
+	if _, _, err := c.NextRange(ctx, "nope", 10); !errors.Is(err, leaf.ErrTagNotFound) {
 		t.Errorf("Range(unknown) = %v, want ErrTagNotFound", err)
 	}
 	if _, err := c.SnowflakeID(ctx); !errors.Is(err, client.ErrModeDisabled) {
@@ -167,7 +167,7 @@ func TestRealServerErrors(t *testing.T) {
 	for name, err := range map[string]error{
 		"NextID bad tag":   second(c.NextID(ctx, "a/b")),
 		"NextIDs bad tag":  second(c.NextIDs(ctx, "", 1)),
-		"Range bad tag":    third(c.Range(ctx, strings.Repeat("x", 129), 1)),
+		"Range bad tag":    third(c.NextRange(ctx, strings.Repeat("x", 129), 1)),
 		"Buffered bad tag": second(c.Buffered("a b")),
 	} {
 		if !errors.Is(err, leaf.ErrInvalidTag) {
@@ -177,7 +177,7 @@ func TestRealServerErrors(t *testing.T) {
 	for name, err := range map[string]error{
 		"NextIDs 0":          second(c.NextIDs(ctx, "test", 0)),
 		"NextIDs 10001":      second(c.NextIDs(ctx, "test", leaf.MaxBatch+1)),
-		"Range 0":            third(c.Range(ctx, "test", 0)),
+		"Range 0":            third(c.NextRange(ctx, "test", 0)),
 		"SnowflakeIDs -1":    second(c.SnowflakeIDs(ctx, -1)),
 		"SnowflakeIDs 10001": second(c.SnowflakeIDs(ctx, leaf.MaxBatch+1)),
 	} {
@@ -506,7 +506,7 @@ func TestLostAnswerSkipsIDs(t *testing.T) {
 	}))
 	answering := serve(t, httpapi.Config{Segment: g})
 	c := newClient(t, []string{dropping.URL, answering.URL})
-	start, end, err := c.Range(testutil.Context(t, time.Minute), "test", 100)
+	start, end, err := c.NextRange(testutil.Context(t, time.Minute), "test", 100)
 	if err != nil || start != 101 || end != 201 {
 		t.Fatalf("Range = [%d, %d), %v; want [101, 201) after the lost [1, 101)", start, end, err)
 	}

@@ -4,15 +4,15 @@
 // leases, Tinyid-style, at in-process speed.
 //
 //	c, err := client.New([]string{"http://10.0.0.1:8080", "http://10.0.0.2:8080"})
-//	id, err := c.NextID(ctx, "order")              // one segment ID, one request
-//	ids, err := c.NextIDs(ctx, "order", 100)       // a batch
-//	start, end, err := c.Range(ctx, "order", 1000) // a lease of [start, end)
+//	id, err := c.NextID(ctx, "order")                  // one segment ID, one request
+//	ids, err := c.NextIDs(ctx, "order", 100)           // a batch
+//	start, end, err := c.NextRange(ctx, "order", 1000) // a lease of [start, end)
 //	sf, err := c.SnowflakeID(ctx)
 //	parts, err := c.Decode(ctx, sf)
 //
 //	b, err := c.Buffered("order") // IDs from local leases
 //	defer b.Close()
-//	id, err = b.Next(ctx)         // one atomic add
+//	id, err = b.NextID(ctx)       // one atomic add
 //
 // # Failover
 //
@@ -80,8 +80,8 @@
 // # Buffered
 //
 // Client.Buffered returns a Buffered for one tag. It leases ranges through
-// Client.Range and holds two leases: the current one, from which Next takes
-// IDs with one atomic add (no lock, no allocation; tens of millions of IDs
+// Client.NextRange and holds two leases: the current one, from which NextID
+// takes IDs with one atomic add (no lock, no allocation; tens of millions of IDs
 // per second), and the next one, leased in the background once the current
 // one is 20% used (WithPrefetch). The lease size follows the rate: from
 // 10,000 IDs (WithRangeSize), while a lease would last under a second
@@ -100,7 +100,7 @@
 //
 // A periodic tag (created with a period: day, month or year) restarts at
 // its start value each period, so its IDs are unique only together with
-// their period. NextWithPeriod, NextIDsWithPeriod and RangeWithPeriod return
+// their period. NextIDPeriod, NextIDsPeriod and NextRangePeriod return
 // the period (yyyymmdd, yyyymm or yyyy in the tag's time zone) with the IDs;
 // NextID, NextIDs and Range answer the numbers alone. A Buffered refuses a
 // periodic tag with ErrPeriodicTag: its leases would hand out a past

@@ -86,7 +86,7 @@ var ErrFormatExhausted = apierr.ErrFormatExhausted
 
 // ErrFormattedTag: a tag with an ID format has no ranges (a 400
 // "formatted_tag"): a lease would hand out bare numbers, not the tag's
-// IDs. Buffered answers it; use NextFormatted. It matches
+// IDs. Buffered answers it; use NextIDFormatted. It matches
 // leaf.ErrInvalidArgument.
 var ErrFormattedTag = apierr.ErrFormattedTag
 
@@ -97,7 +97,7 @@ var ErrFormattedTag = apierr.ErrFormattedTag
 // order. It matches leaf.ErrOrderedTag.
 var ErrOrderedTag = apierr.ErrOrderedTag
 
-// ErrNotFormatted is the answer of NextFormatted and NextIDsFormatted for
+// ErrNotFormatted is the answer of NextIDFormatted and NextIDsFormatted for
 // a tag without an ID format.
 var ErrNotFormatted = fmt.Errorf("%w: the tag has no ID format; use NextID", leaf.ErrInvalidArgument)
 

@@ -44,7 +44,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer orders.Close()
-	id, err = orders.Next(ctx)
+	id, err = orders.NextID(ctx)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func ExampleClient_Buffered() {
 
 	ctx := context.Background()
 	for range 3 {
-		id, err := orders.Next(ctx)
+		id, err := orders.NextID(ctx)
 		if err != nil {
 			log.Fatal(err)
 		}

@@ -35,23 +35,23 @@ func TestFormattedTag(t *testing.T) {
 	c := newClient(t, []string{s.URL})
 	ctx := testutil.Context(t, time.Minute)
 
-	if got, err := c.NextFormatted(ctx, "orders"); err != nil || got != "ORD-20261124-000001" {
-		t.Errorf("NextFormatted = %q, %v; want ORD-20261124-000001", got, err)
+	if got, err := c.NextIDFormatted(ctx, "orders"); err != nil || got != "ORD-20261124-000001" {
+		t.Errorf("NextIDFormatted = %q, %v; want ORD-20261124-000001", got, err)
 	}
 	got, err := c.NextIDsFormatted(ctx, "orders", 3)
 	if want := []string{"ORD-20261124-000002", "ORD-20261124-000003", "ORD-20261124-000004"}; err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("NextIDsFormatted = %q, %v; want %q", got, err, want)
 	}
-	if id, period, err := c.NextWithPeriod(ctx, "orders"); err != nil || id != 5 || period != "20261124" {
-		t.Errorf("NextWithPeriod = %d %q, %v: the numbers stay", id, period, err)
+	if id, period, err := c.NextIDPeriod(ctx, "orders"); err != nil || id != 5 || period != "20261124" {
+		t.Errorf("NextIDPeriod = %d %q, %v: the numbers stay", id, period, err)
 	}
-	if _, err := c.NextFormatted(ctx, "plain"); !errors.Is(err, client.ErrNotFormatted) {
-		t.Errorf("NextFormatted of a plain tag: %v, want ErrNotFormatted", err)
+	if _, err := c.NextIDFormatted(ctx, "plain"); !errors.Is(err, client.ErrNotFormatted) {
+		t.Errorf("NextIDFormatted of a plain tag: %v, want ErrNotFormatted", err)
 	}
 	if _, err := c.NextIDsFormatted(ctx, "plain", 2); !errors.Is(err, client.ErrNotFormatted) {
 		t.Errorf("NextIDsFormatted of a plain tag: %v, want ErrNotFormatted", err)
 	}
-	if _, _, err := c.Range(ctx, "orders", 5); !errors.Is(err, client.ErrFormattedTag) || !errors.Is(err, leaf.ErrInvalidArgument) {
+	if _, _, err := c.NextRange(ctx, "orders", 5); !errors.Is(err, client.ErrFormattedTag) || !errors.Is(err, leaf.ErrInvalidArgument) {
 		t.Errorf("Range of a formatted tag: %v, want ErrFormattedTag", err)
 	}
 
@@ -60,8 +60,8 @@ func TestFormattedTag(t *testing.T) {
 	if err != nil || len(all) != 61 || all[0] != "1" || all[9] != "A" || all[60] != "z" {
 		t.Fatalf("61 IDs of tiny: %q, %v", all, err)
 	}
-	if _, err := c.NextFormatted(ctx, "tiny"); !errors.Is(err, client.ErrFormatExhausted) {
-		t.Fatalf("NextFormatted past the width: %v, want ErrFormatExhausted", err)
+	if _, err := c.NextIDFormatted(ctx, "tiny"); !errors.Is(err, client.ErrFormatExhausted) {
+		t.Fatalf("NextIDFormatted past the width: %v, want ErrFormatExhausted", err)
 	}
 	var ce *client.Error
 	if _, err := c.NextIDsFormatted(ctx, "tiny", 1); !errors.As(err, &ce) || ce.StatusCode != 503 || ce.Code != "format_exhausted" {
@@ -74,8 +74,8 @@ func TestFormattedTag(t *testing.T) {
 	}
 	t.Cleanup(func() { b.Close() })
 	for range 2 { // refused at once, and from then on
-		if _, err := b.Next(ctx); !errors.Is(err, client.ErrFormattedTag) {
-			t.Fatalf("Buffered.Next of a formatted tag: %v, want ErrFormattedTag", err)
+		if _, err := b.NextID(ctx); !errors.Is(err, client.ErrFormattedTag) {
+			t.Fatalf("Buffered.NextID of a formatted tag: %v, want ErrFormattedTag", err)
 		}
 	}
 }
@@ -100,7 +100,7 @@ func TestFormattedHammer(t *testing.T) {
 			for i := range calls {
 				var got []string
 				if (w+i)%2 == 0 {
-					one, err := c.NextFormatted(ctx, "h")
+					one, err := c.NextIDFormatted(ctx, "h")
 					if err != nil {
 						t.Error(err)
 						return

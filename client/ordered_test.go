@@ -87,7 +87,7 @@ func TestOrderedTag(t *testing.T) {
 		last = ids[len(ids)-1]
 	}
 
-	if _, _, err := c.Range(ctx, "seq", 10); !errors.Is(err, client.ErrOrderedTag) || !errors.Is(err, leaf.ErrOrderedTag) {
+	if _, _, err := c.NextRange(ctx, "seq", 10); !errors.Is(err, client.ErrOrderedTag) || !errors.Is(err, leaf.ErrOrderedTag) {
 		t.Errorf("Range: %v, want ErrOrderedTag", err)
 	}
 	buf, err := c.Buffered("seq")
@@ -96,8 +96,8 @@ func TestOrderedTag(t *testing.T) {
 	}
 	defer buf.Close()
 	for range 2 { // the refusal is final: no lease is tried again
-		if _, err := buf.Next(ctx); !errors.Is(err, client.ErrOrderedTag) || !errors.Is(err, leaf.ErrOrderedTag) {
-			t.Fatalf("Buffered.Next: %v, want ErrOrderedTag", err)
+		if _, err := buf.NextID(ctx); !errors.Is(err, client.ErrOrderedTag) || !errors.Is(err, leaf.ErrOrderedTag) {
+			t.Fatalf("Buffered.NextID: %v, want ErrOrderedTag", err)
 		}
 	}
 }

@@ -28,24 +28,24 @@ func TestPeriodicTag(t *testing.T) {
 	c := newClient(t, []string{s.URL})
 	ctx := testutil.Context(t, time.Minute)
 
-	id, period, err := c.NextWithPeriod(ctx, "monthly")
+	id, period, err := c.NextIDPeriod(ctx, "monthly")
 	if err != nil || id != 1 || period != "202611" {
-		t.Errorf("NextWithPeriod = %d %q, %v; want 1 in 202611", id, period, err)
+		t.Errorf("NextIDPeriod = %d %q, %v; want 1 in 202611", id, period, err)
 	}
 	if id, err := c.NextID(ctx, "monthly"); err != nil || id != 2 {
 		t.Errorf("NextID = %d, %v; want 2", id, err)
 	}
-	ids, period, err := c.NextIDsWithPeriod(ctx, "monthly", 2)
+	ids, period, err := c.NextIDsPeriod(ctx, "monthly", 2)
 	if err != nil || !slices.Equal(ids, []int64{3, 4}) || period != "202611" {
-		t.Errorf("NextIDsWithPeriod = %v %q, %v", ids, period, err)
+		t.Errorf("NextIDsPeriod = %v %q, %v", ids, period, err)
 	}
 	clk.Add(time.Second)
-	start, end, period, err := c.RangeWithPeriod(ctx, "monthly", 3)
+	start, end, period, err := c.NextRangePeriod(ctx, "monthly", 3)
 	if err != nil || start != 1 || end != 4 || period != "202612" {
-		t.Errorf("RangeWithPeriod = [%d, %d) %q, %v; want [1, 4) in 202612", start, end, period, err)
+		t.Errorf("NextRangePeriod = [%d, %d) %q, %v; want [1, 4) in 202612", start, end, period, err)
 	}
-	if _, period, err := c.NextWithPeriod(ctx, "plain"); err != nil || period != "" {
-		t.Errorf("NextWithPeriod of a plain tag: %q, %v", period, err)
+	if _, period, err := c.NextIDPeriod(ctx, "plain"); err != nil || period != "" {
+		t.Errorf("NextIDPeriod of a plain tag: %q, %v", period, err)
 	}
 
 	b, err := c.Buffered("monthly")
@@ -54,8 +54,8 @@ func TestPeriodicTag(t *testing.T) {
 	}
 	t.Cleanup(func() { b.Close() })
 	for range 2 { // refused at once, and from then on
-		if _, err := b.Next(ctx); !errors.Is(err, client.ErrPeriodicTag) || !errors.Is(err, leaf.ErrInvalidArgument) {
-			t.Fatalf("Buffered.Next of a periodic tag: %v, want ErrPeriodicTag", err)
+		if _, err := b.NextID(ctx); !errors.Is(err, client.ErrPeriodicTag) || !errors.Is(err, leaf.ErrInvalidArgument) {
+			t.Fatalf("Buffered.NextID of a periodic tag: %v, want ErrPeriodicTag", err)
 		}
 	}
 }

@@ -374,7 +374,7 @@ func TestZoneBuffered(t *testing.T) {
 	b = newBuffered(t, c, zoneTag, fixed...)
 	ids := make([]int64, 0, 3000)
 	for range 3000 {
-		id, err := b.Next(ctx)
+		id, err := b.NextID(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}

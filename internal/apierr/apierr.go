@@ -44,7 +44,7 @@ var (
 	// ErrFormatExhausted: the tag's sequence outgrew its ID format's width.
 	ErrFormatExhausted = errors.New("the tag's sequence outgrew its ID format's width")
 	// ErrFormattedTag: a formatted tag has no ranges.
-	ErrFormattedTag = fmt.Errorf("%w: a formatted tag's IDs cannot be leased or buffered; use NextFormatted", leaf.ErrInvalidArgument)
+	ErrFormattedTag = fmt.Errorf("%w: a formatted tag's IDs cannot be leased or buffered; use NextIDFormatted", leaf.ErrInvalidArgument)
 	// ErrOrderedTag: an ordered tag has no ranges.
 	ErrOrderedTag = fmt.Errorf("%w: an ordered tag's IDs cannot be leased or buffered, since a client's cache would hand them out of the order they were issued in; use NextID or NextIDs", leaf.ErrOrderedTag)
 )
