@@ -7,14 +7,16 @@
 // the generator: a request the generator serves is answered as it was, one
 // it does not own goes to the owner as
 //
-//	GET {owner}/v2/segment/{tag}/range?count=N
+//	POST {owner}/v2/segment/{tag}/range?count=N
 //	Leaf-Forward: 1
 //	Authorization: Bearer TOKEN   (when the servers have an admin token)
 //
 // which the owner serves from its ordered sequence (httpapi, with the
 // generator's NextOrderedRange) and never forwards again: a server that is
 // not the owner answers it 409 or 503, and the forwarder asks its own
-// generator for the owner anew.
+// generator for the owner anew. The call is package client's NextRange, one
+// attempt to one server: the /v2 API has one client, whose answer checks
+// and error table the forwarder shares.
 //
 // Batching. Requests for one tag queue, in arrival order; one call per tag
 // is in flight at a time, asking for the sum of the counts queued when it
@@ -39,20 +41,16 @@ package forward
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/url"
-	"strconv"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/valyala/fasthttp"
-
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/client"
 	"github.com/leafgo/leaf/internal/apierr"
 )
 
@@ -119,10 +117,9 @@ type Forwarder struct {
 	local    Local
 	self     string
 	selfURL  string
-	auth     string // "Bearer TOKEN", or ""
 	wait     time.Duration
 	maxQueue int
-	tls      *tls.Config
+	hc       *http.Client // every owner's: the forward headers on each request, no redirects
 	log      *slog.Logger
 
 	queues sync.Map // tag → *tagQueue; read on every forwarded request
@@ -132,20 +129,22 @@ type Forwarder struct {
 	calls, forwarded, failures atomic.Uint64
 }
 
-// owner is the connection pool to one owner URL.
+// owner is the client of one owner URL.
 type owner struct {
 	url      string
-	hc       *fasthttp.HostClient
-	down     atomic.Bool  // the last call failed to reach it: logged once per outage
+	c        *client.Client
+	down     atomic.Bool  // the last call failed to get an answer: logged once per outage
 	lastUsed atomic.Int64 // unix nanoseconds of the last call's start
 }
 
-// ownerIdle is how long an owner's pool is kept unused once more than
+// ownerIdle is how long an owner's client is kept unused once more than
 // keptOwners are known: owners come and go with the servers (a new pod, a
-// new URL), and their pools must not pile up.
+// new URL), and their clients must not pile up. (Their idle connections
+// close on their own, after idleConn.)
 const (
 	ownerIdle  = 2 * time.Minute
 	keptOwners = 16
+	idleConn   = time.Minute
 )
 
 // New returns a Forwarder; it starts nothing.
@@ -157,7 +156,7 @@ func New(s Settings) (*Forwarder, error) {
 		return nil, fmt.Errorf("forward: %w: negative Wait or MaxQueue", leaf.ErrInvalidArgument)
 	}
 	f := &Forwarder{local: s.Local, self: s.Self, selfURL: leaf.OwnerURL(s.Self), wait: s.Wait, maxQueue: s.MaxQueue,
-		tls: s.TLS, log: s.Logger, owners: map[string]*owner{}}
+		log: s.Logger, owners: map[string]*owner{}}
 	if f.wait == 0 {
 		f.wait = DefaultWait
 	}
@@ -167,8 +166,20 @@ func New(s Settings) (*Forwarder, error) {
 	if f.log == nil {
 		f.log = slog.Default()
 	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.TLSClientConfig = s.TLS
+	// One call per tag is in flight; a few tags at once need a few
+	// connections.
+	t.MaxIdleConnsPerHost, t.MaxConnsPerHost, t.IdleConnTimeout = 64, 64, idleConn
+	h := forwardHeaders{rt: t, forward: []string{"1"}}
 	if s.Token != "" {
-		f.auth = "Bearer " + s.Token
+		h.auth = []string{"Bearer " + s.Token}
+	}
+	f.hc = &http.Client{
+		Transport: h,
+		// An owner answers a forwarded request itself or refuses it;
+		// a redirect is a refusal (the answer is not 200).
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	if s.Self == "" {
 		f.selfURL = ""
@@ -195,11 +206,23 @@ func (f *Forwarder) Close() {
 	if st := f.Stats(); st.Calls > 0 {
 		f.log.Info("forward: stopped", "calls", st.Calls, "requests_forwarded", st.Forwarded, "failed_calls", st.Failures)
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, o := range f.owners {
-		o.hc.CloseIdleConnections()
+	f.hc.CloseIdleConnections()
+}
+
+// forwardHeaders marks every request to an owner as forwarded, with the
+// admin token when the servers have one.
+type forwardHeaders struct {
+	rt            http.RoundTripper
+	forward, auth []string
+}
+
+func (h forwardHeaders) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context()) // a RoundTripper leaves its request as it was
+	r.Header[Header] = h.forward
+	if h.auth != nil {
+		r.Header["Authorization"] = h.auth
 	}
+	return h.rt.RoundTrip(r)
 }
 
 // NextID issues one ID of tag, here or at its owner.
@@ -388,7 +411,7 @@ func (f *Forwarder) queue(tag string) *tagQueue {
 	return q.(*tagQueue)
 }
 
-// ownerFor is the connection pool to the owner at base, made on first use.
+// ownerFor is the client of the owner at base, made on first use.
 func (f *Forwarder) ownerFor(base string) (*owner, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -400,49 +423,30 @@ func (f *Forwarder) ownerFor(base string) (*owner, error) {
 	if len(f.owners) >= keptOwners {
 		for u, o := range f.owners {
 			if now.Sub(time.Unix(0, o.lastUsed.Load())) > ownerIdle {
-				o.hc.CloseIdleConnections()
 				delete(f.owners, u)
 			}
 		}
 	}
-	u, err := url.Parse(base)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("%w: the owner's URL %q is not an http(s) base URL", leaf.ErrOwnerUnreachable, base)
+	// One attempt: the queue asks again, the generator consulted first;
+	// no cool-down, of a client of one server; no timeout of its own,
+	// the call's deadline bounds it; the owner's answers name no other.
+	c, err := client.New([]string{base}, client.WithHTTPClient(f.hc), client.WithAttempts(1), client.WithCooldown(0),
+		client.WithTimeout(maxCall), client.WithOwnerRouting(false), client.WithLogger(f.log))
+	if err != nil {
+		return nil, fmt.Errorf("%w: the owner's URL %q is not an http(s) base URL: %w", leaf.ErrOwnerUnreachable, base, err)
 	}
-	addr := u.Host
-	if u.Port() == "" {
-		port := "80"
-		if u.Scheme == "https" {
-			port = "443"
-		}
-		addr = net.JoinHostPort(u.Hostname(), port)
-	}
-	o := &owner{url: base, hc: &fasthttp.HostClient{
-		Addr:                addr,
-		IsTLS:               u.Scheme == "https",
-		TLSConfig:           f.tls,
-		Name:                "leaf-forward",
-		MaxIdleConnDuration: time.Minute,
-		// One call per tag is in flight; a few tags at once need a few
-		// connections.
-		MaxConns: 64,
-	}}
+	o := &owner{url: base, c: c}
 	o.lastUsed.Store(now.UnixNano())
 	f.owners[base] = o
 	return o, nil
 }
 
-// rangeAnswer is what a forwarded request's answer holds: the range, or
-// the error.
-type rangeAnswer struct {
-	Start int64  `json:"start"`
-	End   int64  `json:"end"`
-	Code  string `json:"code"`
-	Error string `json:"error"`
-}
+// maxCall is the client's bound of one call: above any wait (the call's
+// deadline is the one that counts).
+const maxCall = time.Hour
 
 // call asks the owner at base for n IDs of tag, by deadline: [start, end),
-// 1 <= end-start <= n.
+// 1 <= end-start <= n. The client checks the answer.
 func (f *Forwarder) call(base, tag string, n int, deadline time.Time) (start, end int64, err error) {
 	f.calls.Add(1)
 	defer func() {
@@ -454,22 +458,13 @@ func (f *Forwarder) call(base, tag string, n int, deadline time.Time) (start, en
 	if err != nil {
 		return 0, 0, err
 	}
-	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
-	defer fasthttp.ReleaseRequest(req)
-	defer fasthttp.ReleaseResponse(resp)
-	b := req.URI().Path()[:0]
-	b = append(b, "/v2/segment/"...)
-	b = append(b, tag...) // a valid tag needs no escaping
-	b = append(b, "/range"...)
-	req.URI().SetPathBytes(b)
-	req.URI().SetQueryStringBytes(strconv.AppendInt(append(req.URI().QueryString()[:0], "count="...), int64(n), 10))
-	req.URI().SetHost(o.hc.Addr)
-	req.Header.SetMethod(fasthttp.MethodGet)
-	req.Header.Set(Header, "1")
-	if f.auth != "" {
-		req.Header.Set("Authorization", f.auth)
-	}
-	if err := o.hc.DoDeadline(req, resp, deadline); err != nil {
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	start, end, err = o.c.NextRange(ctx, tag, n)
+	ae, answered := errors.AsType[*client.Error](err)
+	if err != nil && !answered {
+		// No answer, or one that is not a range: a dead owner, a
+		// timeout, a garbled body.
 		if o.down.CompareAndSwap(false, true) {
 			f.log.Warn("forward: the owner of an ordered tag does not answer", "tag", tag, "owner", base, "err", err)
 		}
@@ -478,26 +473,19 @@ func (f *Forwarder) call(base, tag string, n int, deadline time.Time) (start, en
 	if o.down.CompareAndSwap(true, false) {
 		f.log.Info("forward: the owner of an ordered tag answers again", "tag", tag, "owner", base)
 	}
-	var a rangeAnswer
-	status := resp.StatusCode()
-	if jerr := json.Unmarshal(resp.Body(), &a); jerr != nil && status == fasthttp.StatusOK {
-		return 0, 0, fmt.Errorf("%w: tag %s: owner %s: a garbled answer: %v", leaf.ErrOwnerUnreachable, tag, base, jerr)
+	if err == nil {
+		return start, end, nil
 	}
-	kind, _ := apierr.ByCode(a.Code)
+	kind, _ := apierr.ByCode(ae.Code)
 	switch {
-	case status == fasthttp.StatusOK:
-		if a.Start < 1 || a.End <= a.Start || a.End-a.Start > int64(n) {
-			return 0, 0, fmt.Errorf("%w: tag %s: owner %s answered the range [%d, %d) for %d IDs", leaf.ErrOwnerUnreachable, tag, base, a.Start, a.End, n)
-		}
-		return a.Start, a.End, nil
 	case kind.Err == leaf.ErrNotOwner || kind.Err == leaf.ErrLeaseLost || kind.Err == leaf.ErrOrderedTag:
 		// Not (or no longer) the owner; or the tag is no longer ordered
 		// there, and the generator here will say so too.
-		return 0, 0, fmt.Errorf("%w: %w: tag %s: %s answered %d %s: %s", leaf.ErrOwnerUnreachable, errNotOwner, tag, base, status, a.Code, a.Error)
+		return 0, 0, fmt.Errorf("%w: %w: tag %s: %s answered %d %s: %s", leaf.ErrOwnerUnreachable, errNotOwner, tag, base, ae.StatusCode, ae.Code, ae.Message)
 	case kind.Err == leaf.ErrTagNotFound:
 		return 0, 0, fmt.Errorf("forward: tag %s: owner %s: %w", tag, base, leaf.ErrTagNotFound)
-	case status == fasthttp.StatusUnauthorized:
+	case ae.StatusCode == http.StatusUnauthorized:
 		return 0, 0, fmt.Errorf("%w: tag %s: owner %s refused the forwarded request (401): the servers' admin tokens differ", leaf.ErrOwnerUnreachable, tag, base)
 	}
-	return 0, 0, fmt.Errorf("%w: tag %s: owner %s answered %d %s: %s", leaf.ErrOwnerUnreachable, tag, base, status, a.Code, a.Error)
+	return 0, 0, fmt.Errorf("%w: tag %s: owner %s answered %d %s: %s", leaf.ErrOwnerUnreachable, tag, base, ae.StatusCode, ae.Code, ae.Message)
 }
