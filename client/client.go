@@ -452,7 +452,7 @@ func (c *Client) NextRange(ctx context.Context, tag string, n int) (start, end i
 	return start, end, err
 }
 
-// NextRangePeriod is Range that also returns the period the whole range
+// NextRangePeriod is NextRange that also returns the period the whole range
 // belongs to, for a periodic tag (see NextIDPeriod); "" for a plain tag.
 func (c *Client) NextRangePeriod(ctx context.Context, tag string, n int) (start, end int64, period string, err error) {
 	if err := leaf.ValidateTag(tag); err != nil {

@@ -216,7 +216,7 @@ type Buffer struct {
 	lastErr error         // the latest load's error; nil after a success
 
 	loads, loadErrors, waits uint64
-	leased                   uint64 // IDs in the leases loaded
+	leased                   uint64 // IDs in the ranges delivered
 	ranges                   uint64 // ranges delivered
 	retired                  uint64 // IDs handed out from leases no longer held
 }
