@@ -343,6 +343,29 @@ func TestForwardFailures(t *testing.T) {
 		}
 	})
 
+	t.Run("owner redirects", func(t *testing.T) {
+		t.Parallel()
+		// A server that answers a forwarded request with a redirect is not
+		// serving it: the IDs of the server it points at would come from
+		// a sequence the generator never named. The forwarder follows no
+		// redirect; the call fails and the generator is asked again.
+		target := newOwnerGen()
+		targetURL := startOwner(t, target, "")
+		var redirects atomic.Int32
+		owner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			redirects.Add(1)
+			http.Redirect(w, r, targetURL+r.URL.RequestURI(), http.StatusTemporaryRedirect)
+		}))
+		t.Cleanup(owner.Close)
+		f := newForwarder(t, forward.Settings{Local: ownedBy(owner.URL), Wait: 300 * time.Millisecond})
+		if _, err := f.NextID(ctx, tag); !errors.Is(err, leaf.ErrOwnerUnreachable) || !strings.Contains(err.Error(), "307") {
+			t.Fatalf("err = %v, want ErrOwnerUnreachable naming the 307", err)
+		}
+		if redirects.Load() == 0 || len(target.callCounts()) != 0 {
+			t.Errorf("%d redirects answered, %d calls reached their target; want some, and none", redirects.Load(), len(target.callCounts()))
+		}
+	})
+
 	t.Run("queue full", func(t *testing.T) {
 		t.Parallel()
 		owner := newOwnerGen()
