@@ -1,6 +1,7 @@
 # The whole test suite is `make test` (scripts/test.sh): it makes sure
 # MariaDB, PostgreSQL, ZooKeeper and etcd run on 127.0.0.1
-# (scripts/services.sh), then runs the lint (make lint), every test against them with
+# (scripts/services.sh), then runs the lint (make lint), every test of both
+# modules (this one and e2e/, the heavy tests) against them with
 # LEAF_TEST_STRICT=1 so a missing service fails instead of skipping, the chaos
 # test, the fuzz targets, then the race detector over the short variant of the
 # suite. Every stage runs even when an earlier one fails; it fails at the end.
@@ -46,10 +47,13 @@ bench:
 bench-all:
 	scripts/bench.sh
 
-# The chaos build's files (-tags chaos) are linted too: CI builds them.
+# The chaos build's files (-tags chaos) are linted too: CI builds them. So
+# is the e2e module (the heavy tests, a module of their own for their
+# requirements; gofmt covers it from here).
 lint:
 	test -z "$$(gofmt -l .)" || { gofmt -l .; exit 1; }
 	$(GO) vet ./...
 	$(GO) vet -tags chaos ./...
 	$(STATICCHECK) ./...
 	$(STATICCHECK) -tags chaos ./...
+	cd e2e && $(GO) vet ./... && $(STATICCHECK) ./...

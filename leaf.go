@@ -60,19 +60,19 @@ func ValidateCount(n int) error {
 	return nil
 }
 
-// CheckID checks an issued ID: IDs are positive. Transports call it on a
+// ValidateID checks an issued ID: IDs are positive. Transports call it on a
 // generator's answer and clients on a server's, so that a bug becomes an
 // error, never a sentinel ID (Leaf's -2 and 0) handed out as an ID.
-func CheckID(id int64) error {
+func ValidateID(id int64) error {
 	if id < 1 {
 		return fmt.Errorf("ID %d is not positive", id)
 	}
 	return nil
 }
 
-// CheckIDs checks an issued batch as CheckID does an ID: exactly n IDs,
+// ValidateIDs checks an issued batch as ValidateID does an ID: exactly n IDs,
 // positive and strictly increasing.
-func CheckIDs(ids []int64, n int) error {
+func ValidateIDs(ids []int64, n int) error {
 	if len(ids) != n {
 		return fmt.Errorf("%d IDs, want %d", len(ids), n)
 	}
@@ -117,3 +117,13 @@ func ParseCount(s string) (int, error) {
 	}
 	return n, ValidateCount(n)
 }
+
+// CheckID is the old name of ValidateID.
+//
+// Deprecated: use ValidateID; CheckID goes in the release after the next.
+func CheckID(id int64) error { return ValidateID(id) }
+
+// CheckIDs is the old name of ValidateIDs.
+//
+// Deprecated: use ValidateIDs; CheckIDs goes in the release after the next.
+func CheckIDs(ids []int64, n int) error { return ValidateIDs(ids, n) }

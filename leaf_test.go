@@ -147,7 +147,7 @@ func TestValidateClusterName(t *testing.T) {
 	}
 }
 
-func TestCheckIDs(t *testing.T) {
+func TestValidateIDs(t *testing.T) {
 	tests := []struct {
 		ids  []int64
 		n    int
@@ -162,14 +162,14 @@ func TestCheckIDs(t *testing.T) {
 		{[]int64{-1}, 1, "ID -1 after 0 at index 0"},
 	}
 	for _, tt := range tests {
-		err := leaf.CheckIDs(tt.ids, tt.n)
+		err := leaf.ValidateIDs(tt.ids, tt.n)
 		if got := fmt.Sprint(err); (tt.want == "" && err != nil) || (tt.want != "" && got != tt.want) {
-			t.Errorf("CheckIDs(%v, %d) = %v, want %q", tt.ids, tt.n, err, tt.want)
+			t.Errorf("ValidateIDs(%v, %d) = %v, want %q", tt.ids, tt.n, err, tt.want)
 		}
 	}
 	for id, ok := range map[int64]bool{1: true, 1 << 62: true, 0: false, -2: false} {
-		if err := leaf.CheckID(id); (err == nil) != ok {
-			t.Errorf("CheckID(%d) = %v", id, err)
+		if err := leaf.ValidateID(id); (err == nil) != ok {
+			t.Errorf("ValidateID(%d) = %v", id, err)
 		}
 	}
 }

@@ -29,5 +29,5 @@ func (r StripeRecord) Same(o StripeRecord) bool {
 }
 
 func (r StripeRecord) String() string {
-	return fmt.Sprintf("database %d of %d, blocks of %d, cluster %s", r.Stripe.Index, r.Stripe.Of, r.Stripe.Block, r.Cluster)
+	return fmt.Sprintf("database %d of %d, blocks of %d, cluster %s", r.Stripe.Index, r.Stripe.Databases, r.Stripe.Block, r.Cluster)
 }

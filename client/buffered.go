@@ -257,7 +257,7 @@ func (c *Client) Buffered(tag string, opts ...BufferOption) (*Buffered, error) {
 // done (or WithWaitTimeout, if ctx has no deadline).
 func (b *Buffered) NextID(ctx context.Context) (int64, error) {
 	if id, got := b.ids.Next(); got != doublebuf.None {
-		if got == doublebuf.AtMark {
+		if got == doublebuf.PrefetchDue {
 			b.ids.Prefetch()
 		}
 		return id, nil

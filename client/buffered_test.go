@@ -21,7 +21,6 @@ import (
 	"github.com/leafgo/leaf/client"
 	"github.com/leafgo/leaf/httpapi"
 	"github.com/leafgo/leaf/internal/testutil"
-	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/segment"
 )
 
@@ -352,7 +351,7 @@ func TestBufferedTinyLeases(t *testing.T) {
 
 func TestBufferedUnknownTag(t *testing.T) {
 	st := newStore(t, 1000)
-	g := startSegment(t, st, func(s *segment.Settings) { s.NegativeTTL = time.Millisecond })
+	g := startSegment(t, st, func(s *segment.Config) { s.NegativeTTL = time.Millisecond })
 	s := serve(t, httpapi.Config{Segment: g})
 	b := newBuffered(t, newClient(t, []string{s.URL}), "later")
 	// The refusal comes back at once, not after the wait timeout.
@@ -416,7 +415,7 @@ func TestBufferedRetryJitter(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var logs leaftest.LogBuffer
+			var logs testutil.LogBuffer
 			c := newClient(t, []string{down.URL}, client.WithAttempts(1),
 				client.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))))
 			b := newBuffered(t, c, "test")
@@ -522,7 +521,7 @@ func TestBufferedLongRanges(t *testing.T) {
 			real.ServeHTTP(w, r)
 		}))
 		b := newBuffered(t, newClient(t, []string{s.URL}), "test", client.WithRangeSize(200_000), client.WithMaxRangeSize(200_000))
-		leaftest.CheckUnique(t, draw(t, b, 300_000))
+		testutil.CheckUnique(t, draw(t, b, 300_000))
 		st := settled(t, b)
 		switch {
 		case !old && st.Ranges > 3*st.Leases:

@@ -357,7 +357,7 @@ func (c *Client) next(ctx context.Context, tag string) (idAnswer, error) {
 		if r.Formatted != nil && *r.Formatted == "" {
 			return errors.New("empty formatted ID")
 		}
-		return leaf.CheckID(r.ID)
+		return leaf.ValidateID(r.ID)
 	})
 	return r, err
 }
@@ -433,7 +433,7 @@ func (c *Client) nextIDs(ctx context.Context, tag string, n int) (idsAnswer, err
 		if r.Formatted != nil && (len(r.Formatted) != len(r.IDs) || slices.Contains(r.Formatted, "")) {
 			return fmt.Errorf("%d formatted IDs for %d IDs", len(r.Formatted), len(r.IDs))
 		}
-		return leaf.CheckIDs(r.IDs, n)
+		return leaf.ValidateIDs(r.IDs, n)
 	})
 	if err != nil {
 		return idsAnswer{}, err
@@ -496,7 +496,7 @@ func (c *Client) SnowflakeID(ctx context.Context) (int64, error) {
 		if err := json.Unmarshal(body, &r); err != nil {
 			return err
 		}
-		return leaf.CheckID(r.ID)
+		return leaf.ValidateID(r.ID)
 	})
 	return r.ID, err
 }
@@ -515,7 +515,7 @@ func (c *Client) SnowflakeIDs(ctx context.Context, n int) ([]int64, error) {
 		if err := json.Unmarshal(body, &r); err != nil {
 			return err
 		}
-		return leaf.CheckIDs(r.IDs, n)
+		return leaf.ValidateIDs(r.IDs, n)
 	})
 	if err != nil {
 		return nil, err

@@ -271,7 +271,7 @@ func TestErrorMapping(t *testing.T) {
 func notReadyServer(t *testing.T) *server {
 	st, faults := faultstore.Wrap(newStore(t, 1000, "test"))
 	faults.SetDown(errors.New("database unreachable"))
-	g := startSegment(t, st, func(s *segment.Settings) { s.WaitTimeout = 20 * time.Millisecond })
+	g := startSegment(t, st, func(s *segment.Config) { s.WaitTimeout = 20 * time.Millisecond })
 	return serve(t, httpapi.Config{Segment: g})
 }
 

@@ -16,7 +16,6 @@ import (
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/client"
 	"github.com/leafgo/leaf/httpapi"
-	"github.com/leafgo/leaf/internal/testdb"
 	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/mysql"
 	"github.com/leafgo/leaf/segment"
@@ -31,7 +30,7 @@ import (
 const clusterTag = "cluster"
 
 func TestClusterFailoverMySQL(t *testing.T) {
-	dsn := testdb.MySQL(t)
+	dsn := testutil.MySQL(t)
 	open := func() leaf.SegmentStore {
 		st, err := mysql.Open(context.Background(), dsn)
 		if err != nil {

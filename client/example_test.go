@@ -65,7 +65,7 @@ func ExampleClient_Buffered() {
 	}
 	defer store.Close()
 	_ = store.CreateTag(context.Background(), leaf.Alloc{Tag: "order", MaxID: 1, Step: 1000})
-	settings := segment.DefaultSettings()
+	settings := segment.DefaultConfig()
 	settings.Store, settings.Logger = store, slog.New(slog.DiscardHandler)
 	gen, err := segment.New(context.Background(), settings)
 	if err != nil {

@@ -12,7 +12,6 @@ import (
 	"github.com/leafgo/leaf/client"
 	"github.com/leafgo/leaf/httpapi"
 	"github.com/leafgo/leaf/internal/testutil"
-	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/segment"
 )
 
@@ -30,8 +29,8 @@ func TestFormattedTag(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	clk := leaftest.NewClock(time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC))
-	s := serve(t, httpapi.Config{Segment: startSegment(t, st, func(s *segment.Settings) { s.Now = clk.Now })})
+	clk := testutil.NewClock(time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC))
+	s := serve(t, httpapi.Config{Segment: startSegment(t, st, func(s *segment.Config) { s.Now = clk.Now })})
 	c := newClient(t, []string{s.URL})
 	ctx := testutil.Context(t, time.Minute)
 

@@ -37,9 +37,9 @@ func newStore(t testing.TB, step int, tags ...string) *sqlite.Store {
 }
 
 // startSegment starts a segment generator on st, closed at cleanup.
-func startSegment(t testing.TB, st leaf.SegmentStore, tweak func(*segment.Settings)) *segment.Generator {
+func startSegment(t testing.TB, st leaf.SegmentStore, tweak func(*segment.Config)) *segment.Generator {
 	t.Helper()
-	s := segment.DefaultSettings()
+	s := segment.DefaultConfig()
 	s.Store, s.Logger = st, testutil.Logger()
 	if tweak != nil {
 		tweak(&s)

@@ -33,8 +33,8 @@ func orderedServer(t *testing.T, store *sqlite.Store, i int, redirect bool) (*se
 	lh := &lateHandler{}
 	s := serveHandler(t, lh)
 	owner := fmt.Sprintf("%s#n%d", s.URL, i)
-	gen := startSegment(t, store, func(st *segment.Settings) { st.Owner, st.OwnerLease = owner, 2*time.Second })
-	fwd, err := forward.New(forward.Settings{Local: gen, Self: owner, Logger: testutil.Logger()})
+	gen := startSegment(t, store, func(st *segment.Config) { st.Owner, st.OwnerLease = owner, 2*time.Second })
+	fwd, err := forward.New(forward.Config{Local: gen, Self: owner, Logger: testutil.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,7 @@ func ExampleNewZoned() {
 	defer store.Close()
 	_ = store.CreateTag(context.Background(), leaf.Alloc{Tag: "order", MaxID: 1, Step: 1000})
 	start := func() (*httptest.Server, *segment.Generator) {
-		settings := segment.DefaultSettings()
+		settings := segment.DefaultConfig()
 		settings.Store, settings.Logger = store, slog.New(slog.DiscardHandler)
 		gen, err := segment.New(context.Background(), settings)
 		if err != nil {

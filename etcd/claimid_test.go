@@ -14,7 +14,6 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/etcd"
-	"github.com/leafgo/leaf/internal/testdb"
 	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/leaftest"
 )
@@ -25,7 +24,7 @@ import (
 // expires when it died without one. Its mark is handed over and never
 // lowered, even when it lies ahead of the clock.
 func TestRegisterID(t *testing.T) {
-	addr := testdb.Etcd(t)
+	addr := testutil.Etcd(t)
 	cfg := namespace(t, addr)
 	cfg.TTL = 2 * time.Second
 	cli := admin(t, addr)
@@ -93,7 +92,7 @@ func TestRegisterID(t *testing.T) {
 	})
 
 	t.Run("handed over on Release to a waiting server, with the mark", func(t *testing.T) {
-		log := &leaftest.LogBuffer{}
+		log := &testutil.LogBuffer{}
 		cw := cfg
 		cw.Logger = slog.New(slog.NewTextHandler(log, nil))
 		w := open(t, cw)
@@ -199,6 +198,6 @@ func TestRegisterID(t *testing.T) {
 // TestRegisterIDRace: servers racing for one ID: exactly one wins, the
 // others are refused with leaf.ErrWorkerInUse.
 func TestRegisterIDRace(t *testing.T) {
-	cfg := namespace(t, testdb.Etcd(t))
+	cfg := namespace(t, testutil.Etcd(t))
 	leaftest.RegisterIDRace(t, func(t *testing.T) leaftest.IDClaimer { return open(t, cfg) })
 }

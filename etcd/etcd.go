@@ -63,22 +63,36 @@ type Config struct {
 	Holder string
 }
 
-// withDefaults fills the defaults in and validates c.
+// DefaultConfig returns the defaults a zero field of Config takes;
+// Endpoints and Name have none.
+func DefaultConfig() Config {
+	return Config{Prefix: DefaultPrefix, TTL: DefaultTTL, DialTimeout: DefaultDialTimeout, Logger: slog.Default(), Now: time.Now}
+}
+
+// Validate reports what Open would refuse in c, once its zero fields have
+// taken their defaults.
+func (c Config) Validate() error {
+	_, err := c.withDefaults()
+	return err
+}
+
+// withDefaults fills c's zero fields from DefaultConfig and validates c.
 func (c Config) withDefaults() (Config, error) {
+	d := DefaultConfig()
 	if c.Prefix == "" {
-		c.Prefix = DefaultPrefix
+		c.Prefix = d.Prefix
 	}
 	if c.TTL == 0 {
-		c.TTL = DefaultTTL
+		c.TTL = d.TTL
 	}
 	if c.DialTimeout == 0 {
-		c.DialTimeout = DefaultDialTimeout
+		c.DialTimeout = d.DialTimeout
 	}
 	if c.Logger == nil {
-		c.Logger = slog.Default()
+		c.Logger = d.Logger
 	}
 	if c.Now == nil {
-		c.Now = time.Now
+		c.Now = d.Now
 	}
 	if len(c.Endpoints) == 0 {
 		return c, fmt.Errorf("%w: etcd: no endpoints", leaf.ErrInvalidArgument)

@@ -13,7 +13,6 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/etcd"
-	"github.com/leafgo/leaf/internal/testdb"
 	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/leaftest"
 )
@@ -37,7 +36,7 @@ func admin(t *testing.T, addr string) *clientv3.Client {
 // deleted when the test ends.
 func namespace(t *testing.T, addr string) etcd.Config {
 	t.Helper()
-	cfg := etcd.Config{Endpoints: []string{addr}, Prefix: testPrefix, Name: testdb.UniqueName(), Logger: testutil.Logger()}
+	cfg := etcd.Config{Endpoints: []string{addr}, Prefix: testPrefix, Name: testutil.UniqueName(), Logger: testutil.Logger()}
 	cli := admin(t, addr)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -62,7 +61,7 @@ func open(t *testing.T, cfg etcd.Config) *etcd.Registry {
 }
 
 func TestWorkerRegistry(t *testing.T) {
-	addr := testdb.Etcd(t)
+	addr := testutil.Etcd(t)
 	leaftest.TestWorkerRegistry(t, func(t *testing.T) leaftest.RegistryOpener {
 		cfg := namespace(t, addr)
 		return func(ctx context.Context) (leaf.WorkerRegistry, error) { return etcd.Open(ctx, cfg) }
@@ -74,11 +73,11 @@ func TestWorkerRegistry(t *testing.T) {
 // the expiry Heartbeat promised and with the holder's last mark, and that the
 // holder then learns it lost the ID.
 func TestLeaseExpiry(t *testing.T) {
-	addr := testdb.Etcd(t)
+	addr := testutil.Etcd(t)
 	start := time.Now()
 	cfg := namespace(t, addr)
 	cfg.TTL = 2 * time.Second
-	proxy := testdb.NewProxy(t, addr)
+	proxy := testutil.NewProxy(t, addr)
 	cfgA := cfg
 	cfgA.Endpoints = []string{proxy.Addr()}
 	a := open(t, cfgA)
@@ -149,7 +148,7 @@ func TestLeaseExpiry(t *testing.T) {
 // TestLayout checks the keys a claim leaves in etcd: the worker key on the
 // lease, the mark without one, and that Release frees the ID at once.
 func TestLayout(t *testing.T) {
-	addr := testdb.Etcd(t)
+	addr := testutil.Etcd(t)
 	cfg := namespace(t, addr)
 	cli := admin(t, addr)
 	r := open(t, cfg)
@@ -257,7 +256,7 @@ func TestLayout(t *testing.T) {
 
 // TestUnreadableMark: an ID whose mark cannot be read is never handed out.
 func TestUnreadableMark(t *testing.T) {
-	addr := testdb.Etcd(t)
+	addr := testutil.Etcd(t)
 	cfg := namespace(t, addr)
 	cli := admin(t, addr)
 	ctx := testutil.Context(t, 20*time.Second)
@@ -324,7 +323,7 @@ func TestConfigInvalid(t *testing.T) {
 // TestSameEndpoint: a second server with the same endpoint gets another
 // worker ID; the ID belongs to the lease, not to the endpoint.
 func TestSameEndpoint(t *testing.T) {
-	cfg := namespace(t, testdb.Etcd(t))
+	cfg := namespace(t, testutil.Etcd(t))
 	ep := leaf.Endpoint{IP: "10.1.2.3", Port: 8080}
 	a, b := open(t, cfg), open(t, cfg)
 	ca, err := a.Register(testutil.Context(t, 10*time.Second), ep, 1023)
@@ -344,7 +343,7 @@ func TestSameEndpoint(t *testing.T) {
 // see the other two, after a heartbeat, with the right offsets; a worker key
 // written before readings were published is left out.
 func TestPeerClocks(t *testing.T) {
-	addr := testdb.Etcd(t)
+	addr := testutil.Etcd(t)
 	cfg := namespace(t, addr)
 	ctx := testutil.Context(t, 20*time.Second)
 	// An older version's worker key: no clock reading.

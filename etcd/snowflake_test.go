@@ -7,7 +7,7 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/etcd"
-	"github.com/leafgo/leaf/internal/testdb"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/leaftest"
 )
 
@@ -24,16 +24,16 @@ func opener(cfg etcd.Config) leaftest.RegistryOpener {
 // Four snowflake generators with worker IDs leased from etcd × 8 goroutines:
 // every ID unique.
 func TestSnowflakeHammer(t *testing.T) {
-	leaftest.HammerSnowflake(t, opener(namespace(t, testdb.Etcd(t))))
+	leaftest.HammerSnowflake(t, opener(namespace(t, testutil.Etcd(t))))
 }
 
 // A generator cut off from etcd stops issuing before its lease expires; the
 // server that takes its worker ID issues only above its IDs.
 func TestSnowflakeLeaseHandover(t *testing.T) {
-	addr := testdb.Etcd(t)
+	addr := testutil.Etcd(t)
 	cfg := namespace(t, addr)
 	cfg.TTL = 2 * time.Second
-	p := testdb.NewProxy(t, addr)
+	p := testutil.NewProxy(t, addr)
 	cut := cfg
 	cut.Endpoints = []string{p.Addr()}
 	leaftest.LeaseHandover(t, opener(cfg), opener(cut), p)

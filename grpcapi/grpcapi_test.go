@@ -294,7 +294,7 @@ func TestStatusCodes(t *testing.T) {
 	// A store that goes down once the generator holds a range: its buffers
 	// drain, then requests wait WaitTimeout for a range that never comes.
 	downStore, faults := faultstore.Wrap(testutil.Store(t, leaf.Alloc{Tag: "orders", MaxID: 1, Step: 10}))
-	downGen := newSegment(t, downStore, func(s *segment.Settings) {
+	downGen := newSegment(t, downStore, func(s *segment.Config) {
 		s.WaitTimeout, s.RetryBackoff, s.MaxRetryBackoff = 10*time.Millisecond, time.Millisecond, 5*time.Millisecond
 	})
 	if _, err := downGen.NextID(context.Background(), "orders"); err != nil {

@@ -70,9 +70,9 @@ func ctxFor(t testing.TB) context.Context {
 }
 
 // newSegment starts a segment generator on st, closed at cleanup.
-func newSegment(t testing.TB, st leaf.SegmentStore, tweak func(*segment.Settings)) *segment.Generator {
+func newSegment(t testing.TB, st leaf.SegmentStore, tweak func(*segment.Config)) *segment.Generator {
 	t.Helper()
-	s := segment.DefaultSettings()
+	s := segment.DefaultConfig()
 	s.Store, s.Logger = st, testutil.Logger()
 	if tweak != nil {
 		tweak(&s)

@@ -15,7 +15,7 @@ import (
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/grpcapi"
 	"github.com/leafgo/leaf/grpcapi/leafv1"
-	"github.com/leafgo/leaf/leaftest"
+	"github.com/leafgo/leaf/internal/testutil"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -57,7 +57,7 @@ func TestNoInternalsInStatuses(t *testing.T) {
 		fmt.Errorf("mysql: reserve: %w (%w)", context.DeadlineExceeded, errDial),
 		fmt.Errorf("segment: read row: %w", errGoType),
 	} {
-		logs := &leaftest.LogBuffer{}
+		logs := &testutil.LogBuffer{}
 		f := fakeGen{id: 42, err: fail}
 		c := client(t, grpcapi.Config{Segment: f, Snowflake: f, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
 		calls := map[string]func(ctx context.Context, opts ...grpc.CallOption) error{
@@ -129,7 +129,7 @@ func TestNoInternalsInStatuses(t *testing.T) {
 }
 
 // loggedCause is the err of the JSON log line with request ID id.
-func loggedCause(logs *leaftest.LogBuffer, id string) string {
+func loggedCause(logs *testutil.LogBuffer, id string) string {
 	for _, l := range strings.Split(logs.String(), "\n") {
 		var m map[string]any
 		if json.Unmarshal([]byte(l), &m) == nil && m["request_id"] == id {

@@ -32,7 +32,7 @@ func TestOrderedTagForwarded(t *testing.T) {
 		t.Fatal(err)
 	}
 	urlA := "http://" + ln.Addr().String()
-	genA := newSegment(t, store, func(s *segment.Settings) { s.Owner, s.OwnerLease = urlA+"#a", 2*time.Second })
+	genA := newSegment(t, store, func(s *segment.Config) { s.Owner, s.OwnerLease = urlA+"#a", 2*time.Second })
 	srv := httpapi.NewFastServer(httpapi.New(httpapi.Config{Segment: genA, Logger: testutil.Logger()}), httpapi.Limits{})
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { testutil.ShutdownFast(srv) })
@@ -42,8 +42,8 @@ func TestOrderedTagForwarded(t *testing.T) {
 	}
 
 	// B: gRPC, forwarding.
-	genB := newSegment(t, store, func(s *segment.Settings) { s.Owner, s.OwnerLease = "http://127.0.0.1:1#b", 2*time.Second })
-	fwd, err := forward.New(forward.Settings{Local: genB, Self: "http://127.0.0.1:1#b", Logger: testutil.Logger()})
+	genB := newSegment(t, store, func(s *segment.Config) { s.Owner, s.OwnerLease = "http://127.0.0.1:1#b", 2*time.Second })
+	fwd, err := forward.New(forward.Config{Local: genB, Self: "http://127.0.0.1:1#b", Logger: testutil.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 	"github.com/leafgo/leaf/grpcapi"
 	"github.com/leafgo/leaf/grpcapi/leafv1"
 	"github.com/leafgo/leaf/internal/testutil"
-	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/segment"
 )
 
@@ -25,8 +24,8 @@ func TestPeriodicTag(t *testing.T) {
 		leaf.TagShape{Period: leaf.PeriodDay, TimeZone: "Asia/Shanghai"}); err != nil {
 		t.Fatal(err)
 	}
-	clk := leaftest.NewClock(time.Date(2026, 11, 24, 23, 59, 59, 0, loc))
-	c := client(t, grpcapi.Config{Segment: newSegment(t, st, func(s *segment.Settings) { s.Now = clk.Now })})
+	clk := testutil.NewClock(time.Date(2026, 11, 24, 23, 59, 59, 0, loc))
+	c := client(t, grpcapi.Config{Segment: newSegment(t, st, func(s *segment.Config) { s.Now = clk.Now })})
 	ctx := ctxFor(t)
 
 	one, err := c.NextID(ctx, &leafv1.NextIDRequest{Tag: "daily"})

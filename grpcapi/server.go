@@ -167,7 +167,7 @@ func (s *service) NextID(ctx context.Context, req *leafv1.NextIDRequest) (*leafv
 	}
 	id, period, err := s.ids.NextIDPeriod(ctx, tag)
 	if err == nil {
-		err = checkID(id)
+		err = validateID(id)
 	}
 	if err != nil {
 		return nil, s.statusError(ctx, tag, err)
@@ -198,7 +198,7 @@ func (s *service) NextIDs(ctx context.Context, req *leafv1.NextIDsRequest) (*lea
 	// returns, so it cannot come from a pool.
 	ids, period, err := s.ids.NextIDsPeriod(ctx, tag, n, make([]int64, 0, n))
 	if err == nil {
-		err = checkIDs(ids, n)
+		err = validateIDs(ids, n)
 	}
 	if err != nil {
 		return nil, s.statusError(ctx, tag, err)
@@ -249,7 +249,7 @@ func (s *service) SnowflakeNextID(ctx context.Context, req *leafv1.SnowflakeNext
 	}
 	id, err := s.snow.NextID(ctx, key)
 	if err == nil {
-		err = checkID(id)
+		err = validateID(id)
 	}
 	if err != nil {
 		return nil, s.statusError(ctx, "", err)
@@ -266,7 +266,7 @@ func (s *service) SnowflakeNextIDs(ctx context.Context, req *leafv1.SnowflakeNex
 	}
 	ids, err := s.snow.NextIDs(ctx, key, n, make([]int64, 0, n))
 	if err == nil {
-		err = checkIDs(ids, n)
+		err = validateIDs(ids, n)
 	}
 	if err != nil {
 		return nil, s.statusError(ctx, "", err)
@@ -340,9 +340,9 @@ func (s *service) admitBatch(ctx context.Context, check error, count int32) (int
 
 // checkID and checkIDs refuse a generator's answer that breaks its
 // contract: a bug must become Internal, never IDs with OK.
-func checkID(id int64) error { return brokenGenerator(leaf.CheckID(id)) }
+func validateID(id int64) error { return brokenGenerator(leaf.ValidateID(id)) }
 
-func checkIDs(ids []int64, n int) error { return brokenGenerator(leaf.CheckIDs(ids, n)) }
+func validateIDs(ids []int64, n int) error { return brokenGenerator(leaf.ValidateIDs(ids, n)) }
 
 func brokenGenerator(err error) error {
 	if err != nil {

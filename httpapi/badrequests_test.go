@@ -16,12 +16,11 @@ import (
 
 	"github.com/leafgo/leaf/internal/deadline"
 	"github.com/leafgo/leaf/internal/testutil"
-	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/metrics"
 )
 
 // logLines splits a log into its non-empty lines.
-func logLines(logs *leaftest.LogBuffer) []string {
+func logLines(logs *testutil.LogBuffer) []string {
 	var out []string
 	for _, l := range strings.Split(logs.String(), "\n") {
 		if l != "" {
@@ -54,7 +53,7 @@ func sendRaw(t *testing.T, addr, raw string) string {
 // own connection, cost the log at most a couple of lines, and the metric
 // counts every one.
 func TestGarbageIsCountedNotLogged(t *testing.T) {
-	logs := &leaftest.LogBuffer{}
+	logs := &testutil.LogBuffer{}
 	m := metrics.New(metrics.Config{})
 	s := New(Config{Segment: newFakeGen("test"), Observer: m, Metrics: m.Handler(),
 		Logger: slog.New(slog.NewJSONHandler(logs, nil))})
@@ -130,7 +129,7 @@ func (o *badObserver) badCount(reason string) int {
 // logged on its own.
 func TestBadRequestReasons(t *testing.T) {
 	obs := &badObserver{}
-	logs := &leaftest.LogBuffer{}
+	logs := &testutil.LogBuffer{}
 	s := New(Config{Segment: newFakeGen("test"), Observer: obs, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
 	lim := Limits{ReadTimeout: 300 * time.Millisecond, MaxHeaderBytes: 4096, MaxBodyBytes: 1024}
 	addr := strings.TrimPrefix(serveFast(t, s, lim), "http://")
@@ -199,7 +198,7 @@ func TestBadRequestReasons(t *testing.T) {
 // the counts since the last line.
 func TestBadRequestSummary(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		logs := &leaftest.LogBuffer{}
+		logs := &testutil.LogBuffer{}
 		b := newBadRequests(slog.New(slog.NewJSONHandler(logs, nil)), nil)
 		b.add(badMalformed, "first")
 		for range 99 {

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/getkin/kin-openapi/openapi3"
 )
 
 func twoDatabases() []DatabaseStatus {
@@ -22,25 +20,25 @@ func twoDatabases() []DatabaseStatus {
 }
 
 // TestDatabasesShown: a store over several databases is shown to the admin
-// on /v2/status, its summary, /cache and /db, in the documented shape, and
-// to no one else; a store of one database shows no databases anywhere.
+// on /v2/status, its summary, /cache and /db, and to no one else; a store
+// of one database shows no databases anywhere. That the answers match the
+// document's schemas is the e2e module's TestDatabasesMatchSchema.
 func TestDatabasesShown(t *testing.T) {
-	doc := loadOpenAPI(t)
 	g := newFakeGen("alpha")
 	base, _ := testServerConfig(t, Config{Segment: g, Tags: g, AdminToken: testToken, Databases: twoDatabases})
 	plain, _ := testServerConfig(t, Config{Segment: g, Tags: g})
 	admin := http.Header{"Authorization": {"Bearer " + testToken}}
 
 	for _, tt := range []struct {
-		path, schema string
-		databases    func(body []byte) ([]DatabaseStatus, error)
+		path      string
+		databases func(body []byte) ([]DatabaseStatus, error)
 	}{
-		{"/v2/status", "Status", func(b []byte) ([]DatabaseStatus, error) {
+		{"/v2/status", func(b []byte) ([]DatabaseStatus, error) {
 			var v statusResponse
 			err := json.Unmarshal(b, &v)
 			return v.Segment.Databases, err
 		}},
-		{"/v2/status/summary", "Summary", func(b []byte) ([]DatabaseStatus, error) {
+		{"/v2/status/summary", func(b []byte) ([]DatabaseStatus, error) {
 			var v struct {
 				Segment struct {
 					Databases []DatabaseStatus `json:"databases"`
@@ -66,13 +64,6 @@ func TestDatabasesShown(t *testing.T) {
 				r := doHeader(t, "GET", c.base, tt.path+c.query, "", c.header)
 				if r.status != 200 {
 					t.Fatalf("%d %s", r.status, r.body)
-				}
-				var v any
-				if err := json.Unmarshal([]byte(r.body), &v); err != nil {
-					t.Fatal(err)
-				}
-				if err := doc.ValidateSchemaJSON(doc.Components.Schemas[tt.schema].Value, v, openapi3.EnableJSONSchema2020()); err != nil {
-					t.Errorf("answer does not match schema %s: %v\n%s", tt.schema, err, r.body)
 				}
 				got, err := tt.databases([]byte(r.body))
 				if err != nil {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leafgo/leaf/leaftest"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/segment"
 )
 
@@ -20,8 +20,8 @@ func TestFormatWarningReadyz(t *testing.T) {
 	// The clock stands still, so that no tag has a rate: the warning is
 	// then the step's ("at the next range"), word for word. MaxStep pins
 	// the adaptive step, so that the next range's step stays 100.
-	clk := leaftest.NewClock(time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC))
-	base := sqliteServerWith(t, func(s *segment.Settings) {
+	clk := testutil.NewClock(time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC))
+	base := sqliteServerWith(t, func(s *segment.Config) {
 		s.Now, s.MaxStep = clk.Now, 100
 	})
 	// T{seq:3} holds 1..999.

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/internal/testdb"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/segment"
 	"github.com/leafgo/leaf/sqlite"
 	"github.com/leafgo/leaf/tagshape"
@@ -26,14 +26,14 @@ func sqliteServer(t *testing.T) string {
 
 // sqliteServerWith is sqliteServer with tweak (if not nil) applied to the
 // generator's settings.
-func sqliteServerWith(t *testing.T, tweak func(*segment.Settings)) string {
+func sqliteServerWith(t *testing.T, tweak func(*segment.Config)) string {
 	t.Helper()
-	st, err := sqlite.Open(t.Context(), testdb.SQLitePath(t))
+	st, err := sqlite.Open(t.Context(), testutil.SQLitePath(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	set := segment.DefaultSettings()
+	set := segment.DefaultConfig()
 	set.Store, set.Logger = st, slog.New(slog.NewTextHandler(io.Discard, nil))
 	if tweak != nil {
 		tweak(&set)

@@ -171,7 +171,7 @@ func TestHeadRealGenerator(t *testing.T) {
 	if err := store.CreateTag(ctx, leaf.Alloc{Tag: "test", MaxID: 1, Step: 100000}); err != nil {
 		t.Fatal(err)
 	}
-	set := segment.DefaultSettings()
+	set := segment.DefaultConfig()
 	set.Store, set.Logger = store, slog.New(slog.DiscardHandler)
 	gen, err := segment.New(ctx, set)
 	if err != nil {

@@ -86,7 +86,7 @@ func (s *Server) answerLeafID(ctx context.Context, req leafRequest, gen idSource
 		p := idBufs.Get().(*[]int64)
 		ids, err := gen.NextIDs(ctx, req.key, n, (*p)[:0])
 		if err == nil {
-			err = checkIDs(ids, n)
+			err = validateIDs(ids, n)
 		}
 		if err != nil {
 			idBufs.Put(p)
@@ -98,7 +98,7 @@ func (s *Server) answerLeafID(ctx context.Context, req leafRequest, gen idSource
 	}
 	id, err := gen.NextID(ctx, req.key)
 	if err == nil {
-		err = checkID(id)
+		err = validateID(id)
 	}
 	if err != nil {
 		return nil, err
@@ -200,7 +200,7 @@ func nextIDs(r *http.Request, gen idSource, key string, n int) (p *[]int64, ids 
 	p = idBufs.Get().(*[]int64)
 	ids, err = gen.NextIDs(r.Context(), key, n, (*p)[:0])
 	if err == nil {
-		err = checkIDs(ids, n)
+		err = validateIDs(ids, n)
 	}
 	if err != nil {
 		idBufs.Put(p)
@@ -217,9 +217,9 @@ func putIDs(p *[]int64, ids []int64) {
 
 // checkID and checkIDs refuse a generator's answer that breaks its
 // contract: a bug must become a 500, never IDs with a 200.
-func checkID(id int64) error { return brokenGenerator(leaf.CheckID(id)) }
+func validateID(id int64) error { return brokenGenerator(leaf.ValidateID(id)) }
 
-func checkIDs(ids []int64, n int) error { return brokenGenerator(leaf.CheckIDs(ids, n)) }
+func validateIDs(ids []int64, n int) error { return brokenGenerator(leaf.ValidateIDs(ids, n)) }
 
 func brokenGenerator(err error) error {
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/internal/reqlog"
-	"github.com/leafgo/leaf/leaftest"
+	"github.com/leafgo/leaf/internal/testutil"
 )
 
 // Internal causes as the stores and registries produce them: what must
@@ -173,7 +173,7 @@ func checkNoInternals(t *testing.T, what string, r response) {
 }
 
 // logLine finds the JSON log line carrying request ID id.
-func logLine(logs *leaftest.LogBuffer, id string) map[string]any {
+func logLine(logs *testutil.LogBuffer, id string) map[string]any {
 	for _, l := range strings.Split(logs.String(), "\n") {
 		var m map[string]any
 		if json.Unmarshal([]byte(l), &m) == nil && m["request_id"] == id {
@@ -190,7 +190,7 @@ func logLine(logs *leaftest.LogBuffer, id string) map[string]any {
 // request ID, and a 5xx's request ID is in the log line with its cause.
 func TestNoInternalsInAnswers(t *testing.T) {
 	for _, fail := range internalFailures {
-		logs := &leaftest.LogBuffer{}
+		logs := &testutil.LogBuffer{}
 		s := New(Config{Segment: leakySeg{fail}, Tags: leakySeg{fail}, Snowflake: leakySnow{fail},
 			Logger: slog.New(slog.NewJSONHandler(logs, nil))})
 		s.errLog = &reqlog.Budget{} // every line, for the sweep to find them all
@@ -275,7 +275,7 @@ func TestBodyErrorsInClientTerms(t *testing.T) {
 // TestFailureLogBudget: an outage fails every request, and the log gets ten
 // lines per ten seconds of them, not one each.
 func TestFailureLogBudget(t *testing.T) {
-	logs := &leaftest.LogBuffer{}
+	logs := &testutil.LogBuffer{}
 	s := New(Config{Segment: leakySeg{internalFailures[0]}, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
 	base := serveFast(t, s, Limits{})
 	for range 50 {

@@ -21,7 +21,7 @@ func TestOpaqueTagRoutes(t *testing.T) {
 	key := []byte("0123456789abcdef0123456789abcdef")
 	st := testutil.Store(t)
 	newServer := func(key []byte) string {
-		set := segment.DefaultSettings()
+		set := segment.DefaultConfig()
 		set.Store, set.Logger, set.OpaqueKey = st, slog.New(slog.DiscardHandler), key
 		g, err := segment.New(t.Context(), set)
 		if err != nil {

@@ -128,7 +128,7 @@ func realServer(t *testing.T, tags ...string) (base string, st *sqlite.Store) {
 			t.Fatal(err)
 		}
 	}
-	set := segment.DefaultSettings()
+	set := segment.DefaultConfig()
 	set.Store, set.Logger = st, slog.New(slog.NewTextHandler(io.Discard, nil))
 	g, err := segment.New(t.Context(), set)
 	if err != nil {
@@ -292,7 +292,7 @@ func TestListingPagesBounded(t *testing.T) {
 	}
 	// One transaction: 100,000 CreateTag calls would each sync a commit.
 	testutil.InsertForeign(t, st, rows...)
-	set := segment.DefaultSettings()
+	set := segment.DefaultConfig()
 	set.Store, set.Logger = st, slog.New(slog.NewTextHandler(io.Discard, nil))
 	g, err := segment.New(t.Context(), set)
 	if err != nil {

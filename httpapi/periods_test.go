@@ -9,7 +9,6 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/internal/testutil"
-	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/segment"
 	"github.com/leafgo/leaf/sqlite"
 	"github.com/leafgo/leaf/tagshape"
@@ -17,10 +16,10 @@ import (
 
 // periodicServer serves the real generator on a SQLite store, its clock
 // at clk.
-func periodicServer(t *testing.T, clk *leaftest.Clock) (string, *sqlite.Store) {
+func periodicServer(t *testing.T, clk *testutil.Clock) (string, *sqlite.Store) {
 	t.Helper()
 	st := testutil.Store(t)
-	set := segment.DefaultSettings()
+	set := segment.DefaultConfig()
 	set.Store, set.Now, set.Logger = st, clk.Now, slog.New(slog.DiscardHandler)
 	g, err := segment.New(t.Context(), set)
 	if err != nil {
@@ -57,7 +56,7 @@ func wantError(t *testing.T, what string, r response, status int, code string, c
 // each period starts again at the start value.
 func TestPeriodicAnswers(t *testing.T) {
 	loc, _ := time.LoadLocation("Asia/Shanghai")
-	clk := leaftest.NewClock(time.Date(2026, 11, 24, 10, 0, 0, 0, loc))
+	clk := testutil.NewClock(time.Date(2026, 11, 24, 10, 0, 0, 0, loc))
 	base, _ := periodicServer(t, clk)
 
 	r := do(t, "POST", base, "/v2/tags", `{"tag":"daily","step":10,"period":"day","time_zone":"Asia/Shanghai","format":"ORD-{period}-{seq:6}"}`)
@@ -140,7 +139,7 @@ func TestPeriodicAnswers(t *testing.T) {
 // before never do, and bad requests are told what is wrong.
 func TestPeriodicPrune(t *testing.T) {
 	loc, _ := time.LoadLocation("Asia/Shanghai")
-	clk := leaftest.NewClock(time.Date(2026, 11, 20, 10, 0, 0, 0, loc))
+	clk := testutil.NewClock(time.Date(2026, 11, 20, 10, 0, 0, 0, loc))
 	base, _ := periodicServer(t, clk)
 	if r := do(t, "POST", base, "/v2/tags", `{"tag":"daily","step":10,"period":"day","time_zone":"Asia/Shanghai"}`); r.status != 201 {
 		t.Fatalf("create: %d %q", r.status, r.body)
@@ -188,7 +187,7 @@ func TestPeriodicPrune(t *testing.T) {
 // Bad shapes are refused before the store, each with words on what is
 // wrong, and a shape cannot be changed afterwards.
 func TestPeriodicCreateRefused(t *testing.T) {
-	clk := leaftest.NewClock(time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC))
+	clk := testutil.NewClock(time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC))
 	base, st := periodicServer(t, clk)
 	long := strings.Repeat("p", leaf.MaxPeriodicTagLen+1)
 	for _, tc := range []struct {

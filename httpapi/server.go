@@ -325,17 +325,22 @@ type Server struct {
 	// bad counts and summarises the requests the fast transport refuses
 	// before any route sees them.
 	bad *badRequests
-	// table lists every path served and the methods it allows, for the
-	// test that holds openapi.json to the routes.
-	table []route
+	// table lists every path served and the methods it allows (Routes).
+	table []Route
 }
 
-// route is one path of the route table: a ServeMux pattern without its
-// method, and the Allow header of a 405 there.
-type route struct {
-	pattern string
-	allow   string
+// Route is one path the server serves: a ServeMux pattern without its
+// method ("/v2/tags/{tag}"), and the methods it allows, as the Allow header
+// of a 405 there lists them ("GET, HEAD").
+type Route struct {
+	Pattern string
+	Allow   string
 }
+
+// Routes lists every path the server serves, in the order registered:
+// what openapi.json must describe (the e2e module's openapi tests hold the
+// two equal, both ways).
+func (s *Server) Routes() []Route { return slices.Clone(s.table) }
 
 // idSource is what the ID routes need from either generator, so that the
 // segment and snowflake routes share one implementation.
@@ -560,7 +565,7 @@ func (s *Server) routes(metrics http.Handler) {
 	s.handle(monitor.Prefix, textStyle, methods{"GET": monitor.Handler().ServeHTTP})
 	s.handle("/{$}", textStyle, methods{"GET": http.RedirectHandler(monitor.Prefix, http.StatusFound).ServeHTTP})
 	// The Leaf ID routes are matched ahead of the mux (ServeHTTP, fast.go).
-	s.table = append(s.table, route{segmentGetRoute, allowLeaf[0]}, route{snowflakeGetRoute, allowLeaf[0]})
+	s.table = append(s.table, Route{segmentGetRoute, allowLeaf[0]}, Route{snowflakeGetRoute, allowLeaf[0]})
 
 	// Everything else: 404 in the style of the family the path belongs to.
 	s.mux.Handle("/v2/", s.notFound(jsonStyle))
@@ -581,7 +586,7 @@ func (s *Server) handle(path string, style errorStyle, m methods) {
 	}
 	slices.Sort(allow)
 	s.mux.Handle(path, s.methodNotAllowed(style, []string{strings.Join(allow, ", ")}))
-	s.table = append(s.table, route{path, strings.Join(allow, ", ")})
+	s.table = append(s.table, Route{path, strings.Join(allow, ", ")})
 }
 
 // v2Handler is a /v2 route: it writes its answer, or returns the error to

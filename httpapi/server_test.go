@@ -19,13 +19,12 @@ import (
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/internal/deadline"
 	"github.com/leafgo/leaf/internal/testutil"
-	"github.com/leafgo/leaf/leaftest"
 )
 
 // testServer serves gen (nil: segment mode disabled) on loopback and returns
 // its base URL and the log it writes. A fake that holds the rows as well,
 // as fakeGen does, is also the store the rows are read from (Config.Tags).
-func testServer(t *testing.T, gen SegmentGenerator) (string, *leaftest.LogBuffer) {
+func testServer(t *testing.T, gen SegmentGenerator) (string, *testutil.LogBuffer) {
 	t.Helper()
 	var cfg Config
 	if gen != nil {
@@ -37,9 +36,9 @@ func testServer(t *testing.T, gen SegmentGenerator) (string, *leaftest.LogBuffer
 
 // testServerConfig serves New(cfg) on loopback, with a logger and a version
 // of its own, and returns its base URL and the log it writes.
-func testServerConfig(t *testing.T, cfg Config) (string, *leaftest.LogBuffer) {
+func testServerConfig(t *testing.T, cfg Config) (string, *testutil.LogBuffer) {
 	t.Helper()
-	logs := &leaftest.LogBuffer{}
+	logs := &testutil.LogBuffer{}
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	cfg.Version = "v1.2.3-test"
 	return serveFast(t, New(cfg), Limits{}), logs

@@ -38,7 +38,7 @@ func BenchmarkV2Shapes(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	set := segment.DefaultSettings()
+	set := segment.DefaultConfig()
 	set.Store, set.Logger, set.OpaqueKey = st, slog.New(slog.DiscardHandler), key
 	g, err := segment.New(context.Background(), set)
 	if err != nil {

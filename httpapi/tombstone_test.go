@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/leafgo/leaf/internal/testdb"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/segment"
 	"github.com/leafgo/leaf/sqlite"
 )
@@ -19,12 +19,12 @@ import (
 // TestV2TagTombstone runs the tag admin routes on a real generator and
 // store: a deleted tag's IDs never come back through them.
 func TestV2TagTombstone(t *testing.T) {
-	st, err := sqlite.Open(t.Context(), testdb.SQLitePath(t))
+	st, err := sqlite.Open(t.Context(), testutil.SQLitePath(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	set := segment.DefaultSettings()
+	set := segment.DefaultConfig()
 	set.Store, set.Logger = st, slog.New(slog.NewTextHandler(io.Discard, nil))
 	g, err := segment.New(t.Context(), set)
 	if err != nil {

@@ -73,7 +73,7 @@ func (s *Server) v2SegmentID(w http.ResponseWriter, r *http.Request) error {
 	}
 	id, period, owner, err := s.nextIDVia(r.Context(), tag)
 	if err == nil {
-		err = checkID(id)
+		err = validateID(id)
 	}
 	if err != nil {
 		return err
@@ -205,7 +205,7 @@ func (s *Server) v2SegmentBatch(w http.ResponseWriter, r *http.Request) error {
 	p := idBufs.Get().(*[]int64)
 	ids, period, owner, err := s.nextIDsVia(r.Context(), tag, n, (*p)[:0])
 	if err == nil {
-		err = checkIDs(ids, n)
+		err = validateIDs(ids, n)
 	}
 	if err != nil {
 		idBufs.Put(p)
@@ -252,7 +252,7 @@ func (s *Server) v2SnowflakeID(w http.ResponseWriter, r *http.Request) error {
 	}
 	id, err := s.snow.NextID(r.Context(), noKey)
 	if err == nil {
-		err = checkID(id)
+		err = validateID(id)
 	}
 	if err != nil {
 		return err

@@ -16,7 +16,7 @@ import (
 type FencedStore interface {
 	leaf.SegmentStore
 	leaf.SegmentAdmin
-	WatchFailover(ctx context.Context, set sqlstore.FailoverSettings) error
+	WatchFailover(ctx context.Context, set sqlstore.FailoverConfig) error
 	FailoverStatus() (sqlstore.FailoverStatus, bool)
 	DB() *sql.DB
 }
@@ -34,7 +34,7 @@ type FencedStore interface {
 func TestFailoverFence(t *testing.T, open func(t *testing.T) FencedStore, rebind func(string) string) {
 	ctx := ctxFor(t)
 	s := open(t)
-	set := sqlstore.FailoverSettings{Poll: 50 * time.Millisecond, Window: 300 * time.Millisecond, Lag: time.Minute, MarginSteps: 10, Logger: quietLogger()}
+	set := sqlstore.FailoverConfig{Poll: 50 * time.Millisecond, Window: 300 * time.Millisecond, Lag: time.Minute, MarginSteps: 10, Logger: quietLogger()}
 	if err := s.WatchFailover(ctx, set); err != nil {
 		t.Fatalf("WatchFailover: %v", err)
 	}

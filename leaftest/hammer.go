@@ -2,7 +2,6 @@ package leaftest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/segment"
 	"github.com/leafgo/leaf/tagshape"
 )
@@ -70,7 +70,7 @@ func HammerSegment(t *testing.T, open func() (leaf.SegmentStore, error), h Hamme
 				t.Fatalf("create tag: %v", err)
 			}
 		}
-		g, err := segment.New(ctx, segmentSettings(func(s *segment.Settings) {
+		g, err := segment.New(ctx, segmentSettings(func(s *segment.Config) {
 			s.Store, s.MaxStep, s.WaitTimeout, s.GiveBack = st, h.Step, 30*time.Second, false
 			s.OpaqueKey = h.OpaqueKey
 		}))
@@ -160,7 +160,7 @@ func HammerSegment(t *testing.T, open func() (leaf.SegmentStore, error), h Hamme
 	if len(all) < h.Total {
 		t.Fatalf("drew %d IDs, want at least %d", len(all), h.Total)
 	}
-	CheckUnique(t, all)
+	testutil.CheckUnique(t, all)
 	if h.OpaqueBits != 0 {
 		// Every opaque ID decodes to a raw ID the row issued, and distinct
 		// IDs to distinct raw ones: the permutation is the tag's, on every
@@ -182,7 +182,7 @@ func HammerSegment(t *testing.T, open func() (leaf.SegmentStore, error), h Hamme
 			}
 			raws = append(raws, raw)
 		}
-		CheckUnique(t, raws)
+		testutil.CheckUnique(t, raws)
 		if slices.Equal(raws, all) {
 			t.Fatalf("opaque IDs are the raw ones")
 		}
@@ -197,31 +197,4 @@ func HammerSegment(t *testing.T, open func() (leaf.SegmentStore, error), h Hamme
 	}
 	t.Logf("%d unique IDs from %d instances x %d goroutines, %d ranges of %d reserved, IDs in [%d, %d]",
 		len(all), h.Instances, h.Goroutines, loads, h.Step, all[0], all[len(all)-1])
-}
-
-// ErrIs reports a test failure unless errors.Is(err, want).
-func ErrIs(t *testing.T, err, want error) {
-	t.Helper()
-	if !errors.Is(err, want) {
-		t.Fatalf("error %v, want %v", err, want)
-	}
-}
-
-// CheckUnique sorts ids and fails the test if any ID is in it twice, naming
-// the first few.
-func CheckUnique(t *testing.T, ids []int64) {
-	t.Helper()
-	slices.Sort(ids)
-	dups := 0
-	for i := 1; i < len(ids); i++ {
-		if ids[i] == ids[i-1] {
-			if dups < 10 {
-				t.Errorf("duplicate ID %d", ids[i])
-			}
-			dups++
-		}
-	}
-	if dups > 0 {
-		t.Fatalf("%d duplicate IDs among %d", dups, len(ids))
-	}
 }

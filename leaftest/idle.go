@@ -23,7 +23,7 @@ type IdleHammer struct {
 	Idle       time.Duration // the generators' IdleTimeout; default 5ms
 	Duration   time.Duration // how long to draw; default 1s
 	// GiveBack makes the idle sweep give the tail of a dropped tag's range
-	// back (segment.Settings.GiveBack); without it the range is abandoned.
+	// back (segment.Config.GiveBack); without it the range is abandoned.
 	GiveBack bool
 }
 
@@ -77,7 +77,7 @@ func HammerIdle(t *testing.T, open Opener, h IdleHammer) {
 				}
 			}
 		}
-		set := segmentSettings(func(s *segment.Settings) {
+		set := segmentSettings(func(s *segment.Config) {
 			s.Store, s.MaxStep, s.WaitTimeout, s.IdleTimeout, s.GiveBack = st, h.Step, 30*time.Second, h.Idle, h.GiveBack
 		})
 		g, err := segment.New(ctx, set)

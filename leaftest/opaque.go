@@ -51,7 +51,7 @@ func OpaqueKeyNotStored(t *testing.T, open Opener, raw RawTables, serve Serve) {
 	// strings.
 	sum := sha256.Sum256([]byte("leaftest opaque key"))
 	key := sum[:]
-	g, st := startGenerator(t, open, segmentSettings(func(s *segment.Settings) { s.OpaqueKey = key }))
+	g, st := startGenerator(t, open, segmentSettings(func(s *segment.Config) { s.OpaqueKey = key }))
 	base := serve(t, g, st)
 
 	suffix := time.Now().UnixNano()

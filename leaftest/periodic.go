@@ -11,34 +11,10 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/segment"
 	"github.com/leafgo/leaf/tagshape"
 )
-
-// Clock is a settable clock for segment.Settings.Now, safe for concurrent
-// use: tests move it across period boundaries.
-type Clock struct{ ns atomic.Int64 }
-
-// NewClock returns a Clock reading t.
-func NewClock(t time.Time) *Clock {
-	c := new(Clock)
-	c.Set(t)
-	return c
-}
-
-// Now reads the clock.
-func (c *Clock) Now() time.Time { return time.Unix(0, c.ns.Load()) }
-
-// Set moves the clock to t.
-func (c *Clock) Set(t time.Time) { c.ns.Store(t.UnixNano()) }
-
-// Add moves the clock by d.
-func (c *Clock) Add(d time.Duration) { c.ns.Add(int64(d)) }
-
-// Offset is a clock that reads c moved by d: a server whose clock is off.
-func (c *Clock) Offset(d time.Duration) func() time.Time {
-	return func() time.Time { return c.Now().Add(d) }
-}
 
 // createShaped creates a tag with a shape in st.
 func createShaped(t *testing.T, st leaf.SegmentStore, a leaf.Alloc, shape leaf.TagShape) {
@@ -91,12 +67,12 @@ func periodicHammer(t *testing.T, open Opener) {
 	)
 	loc := shanghai(t)
 	tag := uniqueTag("daily")
-	clk := NewClock(time.Date(2026, 11, 23, 23, 59, 50, 0, loc))
+	clk := testutil.NewClock(time.Date(2026, 11, 23, 23, 59, 50, 0, loc))
 	offsets := []time.Duration{0, 0, 2 * time.Second}
 	gens := make([]*segment.Generator, len(offsets))
 	var st leaf.SegmentStore
 	for i, off := range offsets {
-		gens[i], st = startGenerator(t, open, segmentSettings(func(s *segment.Settings) {
+		gens[i], st = startGenerator(t, open, segmentSettings(func(s *segment.Config) {
 			s.Now = clk.Offset(off)
 			s.MaxStep = 4 * step
 			s.WaitTimeout = 30 * time.Second
@@ -147,7 +123,7 @@ func periodicHammer(t *testing.T, open Opener) {
 					case 1:
 						ids, key, err = g.NextIDsPeriod(ctx, tag, 7, nil)
 						if err == nil {
-							if cerr := leaf.CheckIDs(ids, 7); cerr != nil {
+							if cerr := leaf.ValidateIDs(ids, 7); cerr != nil {
 								t.Errorf("batch in period %s: %v", key, cerr)
 							}
 						}
@@ -227,10 +203,10 @@ func periodicPrune(t *testing.T, open Opener) {
 	ctx := context.Background()
 	loc := shanghai(t)
 	tag := uniqueTag("prune")
-	clk := NewClock(time.Date(2026, 11, 20, 12, 0, 0, 0, loc))
-	late := NewClock(clk.Now())
-	g, st := startGenerator(t, open, segmentSettings(func(s *segment.Settings) { s.Now = clk.Now }))
-	lateGen, _ := startGenerator(t, open, segmentSettings(func(s *segment.Settings) { s.Now = late.Now }))
+	clk := testutil.NewClock(time.Date(2026, 11, 20, 12, 0, 0, 0, loc))
+	late := testutil.NewClock(clk.Now())
+	g, st := startGenerator(t, open, segmentSettings(func(s *segment.Config) { s.Now = clk.Now }))
+	lateGen, _ := startGenerator(t, open, segmentSettings(func(s *segment.Config) { s.Now = late.Now }))
 	createShaped(t, st, leaf.Alloc{Tag: tag, MaxID: 1, Step: 10}, leaf.TagShape{Period: leaf.PeriodDay, TimeZone: "Asia/Shanghai"})
 	last := map[string]int64{}
 	for day := range 5 { // 20261120 .. 20261124

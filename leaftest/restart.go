@@ -22,10 +22,10 @@ func quietLogger() *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
-// segmentSettings is segment.DefaultSettings with a quiet logger (unless
+// segmentSettings is segment.DefaultConfig with a quiet logger (unless
 // -v) and tweak applied; the helpers that open the store set Store.
-func segmentSettings(tweak func(*segment.Settings)) segment.Settings {
-	s := segment.DefaultSettings()
+func segmentSettings(tweak func(*segment.Config)) segment.Config {
+	s := segment.DefaultConfig()
 	s.Logger = quietLogger()
 	if tweak != nil {
 		tweak(&s)
@@ -34,7 +34,7 @@ func segmentSettings(tweak func(*segment.Settings)) segment.Settings {
 }
 
 // startGenerator opens a store and a generator on it, closed at cleanup.
-func startGenerator(t *testing.T, open Opener, s segment.Settings) (*segment.Generator, leaf.SegmentStore) {
+func startGenerator(t *testing.T, open Opener, s segment.Config) (*segment.Generator, leaf.SegmentStore) {
 	t.Helper()
 	st, err := open()
 	if err != nil {
@@ -117,7 +117,7 @@ func RestartSegment(t *testing.T, open Opener) {
 			tag := fmt.Sprintf("restart-%d", time.Now().UnixNano())
 			// A generous wait: a loaded CI machine must not turn a slow
 			// reserve into an error here.
-			settings := segmentSettings(func(s *segment.Settings) {
+			settings := segmentSettings(func(s *segment.Config) {
 				s.MaxStep, s.GiveBack, s.WaitTimeout = step, !tc.crash, 30*time.Second
 			})
 			a, st := startGenerator(t, open, settings)
@@ -158,7 +158,7 @@ func RestartSegment(t *testing.T, open Opener) {
 	}
 }
 
-// Proxy is a switchable network path to the store (see internal/testdb.Proxy).
+// Proxy is a switchable network path to the store (see internal/testutil.Proxy).
 type Proxy interface {
 	Down()  // connections cut and refused
 	Stall() // connections open, no bytes pass: the store hangs
@@ -178,7 +178,7 @@ func OutageSegment(t *testing.T, open Opener, p Proxy) {
 func outage(t *testing.T, open Opener, p Proxy, fail func()) {
 	const step = 1000
 	tag := fmt.Sprintf("outage-%d", time.Now().UnixNano())
-	g, st := startGenerator(t, open, segmentSettings(func(s *segment.Settings) {
+	g, st := startGenerator(t, open, segmentSettings(func(s *segment.Config) {
 		s.MaxStep = step
 		s.HealthInterval = 20 * time.Millisecond
 		s.StoreTimeout = time.Second

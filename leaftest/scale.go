@@ -91,7 +91,7 @@ func RefreshCost(t *testing.T, open Opener, fill func(t *testing.T, n int)) {
 	}
 	before := heap()
 	began = time.Now()
-	g, err := segment.New(ctx, segmentSettings(func(s *segment.Settings) { s.Store, s.Logger = st, slog.New(slog.DiscardHandler) }))
+	g, err := segment.New(ctx, segmentSettings(func(s *segment.Config) { s.Store, s.Logger = st, slog.New(slog.DiscardHandler) }))
 	if err != nil {
 		t.Fatalf("new generator: %v", err)
 	}

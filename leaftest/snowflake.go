@@ -16,8 +16,8 @@ import (
 
 // FastSnowflake returns generator settings with short timings for tests: a
 // 1 s window, a heartbeat every 100 ms.
-func FastSnowflake(reg leaf.WorkerRegistry, ep leaf.Endpoint) snowflake.Settings {
-	s := snowflake.DefaultSettings()
+func FastSnowflake(reg leaf.WorkerRegistry, ep leaf.Endpoint) snowflake.Config {
+	s := snowflake.DefaultConfig()
 	s.Registry, s.RegistryName, s.Endpoint = reg, "test", ep
 	s.Window, s.HeartbeatInterval, s.RegistryTimeout = time.Second, 100*time.Millisecond, time.Second
 	// The first registration gets more than one registry call's second: on
@@ -30,7 +30,7 @@ func FastSnowflake(reg leaf.WorkerRegistry, ep leaf.Endpoint) snowflake.Settings
 
 // StartSnowflake opens a registry client and starts a generator on it; both
 // are closed when the test ends.
-func StartSnowflake(t *testing.T, open RegistryOpener, s snowflake.Settings) *snowflake.Generator {
+func StartSnowflake(t *testing.T, open RegistryOpener, s snowflake.Config) *snowflake.Generator {
 	t.Helper()
 	if s.Registry == nil {
 		s.Registry = openRegistry(t, open)

@@ -34,7 +34,7 @@ type server struct {
 	adm leaf.SegmentAdmin
 }
 
-func newServer(t *testing.T, open Opener, s segment.Settings) server {
+func newServer(t *testing.T, open Opener, s segment.Config) server {
 	t.Helper()
 	st, err := open()
 	if err != nil {
@@ -67,7 +67,7 @@ func tombstoneHammer(t *testing.T, open Opener) {
 	const workers, cycles = 8, 6
 	ctx := context.Background()
 	tag := uniqueTag("tomb-hammer")
-	set := segmentSettings(func(s *segment.Settings) { s.MaxStep, s.WaitTimeout = 20, 5*time.Second })
+	set := segmentSettings(func(s *segment.Config) { s.MaxStep, s.WaitTimeout = 20, 5*time.Second })
 	a := newServer(t, open, set)
 	set.RefreshInterval = 20 * time.Millisecond
 	b := newServer(t, open, set)
@@ -154,7 +154,7 @@ func tombstoneHammer(t *testing.T, open Opener) {
 	stop.Store(true)
 	wg.Wait()
 
-	CheckUnique(t, all)
+	testutil.CheckUnique(t, all)
 	if len(all) == 0 {
 		t.Fatal("no IDs issued")
 	}
@@ -169,7 +169,7 @@ func otherDropsOnRefresh(t *testing.T, open Opener) {
 	const refresh = 50 * time.Millisecond
 	tag := uniqueTag("tomb-refresh")
 	a := newServer(t, open, segmentSettings(nil))
-	b := newServer(t, open, segmentSettings(func(s *segment.Settings) { s.RefreshInterval = refresh }))
+	b := newServer(t, open, segmentSettings(func(s *segment.Config) { s.RefreshInterval = refresh }))
 	if err := a.adm.CreateTag(ctx, leaf.Alloc{Tag: tag, MaxID: 1, Step: 1000}); err != nil {
 		t.Fatalf("create tag: %v", err)
 	}
@@ -221,7 +221,7 @@ func otherReserveNotFound(t *testing.T, open Opener) {
 	ctx := context.Background()
 	tag := uniqueTag("tomb-reserve")
 	a := newServer(t, open, segmentSettings(nil))
-	b := newServer(t, open, segmentSettings(func(s *segment.Settings) { s.RefreshInterval = time.Hour }))
+	b := newServer(t, open, segmentSettings(func(s *segment.Config) { s.RefreshInterval = time.Hour }))
 	if err := a.adm.CreateTag(ctx, leaf.Alloc{Tag: tag, MaxID: 1, Step: 5}); err != nil {
 		t.Fatalf("create tag: %v", err)
 	}
@@ -267,7 +267,7 @@ func recreatedBetweenRefreshes(t *testing.T, open Opener) {
 	ctx := context.Background()
 	tag := uniqueTag("tomb-recreate")
 	a := newServer(t, open, segmentSettings(nil))
-	b := newServer(t, open, segmentSettings(func(s *segment.Settings) { s.RefreshInterval = time.Hour }))
+	b := newServer(t, open, segmentSettings(func(s *segment.Config) { s.RefreshInterval = time.Hour }))
 	if err := a.adm.CreateTag(ctx, leaf.Alloc{Tag: tag, MaxID: 1, Step: 5}); err != nil {
 		t.Fatalf("create tag: %v", err)
 	}

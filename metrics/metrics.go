@@ -95,7 +95,7 @@ type Config struct {
 	DegradedTags int
 	// Tags always get per-tag series while the generator knows them.
 	Tags []string
-	// LowBuffer is segment.Settings.LowBuffer: a tag whose buffered IDs
+	// LowBuffer is segment.Config.LowBuffer: a tag whose buffered IDs
 	// last less than this at its current rate counts as degraded. 0 turns
 	// the check off.
 	LowBuffer time.Duration

@@ -20,7 +20,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/internal/testdb"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/metrics"
 	"github.com/leafgo/leaf/segment"
 	"github.com/leafgo/leaf/sqlite"
@@ -442,7 +442,7 @@ func BenchmarkObserveRequest(b *testing.B) {
 
 func TestRealSegmentGenerator(t *testing.T) {
 	ctx := t.Context()
-	st, err := sqlite.Open(ctx, testdb.SQLitePath(t))
+	st, err := sqlite.Open(ctx, testutil.SQLitePath(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -450,7 +450,7 @@ func TestRealSegmentGenerator(t *testing.T) {
 	if err := st.CreateTag(ctx, leaf.Alloc{Tag: "orders", MaxID: 1, Step: 1000}); err != nil {
 		t.Fatal(err)
 	}
-	set := segment.DefaultSettings()
+	set := segment.DefaultConfig()
 	set.Store, set.Logger = st, slog.New(slog.DiscardHandler)
 	g, err := segment.New(ctx, set)
 	if err != nil {

@@ -194,7 +194,7 @@ func (s *Store) checkTombstones(ctx context.Context, tag string, starts []int64)
 }
 
 // firstNumber is the smallest number x of stripe st with stripe.ID(st, x) >= id
-// (id >= 0). With R = Of·Block IDs per round, id = k·R + r: the stripe's
+// (id >= 0). With R = Databases·Block IDs per round, id = k·R + r: the stripe's
 // block of round k covers the IDs k·R + Index·Block + [0, Block). Below
 // that block the answer is its first number k·Block, inside it the number
 // of id itself, above it the first number of round k+1; ID is increasing,
@@ -203,7 +203,7 @@ func firstNumber(st leaf.Stripe, id int64) int64 {
 	if !st.Striped() {
 		return id
 	}
-	round := int64(st.Of) * st.Block
+	round := int64(st.Databases) * st.Block
 	k, r := id/round, id%round
 	lo := int64(st.Index) * st.Block
 	switch {

@@ -14,7 +14,6 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/internal/testutil"
-	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/multidb"
 	"github.com/leafgo/leaf/segment"
 )
@@ -48,7 +47,7 @@ func TestFencePlainStoreMigrated(t *testing.T) {
 		t.Cleanup(func() { _ = single.Close() })
 		create(t, single.(leaf.SegmentAdmin), "t", 0, 10)
 		create(t, single.(leaf.SegmentAdmin), "raw", 0, 10)
-		set := segment.DefaultSettings()
+		set := segment.DefaultConfig()
 		set.Store, set.Logger = single, quiet()
 		g, err := segment.New(ctx, set)
 		if err != nil {
@@ -65,7 +64,7 @@ func TestFencePlainStoreMigrated(t *testing.T) {
 		}
 		drain(t, single, "raw", 2)
 
-		rep, err := multidb.Migrate(ctx, members(t, k, dsns[:1]), members(t, k, dsns), testOptions())
+		rep, err := multidb.Migrate(ctx, members(t, k, dsns[:1]), members(t, k, dsns), testConfig())
 		if err != nil {
 			t.Fatalf("migrate 1 to 2 with the plain store open: %v", err)
 		}
@@ -96,9 +95,9 @@ func TestFencePlainStoreMigrated(t *testing.T) {
 				t.Fatal("generator over the fenced store kept issuing")
 			}
 		}
-		leaftest.CheckUnique(t, append(append([]int64{}, before...), after...))
+		testutil.CheckUnique(t, append(append([]int64{}, before...), after...))
 
-		s := open(t, k, dsns, testOptions())
+		s := open(t, k, dsns, testConfig())
 		above(t, "t on the new list", append(before, after...), drain(t, s, "t", 4))
 	})
 }
@@ -111,11 +110,11 @@ func TestFenceMultiStoreMigrated(t *testing.T) {
 	eachKind(t, func(t *testing.T, k kind) {
 		ctx := t.Context()
 		dsns := newDBs(t, k, 3)
-		s := open(t, k, dsns[:2], testOptions())
+		s := open(t, k, dsns[:2], testConfig())
 		create(t, s, "t", 0, 5)
 		before := drain(t, s, "t", 4)
 
-		if _, err := multidb.Migrate(ctx, members(t, k, dsns[:2]), members(t, k, dsns), testOptions()); err != nil {
+		if _, err := multidb.Migrate(ctx, members(t, k, dsns[:2]), members(t, k, dsns), testConfig()); err != nil {
 			t.Fatalf("migrate 2 to 3 with a store open: %v", err)
 		}
 		_, err := s.Reserve(ctx, "t", 0)
@@ -144,7 +143,7 @@ func TestFenceMultiStoreMigrated(t *testing.T) {
 			t.Error("reserve with every database taken out succeeded")
 		}
 
-		s3 := open(t, k, dsns, testOptions())
+		s3 := open(t, k, dsns, testConfig())
 		above(t, "t on the new list", before, drain(t, s3, "t", 6))
 	})
 }
@@ -160,7 +159,7 @@ func TestFenceSwappedRecord(t *testing.T) {
 		// default member timeout (a busy machine: a clean clone's CI beside
 		// two CPU burners) would have nowhere else to go, and fail the test
 		// with no fence involved.
-		opts := testOptions()
+		opts := testConfig()
 		opts.MemberTimeout = 10 * time.Second
 		s := open(t, k, dsns, opts)
 		create(t, s, "t", 0, 5)
@@ -182,7 +181,7 @@ func TestFenceSwappedRecord(t *testing.T) {
 		if !st[0].Verified || st[0].Reserves != 6 || st[1].Verified || st[1].Reserves != 0 {
 			t.Errorf("status %+v, want db0 serving all 6 reserves and db1 taken out", st)
 		}
-		leaftest.CheckUnique(t, all)
+		testutil.CheckUnique(t, all)
 	})
 }
 
@@ -207,7 +206,7 @@ func TestFenceHammer(t *testing.T) {
 	eachKind(t, func(t *testing.T, k kind) {
 		ctx := t.Context()
 		dsns := newDBs(t, k, 3)
-		multi := open(t, k, dsns[:2], testOptions())
+		multi := open(t, k, dsns[:2], testConfig())
 		create(t, multi, "h", 0, 7)
 		single, err := k.single(ctx, dsns[2])
 		if err != nil {
@@ -293,7 +292,7 @@ func TestFenceHammer(t *testing.T) {
 			if len(got) != 4*20*7 {
 				t.Errorf("%s: %d IDs, want %d", key, len(got), 4*20*7)
 			}
-			leaftest.CheckUnique(t, got)
+			testutil.CheckUnique(t, got)
 		}
 		for _, d := range multi.Databases() {
 			if !d.Verified || d.Failures != 0 {
@@ -307,7 +306,7 @@ func TestFenceHammer(t *testing.T) {
 // after its fences.
 type failRaise struct{ multidb.Migratable }
 
-func (failRaise) RaiseAlloc(context.Context, leaf.Alloc) error {
+func (failRaise) RaiseMaxID(context.Context, leaf.Alloc) error {
 	return errors.New("injected: the database went away")
 }
 
@@ -350,16 +349,16 @@ func TestMigrateInterruptedAfterFence(t *testing.T) {
 						return err
 					}
 				} else {
-					s := open(t, k, dsns[:c.from], testOptions())
+					s := open(t, k, dsns[:c.from], testConfig())
 					create(t, s, "t", 0, 10)
 					running = s
 					reopen = func() error {
-						_, err := multidb.Open(ctx, members(t, k, dsns[:c.from]), testOptions())
+						_, err := multidb.Open(ctx, members(t, k, dsns[:c.from]), testConfig())
 						return err
 					}
 				}
 				before := drain(t, running, "t", 5)
-				opts := testOptions()
+				opts := testConfig()
 				opts.Block = c.block
 
 				to := members(t, k, dsns)
@@ -373,7 +372,7 @@ func TestMigrateInterruptedAfterFence(t *testing.T) {
 				if err := reopen(); !errors.Is(err, leaf.ErrStripeLayout) {
 					t.Errorf("open with the old list after the fence: %v, want ErrStripeLayout", err)
 				}
-				if _, err := multidb.Open(ctx, members(t, k, dsns), testOptions()); !errors.Is(err, leaf.ErrStripeLayout) || !strings.Contains(err.Error(), "under way") {
+				if _, err := multidb.Open(ctx, members(t, k, dsns), testConfig()); !errors.Is(err, leaf.ErrStripeLayout) || !strings.Contains(err.Error(), "under way") {
 					t.Errorf("open with the new list after the fence: %v, want refused as a migration under way", err)
 				}
 
@@ -384,10 +383,10 @@ func TestMigrateInterruptedAfterFence(t *testing.T) {
 				if want := max(c.block, 10); c.from > 1 && rep.Block != want {
 					t.Errorf("report %+v, want blocks of %d", rep, want)
 				}
-				s := open(t, k, dsns, testOptions())
+				s := open(t, k, dsns, testConfig())
 				after := drain(t, s, "t", 8)
 				above(t, "after the resumed migration", before, after)
-				leaftest.CheckUnique(t, after)
+				testutil.CheckUnique(t, after)
 			})
 		}
 	})
@@ -413,7 +412,7 @@ func TestMigrateWhileReserving(t *testing.T) {
 					create(t, single.(leaf.SegmentAdmin), "t", 0, 3)
 					st = single
 				} else {
-					s := open(t, k, dsns[:from], testOptions())
+					s := open(t, k, dsns[:from], testConfig())
 					create(t, s, "t", 0, 3)
 					st = s
 				}
@@ -448,12 +447,12 @@ func TestMigrateWhileReserving(t *testing.T) {
 					})
 				}
 				started.Wait()
-				if _, err := multidb.Migrate(ctx, members(t, k, dsns[:from]), members(t, k, dsns), testOptions()); err != nil {
+				if _, err := multidb.Migrate(ctx, members(t, k, dsns[:from]), members(t, k, dsns), testConfig()); err != nil {
 					t.Fatalf("migrate while reserving: %v", err)
 				}
 				wg.Wait()
-				leaftest.CheckUnique(t, issued)
-				s := open(t, k, dsns, testOptions())
+				testutil.CheckUnique(t, issued)
+				s := open(t, k, dsns, testConfig())
 				after := drain(t, s, "t", 10)
 				above(t, "after a migration under load", issued, after)
 				t.Logf("%d IDs issued by the old layout, then the new one from %d", len(issued), after[0])

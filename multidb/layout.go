@@ -24,7 +24,7 @@ import (
 // Errors wrap leaf.ErrStripeLayout and name the database. The store owns
 // the databases once Open succeeds (Close closes them); when it fails they
 // stay the caller's.
-func Open(ctx context.Context, dbs []Database, opts Options) (*Store, error) {
+func Open(ctx context.Context, dbs []Database, opts Config) (*Store, error) {
 	opts = opts.withDefaults()
 	if err := checkList(dbs); err != nil {
 		return nil, err
@@ -51,7 +51,7 @@ func Open(ctx context.Context, dbs []Database, opts Options) (*Store, error) {
 	return s, nil
 }
 
-func open(ctx context.Context, dbs []Database, opts Options) (*Store, error) {
+func open(ctx context.Context, dbs []Database, opts Config) (*Store, error) {
 	recs := readRecords(ctx, dbs, opts.ReadTimeout)
 	var (
 		reachable, recorded int
@@ -177,14 +177,14 @@ func checkRecords(dbs []Database, recs []record) (leaf.StripeRecord, error) {
 		case r.ok && isFence(r.rec.Cluster):
 			return want, fmt.Errorf("multidb: open: %w: database %s records that a migration to %d databases is under way, or was interrupted:"+
 				" run `leaf db migrate` again with the same lists, and start the servers with the new list once it is done",
-				leaf.ErrStripeLayout, dbs[i].Name, r.rec.Stripe.Of)
+				leaf.ErrStripeLayout, dbs[i].Name, r.rec.Stripe.Databases)
 		case !r.ok:
 			missing = append(missing, dbs[i].Name)
 		default:
 			recorded = append(recorded, dbs[i].Name)
 			if !found {
 				want, found = r.rec, true
-				want.Stripe = leaf.Stripe{Index: 0, Of: len(dbs), Block: r.rec.Stripe.Block}
+				want.Stripe = leaf.Stripe{Index: 0, Databases: len(dbs), Block: r.rec.Stripe.Block}
 				want.CreatedAt = time.Time{}
 			}
 		}
@@ -221,7 +221,7 @@ func checkRecords(dbs []Database, recs []record) (leaf.StripeRecord, error) {
 // back: a concurrent Init stops at the first database the other one
 // wrote, and reports which databases hold this cluster's records; those
 // databases are empty, so deleting their leaf_stripe rows starts over.
-func Init(ctx context.Context, dbs []Database, opts Options) (string, error) {
+func Init(ctx context.Context, dbs []Database, opts Config) (string, error) {
 	if opts.Block < 0 {
 		return "", fmt.Errorf("multidb: init: %w: block %d, want 1..%d (or 0: the default)", leaf.ErrInvalidArgument, opts.Block, leaf.MaxBlock)
 	}
@@ -276,7 +276,7 @@ func Init(ctx context.Context, dbs []Database, opts Options) (string, error) {
 	n := len(dbs)
 	var written []string
 	for i, d := range dbs {
-		want := leaf.StripeRecord{Stripe: leaf.Stripe{Index: i, Of: n, Block: opts.Block}, Cluster: cluster}
+		want := leaf.StripeRecord{Stripe: leaf.Stripe{Index: i, Databases: n, Block: opts.Block}, Cluster: cluster}
 		wctx, cancel := context.WithTimeout(ctx, opts.ReadTimeout)
 		_, err := d.Store.WriteStripe(wctx, want)
 		cancel()

@@ -18,9 +18,9 @@ type Migratable interface {
 	Member
 	// Tombstones lists every tombstone: name → max_id.
 	Tombstones(ctx context.Context) (map[string]int64, error)
-	// RaiseAlloc makes a.Tag's max_id at least a.MaxID, inserting the row
+	// RaiseMaxID makes a.Tag's max_id at least a.MaxID, inserting the row
 	// (with a's step and description) if it is missing; it never lowers it.
-	RaiseAlloc(ctx context.Context, a leaf.Alloc) error
+	RaiseMaxID(ctx context.Context, a leaf.Alloc) error
 	// RaiseTombstone makes tag's tombstone at least maxID; it never lowers
 	// it.
 	RaiseTombstone(ctx context.Context, tag string, maxID int64) error
@@ -112,7 +112,7 @@ type Moved struct {
 // ordered tags (rows of leaf_tag_owner, see leaf.OrderedStore), which it
 // would serve as plain ones, their order lost: an *OrderedTagsError, before
 // anything is written.
-func Migrate(ctx context.Context, from, to []Database, opts Options) (Report, error) {
+func Migrate(ctx context.Context, from, to []Database, opts Config) (Report, error) {
 	explicitBlock := opts.Block
 	opts = opts.withDefaults()
 	if err := checkList(from); err != nil {
@@ -242,13 +242,13 @@ func Migrate(ctx context.Context, from, to []Database, opts Options) (Report, er
 	cur := slices.Clone(toRecs)
 	for j, f := range from {
 		i := pos[j]
-		if fromRecs[j].ok && !isFence(fromRecs[j].rec.Cluster) && fromRecs[j].rec.Stripe.Of == len(to) {
+		if fromRecs[j].ok && !isFence(fromRecs[j].rec.Cluster) && fromRecs[j].rec.Stripe.Databases == len(to) {
 			// An earlier run finished the raises and wrote this one's
 			// record of the new layout: it serves under the new layout,
 			// no server of the old one can reserve from it.
 			continue
 		}
-		fence := leaf.StripeRecord{Stripe: leaf.Stripe{Index: i, Of: len(to), Block: lay.fenceBlock}, Cluster: fenceCluster(lay.cluster)}
+		fence := leaf.StripeRecord{Stripe: leaf.Stripe{Index: i, Databases: len(to), Block: lay.fenceBlock}, Cluster: fenceCluster(lay.cluster)}
 		if err := writeRecord(ctx, f, fromRecs[j], fence, opts); err != nil {
 			return rep, fmt.Errorf("multidb: migrate: fence the old layout: %w (run it again with the same lists)", err)
 		}
@@ -267,7 +267,7 @@ func Migrate(ctx context.Context, from, to []Database, opts Options) (Report, er
 			rctx, cancel := context.WithTimeout(ctx, opts.ReadTimeout)
 			var err error
 			if mv.Live {
-				err = m.RaiseAlloc(rctx, leaf.Alloc{Tag: mv.Tag, MaxID: mv.Number, Step: mv.step, Description: mv.desc})
+				err = m.RaiseMaxID(rctx, leaf.Alloc{Tag: mv.Tag, MaxID: mv.Number, Step: mv.step, Description: mv.desc})
 			}
 			if err == nil && mv.Tombstone {
 				err = m.RaiseTombstone(rctx, mv.Tag, mv.Number)
@@ -295,7 +295,7 @@ func Migrate(ctx context.Context, from, to []Database, opts Options) (Report, er
 	}
 	var written []string
 	for _, i := range order {
-		want := leaf.StripeRecord{Stripe: leaf.Stripe{Index: i, Of: len(to), Block: lay.block}, Cluster: lay.cluster}
+		want := leaf.StripeRecord{Stripe: leaf.Stripe{Index: i, Databases: len(to), Block: lay.block}, Cluster: lay.cluster}
 		if err := writeRecord(ctx, to[i], cur[i], want, opts); err != nil {
 			return rep, fmt.Errorf("multidb: migrate: %w (records written: %v; run it again with the same lists)", err, written)
 		}
@@ -358,12 +358,12 @@ func layouts(from, to []Database, pos []int, fromRecs, toRecs []record, explicit
 		switch {
 		case !r.ok:
 			plain++
-		case st.Of == len(from) && st.Index == j && !isFence(r.rec.Cluster):
+		case st.Databases == len(from) && st.Index == j && !isFence(r.rec.Cluster):
 			stale++
 			err = agree(&oldRec, r.rec, from[j].Name)
-		case st.Of == len(to) && st.Index == pos[j] && isFence(r.rec.Cluster):
+		case st.Databases == len(to) && st.Index == pos[j] && isFence(r.rec.Cluster):
 			err = agree(&fenceRec, r.rec, from[j].Name)
-		case st.Of == len(to) && st.Index == pos[j]:
+		case st.Databases == len(to) && st.Index == pos[j]:
 			moved++
 			err = agree(&newRec, r.rec, from[j].Name)
 		default:
@@ -383,7 +383,7 @@ func layouts(from, to []Database, pos []int, fromRecs, toRecs []record, explicit
 		if !r.ok || slices.Contains(pos, i) {
 			continue
 		}
-		if st.Of != len(to) || st.Index != i || isFence(r.rec.Cluster) {
+		if st.Databases != len(to) || st.Index != i || isFence(r.rec.Cluster) {
 			return lay, fmt.Errorf("multidb: migrate: %w: %s, new in the list at place %d, records that it is %s;"+
 				" a database added by a migration must have no record (or the one an interrupted run of this migration wrote)",
 				leaf.ErrStripeLayout, to[i].Name, i, r.rec)
@@ -429,7 +429,7 @@ func layouts(from, to []Database, pos []int, fromRecs, toRecs []record, explicit
 	}
 	if oldBlock > 0 {
 		for j := range from {
-			lay.old[j] = leaf.Stripe{Index: j, Of: len(from), Block: oldBlock}
+			lay.old[j] = leaf.Stripe{Index: j, Databases: len(from), Block: oldBlock}
 		}
 	}
 	switch {
@@ -462,7 +462,7 @@ func layouts(from, to []Database, pos []int, fromRecs, toRecs []record, explicit
 
 // plan collects the tags and tombstones of from (under lock if locked)
 // and the number each is raised to on the databases of to.
-func plan(ctx context.Context, from, to []Database, lay layout, opts Options, locked bool) ([]Moved, error) {
+func plan(ctx context.Context, from, to []Database, lay layout, opts Config, locked bool) ([]Moved, error) {
 	moves, err := collect(ctx, from, lay.old, opts, locked)
 	if err != nil {
 		return nil, err
@@ -477,7 +477,7 @@ func plan(ctx context.Context, from, to []Database, lay layout, opts Options, lo
 		}
 		mv.Number = max(k*lay.block, 1)
 		for d := range to {
-			st := leaf.Stripe{Index: d, Of: len(to), Block: lay.block}
+			st := leaf.Stripe{Index: d, Databases: len(to), Block: lay.block}
 			if mv.Number-1 > stripe.MaxNumber(st) {
 				return nil, fmt.Errorf("multidb: migrate: %q: %w: bound %d has no room on %s under the new layout", mv.Tag, leaf.ErrInvalidArgument, mv.Bound, to[d].Name)
 			}
@@ -489,7 +489,7 @@ func plan(ctx context.Context, from, to []Database, lay layout, opts Options, lo
 // collect lists every tag and tombstone of from with its bound under the
 // old layout, refusing shaped tags and periods. locked reads the rows
 // under shared locks (Migratable.LockedAllocs).
-func collect(ctx context.Context, from []Database, old []leaf.Stripe, opts Options, locked bool) ([]Moved, error) {
+func collect(ctx context.Context, from []Database, old []leaf.Stripe, opts Config, locked bool) ([]Moved, error) {
 	byTag := map[string]*Moved{}
 	get := func(tag string) *Moved {
 		mv, ok := byTag[tag]
@@ -555,7 +555,7 @@ func collect(ctx context.Context, from []Database, old []leaf.Stripe, opts Optio
 
 // checkPlain refuses a tag with a shape among names, where d keeps shapes
 // (leaf.TagShaper): a shape outlives its tag, so deleted tags count too.
-func checkPlain(ctx context.Context, d Database, names []string, opts Options) error {
+func checkPlain(ctx context.Context, d Database, names []string, opts Config) error {
 	if lister, ok := d.Store.(leaf.ShapeLister); ok {
 		// A few queries per thousands of tags, not one per tag.
 		for chunk := range slices.Chunk(names, shapesChunk) {
@@ -667,7 +667,7 @@ func pick(n int, one, many string) string {
 // *OrderedTagsError: every row of leaf_tag_owner counts, one left by hand
 // without its tag too. It reads the rows a page at a time, naming the
 // first MaxListedOrdered and counting the rest.
-func checkUnordered(ctx context.Context, from []Database, opts Options) error {
+func checkUnordered(ctx context.Context, from []Database, opts Config) error {
 	var refusal OrderedTagsError
 	for _, d := range from {
 		lister, ok := d.Store.(orderedLister)
@@ -707,7 +707,7 @@ func checkUnordered(ctx context.Context, from []Database, opts Options) error {
 // writeRecord gives database d the record want: it writes it where there
 // is none, replaces the old layout's (compare and set), and leaves one
 // that already is want.
-func writeRecord(ctx context.Context, d Database, had record, want leaf.StripeRecord, opts Options) error {
+func writeRecord(ctx context.Context, d Database, had record, want leaf.StripeRecord, opts Config) error {
 	wctx, cancel := context.WithTimeout(ctx, opts.ReadTimeout)
 	defer cancel()
 	var err error

@@ -73,7 +73,7 @@ type Database struct {
 	Connect func(ctx context.Context) (Member, error)
 }
 
-// Defaults of Options.
+// Defaults of Config.
 const (
 	DefaultMemberTimeout = time.Second
 	DefaultReadTimeout   = 5 * time.Second
@@ -82,8 +82,9 @@ const (
 	DefaultMaxBackoff    = 30 * time.Second
 )
 
-// Options tunes a Store; the zero value is the default.
-type Options struct {
+// Config tunes a Store. DefaultConfig holds the defaults; a zero field
+// takes its default, so the zero Config is DefaultConfig.
+type Config struct {
 	// MemberTimeout bounds one reserve on one database, and one probe of a
 	// database marked unhealthy. It must be shorter than the generator's
 	// wait budget, so that a hanging database costs one try and the next
@@ -103,34 +104,53 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-func (o Options) withDefaults() Options {
+// DefaultConfig returns the defaults a zero field of Config takes.
+func DefaultConfig() Config {
+	return Config{
+		MemberTimeout: DefaultMemberTimeout,
+		ReadTimeout:   DefaultReadTimeout,
+		Block:         DefaultBlock,
+		MinBackoff:    DefaultMinBackoff,
+		MaxBackoff:    DefaultMaxBackoff,
+		Logger:        slog.Default(),
+	}
+}
+
+// withDefaults fills o's zero fields from DefaultConfig.
+func (o Config) withDefaults() Config {
+	d := DefaultConfig()
 	if o.MemberTimeout <= 0 {
-		o.MemberTimeout = DefaultMemberTimeout
+		o.MemberTimeout = d.MemberTimeout
 	}
 	if o.ReadTimeout <= 0 {
-		o.ReadTimeout = DefaultReadTimeout
+		o.ReadTimeout = d.ReadTimeout
 	}
 	if o.Block <= 0 {
-		o.Block = DefaultBlock
+		o.Block = d.Block
 	}
 	if o.MinBackoff <= 0 {
-		o.MinBackoff = DefaultMinBackoff
+		o.MinBackoff = d.MinBackoff
 	}
 	if o.MaxBackoff < o.MinBackoff {
-		o.MaxBackoff = max(DefaultMaxBackoff, o.MinBackoff)
+		o.MaxBackoff = max(d.MaxBackoff, o.MinBackoff)
 	}
 	if o.Logger == nil {
-		o.Logger = slog.Default()
+		o.Logger = d.Logger
 	}
 	return o
 }
+
+// Options is the old name of Config.
+//
+// Deprecated: use Config; Options goes in the release after the next.
+type Options = Config
 
 // Store is a leaf.SegmentStore, leaf.SegmentAdmin and
 // leaf.SegmentVersioner over several databases. It is not a
 // leaf.TagShaper nor a leaf.PeriodStore: it serves plain tags only.
 type Store struct {
 	members []*member
-	opts    Options
+	opts    Config
 	cluster string
 	block   int64
 	rr      atomic.Uint64

@@ -19,7 +19,6 @@ import (
 	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/internal/testdb"
 	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/multidb"
@@ -49,7 +48,7 @@ var kinds = []kind{
 	{
 		name:   "mysql",
 		driver: "mysql",
-		newDB:  testdb.MySQL,
+		newDB:  testutil.MySQL,
 		member: func(ctx context.Context, dsn string) (multidb.Migratable, error) { return mysql.OpenMember(ctx, dsn) },
 		single: func(ctx context.Context, dsn string) (leaf.SegmentStore, error) { return mysql.Open(ctx, dsn) },
 		via: func(t testing.TB, dsn, addr string) string {
@@ -71,7 +70,7 @@ var kinds = []kind{
 	{
 		name:   "postgres",
 		driver: "pgx",
-		newDB:  testdb.Postgres,
+		newDB:  testutil.Postgres,
 		member: func(ctx context.Context, dsn string) (multidb.Migratable, error) {
 			return postgres.OpenMember(ctx, dsn)
 		},
@@ -131,23 +130,23 @@ func members(t testing.TB, k kind, dsns []string) []multidb.Database {
 	return out
 }
 
-// testOptions are fast backoffs, small blocks (so that ranges cross
+// testConfig are fast backoffs, small blocks (so that ranges cross
 // blocks) and a quiet log.
-func testOptions() multidb.Options {
+func testConfig() multidb.Config {
 	// MemberTimeout: a test asks what the store answers, not how soon a
 	// slow database is skipped (TestMemberDown sets its own 300ms). With
 	// the default second, on a busy machine, a reserve that every
 	// database answered late (its connection or its update queued behind
 	// other packages' CREATE and DROP DATABASE) was refused, as it should
 	// be, and failed tests that need every reserve to succeed.
-	return multidb.Options{Block: 10, MinBackoff: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond,
+	return multidb.Config{Block: 10, MinBackoff: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond,
 		MemberTimeout: time.Minute, Logger: quiet()}
 }
 
 // open opens a store over dsns (each opened anew, like a server would),
 // setting them up first (multidb.Init, the operator's step) when none has
 // a record yet.
-func open(t testing.TB, k kind, dsns []string, opts multidb.Options) *multidb.Store {
+func open(t testing.TB, k kind, dsns []string, opts multidb.Config) *multidb.Store {
 	t.Helper()
 	dbs := members(t, k, dsns)
 	fresh := true
@@ -202,7 +201,7 @@ func ids(t testing.TB, r leaf.Reservation) []int64 {
 func TestReserveMapping(t *testing.T) {
 	eachKind(t, func(t *testing.T, k kind) {
 		ctx := t.Context()
-		s := open(t, k, newDBs(t, k, 3), testOptions())
+		s := open(t, k, newDBs(t, k, 3), testConfig())
 		create(t, s, "orders", 0, 7)
 		seen := map[int]int{}
 		var all []int64
@@ -211,7 +210,7 @@ func TestReserveMapping(t *testing.T) {
 			if err != nil {
 				t.Fatalf("reserve: %v", err)
 			}
-			if r.Stripe.Of != 3 || r.Stripe.Block != 10 || r.Step != 7 || r.Tag != "orders" {
+			if r.Stripe.Databases != 3 || r.Stripe.Block != 10 || r.Step != 7 || r.Tag != "orders" {
 				t.Fatalf("reservation %+v, want step 7 of a stripe of 3 with blocks of 10", r)
 			}
 			seen[r.Stripe.Index]++
@@ -222,7 +221,7 @@ func TestReserveMapping(t *testing.T) {
 				t.Errorf("database %d served %d of 30 reserves, want 10 (round-robin): %v", i, seen[i], seen)
 			}
 		}
-		leaftest.CheckUnique(t, all)
+		testutil.CheckUnique(t, all)
 		st := s.Databases()
 		for i, d := range st {
 			if d.Index != i || d.Name != fmt.Sprintf("db%d", i) || !d.Healthy || !d.Verified || d.Reserves != 10 || d.Failures != 0 {
@@ -258,7 +257,7 @@ func TestHammer(t *testing.T) {
 		dsns := newDBs(t, k, 3)
 		stores := make([]*multidb.Store, 3)
 		for i := range stores {
-			stores[i] = open(t, k, dsns, testOptions())
+			stores[i] = open(t, k, dsns, testConfig())
 		}
 		create(t, stores[0], "hammer", 0, 13)
 		var (
@@ -289,7 +288,7 @@ func TestHammer(t *testing.T) {
 			}
 		}
 		wg.Wait()
-		leaftest.CheckUnique(t, all)
+		testutil.CheckUnique(t, all)
 		t.Logf("%d unique IDs from 3 stores x 6 goroutines over 3 databases", len(all))
 	})
 }
@@ -311,18 +310,18 @@ func records(t testing.TB, k kind, dsns []string) []leaf.StripeRecord {
 func TestSetUp(t *testing.T) {
 	eachKind(t, func(t *testing.T, k kind) {
 		dsns := newDBs(t, k, 3)
-		opts := testOptions()
+		opts := testConfig()
 		opts.Block = 0 // the default
 		s := open(t, k, dsns, opts)
 		recs := records(t, k, dsns)
 		for i, r := range recs {
-			want := leaf.Stripe{Index: i, Of: 3, Block: multidb.DefaultBlock}
+			want := leaf.Stripe{Index: i, Databases: 3, Block: multidb.DefaultBlock}
 			if r.Stripe != want || r.Cluster != s.Cluster() || len(r.Cluster) != 32 || r.CreatedAt.IsZero() {
 				t.Errorf("record %d = %+v, want %+v of cluster %s", i, r, want, s.Cluster())
 			}
 		}
-		// Opening again keeps them; the recorded block rules over Options.
-		again := open(t, k, dsns, testOptions())
+		// Opening again keeps them; the recorded block rules over Config.
+		again := open(t, k, dsns, testConfig())
 		if again.Cluster() != s.Cluster() || again.Block() != multidb.DefaultBlock {
 			t.Errorf("reopened: cluster %s block %d, want %s %d", again.Cluster(), again.Block(), s.Cluster(), multidb.DefaultBlock)
 		}
@@ -337,7 +336,7 @@ func TestSetUp(t *testing.T) {
 func TestInitConcurrent(t *testing.T) {
 	eachKind(t, func(t *testing.T, k kind) {
 		dsns := newDBs(t, k, 4)
-		if _, err := multidb.Open(t.Context(), members(t, k, dsns[:3]), testOptions()); !errors.Is(err, leaf.ErrStripeLayout) ||
+		if _, err := multidb.Open(t.Context(), members(t, k, dsns[:3]), testConfig()); !errors.Is(err, leaf.ErrStripeLayout) ||
 			!strings.Contains(err.Error(), "leaf db init") {
 			t.Fatalf("open of fresh databases: %v, want ErrStripeLayout naming leaf db init", err)
 		}
@@ -355,7 +354,7 @@ func TestInitConcurrent(t *testing.T) {
 		errs := make([]error, inits)
 		var wg sync.WaitGroup
 		for i := range inits {
-			wg.Go(func() { clusters[i], errs[i] = multidb.Init(t.Context(), lists[i], testOptions()) })
+			wg.Go(func() { clusters[i], errs[i] = multidb.Init(t.Context(), lists[i], testConfig()) })
 		}
 		wg.Wait()
 		won := -1
@@ -376,7 +375,7 @@ func TestInitConcurrent(t *testing.T) {
 		if won%2 == 1 {
 			winner[1] = dsns[3]
 		}
-		s := open(t, k, winner, testOptions())
+		s := open(t, k, winner, testConfig())
 		if s.Cluster() != clusters[won] {
 			t.Fatalf("cluster %s, the winning init's %s", s.Cluster(), clusters[won])
 		}
@@ -384,7 +383,7 @@ func TestInitConcurrent(t *testing.T) {
 		if won%2 == 1 {
 			loser[1] = dsns[1]
 		}
-		if _, err := multidb.Open(t.Context(), members(t, k, loser), testOptions()); !errors.Is(err, leaf.ErrStripeLayout) {
+		if _, err := multidb.Open(t.Context(), members(t, k, loser), testConfig()); !errors.Is(err, leaf.ErrStripeLayout) {
 			t.Fatalf("open of the losing list: %v, want ErrStripeLayout", err)
 		}
 	})
@@ -396,7 +395,7 @@ func TestLayoutRefused(t *testing.T) {
 		ctx := t.Context()
 		dsns := newDBs(t, k, 4)
 		abc := dsns[:3]
-		s := open(t, k, abc, testOptions())
+		s := open(t, k, abc, testConfig())
 		create(t, s, "t", 0, 10)
 		if _, err := s.Reserve(ctx, "t", 0); err != nil {
 			t.Fatal(err)
@@ -416,7 +415,7 @@ func TestLayoutRefused(t *testing.T) {
 			st.Close()
 		}
 		otherDSNs := newDBs(t, k, 3)
-		open(t, k, otherDSNs, testOptions()) // another cluster's
+		open(t, k, otherDSNs, testConfig()) // another cluster's
 		cases := []struct {
 			name string
 			list []string
@@ -433,7 +432,7 @@ func TestLayoutRefused(t *testing.T) {
 		}
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
-				_, err := multidb.Open(ctx, members(t, k, c.list), testOptions())
+				_, err := multidb.Open(ctx, members(t, k, c.list), testConfig())
 				if !errors.Is(err, leaf.ErrStripeLayout) || !strings.Contains(err.Error(), c.want) {
 					t.Errorf("open: %v; want ErrStripeLayout saying %q", err, c.want)
 				}
@@ -441,7 +440,7 @@ func TestLayoutRefused(t *testing.T) {
 		}
 		// Init refuses a database in use, or one already set up.
 		for _, list := range [][]string{{used, dsns[3]}, {dsns[3], abc[2]}} {
-			if _, err := multidb.Init(ctx, members(t, k, list), testOptions()); !errors.Is(err, leaf.ErrStripeLayout) {
+			if _, err := multidb.Init(ctx, members(t, k, list), testConfig()); !errors.Is(err, leaf.ErrStripeLayout) {
 				t.Errorf("init of %v: %v, want ErrStripeLayout", list, err)
 			}
 		}
@@ -459,7 +458,7 @@ func TestSingleStoreRefusesStriped(t *testing.T) {
 	eachKind(t, func(t *testing.T, k kind) {
 		ctx := t.Context()
 		dsns := newDBs(t, k, 2)
-		open(t, k, dsns, testOptions())
+		open(t, k, dsns, testConfig())
 		for _, dsn := range dsns {
 			st, err := k.single(ctx, dsn)
 			if err == nil {
@@ -470,7 +469,7 @@ func TestSingleStoreRefusesStriped(t *testing.T) {
 			}
 		}
 		one := k.newDB(t)
-		open(t, k, []string{one}, testOptions())
+		open(t, k, []string{one}, testConfig())
 		st, err := k.single(ctx, one)
 		if err != nil {
 			t.Fatalf("single open of a database recording 1 of 1: %v", err)
@@ -486,10 +485,10 @@ func TestMemberDown(t *testing.T) {
 	eachKind(t, func(t *testing.T, k kind) {
 		ctx := t.Context()
 		dsns := newDBs(t, k, 3)
-		open(t, k, dsns, testOptions()) // set up while all are reachable
-		proxy := testdb.NewProxy(t, k.server(t, dsns[1]))
+		open(t, k, dsns, testConfig()) // set up while all are reachable
+		proxy := testutil.NewProxy(t, k.server(t, dsns[1]))
 		viaProxy := []string{dsns[0], k.via(t, dsns[1], proxy.Addr()), dsns[2]}
-		opts := testOptions()
+		opts := testConfig()
 		opts.MemberTimeout = 300 * time.Millisecond
 		s := open(t, k, viaProxy, opts)
 		create(t, s, "t", 0, 5)
@@ -569,7 +568,7 @@ func TestMemberDown(t *testing.T) {
 				t.Errorf("%s: set step again after recovery: %v", fault.name, err)
 			}
 		}
-		leaftest.CheckUnique(t, all)
+		testutil.CheckUnique(t, all)
 	})
 }
 
@@ -580,9 +579,9 @@ func TestMemberUnreachableAtOpen(t *testing.T) {
 	eachKind(t, func(t *testing.T, k kind) {
 		ctx := t.Context()
 		dsns := newDBs(t, k, 2)
-		s0 := open(t, k, dsns, testOptions())
+		s0 := open(t, k, dsns, testConfig())
 		create(t, s0, "t", 0, 5)
-		proxy := testdb.NewProxy(t, k.server(t, dsns[1]))
+		proxy := testutil.NewProxy(t, k.server(t, dsns[1]))
 		proxy.Down()
 		// db1 is given by Connect, as a server's configuration does: it
 		// cannot be opened before it answers.
@@ -591,7 +590,7 @@ func TestMemberUnreachableAtOpen(t *testing.T) {
 		list = append(list, multidb.Database{Name: "db1", Connect: func(ctx context.Context) (multidb.Member, error) {
 			return k.member(ctx, viaProxy)
 		}})
-		s, err := multidb.Open(ctx, list, testOptions())
+		s, err := multidb.Open(ctx, list, testConfig())
 		if err != nil {
 			t.Fatalf("open with db1 down: %v", err)
 		}
@@ -621,14 +620,14 @@ func TestMemberUnreachableAtOpen(t *testing.T) {
 		// A database of another cluster in db1's place, down at open:
 		// once it answers, its record keeps it out.
 		others := newDBs(t, k, 2)
-		open(t, k, others, testOptions())
-		proxy2 := testdb.NewProxy(t, k.server(t, others[1]))
+		open(t, k, others, testConfig())
+		proxy2 := testutil.NewProxy(t, k.server(t, others[1]))
 		proxy2.Down()
 		wrong := k.via(t, others[1], proxy2.Addr())
 		list = append(members(t, k, dsns[:1]), multidb.Database{Name: "stranger", Connect: func(ctx context.Context) (multidb.Member, error) {
 			return k.member(ctx, wrong)
 		}})
-		w, err := multidb.Open(ctx, list, testOptions())
+		w, err := multidb.Open(ctx, list, testConfig())
 		if err != nil {
 			t.Fatalf("open with the stranger down: %v", err)
 		}
@@ -655,7 +654,7 @@ func TestAdmin(t *testing.T) {
 	eachKind(t, func(t *testing.T, k kind) {
 		ctx := t.Context()
 		dsns := newDBs(t, k, 3)
-		s := open(t, k, dsns, testOptions())
+		s := open(t, k, dsns, testConfig())
 		create(t, s, "t", 1234, 5)
 		var low int64 = 1 << 62
 		for range 3 {
@@ -708,8 +707,8 @@ func TestAdmin(t *testing.T) {
 
 		// One database down: the create fails part-way, and succeeds when
 		// run again after it is back.
-		proxy := testdb.NewProxy(t, k.server(t, dsns[2]))
-		p := open(t, k, []string{dsns[0], dsns[1], k.via(t, dsns[2], proxy.Addr())}, testOptions())
+		proxy := testutil.NewProxy(t, k.server(t, dsns[2]))
+		p := open(t, k, []string{dsns[0], dsns[1], k.via(t, dsns[2], proxy.Addr())}, testConfig())
 		proxy.Down()
 		var pe *multidb.PartialError
 		if err := p.CreateTag(ctx, leaf.Alloc{Tag: "u", Step: 5}); !errors.As(err, &pe) ||
@@ -776,7 +775,7 @@ func TestMigrate(t *testing.T) {
 	eachKind(t, func(t *testing.T, k kind) {
 		ctx := t.Context()
 		dsns := newDBs(t, k, 3)
-		opts := testOptions()
+		opts := testConfig()
 
 		// One database, a store of one as servers run it today.
 		single, err := k.single(ctx, dsns[0])
@@ -799,7 +798,7 @@ func TestMigrate(t *testing.T) {
 
 		// An interrupted earlier run had written database 1's record.
 		pre := members(t, k, dsns[1:2])[0].Store
-		interrupted := leaf.StripeRecord{Stripe: leaf.Stripe{Index: 1, Of: 2, Block: 10}, Cluster: "c1"}
+		interrupted := leaf.StripeRecord{Stripe: leaf.Stripe{Index: 1, Databases: 2, Block: 10}, Cluster: "c1"}
 		if ok, err := pre.WriteStripe(ctx, interrupted); !ok || err != nil {
 			t.Fatal(ok, err)
 		}
@@ -877,7 +876,7 @@ func TestMigrateRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 		single.Close()
-		_, err = multidb.Migrate(ctx, members(t, k, dsns[:1]), members(t, k, dsns), testOptions())
+		_, err = multidb.Migrate(ctx, members(t, k, dsns[:1]), members(t, k, dsns), testConfig())
 		if !errors.Is(err, leaf.ErrInvalidArgument) || !strings.Contains(err.Error(), `"fmt"`) {
 			t.Errorf("migrate a shaped tag: %v, want refused naming it", err)
 		}
@@ -886,7 +885,7 @@ func TestMigrateRefused(t *testing.T) {
 				t.Errorf("%s has a record after a refused migration", d.Name)
 			}
 		}
-		if _, err := multidb.Migrate(ctx, members(t, k, dsns), members(t, k, dsns[:1]), testOptions()); !errors.Is(err, leaf.ErrInvalidArgument) {
+		if _, err := multidb.Migrate(ctx, members(t, k, dsns), members(t, k, dsns[:1]), testConfig()); !errors.Is(err, leaf.ErrInvalidArgument) {
 			t.Errorf("migrate 2 to 1: %v, want refused", err)
 		}
 		// A database added with rows of its own (a backup of another, a
@@ -901,14 +900,14 @@ func TestMigrateRefused(t *testing.T) {
 			create(t, st.(leaf.SegmentAdmin), fmt.Sprintf("t%d", i), 0, 10)
 			st.Close()
 		}
-		if _, err := multidb.Migrate(ctx, members(t, k, []string{old}), members(t, k, []string{old, added}), testOptions()); !errors.Is(err, leaf.ErrStripeLayout) ||
+		if _, err := multidb.Migrate(ctx, members(t, k, []string{old}), members(t, k, []string{old, added}), testConfig()); !errors.Is(err, leaf.ErrStripeLayout) ||
 			!strings.Contains(err.Error(), "must be empty") {
 			t.Errorf("migrate onto a database in use: %v, want refused", err)
 		}
-		if _, err := multidb.Migrate(ctx, members(t, k, []string{old}), members(t, k, []string{old, k.newDB(t)}), multidb.Options{Block: -1}); !errors.Is(err, leaf.ErrInvalidArgument) {
+		if _, err := multidb.Migrate(ctx, members(t, k, []string{old}), members(t, k, []string{old, k.newDB(t)}), multidb.Config{Block: -1}); !errors.Is(err, leaf.ErrInvalidArgument) {
 			t.Errorf("migrate with block -1: %v, want refused", err)
 		}
-		if _, err := multidb.Init(ctx, members(t, k, []string{k.newDB(t), k.newDB(t)}), multidb.Options{Block: -1}); !errors.Is(err, leaf.ErrInvalidArgument) {
+		if _, err := multidb.Init(ctx, members(t, k, []string{k.newDB(t), k.newDB(t)}), multidb.Config{Block: -1}); !errors.Is(err, leaf.ErrInvalidArgument) {
 			t.Errorf("init with block -1: %v, want refused", err)
 		}
 	})
@@ -964,7 +963,7 @@ func TestMigrateRefusesOrdered(t *testing.T) {
 				}
 				return m, nil
 			}})
-			return multidb.Migrate(ctx, members(t, k, dsns[:1]), to, testOptions())
+			return multidb.Migrate(ctx, members(t, k, dsns[:1]), to, testConfig())
 		}
 		_, err = migrate()
 		var refusal *multidb.OrderedTagsError
@@ -1030,7 +1029,7 @@ func TestMigrateRefusesOrdered(t *testing.T) {
 func TestHandEditedRecord(t *testing.T) {
 	eachKind(t, func(t *testing.T, k kind) {
 		dsns := newDBs(t, k, 2)
-		open(t, k, dsns, testOptions())
+		open(t, k, dsns, testConfig())
 		for _, dsn := range dsns {
 			db, err := sql.Open(k.driver, dsn)
 			if err != nil {
@@ -1041,7 +1040,7 @@ func TestHandEditedRecord(t *testing.T) {
 			}
 			db.Close()
 		}
-		_, err := multidb.Open(t.Context(), members(t, k, dsns), testOptions())
+		_, err := multidb.Open(t.Context(), members(t, k, dsns), testConfig())
 		if !errors.Is(err, leaf.ErrStripeLayout) || !strings.Contains(err.Error(), "invalid") {
 			t.Fatalf("open with blocks of 0: %v, want ErrStripeLayout saying the record is invalid", err)
 		}
@@ -1063,8 +1062,8 @@ func TestMemberMethods(t *testing.T) {
 		if _, ok, err := m.ReadStripe(ctx); ok || err != nil {
 			t.Fatalf("ReadStripe of a new database: %v, %v", ok, err)
 		}
-		r1 := leaf.StripeRecord{Stripe: leaf.Stripe{Index: 1, Of: 3, Block: 100}, Cluster: "one"}
-		r2 := leaf.StripeRecord{Stripe: leaf.Stripe{Index: 2, Of: 4, Block: 100}, Cluster: "two"}
+		r1 := leaf.StripeRecord{Stripe: leaf.Stripe{Index: 1, Databases: 3, Block: 100}, Cluster: "one"}
+		r2 := leaf.StripeRecord{Stripe: leaf.Stripe{Index: 2, Databases: 4, Block: 100}, Cluster: "two"}
 		if ok, err := m.WriteStripe(ctx, r1); !ok || err != nil {
 			t.Fatalf("WriteStripe: %v, %v", ok, err)
 		}
@@ -1080,26 +1079,26 @@ func TestMemberMethods(t *testing.T) {
 		if got, ok, err := m.ReadStripe(ctx); !ok || err != nil || !got.Same(r2) {
 			t.Fatalf("ReadStripe = %+v, %v, %v; want %+v", got, ok, err, r2)
 		}
-		if _, err := m.WriteStripe(ctx, leaf.StripeRecord{Stripe: leaf.Stripe{Index: 3, Of: 3, Block: 1}, Cluster: "x"}); !errors.Is(err, leaf.ErrInvalidArgument) {
+		if _, err := m.WriteStripe(ctx, leaf.StripeRecord{Stripe: leaf.Stripe{Index: 3, Databases: 3, Block: 1}, Cluster: "x"}); !errors.Is(err, leaf.ErrInvalidArgument) {
 			t.Errorf("WriteStripe of an invalid stripe: %v", err)
 		}
 
 		if used, err := m.Used(ctx); used || err != nil {
 			t.Fatalf("Used of an empty database: %v, %v", used, err)
 		}
-		if err := m.RaiseAlloc(ctx, leaf.Alloc{Tag: "t", MaxID: 50, Step: 3, Description: "d"}); err != nil {
+		if err := m.RaiseMaxID(ctx, leaf.Alloc{Tag: "t", MaxID: 50, Step: 3, Description: "d"}); err != nil {
 			t.Fatal(err)
 		}
 		if used, err := m.Used(ctx); !used || err != nil {
 			t.Fatalf("Used with a row: %v, %v", used, err)
 		}
-		if err := m.RaiseAlloc(ctx, leaf.Alloc{Tag: "t", MaxID: 20, Step: 9}); err != nil {
+		if err := m.RaiseMaxID(ctx, leaf.Alloc{Tag: "t", MaxID: 20, Step: 9}); err != nil {
 			t.Fatal(err)
 		}
 		if a, err := m.Alloc(ctx, "t"); err != nil || a.MaxID != 50 || a.Step != 3 || a.Description != "d" {
 			t.Errorf("after raising to 50 and to 20: %+v, %v; want max_id 50, step 3", a, err)
 		}
-		if err := m.RaiseAlloc(ctx, leaf.Alloc{Tag: "t", MaxID: 70, Step: 9}); err != nil {
+		if err := m.RaiseMaxID(ctx, leaf.Alloc{Tag: "t", MaxID: 70, Step: 9}); err != nil {
 			t.Fatal(err)
 		}
 		if a, _ := m.Alloc(ctx, "t"); a.MaxID != 70 || a.Step != 3 {
@@ -1143,7 +1142,7 @@ func TestSegmentStore(t *testing.T) {
 			t.Parallel()
 			leaftest.TestSegmentStore(t, func(t *testing.T) func() (leaf.SegmentStore, error) {
 				dsns := newDBs(t, k, 2)
-				opts := testOptions()
+				opts := testConfig()
 				dbs := make([]multidb.Database, len(dsns))
 				for i, dsn := range dsns {
 					dbs[i] = multidb.Database{Name: fmt.Sprintf("db%d", i), Connect: func(ctx context.Context) (multidb.Member, error) { return k.member(ctx, dsn) }}

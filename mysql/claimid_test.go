@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/internal/testdb"
 	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/leaftest"
 )
@@ -35,7 +34,7 @@ func idRow(t *testing.T, db *sql.DB, id int64) (string, sql.NullInt64) {
 // afterwards get IDs past those claimed by number.
 func TestRegisterID(t *testing.T) {
 	t.Parallel()
-	dsn := testdb.MySQL(t)
+	dsn := testutil.MySQL(t)
 	db := rawDB(t, dsn)
 	ep0, ep1 := leaftest.TestEndpoint(0), leaftest.TestEndpoint(1)
 
@@ -142,7 +141,7 @@ func TestRegisterID(t *testing.T) {
 // others are refused with leaf.ErrWorkerInUse, and the ID has one row.
 func TestRegisterIDRace(t *testing.T) {
 	t.Parallel()
-	dsn := testdb.MySQL(t)
+	dsn := testutil.MySQL(t)
 	leaftest.RegisterIDRace(t, func(t *testing.T) leaftest.IDClaimer { return openLeased(t, dsn, 0) })
 	var rows int
 	if err := rawDB(t, dsn).QueryRowContext(t.Context(), "SELECT COUNT(*) FROM leaf_workerid_alloc").Scan(&rows); err != nil || rows != 1 {

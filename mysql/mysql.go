@@ -208,10 +208,10 @@ func open(ctx context.Context, dsn string, guard bool) (*Store, error) {
 			return nil, fmt.Errorf("mysql: open %s: create schema: %w", cfg.DBName, err)
 		}
 	}
-	st := sqlstore.New(db, dialect, sqlstore.Settings{})
+	st := sqlstore.New(db, dialect, sqlstore.Config{})
 	s := &Store{Store: st, Stripes: sqlstore.NewStripes(st)}
 	if guard {
-		if err := s.Guard(ctx, "open "+cfg.DBName); err != nil {
+		if err := s.CheckSingleDatabase(ctx, "open "+cfg.DBName); err != nil {
 			_ = s.Close()
 			return nil, err
 		}
@@ -233,7 +233,7 @@ const (
 
 // WatchFailover turns the failover fence on (sqlstore.Store.WatchFailover)
 // with the identity of the server's flavour.
-func (s *Store) WatchFailover(ctx context.Context, set sqlstore.FailoverSettings) error {
+func (s *Store) WatchFailover(ctx context.Context, set sqlstore.FailoverConfig) error {
 	var version string
 	if err := s.DB().QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
 		return fmt.Errorf("mysql: failover fence: read the version: %w", err)

@@ -9,7 +9,7 @@ import (
 	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/internal/testdb"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/mysql"
 )
@@ -26,7 +26,7 @@ func opener(dsn string) leaftest.Opener {
 
 func TestSegmentStore(t *testing.T) {
 	leaftest.TestSegmentStore(t, func(t *testing.T) func() (leaf.SegmentStore, error) {
-		return opener(testdb.MySQL(t))
+		return opener(testutil.MySQL(t))
 	}, leaftest.StoreTraits{})
 }
 
@@ -52,7 +52,7 @@ func rawDB(t *testing.T, dsn string) *sql.DB {
 }
 
 func TestExistingLeafTable(t *testing.T) {
-	dsn := testdb.MySQL(t)
+	dsn := testutil.MySQL(t)
 	db := rawDB(t, dsn)
 	for _, q := range []string{"DROP TABLE IF EXISTS `leaf_alloc`", leafDDL, leaftest.LeafSampleInsert} {
 		if _, err := db.ExecContext(t.Context(), q); err != nil {
@@ -76,7 +76,7 @@ func TestExistingLeafTable(t *testing.T) {
 // TestSchemaIsLeafs checks that a table the store creates is the one Leaf's
 // script creates, so Java Leaf can use a database set up by us.
 func TestSchemaIsLeafs(t *testing.T) {
-	ours, leafs := testdb.MySQL(t), testdb.MySQL(t)
+	ours, leafs := testutil.MySQL(t), testutil.MySQL(t)
 	s, err := mysql.Open(t.Context(), ours)
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +98,7 @@ func TestSchemaIsLeafs(t *testing.T) {
 }
 
 func TestOpenDSN(t *testing.T) {
-	base := testdb.MySQL(t)
+	base := testutil.MySQL(t)
 	cfg, err := gomysql.ParseDSN(base)
 	if err != nil {
 		t.Fatal(err)
@@ -127,7 +127,7 @@ func TestOpenDSN(t *testing.T) {
 }
 
 func TestTombstoneKeepsHighest(t *testing.T) {
-	dsn := testdb.MySQL(t)
+	dsn := testutil.MySQL(t)
 	leaftest.TombstoneKeepsHighest(t, opener(dsn), func(t *testing.T, tag string, maxID int64) {
 		if _, err := rawDB(t, dsn).ExecContext(t.Context(), "UPDATE leaf_alloc SET max_id = ? WHERE biz_tag = ?", maxID, tag); err != nil {
 			t.Fatal(err)
@@ -138,7 +138,7 @@ func TestTombstoneKeepsHighest(t *testing.T) {
 // The failover fence on MariaDB: see leaftest.TestFailoverFence.
 func TestFailoverFence(t *testing.T) {
 	leaftest.TestFailoverFence(t, func(t *testing.T) leaftest.FencedStore {
-		s, err := mysql.Open(t.Context(), testdb.MySQL(t))
+		s, err := mysql.Open(t.Context(), testutil.MySQL(t))
 		if err != nil {
 			t.Fatal(err)
 		}

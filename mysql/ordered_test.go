@@ -7,7 +7,7 @@ import (
 	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/internal/testdb"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/mysql"
 )
 
@@ -44,7 +44,7 @@ func openOrdered(t *testing.T, dsn string) *mysql.Store {
 // store that counted by Go's clock would see no difference.
 func TestOrderedLeaseClock(t *testing.T) {
 	ctx := t.Context()
-	dsn := testdb.MySQL(t)
+	dsn := testutil.MySQL(t)
 	utc := openOrdered(t, dsn)
 	tokyo := openOrdered(t, withParam(t, dsn, "time_zone", "'+09:00'"))
 	past := openOrdered(t, withParam(t, dsn, "timestamp", "1000000000")) // 2001

@@ -15,7 +15,7 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/internal/sqlstore"
-	"github.com/leafgo/leaf/internal/testdb"
+	"github.com/leafgo/leaf/internal/testutil"
 )
 
 // recorder wraps the real driver's connector and records every statement
@@ -96,7 +96,7 @@ func (c *recConn) ResetSession(ctx context.Context) error {
 // records; db is its pool.
 func recordedStore(t *testing.T) (*sqlstore.Store, *recorder, *sql.DB) {
 	t.Helper()
-	cfg, err := config(testdb.MySQL(t), "test")
+	cfg, err := config(testutil.MySQL(t), "test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func recordedStore(t *testing.T) (*sqlstore.Store, *recorder, *sql.DB) {
 			t.Fatal(err)
 		}
 	}
-	return sqlstore.New(db, dialect, sqlstore.Settings{}), rec, db
+	return sqlstore.New(db, dialect, sqlstore.Config{}), rec, db
 }
 
 // TestTagsNeverReachSQLText runs every store operation on a real MariaDB

@@ -12,7 +12,6 @@ import (
 	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/internal/testdb"
 	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/mysql"
@@ -50,7 +49,7 @@ func TestWorkerRegistry(t *testing.T) {
 	leaftest.TestWorkerRegistry(t, func(t *testing.T) leaftest.RegistryOpener {
 		// The shortest lease: a "crashed" holder's lease is waited out
 		// before its endpoint registers again.
-		return registryOpener(mysql.WorkerConfig{DSN: testdb.MySQL(t), LeaseTTL: mysql.MinLeaseTTL, Logger: testutil.Logger()})
+		return registryOpener(mysql.WorkerConfig{DSN: testutil.MySQL(t), LeaseTTL: mysql.MinLeaseTTL, Logger: testutil.Logger()})
 	}, leaftest.RegistryTraits{Sticky: true, Leases: true})
 }
 
@@ -77,7 +76,7 @@ func showCreate(t *testing.T, db *sql.DB) string {
 // TestWorkerSchemaIsForks checks that a table the registry creates is the
 // one the fork's script creates, so the fork can use a database set up by us.
 func TestWorkerSchemaIsForks(t *testing.T) {
-	ours, forks := testdb.MySQL(t), testdb.MySQL(t)
+	ours, forks := testutil.MySQL(t), testutil.MySQL(t)
 	openWorkers(t, ours)
 	forkDB := rawDB(t, forks)
 	if _, err := forkDB.ExecContext(t.Context(), forkWorkerDDL); err != nil {
@@ -91,7 +90,7 @@ func TestWorkerSchemaIsForks(t *testing.T) {
 // TestWorkerExistingForkTable: rows the fork wrote are read as it reads them,
 // and the table is left as it is.
 func TestWorkerExistingForkTable(t *testing.T) {
-	dsn := testdb.MySQL(t)
+	dsn := testutil.MySQL(t)
 	db := rawDB(t, dsn)
 	ctx := t.Context()
 	if _, err := db.ExecContext(ctx, forkWorkerDDL); err != nil {
@@ -152,7 +151,7 @@ func TestWorkerExistingForkTable(t *testing.T) {
 // TestWorkerAboveMaxID: an endpoint whose ID is above the layout's maximum
 // fails, saying which ID and which maximum.
 func TestWorkerAboveMaxID(t *testing.T) {
-	dsn := testdb.MySQL(t)
+	dsn := testutil.MySQL(t)
 	r := openWorkers(t, dsn)
 	if _, err := rawDB(t, dsn).ExecContext(t.Context(),
 		"INSERT INTO leaf_workerid_alloc (id, ip, port, ip_port, max_timestamp) VALUES (1024, '10.0.0.1', '8080', '10.0.0.1:8080', 0)"); err != nil {
@@ -197,7 +196,7 @@ func readWorkerRow(t *testing.T, db *sql.DB, id int64) workerRow {
 // lower the mark, Release does, and a row removed or handed to another
 // endpoint is reported lost.
 func TestWorkerRow(t *testing.T) {
-	dsn := testdb.MySQL(t)
+	dsn := testutil.MySQL(t)
 	db := rawDB(t, dsn)
 	ctx := t.Context()
 	r := openWorkers(t, dsn)
@@ -295,7 +294,7 @@ func TestOpenWorkerRegistryUnreachable(t *testing.T) {
 }
 
 func TestOpenWorkerRegistryDSN(t *testing.T) {
-	cfg, err := gomysql.ParseDSN(testdb.MySQL(t))
+	cfg, err := gomysql.ParseDSN(testutil.MySQL(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,7 +313,7 @@ func TestOpenWorkerRegistryDSN(t *testing.T) {
 // Four snowflake generators with worker IDs from leaf_workerid_alloc × 8
 // goroutines: every ID unique.
 func TestSnowflakeHammer(t *testing.T) {
-	leaftest.HammerSnowflake(t, registryOpener(mysql.WorkerConfig{DSN: testdb.MySQL(t), Logger: testutil.Logger()}))
+	leaftest.HammerSnowflake(t, registryOpener(mysql.WorkerConfig{DSN: testutil.MySQL(t), Logger: testutil.Logger()}))
 }
 
 // leaseTTL keeps the lease tests quick: a refused Register waits about
@@ -382,7 +381,7 @@ func leaseHolder(t *testing.T, db *sql.DB, id int64) string {
 // the mark the first left on release.
 func TestWorkerLeaseInUse(t *testing.T) {
 	t.Parallel()
-	dsn := testdb.MySQL(t)
+	dsn := testutil.MySQL(t)
 	db := rawDB(t, dsn)
 	ep := leaf.Endpoint{IP: "10.0.0.1", Port: 8080}
 	a := openLeased(t, dsn, 0)
@@ -473,7 +472,7 @@ func TestWorkerLeaseInUse(t *testing.T) {
 // server waits out and takes with the same worker ID and the last mark.
 func TestWorkerLeaseKilledHolder(t *testing.T) {
 	t.Parallel()
-	dsn := testdb.MySQL(t)
+	dsn := testutil.MySQL(t)
 	ep := leaf.Endpoint{IP: "10.0.0.1", Port: 8080}
 	a := openLeased(t, dsn, 0)
 	ca, err := a.Register(testutil.Context(t, 10*time.Second), ep, leaftest.MaxWorkerID)
@@ -511,7 +510,7 @@ func TestWorkerLeaseKilledHolder(t *testing.T) {
 // lease or lowers the mark.
 func TestWorkerLeaseTakenOver(t *testing.T) {
 	t.Parallel()
-	dsn := testdb.MySQL(t)
+	dsn := testutil.MySQL(t)
 	db := rawDB(t, dsn)
 	ep := leaf.Endpoint{IP: "10.0.0.1", Port: 8080}
 	a := openLeased(t, dsn, 0)
@@ -560,7 +559,7 @@ func TestWorkerLeaseTakenOver(t *testing.T) {
 func TestWorkerSameEndpointRace(t *testing.T) {
 	t.Parallel()
 	const n = 8
-	dsn := testdb.MySQL(t)
+	dsn := testutil.MySQL(t)
 	ep := leaf.Endpoint{IP: "10.0.0.1", Port: 8080}
 	regs := make([]*mysql.WorkerRegistry, n)
 	for i := range regs {
@@ -612,7 +611,7 @@ func TestWorkerSameEndpointRace(t *testing.T) {
 // each see the other two with the right offsets; a released one drops out.
 func TestWorkerPeerClocks(t *testing.T) {
 	t.Parallel()
-	dsn := testdb.MySQL(t)
+	dsn := testutil.MySQL(t)
 	offsets := []time.Duration{0, 10 * time.Second, -3 * time.Second}
 	regs := make([]*mysql.WorkerRegistry, len(offsets))
 	ids := make(map[int64]int) // worker ID -> index
@@ -649,7 +648,7 @@ func TestOpenWorkerRegistryLeaseTTL(t *testing.T) {
 		}
 		t.Fatalf("a 1s lease TTL: %v, want ErrInvalidArgument", err)
 	}
-	r, err = mysql.OpenWorkerRegistryWithConfig(t.Context(), mysql.WorkerConfig{DSN: testdb.MySQL(t)})
+	r, err = mysql.OpenWorkerRegistryWithConfig(t.Context(), mysql.WorkerConfig{DSN: testutil.MySQL(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -665,7 +664,7 @@ func TestOpenWorkerRegistryLeaseTTL(t *testing.T) {
 // worker ID. Every ID of both is unique.
 func TestSnowflakeSameEndpoint(t *testing.T) {
 	t.Parallel()
-	open := registryOpener(mysql.WorkerConfig{DSN: testdb.MySQL(t), LeaseTTL: leaseTTL, Logger: testutil.Logger()})
+	open := registryOpener(mysql.WorkerConfig{DSN: testutil.MySQL(t), LeaseTTL: leaseTTL, Logger: testutil.Logger()})
 	ep := leaf.Endpoint{IP: "10.0.0.1", Port: 8080}
 	a := leaftest.StartSnowflake(t, open, leaftest.FastSnowflake(nil, ep))
 

@@ -13,7 +13,6 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/etcd"
-	"github.com/leafgo/leaf/internal/testdb"
 	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/mysql"
@@ -96,8 +95,8 @@ func TestWorkerID(t *testing.T) {
 // namespace, removed when the test ends.
 func etcdOpener(t *testing.T) func(id int64) leaftest.RegistryOpener {
 	t.Helper()
-	addr := testdb.Etcd(t)
-	cfg := etcd.Config{Endpoints: []string{addr}, Prefix: "/leaftest/ordinal/", Name: testdb.UniqueName(), TTL: 2 * time.Second, Logger: testutil.Logger()}
+	addr := testutil.Etcd(t)
+	cfg := etcd.Config{Endpoints: []string{addr}, Prefix: "/leaftest/ordinal/", Name: testutil.UniqueName(), TTL: 2 * time.Second, Logger: testutil.Logger()}
 	t.Cleanup(func() {
 		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{addr}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 		if err != nil {
@@ -125,7 +124,7 @@ func etcdOpener(t *testing.T) func(id int64) leaftest.RegistryOpener {
 // mysqlOpener is etcdOpener on a fresh MySQL database.
 func mysqlOpener(t *testing.T) func(id int64) leaftest.RegistryOpener {
 	t.Helper()
-	wc := mysql.WorkerConfig{DSN: testdb.MySQL(t), LeaseTTL: mysql.MinLeaseTTL, Logger: testutil.Logger()}
+	wc := mysql.WorkerConfig{DSN: testutil.MySQL(t), LeaseTTL: mysql.MinLeaseTTL, Logger: testutil.Logger()}
 	return func(id int64) leaftest.RegistryOpener {
 		return func(ctx context.Context) (leaf.WorkerRegistry, error) {
 			c, err := mysql.OpenWorkerRegistryWithConfig(ctx, wc)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/httpapi"
-	"github.com/leafgo/leaf/internal/testdb"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/postgres"
 	"github.com/leafgo/leaf/segment"
@@ -38,20 +38,20 @@ func TestGeneratorHammer(t *testing.T) {
 	if testing.Short() {
 		total = 100_000
 	}
-	leaftest.HammerSegment(t, dbOpener(testdb.Postgres(t)),
+	leaftest.HammerSegment(t, dbOpener(testutil.Postgres(t)),
 		leaftest.Hammer{Instances: 3, Goroutines: 32, Total: total, Step: 100, Batch: 10})
 }
 
 func TestGeneratorRestart(t *testing.T) {
-	leaftest.RestartSegment(t, dbOpener(testdb.Postgres(t)))
+	leaftest.RestartSegment(t, dbOpener(testutil.Postgres(t)))
 }
 
 func TestGeneratorOutage(t *testing.T) {
-	u, err := url.Parse(testdb.Postgres(t))
+	u, err := url.Parse(testutil.Postgres(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := testdb.NewProxy(t, u.Host)
+	p := testutil.NewProxy(t, u.Host)
 	u.Host = p.Addr()
 	q := u.Query()
 	q.Set("connect_timeout", "1")
@@ -60,11 +60,11 @@ func TestGeneratorOutage(t *testing.T) {
 }
 
 func TestGeneratorTombstone(t *testing.T) {
-	leaftest.TombstoneSegment(t, dbOpener(testdb.Postgres(t)))
+	leaftest.TombstoneSegment(t, dbOpener(testutil.Postgres(t)))
 }
 
 func TestGeneratorIdleHammer(t *testing.T) {
-	leaftest.HammerIdle(t, dbOpener(testdb.Postgres(t)), leaftest.IdleHammer{GiveBack: true})
+	leaftest.HammerIdle(t, dbOpener(testutil.Postgres(t)), leaftest.IdleHammer{GiveBack: true})
 }
 
 // TestScaleRefresh measures the refresh at LEAF_SCALE_ROWS rows; it skips
@@ -73,7 +73,7 @@ func TestScaleRefresh(t *testing.T) {
 	if os.Getenv(leaftest.EnvScaleRows) == "" {
 		t.Skipf("set %s to measure", leaftest.EnvScaleRows)
 	}
-	dsn := testdb.Postgres(t)
+	dsn := testutil.Postgres(t)
 	leaftest.RefreshCost(t, dbOpener(dsn), func(t *testing.T, n int) {
 		conn, err := pgx.Connect(t.Context(), dsn)
 		if err != nil {
@@ -93,13 +93,13 @@ func TestScaleRefresh(t *testing.T) {
 }
 
 func TestGeneratorPeriodic(t *testing.T) {
-	leaftest.PeriodicSegment(t, dbOpener(testdb.Postgres(t)))
+	leaftest.PeriodicSegment(t, dbOpener(testutil.Postgres(t)))
 }
 
 // An opaque tag under three servers sharing one key: unique IDs, all
 // decoding back to distinct raw IDs of the row.
 func TestGeneratorOpaqueHammer(t *testing.T) {
-	leaftest.HammerSegment(t, dbOpener(testdb.Postgres(t)),
+	leaftest.HammerSegment(t, dbOpener(testutil.Postgres(t)),
 		leaftest.Hammer{Instances: 3, Goroutines: 16, Total: 100_000, Step: 100, Batch: 10,
 			OpaqueBits: 40, OpaqueKey: []byte("0123456789abcdef0123456789abcdef")})
 }
@@ -107,7 +107,7 @@ func TestGeneratorOpaqueHammer(t *testing.T) {
 // The opaque key is in no row of any leaf_ table and in no HTTP answer
 // about the opaque tags: only its check is stored.
 func TestGeneratorOpaqueKeyNotStored(t *testing.T) {
-	dsn := testdb.Postgres(t)
+	dsn := testutil.Postgres(t)
 	leaftest.OpaqueKeyNotStored(t, dbOpener(dsn),
 		leaftest.RawTables{DB: rawDB(t, dsn), List: "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"},
 		serveHTTP)

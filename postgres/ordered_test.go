@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/internal/testdb"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/postgres"
 )
 
@@ -42,7 +42,7 @@ func openStore(t *testing.T, dsn string) *postgres.Store {
 // clock_timestamp() as epoch microseconds, which no zone shifts.
 func TestOrderedLeaseTimeZone(t *testing.T) {
 	ctx := t.Context()
-	dsn := testdb.Postgres(t)
+	dsn := testutil.Postgres(t)
 	utc := openStore(t, dsn)
 	tokyo := openStore(t, withTimeZone(t, dsn, "Asia/Tokyo"))
 	honolulu := openStore(t, withTimeZone(t, dsn, "Pacific/Honolulu"))

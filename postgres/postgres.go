@@ -131,10 +131,10 @@ func open(ctx context.Context, dsn string, guard bool) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("postgres: open %s: create schema: %w", cfg.Database, err)
 	}
-	st := sqlstore.New(db, dialect, sqlstore.Settings{})
+	st := sqlstore.New(db, dialect, sqlstore.Config{})
 	s := &Store{Store: st, Stripes: sqlstore.NewStripes(st)}
 	if guard {
-		if err := s.Guard(ctx, "open "+cfg.Database); err != nil {
+		if err := s.CheckSingleDatabase(ctx, "open "+cfg.Database); err != nil {
 			_ = s.Close()
 			return nil, err
 		}
@@ -191,7 +191,7 @@ const (
 
 // WatchFailover turns the failover fence on (sqlstore.Store.WatchFailover)
 // with the server's identity.
-func (s *Store) WatchFailover(ctx context.Context, set sqlstore.FailoverSettings) error {
+func (s *Store) WatchFailover(ctx context.Context, set sqlstore.FailoverConfig) error {
 	set.Identity = pgIdentity
 	var probe string
 	if err := s.DB().QueryRowContext(ctx, "SELECT "+pgIdentity).Scan(&probe); err != nil {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/internal/sqlstore"
-	"github.com/leafgo/leaf/internal/testdb"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/postgres"
 )
@@ -28,7 +28,7 @@ func opener(dsn string) leaftest.Opener {
 
 func TestSegmentStore(t *testing.T) {
 	leaftest.TestSegmentStore(t, func(t *testing.T) func() (leaf.SegmentStore, error) {
-		return opener(testdb.Postgres(t))
+		return opener(testutil.Postgres(t))
 	}, leaftest.StoreTraits{})
 }
 
@@ -55,7 +55,7 @@ func rawDB(t *testing.T, dsn string) *sql.DB {
 }
 
 func TestExistingLeafTable(t *testing.T) {
-	dsn := testdb.Postgres(t)
+	dsn := testutil.Postgres(t)
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -100,7 +100,7 @@ func TestOpenDSN(t *testing.T) {
 // CREATE TABLE IF NOT EXISTS races in PostgreSQL, and Open must absorb it.
 func TestConcurrentSchemaCreation(t *testing.T) {
 	for round := range 6 {
-		dsn := testdb.Postgres(t)
+		dsn := testutil.Postgres(t)
 		var wg sync.WaitGroup
 		for i := range 8 {
 			wg.Go(func() {
@@ -117,7 +117,7 @@ func TestConcurrentSchemaCreation(t *testing.T) {
 }
 
 func TestTombstoneKeepsHighest(t *testing.T) {
-	dsn := testdb.Postgres(t)
+	dsn := testutil.Postgres(t)
 	leaftest.TombstoneKeepsHighest(t, opener(dsn), func(t *testing.T, tag string, maxID int64) {
 		conn, err := pgx.Connect(t.Context(), dsn)
 		if err != nil {
@@ -133,7 +133,7 @@ func TestTombstoneKeepsHighest(t *testing.T) {
 // The failover fence on PostgreSQL: see leaftest.TestFailoverFence.
 func TestFailoverFence(t *testing.T) {
 	leaftest.TestFailoverFence(t, func(t *testing.T) leaftest.FencedStore {
-		s, err := postgres.Open(t.Context(), testdb.Postgres(t))
+		s, err := postgres.Open(t.Context(), testutil.Postgres(t))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,7 +4,7 @@
 # (and the browser the monitor page's test drives, iproute2 for the
 # network namespaces of TestJavaIPNetns, Prometheus and promtool for the
 # tests of deploy/'s rules and dashboard, and Galera and rsync for the
-# clusters internal/testdb starts), and print the environment the tests
+# clusters internal/testutil starts), and print the environment the tests
 # read:
 #
 #   eval "$(scripts/services.sh)"
@@ -207,7 +207,7 @@ ensure_etcd() {
 }
 
 # --------------------------------------------------------------- Chromium
-# Not a service: the browser that the monitor page's test (internal/e2e)
+# Not a service: the browser that the monitor page's test (e2e/browser)
 # drives, headless.
 
 readonly CHROMIUM=/usr/bin/chromium
@@ -262,7 +262,7 @@ ensure_prometheus() {
 }
 
 # ----------------------------------------------------------------- Galera
-# Not a service either: internal/testdb's NewGalera starts clusters of its
+# Not a service either: internal/testutil's NewGalera starts clusters of its
 # own, each node a mariadbd on ports and in a directory of the test's, and
 # kills them at the test's end. It needs the Galera provider, and rsync and
 # mariadb-server's wsrep_sst_rsync, with which a joining node copies a

@@ -4,7 +4,7 @@
 # and fail on a busy one (a flaky test is a broken promise to the next person
 # who clones the repository).
 #
-#   scripts/stress-tests.sh                          # every package, -count=5, 2 burners
+#   scripts/stress-tests.sh                          # every package of both modules, -count=5, 2 burners
 #   COUNT=20 BURN=2 scripts/stress-tests.sh ./httpapi ./internal/doublebuf
 #   RACE=1 CPU=1,2 RUN=Tombstone scripts/stress-tests.sh ./httpapi
 #
@@ -46,7 +46,7 @@ export LEAF_TEST_STRICT=1
 
 pkgs=("$@")
 if [ ${#pkgs[@]} -eq 0 ]; then
-	mapfile -t pkgs < <(go list ./...)
+	mapfile -t pkgs < <(go list ./...; cd e2e && go list ./...)
 fi
 
 flags=(-count="$COUNT" -timeout="$TIMEOUT")
@@ -81,7 +81,12 @@ for pkg in "${pkgs[@]}"; do
 	log="$LOGDIR/$(printf '%s' "${name:-root}" | tr '/' '_').log"
 	t0=$(date +%s)
 	rc=0
-	go test "${flags[@]}" -v "$pkg" >"$log" 2>&1 || rc=$?
+	# A package of the e2e module (the heavy tests) runs in that module.
+	dir=. arg=$pkg
+	case $pkg in
+	github.com/leafgo/leaf/e2e/* | ./e2e/* | e2e/*) dir=e2e arg=./${pkg#*e2e/} ;;
+	esac
+	(cd "$dir" && go test "${flags[@]}" -v "$arg") >"$log" 2>&1 || rc=$?
 	secs=$(($(date +%s) - t0))
 	# Top-level tests only: a failing subtest also fails its parent.
 	fails=$(grep -E '^--- FAIL: ' "$log" | awk '{print $3}' | sort | uniq -c | sort -rn || true)

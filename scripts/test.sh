@@ -5,11 +5,14 @@
 #
 #   lint    gofmt, go vet and staticcheck, with and without the chaos tag
 #           (make lint)
-#   tests   every test of the module
+#   tests   every test of the module, and of the e2e module beside it (the
+#           browser, OpenAPI, Kubernetes and Prometheus tests, kept apart
+#           for their requirements), the two at once
 #   chaos   the chaos test (internal/chaos, a minute of faults per registry)
 #           and the chaos build's clock tests
 #   fuzz    every fuzz target for FUZZTIME (scripts/fuzz.sh)
-#   race    the race detector over the short variant of the suite
+#   race    the race detector over the short variant of the suite (both
+#           modules)
 #
 # Every stage runs even when an earlier one failed, so that one failing test
 # cannot hide the others; the script fails at the end, naming the stages that
@@ -31,13 +34,30 @@ export LEAF_TEST_STRICT=1
 # core): cmd/leaf's run real servers and mostly wait on them (leases to
 # lapse, registries restarted, processes started), and on two cores one per
 # core left the machine idle for minutes.
+# both_modules FLAGS...: go test FLAGS over the leaf module and the e2e
+# module at once (the e2e tests mostly wait on servers and a browser, so
+# they overlap the long cmd/leaf package well); the e2e module's output is
+# printed after the leaf module's, not interleaved with it. Fails if either
+# failed.
+both_modules() {
+	local e2e_log rc=0
+	e2e_log=$(mktemp)
+	(cd e2e && "$GO" test "$@" ./...) >"$e2e_log" 2>&1 &
+	local e2e_pid=$!
+	"$GO" test "$@" ./... || rc=1
+	wait "$e2e_pid" || rc=1
+	cat "$e2e_log"
+	rm -f "$e2e_log"
+	return $rc
+}
+
 run_stage() {
 	case $1 in
 	lint) make --no-print-directory lint ;;
-	tests) "$GO" test -count=1 -parallel 4 ./... ;;
+	tests) both_modules -count=1 -parallel 4 ;;
 	chaos) LEAF_CHAOS=1 "$GO" test -count=1 -v -tags chaos -run Chaos ./cmd/leaf ./internal/chaos ;;
 	fuzz) scripts/fuzz.sh ;;
-	race) "$GO" test -race -short -count=1 -parallel 4 ./... ;;
+	race) both_modules -race -short -count=1 -parallel 4 ;;
 	*)
 		echo "test.sh: unknown stage $1 (lint, tests, chaos, fuzz, race)" >&2
 		return 2

@@ -20,7 +20,7 @@ func TestBusiest(t *testing.T) {
 		rows = append(rows, leaf.Alloc{Tag: fmt.Sprintf("t%02d", i), MaxID: 1, Step: 1000})
 	}
 	clk := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	g := newGen(t, settings(testutil.Store(t, rows...), func(s *segment.Settings) { s.Now = clk.Now }))
+	g := newGen(t, settings(testutil.Store(t, rows...), func(s *segment.Config) { s.Now = clk.Now }))
 	g.Sample()
 	for i, r := range rows {
 		if _, err := g.NextIDs(bg, r.Tag, 1+(i*7)%20, nil); err != nil { // rates in a scrambled order

@@ -14,7 +14,6 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/internal/testutil"
-	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/segment"
 	"github.com/leafgo/leaf/tagshape"
 )
@@ -43,9 +42,9 @@ func (s *syncBuffer) String() string {
 }
 
 // opaqueGen makes a generator holding key (nil: none) on st, logging to log.
-func opaqueGen(t *testing.T, st leaf.SegmentStore, key []byte, log *syncBuffer, tweaks ...func(*segment.Settings)) *segment.Generator {
+func opaqueGen(t *testing.T, st leaf.SegmentStore, key []byte, log *syncBuffer, tweaks ...func(*segment.Config)) *segment.Generator {
 	t.Helper()
-	return newGen(t, settings(st, append([]func(*segment.Settings){func(s *segment.Settings) {
+	return newGen(t, settings(st, append([]func(*segment.Config){func(s *segment.Config) {
 		s.OpaqueKey = key
 		if log != nil {
 			s.Logger = slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -222,7 +221,7 @@ func TestOpaqueBound(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	leaftest.CheckUnique(t, all)
+	testutil.CheckUnique(t, all)
 	if len(all) != 65535 {
 		t.Fatalf("%d IDs issued, want 65535", len(all))
 	}
@@ -263,8 +262,8 @@ func TestOpaqueBound(t *testing.T) {
 func TestOpaquePeriodic(t *testing.T) {
 	loc := shanghai(t)
 	st := testutil.Store(t)
-	clk := leaftest.NewClock(time.Date(2026, 11, 23, 12, 0, 0, 0, loc))
-	g := opaqueGen(t, st, testKey, nil, func(s *segment.Settings) { s.Now = clk.Now })
+	clk := testutil.NewClock(time.Date(2026, 11, 23, 12, 0, 0, 0, loc))
+	g := opaqueGen(t, st, testKey, nil, func(s *segment.Config) { s.Now = clk.Now })
 	shape := daily
 	shape.OpaqueBits, shape.KeyCheck = 24, tagshape.KeyCheck(testKey)
 	if err := g.CreateShapedTag(bg, leaf.Alloc{Tag: "p", MaxID: 1, Step: 10}, shape); err != nil {
@@ -293,7 +292,7 @@ func TestOpaquePeriodic(t *testing.T) {
 
 // A key New cannot use is refused by Validate, without the key in the error.
 func TestOpaqueKeySetting(t *testing.T) {
-	_, err := segment.New(bg, settings(testutil.Store(t), func(s *segment.Settings) { s.OpaqueKey = []byte("short") }))
+	_, err := segment.New(bg, settings(testutil.Store(t), func(s *segment.Config) { s.OpaqueKey = []byte("short") }))
 	if !errors.Is(err, leaf.ErrInvalidArgument) && !errors.Is(err, tagshape.ErrInvalidKey) || strings.Contains(err.Error(), "short") {
 		t.Fatalf("New with a short key: %v", err)
 	}

@@ -274,7 +274,7 @@ func (o *ordered) sweep(now time.Time, timeout time.Duration) (bool, func(contex
 func (o *ordered) nextID(ctx context.Context) (int64, error) {
 	if w := o.cur.Load(); w != nil {
 		if v, got := w.b.ids.Next(); got != doublebuf.None {
-			if got == doublebuf.AtMark {
+			if got == doublebuf.PrefetchDue {
 				w.b.ids.Prefetch()
 			}
 			if h := o.g.afterTake; h != nil {
@@ -775,7 +775,7 @@ func (g *Generator) convert(ctx context.Context, b *buffer) {
 // SetOrdered marks a tag ordered or plain in the store (leaf.OrderedStore)
 // and drops this server's state of the tag if it was of the other kind:
 // the next request reads the tag afresh. Other servers switch when they
-// next ask the store (see Settings.RefreshInterval): IDs issued before
+// next ask the store (see Config.RefreshInterval): IDs issued before
 // every server switched are not ordered with those after. Only a plain
 // tag can be ordered: a tag with a period, a format or opaque IDs is
 // refused with leaf.ErrOrderedTag.

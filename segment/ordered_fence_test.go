@@ -60,7 +60,7 @@ func (c *steppedClock) step(d time.Duration) { c.ahead.Add(int64(d)) }
 func openSteppedSQLite(t *testing.T) (*sqlite.Store, *steppedClock) {
 	t.Helper()
 	clock := &steppedClock{}
-	st, err := sqlite.OpenWith(bg, filepath.Join(t.TempDir(), "leaf.db"), sqlite.Options{Now: clock.now})
+	st, err := sqlite.OpenWith(bg, filepath.Join(t.TempDir(), "leaf.db"), sqlite.Config{Now: clock.now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,8 +141,8 @@ func (r *issuer) issuedBy(i int) int {
 // over, whatever the store's clock says of A's lease, and every ID issued
 // strictly increases.
 func orderedClockJump(t *testing.T, stA, stB leaf.SegmentStore, lease time.Duration, jump func()) {
-	tweak := func(i int) func(*segment.Settings) {
-		return func(s *segment.Settings) { s.Owner, s.OwnerLease = ownerOf(i), lease }
+	tweak := func(i int) func(*segment.Config) {
+		return func(s *segment.Config) { s.Owner, s.OwnerLease = ownerOf(i), lease }
 	}
 	r := &issuer{gens: []*segment.Generator{newGen(t, settings(stA, tweak(0))), newGen(t, settings(stB, tweak(1)))}}
 	if err := r.ask(t, 0); err != nil {
@@ -188,8 +188,8 @@ func TestOrderedClockJumpSQLite(t *testing.T) {
 // reserve fails: not one reserve of the stale owner succeeds, A stops
 // issuing and names B, and B issues above every ID A issued.
 func orderedStaleOwner(t *testing.T, stA *countedStore, stB leaf.SegmentStore, force func()) {
-	tweak := func(i int) func(*segment.Settings) {
-		return func(s *segment.Settings) { s.Owner, s.MaxStep = ownerOf(i), 10 }
+	tweak := func(i int) func(*segment.Config) {
+		return func(s *segment.Config) { s.Owner, s.MaxStep = ownerOf(i), 10 }
 	}
 	r := &issuer{gens: []*segment.Generator{newGen(t, settings(stA, tweak(0))), newGen(t, settings(stB, tweak(1)))}}
 	for range 5 {

@@ -8,7 +8,7 @@ import (
 	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/internal/testdb"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/mysql"
 	"github.com/leafgo/leaf/segment"
 )
@@ -16,7 +16,7 @@ import (
 // The ordered hammer on MariaDB: three servers, each with its own pool on
 // one database, the lease kept in the database and judged by its clock.
 func TestOrderedHammerMariaDB(t *testing.T) {
-	dsn := testdb.MySQL(t)
+	dsn := testutil.MySQL(t)
 	var gens []*segment.Generator
 	for i := range 3 {
 		st, err := mysql.Open(bg, dsn)
@@ -33,7 +33,7 @@ func TestOrderedHammerMariaDB(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		gens = append(gens, newGen(t, settings(st, func(s *segment.Settings) {
+		gens = append(gens, newGen(t, settings(st, func(s *segment.Config) {
 			s.Owner = ownerOf(i)
 			s.OwnerLease = 2 * time.Second
 		})))
@@ -48,7 +48,7 @@ func TestOrderedHammerMariaDB(t *testing.T) {
 // database's clock as it reads after being stepped forward.
 func openMariaDBPair(t *testing.T) (now, ahead *mysql.Store) {
 	t.Helper()
-	dsn := testdb.MySQL(t)
+	dsn := testutil.MySQL(t)
 	cfg, err := gomysql.ParseDSN(dsn)
 	if err != nil {
 		t.Fatal(err)

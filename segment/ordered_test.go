@@ -16,7 +16,6 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/internal/testutil"
-	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/segment"
 	"github.com/leafgo/leaf/sqlite"
 )
@@ -130,7 +129,7 @@ type cluster struct {
 
 func ownerOf(i int) string { return fmt.Sprintf("http://10.0.0.%d:8080#n%d", i+1, i+1) }
 
-func newCluster(t *testing.T, n int, tags []string, tweaks ...func(*segment.Settings)) *cluster {
+func newCluster(t *testing.T, n int, tags []string, tweaks ...func(*segment.Config)) *cluster {
 	t.Helper()
 	st := testutil.Store(t)
 	for _, tag := range tags {
@@ -144,7 +143,7 @@ func newCluster(t *testing.T, n int, tags []string, tweaks ...func(*segment.Sett
 	c := &cluster{st: st}
 	for i := range n {
 		l := &link{Store: st}
-		tw := append([]func(*segment.Settings){func(s *segment.Settings) { s.Owner = ownerOf(i) }}, tweaks...)
+		tw := append([]func(*segment.Config){func(s *segment.Config) { s.Owner = ownerOf(i) }}, tweaks...)
 		c.links = append(c.links, l)
 		c.gens = append(c.gens, newGen(t, settings(l, tw...)))
 	}
@@ -196,7 +195,7 @@ func TestOrderedOneOwner(t *testing.T) {
 		}
 		for _, g := range c.gens {
 			_, _, err := g.NextRange(bg, "seq", 5)
-			leaftest.ErrIs(t, err, leaf.ErrOrderedTag)
+			testutil.ErrIs(t, err, leaf.ErrOrderedTag)
 		}
 
 		// The first load's IDs can be issued before the load has counted
@@ -243,7 +242,7 @@ func TestOrderedOneOwner(t *testing.T) {
 // and another takes over. Every ID is unique, each goroutine's strictly
 // increase, and a call that ended before another began got lower IDs.
 func TestOrderedHammer(t *testing.T) {
-	c := newCluster(t, 3, []string{"seq"}, func(s *segment.Settings) { s.OwnerLease = 2 * time.Second })
+	c := newCluster(t, 3, []string{"seq"}, func(s *segment.Config) { s.OwnerLease = 2 * time.Second })
 	hammerOrdered(t, c.gens, 8, 1500)
 }
 
@@ -365,7 +364,7 @@ func hammerOrdered(t *testing.T, gens []*segment.Generator, workers, calls int) 
 		}
 		ids = append(ids, got...)
 	}
-	leaftest.CheckUnique(t, ids)
+	testutil.CheckUnique(t, ids)
 	// Real-time order: sorted by when they ended, the calls that ended
 	// before a call began all got lower IDs than it.
 	sort.Slice(all, func(i, j int) bool { return all[i].end < all[j].end })
@@ -438,8 +437,8 @@ func TestOrderedTakeover(t *testing.T) {
 				}
 			}
 			if err != nil {
-				leaftest.ErrIs(t, err, leaf.ErrNotReady)
-				leaftest.ErrIs(t, err, leaf.ErrLeaseLost)
+				testutil.ErrIs(t, err, leaf.ErrNotReady)
+				testutil.ErrIs(t, err, leaf.ErrLeaseLost)
 				break
 			}
 			issued0, lastAt = append(issued0, id), time.Now()
@@ -545,8 +544,8 @@ func TestOrderedPausedOwner(t *testing.T) {
 				if err == nil || n != 0 {
 					t.Fatalf("paused owner answered %d IDs, %v", n, err)
 				}
-				leaftest.ErrIs(t, err, leaf.ErrNotReady)
-				leaftest.ErrIs(t, err, leaf.ErrLeaseLost)
+				testutil.ErrIs(t, err, leaf.ErrNotReady)
+				testutil.ErrIs(t, err, leaf.ErrLeaseLost)
 				if taken[0] <= last || second < taken[1] {
 					t.Errorf("paused owner took [%d, %d) after %d; the new owner issued %d, want above them", taken[0], taken[1], last, second)
 				}
@@ -599,7 +598,7 @@ func TestOrderedRetakeAfterLapse(t *testing.T) {
 			t.Fatalf("lease %+v, want still held with token %d", l, token)
 		}
 		_, err := g.NextID(bg, "seq")
-		leaftest.ErrIs(t, err, leaf.ErrNotReady)
+		testutil.ErrIs(t, err, leaf.ErrNotReady)
 		c.links[0].cut.Store(false)
 		time.Sleep(60 * time.Millisecond) // the failure's cached answer runs out; the lease has not
 		id, err := g.NextID(bg, "seq")
@@ -658,7 +657,7 @@ func TestOrderedNoIdentity(t *testing.T) {
 		c := newCluster(t, 1, []string{"seq"})
 		anon := newGen(t, settings(c.st))
 		_, err := anon.NextID(bg, "seq")
-		leaftest.ErrIs(t, err, leaf.ErrNotReady)
+		testutil.ErrIs(t, err, leaf.ErrNotReady)
 		if errors.Is(err, leaf.ErrNotOwner) || !strings.Contains(err.Error(), "owner identity") {
 			t.Errorf("error %v: want one naming the missing identity", err)
 		}
@@ -788,28 +787,28 @@ func TestOrderedShapesRefused(t *testing.T) {
 			}
 		}
 	}
-	g := newGen(t, settings(orderedAll{st}, func(s *segment.Settings) { s.Owner = ownerOf(0); s.OpaqueKey = key }))
+	g := newGen(t, settings(orderedAll{st}, func(s *segment.Config) { s.Owner = ownerOf(0); s.OpaqueKey = key }))
 	for name := range shapes {
 		t.Run(name, func(t *testing.T) {
-			leaftest.ErrIs(t, g.SetOrdered(bg, name, true), leaf.ErrOrderedTag)
+			testutil.ErrIs(t, g.SetOrdered(bg, name, true), leaf.ErrOrderedTag)
 			if _, ok, _ := st.TagLease(bg, name); ok {
 				t.Error("the refused tag is ordered in the store")
 			}
 			_, err := g.NextID(bg, "ord-"+name)
-			leaftest.ErrIs(t, err, leaf.ErrOrderedTag)
+			testutil.ErrIs(t, err, leaf.ErrOrderedTag)
 			_, err = g.NextIDs(bg, "ord-"+name, 2, nil)
-			leaftest.ErrIs(t, err, leaf.ErrOrderedTag)
+			testutil.ErrIs(t, err, leaf.ErrOrderedTag)
 		})
 	}
-	leaftest.ErrIs(t, g.SetOrdered(bg, "nope", true), leaf.ErrTagNotFound)
-	leaftest.ErrIs(t, g.SetOrdered(bg, "bad tag", true), leaf.ErrInvalidTag)
+	testutil.ErrIs(t, g.SetOrdered(bg, "nope", true), leaf.ErrTagNotFound)
+	testutil.ErrIs(t, g.SetOrdered(bg, "bad tag", true), leaf.ErrInvalidTag)
 	if _, _, err := g.NextOrderedRange(bg, "periodic", 2); !errors.Is(err, leaf.ErrInvalidArgument) {
 		t.Errorf("NextOrderedRange of a periodic tag: %v", err)
 	}
 	_, _, err := g.NextOrderedRange(bg, "opaque", 2)
-	leaftest.ErrIs(t, err, leaf.ErrOpaqueRange)
+	testutil.ErrIs(t, err, leaf.ErrOpaqueRange)
 	_, _, err = g.NextOrderedRange(bg, "plain", 0)
-	leaftest.ErrIs(t, err, leaf.ErrInvalidCount)
+	testutil.ErrIs(t, err, leaf.ErrInvalidCount)
 }
 
 // plainOnly hides the store's ordered tags, as a store without them.
@@ -819,25 +818,25 @@ func TestOrderedSettings(t *testing.T) {
 	st := testutil.Store(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 10})
 	for _, tc := range []struct {
 		name  string
-		tweak func(*segment.Settings)
+		tweak func(*segment.Config)
 		want  string
 	}{
-		{"short lease", func(s *segment.Settings) { s.OwnerLease = 100 * time.Millisecond }, "OwnerLease is 100ms, want 500ms..10m0s"},
-		{"no lease", func(s *segment.Settings) { s.OwnerLease = 0 }, "OwnerLease is 0s"},
-		{"long lease", func(s *segment.Settings) { s.OwnerLease = time.Hour }, "OwnerLease is 1h0m0s"},
-		{"owner without URL", func(s *segment.Settings) { s.Owner = "#abc" }, "has no URL"},
-		{"owner with a space", func(s *segment.Settings) { s.Owner = "http://a b#1" }, "space or a control"},
-		{"long owner", func(s *segment.Settings) { s.Owner = "http://" + strings.Repeat("a", 300) }, "at most 255"},
+		{"short lease", func(s *segment.Config) { s.OwnerLease = 100 * time.Millisecond }, "OwnerLease is 100ms, want 500ms..10m0s"},
+		{"no lease", func(s *segment.Config) { s.OwnerLease = 0 }, "OwnerLease is 0s"},
+		{"long lease", func(s *segment.Config) { s.OwnerLease = time.Hour }, "OwnerLease is 1h0m0s"},
+		{"owner without URL", func(s *segment.Config) { s.Owner = "#abc" }, "has no URL"},
+		{"owner with a space", func(s *segment.Config) { s.Owner = "http://a b#1" }, "space or a control"},
+		{"long owner", func(s *segment.Config) { s.Owner = "http://" + strings.Repeat("a", 300) }, "at most 255"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := segment.New(bg, settings(st, tc.tweak))
-			leaftest.ErrIs(t, err, leaf.ErrInvalidArgument)
+			testutil.ErrIs(t, err, leaf.ErrInvalidArgument)
 			if !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("New = %v, want an error saying %q", err, tc.want)
 			}
 		})
 	}
-	g := newGen(t, settings(plainOnly{st}, func(s *segment.Settings) { s.Owner = ownerOf(0) }))
+	g := newGen(t, settings(plainOnly{st}, func(s *segment.Config) { s.Owner = ownerOf(0) }))
 	if err := g.SetOrdered(bg, "t", true); err == nil || !strings.Contains(err.Error(), "does not support ordered tags") {
 		t.Errorf("SetOrdered on a store without ordered tags: %v", err)
 	}
@@ -847,7 +846,7 @@ func TestOrderedSettings(t *testing.T) {
 // lease released: another server takes it at once.
 func TestOrderedIdleReleases(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c := newCluster(t, 2, []string{"seq"}, func(s *segment.Settings) { s.IdleTimeout = time.Minute })
+		c := newCluster(t, 2, []string{"seq"}, func(s *segment.Config) { s.IdleTimeout = time.Minute })
 		last := next(t, c.gens[0], "seq")
 		time.Sleep(2 * time.Minute)
 		synctest.Wait()
@@ -872,7 +871,7 @@ func BenchmarkNextIDOrdered(b *testing.B) {
 	if err := st.SetOrdered(bg, "seq", true); err != nil {
 		b.Fatal(err)
 	}
-	g, err := segment.New(bg, settings(st, func(s *segment.Settings) { s.Owner = ownerOf(0) }))
+	g, err := segment.New(bg, settings(st, func(s *segment.Config) { s.Owner = ownerOf(0) }))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -906,7 +905,7 @@ func TestRenewBatched(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		const lease = 10 * time.Second // segment.DefaultSettings
+		const lease = 10 * time.Second // segment.DefaultConfig
 		time.Sleep(5 * lease / 2)
 		calls, leases := l.renewCalls.Load(), l.renewLeases.Load()
 		// A round every third of the lease, three calls each: 7 rounds in
@@ -1007,7 +1006,7 @@ func TestCloseManyTags(t *testing.T) {
 	}
 	all := append(slices.Clone(plain), ordered...)
 	// Owners of their own: other tests run alongside with ownerOf's.
-	g := newGen(t, settings(st, func(s *segment.Settings) { s.Owner = "http://10.0.9.1:8080#close1" }))
+	g := newGen(t, settings(st, func(s *segment.Config) { s.Owner = "http://10.0.9.1:8080#close1" }))
 	last := map[string]int64{}
 	for _, tag := range all {
 		last[tag] = next(t, g, tag)
@@ -1023,7 +1022,7 @@ func TestCloseManyTags(t *testing.T) {
 			t.Errorf("tag %s: lease %+v after Close, want released", tag, l)
 		}
 	}
-	g2 := newGen(t, settings(st, func(s *segment.Settings) { s.Owner = "http://10.0.9.2:8080#close2" }))
+	g2 := newGen(t, settings(st, func(s *segment.Config) { s.Owner = "http://10.0.9.2:8080#close2" }))
 	for _, tag := range all {
 		if id := next(t, g2, tag); id != last[tag]+1 {
 			t.Errorf("tag %s: %d after %d, want the next: the unused IDs given back", tag, id, last[tag])

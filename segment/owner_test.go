@@ -15,7 +15,7 @@ import (
 func TestOwnerOncePerProcess(t *testing.T) {
 	const owner = "http://10.0.0.9:8080#once"
 	st := testutil.Store(t)
-	s := settings(st, func(s *segment.Settings) { s.Owner = owner })
+	s := settings(st, func(s *segment.Config) { s.Owner = owner })
 	first, err := segment.New(bg, s)
 	if err != nil {
 		t.Fatal(err)

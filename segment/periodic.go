@@ -17,7 +17,7 @@ import (
 // This file routes the requests of periodic tags (leaf.TagShape.Period):
 // each period is a row of its own in the store (leaf.PeriodStore), and
 // here a buffer of its own. A request takes from the buffer of the period
-// the generator's clock (Settings.Now) is in, in the tag's time zone; the
+// the generator's clock (Config.Now) is in, in the tag's time zone; the
 // answer names the period. Nothing is reset on a timer: a new period is a
 // new row, made by the first server that needs it, so servers whose clocks
 // differ around the boundary issue from adjacent periods, and an ID is
@@ -391,7 +391,7 @@ func (p *periodic) next(context.Context) (int64, string, bool, error) {
 	if got == doublebuf.None {
 		return 0, "", false, nil
 	}
-	if got == doublebuf.AtMark {
+	if got == doublebuf.PrefetchDue {
 		c.b.ids.Prefetch()
 	}
 	// An encode error cannot happen (loads cut ranges at the bound); were

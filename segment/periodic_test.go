@@ -10,7 +10,6 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/internal/testutil"
-	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/segment"
 	"github.com/leafgo/leaf/sqlite"
 	"github.com/leafgo/leaf/tagshape"
@@ -66,8 +65,8 @@ func periodRows(t *testing.T, st leaf.PeriodStore, tag string) map[string]int64 
 func TestPeriodicTag(t *testing.T) {
 	loc := shanghai(t)
 	st := newPeriodicStore(t, leaf.Alloc{Tag: "orders", MaxID: 100, Step: 10})
-	clk := leaftest.NewClock(time.Date(2026, 11, 23, 23, 59, 58, 0, loc))
-	g, err := segment.New(bg, settings(st, func(s *segment.Settings) { s.Now = clk.Now }))
+	clk := testutil.NewClock(time.Date(2026, 11, 23, 23, 59, 58, 0, loc))
+	g, err := segment.New(bg, settings(st, func(s *segment.Config) { s.Now = clk.Now }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +94,7 @@ func TestPeriodicTag(t *testing.T) {
 	}
 	// A batch larger than a range stays in one period.
 	ids, key, err = g.NextIDsPeriod(bg, "orders", 25, nil)
-	if err != nil || key != "20261124" || leaf.CheckIDs(ids, 25) != nil || ids[0] != 101 {
+	if err != nil || key != "20261124" || leaf.ValidateIDs(ids, 25) != nil || ids[0] != 101 {
 		t.Errorf("NextIDsPeriod(25) = %v %q, %v", ids, key, err)
 	}
 	if got := status(g, "orders"); got.Period != "20261124" || got.Issued != 33 {
@@ -146,8 +145,8 @@ func TestPeriodicSweep(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		loc := shanghai(t)
 		st := newPeriodicStore(t, leaf.Alloc{Tag: "orders", MaxID: 1, Step: 100})
-		clk := leaftest.NewClock(time.Date(2026, 11, 23, 12, 0, 0, 0, loc))
-		g := newGen(t, settings(st, func(s *segment.Settings) { s.Now = clk.Now; s.IdleTimeout = 50 * time.Millisecond }))
+		clk := testutil.NewClock(time.Date(2026, 11, 23, 12, 0, 0, 0, loc))
+		g := newGen(t, settings(st, func(s *segment.Config) { s.Now = clk.Now; s.IdleTimeout = 50 * time.Millisecond }))
 		for day := range 3 {
 			for range 5 {
 				nextPeriod(t, g, "orders")
@@ -189,9 +188,9 @@ func TestPeriodicSweep(t *testing.T) {
 func TestPeriodicDelete(t *testing.T) {
 	loc := shanghai(t)
 	st := newPeriodicStore(t, leaf.Alloc{Tag: "orders", MaxID: 1, Step: 10})
-	clk := leaftest.NewClock(time.Date(2026, 11, 23, 12, 0, 0, 0, loc))
-	g := newGen(t, settings(st, func(s *segment.Settings) { s.Now = clk.Now }))
-	g2 := newGen(t, settings(st, func(s *segment.Settings) { s.Now = clk.Now }))
+	clk := testutil.NewClock(time.Date(2026, 11, 23, 12, 0, 0, 0, loc))
+	g := newGen(t, settings(st, func(s *segment.Config) { s.Now = clk.Now }))
+	g2 := newGen(t, settings(st, func(s *segment.Config) { s.Now = clk.Now }))
 	nextPeriod(t, g, "orders")
 	nextPeriod(t, g2, "orders")
 	if err := g.DeleteTag(bg, "orders"); err != nil {
@@ -296,7 +295,7 @@ func BenchmarkNextIDPeriodic(b *testing.B) {
 	if err := st.CreateShapedTag(bg, leaf.Alloc{Tag: "t", MaxID: 1, Step: leaf.MaxStep}, daily); err != nil {
 		b.Fatal(err)
 	}
-	g, err := segment.New(bg, settings(st, func(s *segment.Settings) { s.Logger = testutil.Logger() }))
+	g, err := segment.New(bg, settings(st, func(s *segment.Config) { s.Logger = testutil.Logger() }))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -316,8 +315,8 @@ func BenchmarkNextIDPeriodic(b *testing.B) {
 // batch takes all its IDs from one period.
 func TestPeriodicOrderedRange(t *testing.T) {
 	st := newPeriodicStore(t, leaf.Alloc{Tag: "orders", MaxID: 100, Step: 10})
-	clk := leaftest.NewClock(time.Date(2026, 11, 23, 12, 0, 0, 0, shanghai(t)))
-	g := newGen(t, settings(st, func(s *segment.Settings) { s.Now = clk.Now }))
+	clk := testutil.NewClock(time.Date(2026, 11, 23, 12, 0, 0, 0, shanghai(t)))
+	g := newGen(t, settings(st, func(s *segment.Config) { s.Now = clk.Now }))
 	for i, want := range []int64{100, 101} {
 		// The first request finds the kind; the second knows it.
 		if _, _, err := g.NextOrderedRange(bg, "orders", 5); !errors.Is(err, leaf.ErrInvalidArgument) {

@@ -14,7 +14,6 @@ import (
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/internal/faultstore"
 	"github.com/leafgo/leaf/internal/testutil"
-	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/segment"
 )
 
@@ -119,7 +118,7 @@ func spendLookups(t *testing.T, g *segment.Generator) {
 	for i := 0; ; i++ {
 		before := g.Totals().Refused
 		_, err := g.NextID(bg, fmt.Sprintf("spend-%d-%d", time.Now().UnixNano(), i))
-		leaftest.ErrIs(t, err, leaf.ErrTagNotFound)
+		testutil.ErrIs(t, err, leaf.ErrTagNotFound)
 		if g.Totals().Refused > before {
 			return
 		}
@@ -133,7 +132,7 @@ func spendLookups(t *testing.T, g *segment.Generator) {
 func TestCreatedElsewhereServesWithinRefresh(t *testing.T) {
 	const refresh = 50 * time.Millisecond
 	st := newCountingStore(testutil.Store(t))
-	set := settings(st, func(s *segment.Settings) {
+	set := settings(st, func(s *segment.Config) {
 		s.RefreshInterval = refresh
 		s.FullRefreshEvery = 1 << 30
 		s.LookupRate = 0.001
@@ -185,7 +184,7 @@ func TestCreatedElsewhereServesWithinRefresh(t *testing.T) {
 // the full listing at every FullRefreshEvery-th refresh picks them up.
 func TestForeignRowsAtFullRefresh(t *testing.T) {
 	st := testutil.Store(t)
-	g := newGen(t, settings(st, func(s *segment.Settings) {
+	g := newGen(t, settings(st, func(s *segment.Config) {
 		s.RefreshInterval = 10 * time.Millisecond
 		s.FullRefreshEvery = 20 // every 200ms
 		s.LookupRate = 0.001
@@ -244,7 +243,7 @@ func (s *listingStore) TagsVersion(ctx context.Context) (int64, error) {
 // lookups spent or not.
 func TestListingDoesNotUndoCreate(t *testing.T) {
 	st := &listingStore{countingStore: newCountingStore(testutil.Store(t)), entered: make(chan struct{}), release: make(chan struct{})}
-	g := newGen(t, settings(st, func(s *segment.Settings) {
+	g := newGen(t, settings(st, func(s *segment.Config) {
 		s.RefreshInterval = 5 * time.Millisecond
 		s.FullRefreshEvery = 1 << 30
 		s.LookupRate = 0.001
@@ -283,7 +282,7 @@ func TestIdleStateDropped(t *testing.T) {
 		t.Run(fmt.Sprintf("GiveBack=%v", giveBack), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				st := testutil.Store(t, leaf.Alloc{Tag: "a", MaxID: 1, Step: 100}, leaf.Alloc{Tag: "busy", MaxID: 1, Step: 1000})
-				g := newGen(t, settings(st, func(s *segment.Settings) { s.IdleTimeout = 50 * time.Millisecond; s.GiveBack = giveBack }))
+				g := newGen(t, settings(st, func(s *segment.Config) { s.IdleTimeout = 50 * time.Millisecond; s.GiveBack = giveBack }))
 				var last int64
 				for range 15 { // past 10%: the next range is loaded too
 					last = next(t, g, "a")
@@ -328,7 +327,7 @@ func TestIdleStateDropped(t *testing.T) {
 // within the lookup budget.
 func TestKnown(t *testing.T) {
 	st := newCountingStore(testutil.Store(t, leaf.Alloc{Tag: "a", MaxID: 1, Step: 10}))
-	g := newGen(t, settings(st, func(s *segment.Settings) { s.LookupRate = 0.001; s.LookupBurst = 2; s.NegativeTTL = time.Hour }))
+	g := newGen(t, settings(st, func(s *segment.Config) { s.LookupRate = 0.001; s.LookupBurst = 2; s.NegativeTTL = time.Hour }))
 	if err := g.Known(bg, "a"); err != nil {
 		t.Fatalf("Known(a) = %v", err)
 	}
@@ -341,10 +340,10 @@ func TestKnown(t *testing.T) {
 	if err := g.Known(bg, "b"); err != nil { // one lookup: found, and learned
 		t.Fatalf("Known(b) = %v", err)
 	}
-	leaftest.ErrIs(t, g.Known(bg, "c"), leaf.ErrTagNotFound) // the second lookup
-	leaftest.ErrIs(t, g.Known(bg, "c"), leaf.ErrTagNotFound) // the negative cache
-	leaftest.ErrIs(t, g.Known(bg, "d"), leaf.ErrTagNotFound) // the budget is spent
-	leaftest.ErrIs(t, g.Known(bg, "bad name"), leaf.ErrInvalidTag)
+	testutil.ErrIs(t, g.Known(bg, "c"), leaf.ErrTagNotFound) // the second lookup
+	testutil.ErrIs(t, g.Known(bg, "c"), leaf.ErrTagNotFound) // the negative cache
+	testutil.ErrIs(t, g.Known(bg, "d"), leaf.ErrTagNotFound) // the budget is spent
+	testutil.ErrIs(t, g.Known(bg, "bad name"), leaf.ErrInvalidTag)
 	if n := st.Calls("Alloc"); n != 2 {
 		t.Errorf("%d lookups, want 2", n)
 	}
@@ -360,7 +359,7 @@ func TestListingFailedAtStart(t *testing.T) {
 	db := testutil.Store(t, leaf.Alloc{Tag: "a", MaxID: 1, Step: 10})
 	st, faults := faultstore.Wrap(db)
 	faults.SetDown(errors.New("unplugged"))
-	g := newGen(t, settings(st, func(s *segment.Settings) {
+	g := newGen(t, settings(st, func(s *segment.Config) {
 		s.HealthInterval = 10 * time.Millisecond
 		s.LookupRate = 0.001
 		s.LookupBurst = 1
@@ -369,14 +368,14 @@ func TestListingFailedAtStart(t *testing.T) {
 		s.MaxRetryBackoff = 5 * time.Millisecond
 	}))
 	_, err := g.NextID(bg, "a") // the one lookup: the store is down
-	leaftest.ErrIs(t, err, leaf.ErrNotReady)
+	testutil.ErrIs(t, err, leaf.ErrNotReady)
 	_, err = g.NextID(bg, "b") // no lookup left, and no listing yet
-	leaftest.ErrIs(t, err, leaf.ErrNotReady)
+	testutil.ErrIs(t, err, leaf.ErrNotReady)
 	faults.SetDown(nil)
 	testutil.WaitFor(t, "the listing", func() bool { return g.Totals().Listings == 1 })
 	testutil.WaitFor(t, "a served", func() bool { _, err := g.NextID(bg, "a"); return err == nil })
 	_, err = g.NextID(bg, "b")
-	leaftest.ErrIs(t, err, leaf.ErrTagNotFound)
+	testutil.ErrIs(t, err, leaf.ErrTagNotFound)
 }
 
 // A request that found a buffer just before the idle sweep dropped it must
@@ -384,7 +383,7 @@ func TestListingFailedAtStart(t *testing.T) {
 // may already be another buffer's. It goes back for a new buffer instead.
 func TestDroppedBufferIssuesNothing(t *testing.T) {
 	st := testutil.Store(t, leaf.Alloc{Tag: "a", MaxID: 1, Step: 100})
-	g := newGen(t, settings(st, func(s *segment.Settings) { s.IdleTimeout = 10 * time.Millisecond }))
+	g := newGen(t, settings(st, func(s *segment.Config) { s.IdleTimeout = 10 * time.Millisecond }))
 	for range 15 {
 		next(t, g, "a")
 	}

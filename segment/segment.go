@@ -45,9 +45,9 @@ import (
 	"github.com/leafgo/leaf/tagshape"
 )
 
-// Settings configure a Generator. Start from DefaultSettings and set Store;
-// New refuses settings that Validate refuses: no field has a hidden default.
-type Settings struct {
+// Config configures a Generator. Start from DefaultConfig and set Store;
+// New refuses a Config that Validate refuses: no field has a hidden default.
+type Config struct {
 	// Store holds leaf_alloc. Required.
 	Store leaf.SegmentStore
 	// Logger receives one line per step change, load failure and tag event.
@@ -126,7 +126,7 @@ type Settings struct {
 	OwnerLease time.Duration
 }
 
-// Bounds of Settings.OwnerLease: a lease shorter than the minimum leaves
+// Bounds of Config.OwnerLease: a lease shorter than the minimum leaves
 // the renewals too little room; a dead owner holds its tags for a lease.
 const (
 	MinOwnerLease = 500 * time.Millisecond
@@ -136,13 +136,13 @@ const (
 // ownersInUse holds the Owner of every generator not closed yet.
 var ownersInUse sync.Map
 
-// maxOwnerLen bounds Settings.Owner, as the stores' owner column does.
+// maxOwnerLen bounds Config.Owner, as the stores' owner column does.
 const maxOwnerLen = 255
 
-// DefaultSettings returns the settings a server runs with, but for Store,
+// DefaultConfig returns the settings a server runs with, but for Store,
 // which the caller sets.
-func DefaultSettings() Settings {
-	return Settings{
+func DefaultConfig() Config {
+	return Config{
 		Logger:           slog.Default(),
 		Now:              time.Now,
 		RefreshInterval:  60 * time.Second,
@@ -164,41 +164,41 @@ func DefaultSettings() Settings {
 
 // Validate reports the first setting New would refuse, wrapping
 // leaf.ErrInvalidArgument.
-func (s Settings) Validate() error {
+func (s Config) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("segment: %w: "+format, append([]any{leaf.ErrInvalidArgument}, args...)...)
 	}
 	switch {
 	case s.Store == nil:
-		return bad("Settings.Store is required")
+		return bad("Config.Store is required")
 	case s.Logger == nil:
-		return bad("Settings.Logger is nil (DefaultSettings sets slog.Default())")
+		return bad("Config.Logger is nil (DefaultConfig sets slog.Default())")
 	case s.Now == nil:
-		return bad("Settings.Now is nil (DefaultSettings sets time.Now)")
+		return bad("Config.Now is nil (DefaultConfig sets time.Now)")
 	case s.MaxStep < 1 || s.MaxStep > leaf.MaxStep:
-		return bad("Settings.MaxStep is %d, want 1..%d", s.MaxStep, leaf.MaxStep)
+		return bad("Config.MaxStep is %d, want 1..%d", s.MaxStep, leaf.MaxStep)
 	case !(s.LookupRate > 0):
-		return bad("Settings.LookupRate is %v, want > 0 names a second", s.LookupRate)
+		return bad("Config.LookupRate is %v, want > 0 names a second", s.LookupRate)
 	case s.FullRefreshEvery < 1:
-		return bad("Settings.FullRefreshEvery is %d, want >= 1 (1 lists the tags at every refresh)", s.FullRefreshEvery)
+		return bad("Config.FullRefreshEvery is %d, want >= 1 (1 lists the tags at every refresh)", s.FullRefreshEvery)
 	case s.LookupBurst < 1:
-		return bad("Settings.LookupBurst is %d, want >= 1", s.LookupBurst)
+		return bad("Config.LookupBurst is %d, want >= 1", s.LookupBurst)
 	case s.LowBuffer < 0:
-		return bad("Settings.LowBuffer is %s, want >= 0 (0 turns the check off)", s.LowBuffer)
+		return bad("Config.LowBuffer is %s, want >= 0 (0 turns the check off)", s.LowBuffer)
 	case s.MaxRetryBackoff < s.RetryBackoff:
-		return bad("Settings.MaxRetryBackoff %s is below RetryBackoff %s", s.MaxRetryBackoff, s.RetryBackoff)
+		return bad("Config.MaxRetryBackoff %s is below RetryBackoff %s", s.MaxRetryBackoff, s.RetryBackoff)
 	case s.OwnerLease < MinOwnerLease || s.OwnerLease > MaxOwnerLease:
-		return bad("Settings.OwnerLease is %s, want %s..%s", s.OwnerLease, MinOwnerLease, MaxOwnerLease)
+		return bad("Config.OwnerLease is %s, want %s..%s", s.OwnerLease, MinOwnerLease, MaxOwnerLease)
 	case len(s.Owner) > maxOwnerLen:
-		return bad("Settings.Owner is %d bytes, at most %d", len(s.Owner), maxOwnerLen)
+		return bad("Config.Owner is %d bytes, at most %d", len(s.Owner), maxOwnerLen)
 	case s.Owner != "" && leaf.OwnerURL(s.Owner) == "":
-		return bad("Settings.Owner %q has no URL before '#'", s.Owner)
+		return bad("Config.Owner %q has no URL before '#'", s.Owner)
 	case strings.ContainsFunc(s.Owner, func(r rune) bool { return r <= ' ' || r == 0x7f }):
-		return bad("Settings.Owner %q holds a space or a control character", s.Owner)
+		return bad("Config.Owner %q holds a space or a control character", s.Owner)
 	}
 	if s.OpaqueKey != nil {
 		if err := tagshape.ValidateKey(s.OpaqueKey); err != nil {
-			return fmt.Errorf("segment: Settings.OpaqueKey: %w", err)
+			return fmt.Errorf("segment: Config.OpaqueKey: %w", err)
 		}
 	}
 	for _, d := range []struct {
@@ -215,7 +215,7 @@ func (s Settings) Validate() error {
 		{"IdleTimeout", s.IdleTimeout},
 	} {
 		if d.v <= 0 {
-			return bad("Settings.%s is %s, want > 0", d.name, d.v)
+			return bad("Config.%s is %s, want > 0", d.name, d.v)
 		}
 	}
 	return nil
@@ -223,7 +223,7 @@ func (s Settings) Validate() error {
 
 // Generator issues segment IDs. It is safe for concurrent use.
 type Generator struct {
-	s       Settings
+	s       Config
 	admin   leaf.SegmentAdmin     // nil if the store has no admin
 	vers    leaf.SegmentVersioner // nil if the store keeps no change counter
 	shaper  leaf.TagShaper        // nil if the store keeps no shapes: every tag is plain
@@ -301,7 +301,7 @@ const maxNegative = 10000
 // New validates the settings, lists the tags (a failure is logged and
 // reported as degraded, not fatal: the store may come back), and starts the
 // refresh, health, rate-sampling and idle-sweep loops.
-func New(ctx context.Context, s Settings) (*Generator, error) {
+func New(ctx context.Context, s Config) (*Generator, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
@@ -309,7 +309,7 @@ func New(ctx context.Context, s Settings) (*Generator, error) {
 		// Two generators of one process (a reload, a test) given one
 		// identity would both renew one lease and both issue.
 		if _, taken := ownersInUse.LoadOrStore(s.Owner, struct{}{}); taken {
-			return nil, fmt.Errorf("segment: %w: Settings.Owner %q is the identity of another generator of this process that is not closed;"+
+			return nil, fmt.Errorf("segment: %w: Config.Owner %q is the identity of another generator of this process that is not closed;"+
 				" each needs its own (a nonce after '#')", leaf.ErrInvalidArgument, s.Owner)
 		}
 	}
@@ -397,7 +397,7 @@ func (g *Generator) NextID(ctx context.Context, tag string) (int64, error) {
 	b := (*g.hot.Load())[tag]
 	if b != nil {
 		if v, got := b.ids.Next(); got != doublebuf.None {
-			if got == doublebuf.AtMark {
+			if got == doublebuf.PrefetchDue {
 				b.ids.Prefetch()
 			}
 			if e := b.enc.Load(); e != nil {
@@ -418,7 +418,7 @@ func (g *Generator) NextIDPeriod(ctx context.Context, tag string) (int64, string
 	b := (*g.hot.Load())[tag]
 	if b != nil {
 		if v, got := b.ids.Next(); got != doublebuf.None {
-			if got == doublebuf.AtMark {
+			if got == doublebuf.PrefetchDue {
 				b.ids.Prefetch()
 			}
 			if e := b.enc.Load(); e != nil {
@@ -1117,3 +1117,14 @@ func inParallel(n int, f func(i int)) {
 	}
 	wg.Wait()
 }
+
+// Settings is the old name of Config.
+//
+// Deprecated: use Config; Settings goes in the release after the next.
+type Settings = Config
+
+// DefaultSettings is the old name of DefaultConfig.
+//
+// Deprecated: use DefaultConfig; DefaultSettings goes in the release after
+// the next.
+func DefaultSettings() Config { return DefaultConfig() }

@@ -16,16 +16,15 @@ import (
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/internal/faultstore"
 	"github.com/leafgo/leaf/internal/testutil"
-	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/segment"
 	"github.com/leafgo/leaf/sqlite"
 )
 
 var bg = context.Background()
 
-// settings is DefaultSettings on st, quiet unless -v, with tweaks applied.
-func settings(st leaf.SegmentStore, tweaks ...func(*segment.Settings)) segment.Settings {
-	s := segment.DefaultSettings()
+// settings is DefaultConfig on st, quiet unless -v, with tweaks applied.
+func settings(st leaf.SegmentStore, tweaks ...func(*segment.Config)) segment.Config {
+	s := segment.DefaultConfig()
 	s.Store = st
 	if !testing.Verbose() {
 		s.Logger = slog.New(slog.DiscardHandler)
@@ -36,7 +35,7 @@ func settings(st leaf.SegmentStore, tweaks ...func(*segment.Settings)) segment.S
 	return s
 }
 
-func newGen(t *testing.T, s segment.Settings) *segment.Generator {
+func newGen(t *testing.T, s segment.Config) *segment.Generator {
 	t.Helper()
 	g, err := segment.New(bg, s)
 	if err != nil {
@@ -74,44 +73,44 @@ func next(t *testing.T, g *segment.Generator, tag string) int64 {
 }
 
 // TestSettingsValidation: New refuses every setting Validate refuses, with
-// an error that names the field; DefaultSettings with a store is valid.
+// an error that names the field; DefaultConfig with a store is valid.
 func TestSettingsValidation(t *testing.T) {
 	st := testutil.Store(t)
 	if err := settings(st).Validate(); err != nil {
-		t.Fatalf("DefaultSettings with a store: %v", err)
+		t.Fatalf("DefaultConfig with a store: %v", err)
 	}
 	for _, tc := range []struct {
 		name  string
-		tweak func(*segment.Settings)
+		tweak func(*segment.Config)
 		want  string
 	}{
-		{"no store", func(s *segment.Settings) { s.Store = nil }, "Store is required"},
-		{"no logger", func(s *segment.Settings) { s.Logger = nil }, "Logger is nil"},
-		{"no clock", func(s *segment.Settings) { s.Now = nil }, "Now is nil"},
-		{"zero refresh", func(s *segment.Settings) { s.RefreshInterval = 0 }, "RefreshInterval is 0s, want > 0"},
-		{"negative refresh", func(s *segment.Settings) { s.RefreshInterval = -time.Second }, "RefreshInterval is -1s"},
-		{"zero health", func(s *segment.Settings) { s.HealthInterval = 0 }, "HealthInterval"},
-		{"zero negative TTL", func(s *segment.Settings) { s.NegativeTTL = 0 }, "NegativeTTL"},
-		{"zero wait", func(s *segment.Settings) { s.WaitTimeout = 0 }, "WaitTimeout is 0s"},
-		{"negative wait", func(s *segment.Settings) { s.WaitTimeout = -1 }, "WaitTimeout"},
-		{"zero store timeout", func(s *segment.Settings) { s.StoreTimeout = 0 }, "StoreTimeout"},
-		{"zero backoff", func(s *segment.Settings) { s.RetryBackoff = 0 }, "RetryBackoff is 0s"},
-		{"backoff cap below base", func(s *segment.Settings) { s.MaxRetryBackoff = s.RetryBackoff / 2 }, "MaxRetryBackoff 25ms is below RetryBackoff 50ms"},
-		{"zero idle", func(s *segment.Settings) { s.IdleTimeout = 0 }, "IdleTimeout"},
-		{"negative idle", func(s *segment.Settings) { s.IdleTimeout = -time.Second }, "IdleTimeout"},
-		{"max step zero", func(s *segment.Settings) { s.MaxStep = 0 }, "MaxStep is 0, want 1..1000000"},
-		{"max step too big", func(s *segment.Settings) { s.MaxStep = leaf.MaxStep + 1 }, "MaxStep is 1000001"},
-		{"max step negative", func(s *segment.Settings) { s.MaxStep = -5 }, "MaxStep is -5"},
-		{"no lookups", func(s *segment.Settings) { s.LookupRate = 0 }, "LookupRate is 0"},
-		{"negative lookups", func(s *segment.Settings) { s.LookupRate = -1 }, "LookupRate is -1"},
-		{"no burst", func(s *segment.Settings) { s.LookupBurst = 0 }, "LookupBurst is 0"},
-		{"no full refresh", func(s *segment.Settings) { s.FullRefreshEvery = 0 }, "FullRefreshEvery is 0"},
-		{"negative low buffer", func(s *segment.Settings) { s.LowBuffer = -time.Second }, "LowBuffer is -1s"},
+		{"no store", func(s *segment.Config) { s.Store = nil }, "Store is required"},
+		{"no logger", func(s *segment.Config) { s.Logger = nil }, "Logger is nil"},
+		{"no clock", func(s *segment.Config) { s.Now = nil }, "Now is nil"},
+		{"zero refresh", func(s *segment.Config) { s.RefreshInterval = 0 }, "RefreshInterval is 0s, want > 0"},
+		{"negative refresh", func(s *segment.Config) { s.RefreshInterval = -time.Second }, "RefreshInterval is -1s"},
+		{"zero health", func(s *segment.Config) { s.HealthInterval = 0 }, "HealthInterval"},
+		{"zero negative TTL", func(s *segment.Config) { s.NegativeTTL = 0 }, "NegativeTTL"},
+		{"zero wait", func(s *segment.Config) { s.WaitTimeout = 0 }, "WaitTimeout is 0s"},
+		{"negative wait", func(s *segment.Config) { s.WaitTimeout = -1 }, "WaitTimeout"},
+		{"zero store timeout", func(s *segment.Config) { s.StoreTimeout = 0 }, "StoreTimeout"},
+		{"zero backoff", func(s *segment.Config) { s.RetryBackoff = 0 }, "RetryBackoff is 0s"},
+		{"backoff cap below base", func(s *segment.Config) { s.MaxRetryBackoff = s.RetryBackoff / 2 }, "MaxRetryBackoff 25ms is below RetryBackoff 50ms"},
+		{"zero idle", func(s *segment.Config) { s.IdleTimeout = 0 }, "IdleTimeout"},
+		{"negative idle", func(s *segment.Config) { s.IdleTimeout = -time.Second }, "IdleTimeout"},
+		{"max step zero", func(s *segment.Config) { s.MaxStep = 0 }, "MaxStep is 0, want 1..1000000"},
+		{"max step too big", func(s *segment.Config) { s.MaxStep = leaf.MaxStep + 1 }, "MaxStep is 1000001"},
+		{"max step negative", func(s *segment.Config) { s.MaxStep = -5 }, "MaxStep is -5"},
+		{"no lookups", func(s *segment.Config) { s.LookupRate = 0 }, "LookupRate is 0"},
+		{"negative lookups", func(s *segment.Config) { s.LookupRate = -1 }, "LookupRate is -1"},
+		{"no burst", func(s *segment.Config) { s.LookupBurst = 0 }, "LookupBurst is 0"},
+		{"no full refresh", func(s *segment.Config) { s.FullRefreshEvery = 0 }, "FullRefreshEvery is 0"},
+		{"negative low buffer", func(s *segment.Config) { s.LowBuffer = -time.Second }, "LowBuffer is -1s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := settings(st, tc.tweak)
 			_, err := segment.New(bg, s)
-			leaftest.ErrIs(t, err, leaf.ErrInvalidArgument)
+			testutil.ErrIs(t, err, leaf.ErrInvalidArgument)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("New = %v, want an error saying %q", err, tc.want)
 			}
@@ -158,15 +157,15 @@ func TestBadInput(t *testing.T) {
 	g := newGen(t, settings(st))
 	for _, tag := range []string{"", "a b", "x/y", "semi;colon", "quote'", string(make([]byte, 129))} {
 		_, err := g.NextID(bg, tag)
-		leaftest.ErrIs(t, err, leaf.ErrInvalidTag)
+		testutil.ErrIs(t, err, leaf.ErrInvalidTag)
 	}
 	for _, n := range []int{0, -1, leaf.MaxBatch + 1} {
 		_, err := g.NextIDs(bg, "t", n, nil)
-		leaftest.ErrIs(t, err, leaf.ErrInvalidCount)
+		testutil.ErrIs(t, err, leaf.ErrInvalidCount)
 	}
 	for _, n := range []int{0, -1, leaf.MaxRange + 1} {
 		_, _, err := g.NextRange(bg, "t", n)
-		leaftest.ErrIs(t, err, leaf.ErrInvalidCount)
+		testutil.ErrIs(t, err, leaf.ErrInvalidCount)
 	}
 	// A range is two numbers: it may ask for more than a batch, and gets
 	// at most what is left of the segment.
@@ -243,10 +242,10 @@ func (c *countingStore) Ping(ctx context.Context) error {
 
 func TestUnknownTag(t *testing.T) {
 	st := newCountingStore(testutil.Store(t))
-	g := newGen(t, settings(st, func(s *segment.Settings) { s.NegativeTTL = time.Hour }))
+	g := newGen(t, settings(st, func(s *segment.Config) { s.NegativeTTL = time.Hour }))
 	for range 3 {
 		_, err := g.NextID(bg, "nope")
-		leaftest.ErrIs(t, err, leaf.ErrTagNotFound)
+		testutil.ErrIs(t, err, leaf.ErrTagNotFound)
 	}
 	if _, err := st.Store.Alloc(bg, "nope"); !errors.Is(err, leaf.ErrTagNotFound) {
 		t.Fatalf("an unknown tag created a row: %v", err)
@@ -267,7 +266,7 @@ func TestUnknownTag(t *testing.T) {
 
 func TestTagRefresh(t *testing.T) {
 	st := testutil.Store(t, leaf.Alloc{Tag: "a", MaxID: 1, Step: 5})
-	g := newGen(t, settings(st, func(s *segment.Settings) { s.RefreshInterval = 5 * time.Millisecond }))
+	g := newGen(t, settings(st, func(s *segment.Config) { s.RefreshInterval = 5 * time.Millisecond }))
 	// Known from the initial listing, but no state until first use.
 	if n, s := g.TagCount(), g.Status(); n != 1 || len(s) != 0 {
 		t.Fatalf("TagCount %d, status %v; want tag a known from the initial listing and no state", n, s)
@@ -299,10 +298,10 @@ func TestDeleteTagThroughGenerator(t *testing.T) {
 	if _, err := g.NextID(bg, "a"); !errors.Is(err, leaf.ErrTagNotFound) {
 		t.Fatalf("deleted tag: %v, want ErrTagNotFound", err)
 	}
-	leaftest.ErrIs(t, g.DeleteTag(bg, "a"), leaf.ErrTagNotFound)
-	leaftest.ErrIs(t, g.SetStep(bg, "a", 10), leaf.ErrTagNotFound)
-	leaftest.ErrIs(t, g.SetStep(bg, "b", 0), leaf.ErrInvalidArgument)
-	leaftest.ErrIs(t, g.CreateTag(bg, leaf.Alloc{Tag: "c", MaxID: -1, Step: 5}), leaf.ErrInvalidArgument)
+	testutil.ErrIs(t, g.DeleteTag(bg, "a"), leaf.ErrTagNotFound)
+	testutil.ErrIs(t, g.SetStep(bg, "a", 10), leaf.ErrTagNotFound)
+	testutil.ErrIs(t, g.SetStep(bg, "b", 0), leaf.ErrInvalidArgument)
+	testutil.ErrIs(t, g.CreateTag(bg, leaf.Alloc{Tag: "c", MaxID: -1, Step: 5}), leaf.ErrInvalidArgument)
 }
 
 func TestPrefetchAtTenPercent(t *testing.T) {
@@ -365,17 +364,17 @@ func TestWaitersQueueBehindLoad(t *testing.T) {
 	ctx, cancel := context.WithTimeout(bg, 30*time.Millisecond)
 	defer cancel()
 	_, err := g.NextID(ctx, "slow")
-	leaftest.ErrIs(t, err, leaf.ErrNotReady)
+	testutil.ErrIs(t, err, leaf.ErrNotReady)
 }
 
 func TestDefaultWaitTimeout(t *testing.T) {
 	db := testutil.Store(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 10})
 	st, faults := faultstore.Wrap(db)
 	faults.SetDown(errors.New("connection refused"))
-	g := newGen(t, settings(st, func(s *segment.Settings) { s.WaitTimeout = 40 * time.Millisecond }))
+	g := newGen(t, settings(st, func(s *segment.Config) { s.WaitTimeout = 40 * time.Millisecond }))
 	start := time.Now()
 	_, err := g.NextID(bg, "t") // no deadline: WaitTimeout bounds it
-	leaftest.ErrIs(t, err, leaf.ErrNotReady)
+	testutil.ErrIs(t, err, leaf.ErrNotReady)
 	if d := time.Since(start); d > 2*time.Second {
 		t.Fatalf("waited %s with a 40ms WaitTimeout", d)
 	}
@@ -418,7 +417,7 @@ func TestWaitTimeoutCaps(t *testing.T) {
 	db := testutil.Store(t, tags...)
 	st, faults := faultstore.Wrap(db)
 	faults.SetDelay(time.Hour) // every Reserve hangs
-	g := newGen(t, settings(st, func(s *segment.Settings) { s.WaitTimeout = wait; s.StoreTimeout = time.Hour }))
+	g := newGen(t, settings(st, func(s *segment.Config) { s.WaitTimeout = wait; s.StoreTimeout = time.Hour }))
 	t.Cleanup(func() {
 		// Before newGen's Close: stop the hung loads at once.
 		ctx, cancel := context.WithTimeout(bg, 10*time.Millisecond)
@@ -437,7 +436,7 @@ func TestWaitTimeoutCaps(t *testing.T) {
 				defer cancel()
 				err := call(g, ctx, kind+"-"+strings.ReplaceAll(d.name, " ", "-"))
 				took := time.Since(began)
-				leaftest.ErrIs(t, err, leaf.ErrNotReady)
+				testutil.ErrIs(t, err, leaf.ErrNotReady)
 				if took < d.least || took > d.most {
 					t.Errorf("%s with a %s deadline and a %s WaitTimeout answered after %s, want %s..%s",
 						kind, d.deadline, wait, took, d.least, d.most)
@@ -453,11 +452,11 @@ func TestWaitTimeoutPerRequest(t *testing.T) {
 	db := testutil.Store(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 10})
 	st, faults := faultstore.Wrap(db)
 	faults.SetDelay(150 * time.Millisecond) // each range takes 150ms: three take 450ms
-	g := newGen(t, settings(st, func(s *segment.Settings) { s.WaitTimeout = 200 * time.Millisecond }))
+	g := newGen(t, settings(st, func(s *segment.Config) { s.WaitTimeout = 200 * time.Millisecond }))
 	began := time.Now()
 	ids, err := g.NextIDs(bg, "t", 25, nil)
 	took := time.Since(began)
-	leaftest.ErrIs(t, err, leaf.ErrNotReady)
+	testutil.ErrIs(t, err, leaf.ErrNotReady)
 	if took > 400*time.Millisecond {
 		t.Errorf("NextIDs of three ranges answered after %s (%d IDs), want about the 200ms WaitTimeout", took, len(ids))
 	}
@@ -468,12 +467,12 @@ func TestWaitTimeoutPerRequest(t *testing.T) {
 // of every server do not retry in step; the first retry comes within
 // RetryBackoff.
 func TestLoadRetryJitter(t *testing.T) {
-	var logs leaftest.LogBuffer
+	var logs testutil.LogBuffer
 	db := testutil.Store(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 10})
 	st, faults := faultstore.Wrap(db)
 	faults.SetDown(errors.New("store unplugged"))
 	const base, maxBackoff = 4 * time.Millisecond, 16 * time.Millisecond
-	g := newGen(t, settings(st, func(s *segment.Settings) {
+	g := newGen(t, settings(st, func(s *segment.Config) {
 		s.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
 		s.RetryBackoff = base
 		s.MaxRetryBackoff = maxBackoff
@@ -519,7 +518,7 @@ func TestLoadRetryJitter(t *testing.T) {
 func TestStoreOutage(t *testing.T) {
 	db := testutil.Store(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 1000})
 	st, faults := faultstore.Wrap(db)
-	g := newGen(t, settings(st, func(s *segment.Settings) {
+	g := newGen(t, settings(st, func(s *segment.Config) {
 		s.HealthInterval = 5 * time.Millisecond
 		s.RetryBackoff = time.Millisecond
 		s.MaxRetryBackoff = 5 * time.Millisecond
@@ -539,7 +538,7 @@ func TestStoreOutage(t *testing.T) {
 	ctx, cancel := context.WithTimeout(bg, 20*time.Millisecond)
 	_, err := g.NextID(ctx, "t")
 	cancel()
-	leaftest.ErrIs(t, err, leaf.ErrNotReady)
+	testutil.ErrIs(t, err, leaf.ErrNotReady)
 	faults.SetDown(nil)
 	if got := next(t, g, "t"); got != 2001 {
 		t.Fatalf("first ID after the outage %d, want 2001", got)
@@ -630,7 +629,7 @@ func TestGiveBack(t *testing.T) {
 	})
 	t.Run("crash gives nothing back", func(t *testing.T) {
 		st := testutil.Store(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 100})
-		g := newGen(t, settings(st, func(s *segment.Settings) { s.GiveBack = false }))
+		g := newGen(t, settings(st, func(s *segment.Config) { s.GiveBack = false }))
 		next(t, g, "t")
 		if err := g.Close(bg); err != nil {
 			t.Fatal(err)
@@ -650,7 +649,7 @@ func TestClosedGeneratorRefuses(t *testing.T) {
 	}
 	for _, tag := range []string{"t", "other"} {
 		_, err := g.NextID(bg, tag)
-		leaftest.ErrIs(t, err, leaf.ErrClosed)
+		testutil.ErrIs(t, err, leaf.ErrClosed)
 	}
 }
 
@@ -670,7 +669,7 @@ func (c *clock) Advance(d time.Duration) {
 func TestAdaptiveStep(t *testing.T) {
 	st := testutil.Store(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 100})
 	clk := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	g := newGen(t, settings(st, func(s *segment.Settings) { s.Now = clk.Now; s.MaxStep = 800 }))
+	g := newGen(t, settings(st, func(s *segment.Config) { s.Now = clk.Now; s.MaxStep = 800 }))
 
 	// consume drains the current range, moves to the next one and pushes it
 	// past 10%, which triggers exactly one load; it returns that load's step.
@@ -785,7 +784,7 @@ func benchGen(b *testing.B) *segment.Generator {
 	if err := st.CreateTag(bg, leaf.Alloc{Tag: "t", MaxID: 1, Step: leaf.MaxStep}); err != nil {
 		b.Fatal(err)
 	}
-	g, err := segment.New(bg, settings(st, func(s *segment.Settings) { s.Logger = slog.New(slog.DiscardHandler) }))
+	g, err := segment.New(bg, settings(st, func(s *segment.Config) { s.Logger = slog.New(slog.DiscardHandler) }))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -800,7 +799,7 @@ func TestStatusCounters(t *testing.T) {
 	db := testutil.Store(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 1000})
 	st, faults := faultstore.Wrap(db)
 	clk := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	g := newGen(t, settings(st, func(s *segment.Settings) {
+	g := newGen(t, settings(st, func(s *segment.Config) {
 		s.Now = clk.Now
 		s.LowBuffer = 10 * time.Second
 		s.RetryBackoff = time.Millisecond
@@ -868,9 +867,9 @@ func TestStatusCounters(t *testing.T) {
 // TestLogLines: the generator logs one line per load and per step change,
 // and nothing per request.
 func TestLogLines(t *testing.T) {
-	var logs leaftest.LogBuffer
+	var logs testutil.LogBuffer
 	st := testutil.Store(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 100})
-	g := newGen(t, settings(st, func(s *segment.Settings) { s.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) }))
+	g := newGen(t, settings(st, func(s *segment.Config) { s.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) }))
 	for range 2000 {
 		next(t, g, "t")
 	}
@@ -927,7 +926,7 @@ func (s *staleStore) Alloc(ctx context.Context, tag string) (leaf.Alloc, error) 
 func TestCreateTagDuringLookup(t *testing.T) {
 	t.Run("created while the lookup is in flight", func(t *testing.T) {
 		st := &staleStore{Store: testutil.Store(t), tag: "late", entered: make(chan struct{}), release: make(chan struct{})}
-		g := newGen(t, settings(st, func(s *segment.Settings) { s.NegativeTTL = time.Hour }))
+		g := newGen(t, settings(st, func(s *segment.Config) { s.NegativeTTL = time.Hour }))
 		errc := make(chan error, 1)
 		go func() { _, err := g.NextID(bg, "late"); errc <- err }()
 		<-st.entered
@@ -936,17 +935,17 @@ func TestCreateTagDuringLookup(t *testing.T) {
 		}
 		close(st.release)
 		// That lookup read the store before the row existed.
-		leaftest.ErrIs(t, <-errc, leaf.ErrTagNotFound)
+		testutil.ErrIs(t, <-errc, leaf.ErrTagNotFound)
 		if got := next(t, g, "late"); got != 7 {
 			t.Fatalf("first ID %d, want 7", got)
 		}
 	})
 	t.Run("created as soon as not found", func(t *testing.T) {
 		for i := range 200 {
-			g := newGen(t, settings(testutil.Store(t), func(s *segment.Settings) { s.NegativeTTL = time.Hour }))
+			g := newGen(t, settings(testutil.Store(t), func(s *segment.Config) { s.NegativeTTL = time.Hour }))
 			tag := fmt.Sprintf("t%d", i)
 			_, err := g.NextID(bg, tag)
-			leaftest.ErrIs(t, err, leaf.ErrTagNotFound)
+			testutil.ErrIs(t, err, leaf.ErrTagNotFound)
 			if err := g.CreateTag(bg, leaf.Alloc{Tag: tag, MaxID: 7, Step: 10}); err != nil {
 				t.Fatal(err)
 			}
@@ -961,14 +960,14 @@ func TestCreateTagDuringLookup(t *testing.T) {
 // deleted it) still drops its own buffers at once, not at its next refresh.
 func TestDeleteTagAlreadyDeleted(t *testing.T) {
 	st := testutil.Store(t, leaf.Alloc{Tag: "a", MaxID: 1, Step: 100})
-	g1 := newGen(t, settings(st, func(s *segment.Settings) { s.RefreshInterval = time.Hour }))
-	g2 := newGen(t, settings(st, func(s *segment.Settings) { s.RefreshInterval = time.Hour }))
+	g1 := newGen(t, settings(st, func(s *segment.Config) { s.RefreshInterval = time.Hour }))
+	g2 := newGen(t, settings(st, func(s *segment.Config) { s.RefreshInterval = time.Hour }))
 	next(t, g1, "a")
 	next(t, g2, "a") // g2 holds IDs of [101, 201)
 	if err := g1.DeleteTag(bg, "a"); err != nil {
 		t.Fatal(err)
 	}
-	leaftest.ErrIs(t, g2.DeleteTag(bg, "a"), leaf.ErrTagNotFound)
+	testutil.ErrIs(t, g2.DeleteTag(bg, "a"), leaf.ErrTagNotFound)
 	if _, err := g2.NextID(bg, "a"); !errors.Is(err, leaf.ErrTagNotFound) {
 		t.Fatalf("g2.NextID after its own DeleteTag: %v, want ErrTagNotFound", err)
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/internal/faultstore"
 	"github.com/leafgo/leaf/internal/testutil"
-	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/segment"
 )
 
@@ -89,7 +88,7 @@ func TestFormatWarning(t *testing.T) {
 		}
 	}
 	clk := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	g := newGen(t, settings(st, func(s *segment.Settings) {
+	g := newGen(t, settings(st, func(s *segment.Config) {
 		s.Now = clk.Now
 		s.LowBuffer = 60 * time.Second
 		s.MaxStep = 1000
@@ -132,8 +131,8 @@ func TestFormatWarningPeriodic(t *testing.T) {
 	if err := st.CreateShapedTag(bg, leaf.Alloc{Tag: "daily", MaxID: 1, Step: 10}, shape); err != nil {
 		t.Fatal(err)
 	}
-	clk := leaftest.NewClock(time.Date(2026, 11, 23, 12, 0, 0, 0, loc))
-	g := newGen(t, settings(st, func(s *segment.Settings) {
+	clk := testutil.NewClock(time.Date(2026, 11, 23, 12, 0, 0, 0, loc))
+	g := newGen(t, settings(st, func(s *segment.Config) {
 		s.Now = clk.Now
 		s.MaxStep = 10
 	}))

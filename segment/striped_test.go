@@ -10,7 +10,6 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/internal/testutil"
-	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/segment"
 	"github.com/leafgo/leaf/sqlite"
 	"github.com/leafgo/leaf/stripe"
@@ -29,7 +28,7 @@ type stripedStore struct {
 func (s *stripedStore) Reserve(ctx context.Context, tag string, step int) (leaf.Reservation, error) {
 	i := int(s.turn.Add(1)) % len(s.members)
 	r, err := s.members[i].Reserve(ctx, tag, step)
-	r.Stripe = leaf.Stripe{Index: i, Of: len(s.members), Block: s.block}
+	r.Stripe = leaf.Stripe{Index: i, Databases: len(s.members), Block: s.block}
 	return r, err
 }
 
@@ -59,7 +58,7 @@ func TestStripedReservations(t *testing.T) {
 	)
 	for range 3 {
 		st := &stripedStore{Store: members[0], members: members, block: block}
-		g := newGen(t, settings(st, func(s *segment.Settings) { s.MaxStep = 80 }))
+		g := newGen(t, settings(st, func(s *segment.Config) { s.MaxStep = 80 }))
 		for w := range 6 {
 			wg.Add(1)
 			go func() {
@@ -103,7 +102,7 @@ func TestStripedReservations(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	leaftest.CheckUnique(t, all)
+	testutil.CheckUnique(t, all)
 	ends := make([]int64, databases)
 	for i, m := range members {
 		a, err := m.Alloc(bg, tag)
@@ -115,7 +114,7 @@ func TestStripedReservations(t *testing.T) {
 	runs := 0
 	for _, id := range all {
 		i := int(id/block) % databases
-		s := leaf.Stripe{Index: i, Of: databases, Block: block}
+		s := leaf.Stripe{Index: i, Databases: databases, Block: block}
 		if x := stripe.Number(s, id); x < 1 || x >= ends[i] {
 			t.Fatalf("ID %d is number %d of database %d, which reserved [1, %d)", id, x, i, ends[i])
 		}

@@ -20,7 +20,7 @@ func TestTailClaimedOnce(t *testing.T) {
 	if err := st.CreateTag(ctx, leaf.Alloc{Tag: "t", MaxID: 1, Step: 100}); err != nil {
 		t.Fatal(err)
 	}
-	s := DefaultSettings()
+	s := DefaultConfig()
 	s.Store, s.Logger = st, slog.New(slog.DiscardHandler)
 	g, err := New(ctx, s)
 	if err != nil {

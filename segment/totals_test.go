@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/internal/testdb"
 	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/segment"
 	"github.com/leafgo/leaf/sqlite"
@@ -26,7 +25,7 @@ import (
 // between the reads of the buffers in use and of the dropped ones' counters,
 // is closed by reading both under one hold of the generator's lock.
 func TestTotalsNeverGoDown(t *testing.T) {
-	st, err := sqlite.Open(bg, testdb.SQLitePath(t))
+	st, err := sqlite.Open(bg, testutil.SQLitePath(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +36,7 @@ func TestTotalsNeverGoDown(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	g := newGen(t, settings(st, func(s *segment.Settings) { s.IdleTimeout = 20 * time.Millisecond }))
+	g := newGen(t, settings(st, func(s *segment.Config) { s.IdleTimeout = 20 * time.Millisecond }))
 
 	var (
 		got     atomic.Uint64 // IDs the callers were given

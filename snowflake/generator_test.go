@@ -60,7 +60,7 @@ func localReg(t *testing.T, dir string) leaf.WorkerRegistry {
 // clock of a synctest bubble starts.
 var bubbleLayout = snowflake.Layout{Epoch: time.Date(1999, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli(), TimeBits: 41, WorkerBits: 10, SequenceBits: 12}
 
-func settings(reg leaf.WorkerRegistry, clock *offsetClock) snowflake.Settings {
+func settings(reg leaf.WorkerRegistry, clock *offsetClock) snowflake.Config {
 	s := leaftest.FastSnowflake(reg, ep(0))
 	s.Logger = testutil.Logger()
 	if clock != nil {
@@ -69,7 +69,7 @@ func settings(reg leaf.WorkerRegistry, clock *offsetClock) snowflake.Settings {
 	return s
 }
 
-func start(t *testing.T, s snowflake.Settings) *snowflake.Generator {
+func start(t *testing.T, s snowflake.Config) *snowflake.Generator {
 	t.Helper()
 	g, err := snowflake.New(ctx(t), s)
 	if err != nil {
@@ -342,10 +342,7 @@ func TestCacheFallback(t *testing.T) {
 		}
 		// When the registry returns, its ID (7) takes over.
 		reg.down.Store(false)
-		deadline := time.Now().Add(5 * time.Second)
-		for g.Status().FromCache && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
-		}
+		testutil.WaitFor(t, "the registry's ID to take over from the cache", func() bool { return !g.Status().FromCache })
 		next, err := g.NextID(ctx(t), "")
 		if p, _ := g.Decode(next); err != nil || p.WorkerID != 7 || next <= id {
 			t.Fatalf("after the registry returned: ID %d worker %d (%v), want worker 7 above %d", next, p.WorkerID, err, id)
@@ -446,16 +443,10 @@ func TestHungLeasedRegistryAnswersPromptly(t *testing.T) {
 	// The registry answers again: the heartbeat loop moves the mark and
 	// requests succeed, without any request having to drive it.
 	f.hang.Store(false)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := g.NextID(ctx(t), ""); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("still failing 30s after the registry came back")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testutil.WaitFor(t, "an ID once the registry came back", func() bool {
+		_, err := g.NextID(ctx(t), "")
+		return err == nil
+	})
 }
 
 // A leased worker whose registry stops answering stops issuing before its
@@ -549,20 +540,20 @@ func TestNewRefusesBadSettings(t *testing.T) {
 	future := func() time.Time { return time.UnixMilli(snowflake.LeafEpoch - 1000) }
 	for _, c := range []struct {
 		name string
-		mod  func(*snowflake.Settings)
+		mod  func(*snowflake.Config)
 		want error
 	}{
-		{"no registry", func(s *snowflake.Settings) { s.Registry = nil }, leaf.ErrInvalidArgument},
-		{"bad endpoint", func(s *snowflake.Settings) { s.Endpoint = leaf.Endpoint{IP: "x"} }, leaf.ErrInvalidArgument},
-		{"64-bit layout", func(s *snowflake.Settings) {
+		{"no registry", func(s *snowflake.Config) { s.Registry = nil }, leaf.ErrInvalidArgument},
+		{"bad endpoint", func(s *snowflake.Config) { s.Endpoint = leaf.Endpoint{IP: "x"} }, leaf.ErrInvalidArgument},
+		{"64-bit layout", func(s *snowflake.Config) {
 			s.Layout = snowflake.Layout{Epoch: 1, TimeBits: 42, WorkerBits: 10, SequenceBits: 12}
 		}, leaf.ErrInvalidArgument},
-		{"layout ends within its lifetime", func(s *snowflake.Settings) {
+		{"layout ends within its lifetime", func(s *snowflake.Config) {
 			s.Layout = snowflake.Layout{Epoch: snowflake.LeafEpoch, TimeBits: 39, WorkerBits: 10, SequenceBits: 12}
 		}, leaf.ErrInvalidArgument},
-		{"clock before the epoch", func(s *snowflake.Settings) { s.Now = future }, leaf.ErrClockBackwards},
-		{"heartbeat not shorter than the window", func(s *snowflake.Settings) { s.HeartbeatInterval = s.Window }, leaf.ErrInvalidArgument},
-		{"worker ID above the layout", func(s *snowflake.Settings) {
+		{"clock before the epoch", func(s *snowflake.Config) { s.Now = future }, leaf.ErrClockBackwards},
+		{"heartbeat not shorter than the window", func(s *snowflake.Config) { s.HeartbeatInterval = s.Window }, leaf.ErrInvalidArgument},
+		{"worker ID above the layout", func(s *snowflake.Config) {
 			s.Layout = snowflake.Layout{Epoch: snowflake.LeafEpoch, TimeBits: 41, WorkerBits: 2, SequenceBits: 12}
 		}, leaf.ErrWorkerIDsExhausted},
 	} {
@@ -605,9 +596,7 @@ func TestCloseWithHungRegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg.hang.Store(true)
-	for reg.hanging.Load() == 0 {
-		time.Sleep(5 * time.Millisecond) // until a heartbeat is stuck in the registry
-	}
+	testutil.WaitFor(t, "a heartbeat stuck in the registry", func() bool { return reg.hanging.Load() > 0 })
 	cctx, cancel := context.WithTimeout(ctx(t), 300*time.Millisecond)
 	defer cancel()
 	began := time.Now()

@@ -79,7 +79,7 @@ type issueStats struct {
 	rollbacks, maxRollbackMs, rollbackMs int64
 }
 
-func newIssuer(s Settings, src grantSource) *issuer {
+func newIssuer(s Config, src grantSource) *issuer {
 	return &issuer{
 		layout:       s.Layout,
 		maxSeq:       s.Layout.MaxSequence(),

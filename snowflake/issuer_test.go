@@ -39,7 +39,7 @@ func (c *manualClock) SetMs(ms int64) { c.ns.Store(ms * int64(time.Millisecond))
 func (c *manualClock) Ms() int64      { return c.Now().UnixMilli() }
 
 func testIssuer(src grantSource, now func() time.Time) *issuer {
-	s := DefaultSettings()
+	s := DefaultConfig()
 	s.Now = now
 	s.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	return newIssuer(s, src)

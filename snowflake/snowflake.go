@@ -52,7 +52,7 @@ type Generator struct {
 // when the clock is further below the stored mark than Window plus
 // StartupGrace, and with the registry's error when the registry is
 // unreachable and no usable cached ID exists.
-func New(ctx context.Context, s Settings) (*Generator, error) {
+func New(ctx context.Context, s Config) (*Generator, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}

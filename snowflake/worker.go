@@ -40,7 +40,7 @@ const (
 // peers', and releases the claim at Close. It publishes what the issuer may
 // stamp as a grant, and reads back from the issuer only what it issued.
 type worker struct {
-	s      Settings
+	s      Config
 	issued issueLog // set before start
 	grants atomic.Pointer[grant]
 
@@ -82,7 +82,7 @@ type worker struct {
 // errNotStarted is the grant of a worker that has no claim yet.
 var errNotStarted = fmt.Errorf("%w: the snowflake worker has not claimed a worker ID yet", leaf.ErrNotReady)
 
-func newWorker(s Settings) *worker {
+func newWorker(s Config) *worker {
 	w := &worker{
 		s:    s,
 		hb:   make(chan struct{}, 1),

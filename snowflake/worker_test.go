@@ -59,8 +59,8 @@ func (r *recorder) persisted() (n int, highest int64) {
 	return len(r.marks), highest
 }
 
-func testSettings(reg leaf.WorkerRegistry) Settings {
-	s := DefaultSettings()
+func testSettings(reg leaf.WorkerRegistry) Config {
+	s := DefaultConfig()
 	s.Layout, s.Registry, s.RegistryName = bubbleLayout, reg, "test"
 	s.Endpoint = leaf.Endpoint{IP: "10.0.0.1", Port: 8080}
 	s.Window, s.HeartbeatInterval, s.RegistryTimeout = time.Second, 100*time.Millisecond, time.Second
@@ -70,7 +70,7 @@ func testSettings(reg leaf.WorkerRegistry) Settings {
 
 // startWorker starts a worker on s with a fake issuer, closed at the end of
 // the test (inside the bubble).
-func startWorker(t *testing.T, s Settings) (*worker, *fakeLog) {
+func startWorker(t *testing.T, s Config) (*worker, *fakeLog) {
 	t.Helper()
 	w := newWorker(s)
 	log := new(fakeLog)
@@ -270,37 +270,37 @@ func TestWorkerCachedThenInUse(t *testing.T) {
 	})
 }
 
-// Settings are refused with a precise error, naming the field.
+// Config are refused with a precise error, naming the field.
 func TestSettingsValidate(t *testing.T) {
 	reg, _ := inmem.NewWorkerPool(time.Second).Open(context.Background())
 	for _, tc := range []struct {
 		name string
-		mod  func(*Settings)
+		mod  func(*Config)
 		want string // "" accepts
 	}{
-		{"defaults", func(*Settings) {}, ""},
-		{"MaxBackwards 0 never waits", func(s *Settings) { s.MaxBackwards = 0 }, ""},
-		{"MaxPeerSkew 0 turns the check off", func(s *Settings) { s.MaxPeerSkew = 0 }, ""},
-		{"no random start", func(s *Settings) { s.RandomStart = false }, ""},
-		{"zero layout", func(s *Settings) { s.Layout = Layout{} }, "Settings.Layout"},
-		{"no registry", func(s *Settings) { s.Registry = nil }, "Settings.Registry is nil"},
-		{"bad endpoint", func(s *Settings) { s.Endpoint = leaf.Endpoint{IP: "x"} }, "Settings.Endpoint"},
-		{"negative MaxBackwards", func(s *Settings) { s.MaxBackwards = -1 }, "Settings.MaxBackwards -1ns is negative"},
-		{"negative MaxPeerSkew", func(s *Settings) { s.MaxPeerSkew = -time.Second }, "Settings.MaxPeerSkew -1s is negative"},
-		{"zero Window", func(s *Settings) { s.Window = 0 }, "Settings.Window is 0"},
-		{"zero HeartbeatInterval", func(s *Settings) { s.HeartbeatInterval = 0 }, "Settings.HeartbeatInterval is 0"},
-		{"heartbeat not shorter than the window", func(s *Settings) { s.HeartbeatInterval = s.Window }, "shorter than the Window"},
-		{"zero RegistryTimeout", func(s *Settings) { s.RegistryTimeout = 0 }, "Settings.RegistryTimeout is 0"},
-		{"zero PeerCheckInterval", func(s *Settings) { s.PeerCheckInterval = 0 }, "Settings.PeerCheckInterval is 0"},
-		{"negative LeaseMargin", func(s *Settings) { s.LeaseMargin = -time.Millisecond }, "Settings.LeaseMargin"},
-		{"negative StartupGrace", func(s *Settings) { s.StartupGrace = -time.Millisecond }, "Settings.StartupGrace"},
-		{"negative ClaimWait", func(s *Settings) { s.ClaimWait = -time.Millisecond }, "Settings.ClaimWait"},
-		{"negative Lifetime", func(s *Settings) { s.Lifetime = -time.Hour }, "Settings.Lifetime"},
-		{"no clock", func(s *Settings) { s.Now = nil }, "Settings.Now is nil"},
-		{"no logger", func(s *Settings) { s.Logger = nil }, "Settings.Logger is nil"},
+		{"defaults", func(*Config) {}, ""},
+		{"MaxBackwards 0 never waits", func(s *Config) { s.MaxBackwards = 0 }, ""},
+		{"MaxPeerSkew 0 turns the check off", func(s *Config) { s.MaxPeerSkew = 0 }, ""},
+		{"no random start", func(s *Config) { s.RandomStart = false }, ""},
+		{"zero layout", func(s *Config) { s.Layout = Layout{} }, "Config.Layout"},
+		{"no registry", func(s *Config) { s.Registry = nil }, "Config.Registry is nil"},
+		{"bad endpoint", func(s *Config) { s.Endpoint = leaf.Endpoint{IP: "x"} }, "Config.Endpoint"},
+		{"negative MaxBackwards", func(s *Config) { s.MaxBackwards = -1 }, "Config.MaxBackwards -1ns is negative"},
+		{"negative MaxPeerSkew", func(s *Config) { s.MaxPeerSkew = -time.Second }, "Config.MaxPeerSkew -1s is negative"},
+		{"zero Window", func(s *Config) { s.Window = 0 }, "Config.Window is 0"},
+		{"zero HeartbeatInterval", func(s *Config) { s.HeartbeatInterval = 0 }, "Config.HeartbeatInterval is 0"},
+		{"heartbeat not shorter than the window", func(s *Config) { s.HeartbeatInterval = s.Window }, "shorter than the Window"},
+		{"zero RegistryTimeout", func(s *Config) { s.RegistryTimeout = 0 }, "Config.RegistryTimeout is 0"},
+		{"zero PeerCheckInterval", func(s *Config) { s.PeerCheckInterval = 0 }, "Config.PeerCheckInterval is 0"},
+		{"negative LeaseMargin", func(s *Config) { s.LeaseMargin = -time.Millisecond }, "Config.LeaseMargin"},
+		{"negative StartupGrace", func(s *Config) { s.StartupGrace = -time.Millisecond }, "Config.StartupGrace"},
+		{"negative ClaimWait", func(s *Config) { s.ClaimWait = -time.Millisecond }, "Config.ClaimWait"},
+		{"negative Lifetime", func(s *Config) { s.Lifetime = -time.Hour }, "Config.Lifetime"},
+		{"no clock", func(s *Config) { s.Now = nil }, "Config.Now is nil"},
+		{"no logger", func(s *Config) { s.Logger = nil }, "Config.Logger is nil"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := DefaultSettings()
+			s := DefaultConfig()
 			s.Registry, s.Endpoint = reg, leaf.Endpoint{IP: "10.0.0.1", Port: 8080}
 			tc.mod(&s)
 			err := s.Validate()

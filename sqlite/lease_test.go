@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/internal/testdb"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/sqlite"
 )
 
@@ -20,7 +20,7 @@ import (
 func TestOrderedLeasesFakeClock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
-		s, err := sqlite.Open(ctx, testdb.SQLitePath(t))
+		s, err := sqlite.Open(ctx, testutil.SQLitePath(t))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -82,12 +82,17 @@ func code(err error) (int, bool) {
 	return 0, false
 }
 
-// Options tunes OpenWith; the zero value is Open's.
-type Options struct {
+// Config tunes OpenWith; the zero value is Open's.
+type Config struct {
 	// Now is the clock the leases of ordered tags are counted by; nil:
 	// time.Now. Tests step it, as an operator may step a host's clock.
 	Now func() time.Time
 }
+
+// Options is the old name of Config.
+//
+// Deprecated: use Config; Options goes in the release after the next.
+type Options = Config
 
 // Open opens (creating it and its directory if needed) the SQLite database at
 // path and makes sure leaf_alloc, leaf_alloc_tombstone,
@@ -95,11 +100,11 @@ type Options struct {
 // of ordered tags in leaf_tag_owner are counted by Go's clock: the file,
 // and so every store sharing it, is on one host.
 func Open(ctx context.Context, path string) (*Store, error) {
-	return OpenWith(ctx, path, Options{})
+	return OpenWith(ctx, path, Config{})
 }
 
 // OpenWith is Open with options.
-func OpenWith(ctx context.Context, path string, opt Options) (*Store, error) {
+func OpenWith(ctx context.Context, path string, opt Config) (*Store, error) {
 	if path == "" {
 		return nil, fmt.Errorf("sqlite: open: %w: empty path", leaf.ErrInvalidArgument)
 	}
@@ -132,7 +137,7 @@ func OpenWith(ctx context.Context, path string, opt Options) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
-	return &Store{Store: sqlstore.New(db, dialect, sqlstore.Settings{Now: opt.Now})}, nil
+	return &Store{Store: sqlstore.New(db, dialect, sqlstore.Config{Now: opt.Now})}, nil
 }
 
 // setup switches the file to WAL and creates the schema. Switching to WAL

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/internal/testdb"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/sqlite"
 )
@@ -36,7 +36,7 @@ func opener(path string) leaftest.Opener {
 
 func TestSegmentStore(t *testing.T) {
 	leaftest.TestSegmentStore(t, func(t *testing.T) func() (leaf.SegmentStore, error) {
-		return opener(testdb.SQLitePath(t))
+		return opener(testutil.SQLitePath(t))
 	}, leaftest.StoreTraits{})
 }
 
@@ -52,7 +52,7 @@ const leafDDL = "CREATE TABLE `leaf_alloc` (\n" +
 	")"
 
 func TestExistingLeafTable(t *testing.T) {
-	path := testdb.SQLitePath(t)
+	path := testutil.SQLitePath(t)
 	db, err := sql.Open("sqlite", path)
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +106,7 @@ func TestOpen(t *testing.T) {
 }
 
 func TestClosed(t *testing.T) {
-	s, err := sqlite.Open(t.Context(), testdb.SQLitePath(t))
+	s, err := sqlite.Open(t.Context(), testutil.SQLitePath(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +191,7 @@ func child(path string) int {
 // TestProcesses runs three processes reserving from one file at once: SQLite's
 // file locks, not anything in one process, keep their ranges apart.
 func TestProcesses(t *testing.T) {
-	path := testdb.SQLitePath(t)
+	path := testutil.SQLitePath(t)
 	s, err := sqlite.Open(t.Context(), path)
 	if err != nil {
 		t.Fatal(err)
@@ -256,7 +256,7 @@ func TestProcesses(t *testing.T) {
 // to WAL takes a lock SQLite does not wait for, and Open must absorb that.
 func TestConcurrentOpen(t *testing.T) {
 	for round := range 20 {
-		path := testdb.SQLitePath(t)
+		path := testutil.SQLitePath(t)
 		var wg sync.WaitGroup
 		for i := range 8 {
 			wg.Go(func() {
@@ -273,7 +273,7 @@ func TestConcurrentOpen(t *testing.T) {
 }
 
 func TestTombstoneKeepsHighest(t *testing.T) {
-	path := testdb.SQLitePath(t)
+	path := testutil.SQLitePath(t)
 	leaftest.TombstoneKeepsHighest(t, opener(path), func(t *testing.T, tag string, maxID int64) {
 		db, err := sql.Open("sqlite", path)
 		if err != nil {
@@ -289,7 +289,7 @@ func TestTombstoneKeepsHighest(t *testing.T) {
 	})
 }
 
-// TestOrderedStoppedClock: on a clock that stands still (Options.Now),
+// TestOrderedStoppedClock: on a clock that stands still (Config.Now),
 // every renewal still moves the lease's Version to a value it never had,
 // so that a server watching the lease tells a live owner from a dead one;
 // and a watcher takes the lease over only once that clock says it ran
@@ -298,7 +298,7 @@ func TestOrderedStoppedClock(t *testing.T) {
 	ctx := t.Context()
 	var at atomic.Int64
 	at.Store(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
-	s, err := sqlite.OpenWith(ctx, testdb.SQLitePath(t), sqlite.Options{Now: func() time.Time { return time.Unix(0, at.Load()) }})
+	s, err := sqlite.OpenWith(ctx, testutil.SQLitePath(t), sqlite.Config{Now: func() time.Time { return time.Unix(0, at.Load()) }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,16 +15,16 @@ import (
 	"github.com/leafgo/leaf"
 )
 
-// Validate checks 0 <= Index < Of <= leaf.MaxStripes and 1 <= Block <=
+// Validate checks 0 <= Index < Databases <= leaf.MaxStripes and 1 <= Block <=
 // leaf.MaxBlock; the zero Stripe is valid. Errors wrap
 // leaf.ErrInvalidArgument.
 func Validate(s leaf.Stripe) error {
 	if s == (leaf.Stripe{}) {
 		return nil
 	}
-	if s.Of < 1 || s.Of > leaf.MaxStripes || s.Index < 0 || s.Index >= s.Of || s.Block < 1 || s.Block > leaf.MaxBlock {
+	if s.Databases < 1 || s.Databases > leaf.MaxStripes || s.Index < 0 || s.Index >= s.Databases || s.Block < 1 || s.Block > leaf.MaxBlock {
 		return fmt.Errorf("%w: stripe %d of %d with blocks of %d IDs, want 0 <= index < databases <= %d and 1 <= block <= %d",
-			leaf.ErrInvalidArgument, s.Index, s.Of, s.Block, leaf.MaxStripes, leaf.MaxBlock)
+			leaf.ErrInvalidArgument, s.Index, s.Databases, s.Block, leaf.MaxStripes, leaf.MaxBlock)
 	}
 	return nil
 }
@@ -55,7 +55,7 @@ func MaxNumber(s leaf.Stripe) int64 {
 	if top < int64(s.Index) {
 		return -1
 	}
-	block := top - (top-int64(s.Index))%int64(s.Of) // the stripe's last block
+	block := top - (top-int64(s.Index))%int64(s.Databases) // the stripe's last block
 	last := int64(math.MaxInt64)
 	if block < top {
 		last = block*s.Block + s.Block - 1
@@ -68,7 +68,7 @@ func ID(s leaf.Stripe, x int64) int64 {
 	if !s.Striped() {
 		return x
 	}
-	return (x/s.Block)*int64(s.Of)*s.Block + int64(s.Index)*s.Block + x%s.Block
+	return (x/s.Block)*int64(s.Databases)*s.Block + int64(s.Index)*s.Block + x%s.Block
 }
 
 // Owns reports whether id (>= 0) is one of the stripe's IDs.
@@ -76,7 +76,7 @@ func Owns(s leaf.Stripe, id int64) bool {
 	if !s.Striped() {
 		return true
 	}
-	return (id/s.Block)%int64(s.Of) == int64(s.Index)
+	return (id/s.Block)%int64(s.Databases) == int64(s.Index)
 }
 
 // Number is ID's inverse, for an id the stripe owns.
@@ -84,7 +84,7 @@ func Number(s leaf.Stripe, id int64) int64 {
 	if !s.Striped() {
 		return id
 	}
-	return (id/(int64(s.Of)*s.Block))*s.Block + id%s.Block
+	return (id/(int64(s.Databases)*s.Block))*s.Block + id%s.Block
 }
 
 // Ranges calls yield with each run [start, end) of consecutive IDs that the
@@ -92,7 +92,7 @@ func Number(s leaf.Stripe, id int64) int64 {
 // that touch, until yield returns false. from and to must be within
 // 0..MaxNumber(s)+1.
 func Ranges(s leaf.Stripe, from, to int64, yield func(start, end int64) bool) {
-	if !s.Striped() || s.Of == 1 {
+	if !s.Striped() || s.Databases == 1 {
 		if from < to {
 			yield(ID(s, from), ID(s, to-1)+1)
 		}

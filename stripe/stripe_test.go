@@ -14,7 +14,7 @@ func TestStripeMapping(t *testing.T) {
 	for _, tc := range []struct{ of, block int }{{1, 1}, {2, 1}, {3, 1}, {3, 7}, {2, 1000}, {5, 4}} {
 		seen := map[int64]int{}
 		for i := range tc.of {
-			s := leaf.Stripe{Index: i, Of: tc.of, Block: int64(tc.block)}
+			s := leaf.Stripe{Index: i, Databases: tc.of, Block: int64(tc.block)}
 			if err := Validate(s); err != nil {
 				t.Fatal(err)
 			}
@@ -67,14 +67,14 @@ func TestStripeMapping(t *testing.T) {
 
 func TestStripeMaxNumber(t *testing.T) {
 	for _, s := range []leaf.Stripe{
-		{Index: 0, Of: 1, Block: 1},
-		{Index: 0, Of: 2, Block: 1},
-		{Index: 1, Of: 2, Block: 1},
-		{Index: 2, Of: 3, Block: 10000},
-		{Index: 0, Of: 3, Block: 10000},
-		{Index: 63, Of: 64, Block: leaf.MaxBlock},
-		{Index: 1, Of: 3, Block: leaf.MaxBlock},
-		{Index: 2, Of: 3, Block: leaf.MaxBlock - 1},
+		{Index: 0, Databases: 1, Block: 1},
+		{Index: 0, Databases: 2, Block: 1},
+		{Index: 1, Databases: 2, Block: 1},
+		{Index: 2, Databases: 3, Block: 10000},
+		{Index: 0, Databases: 3, Block: 10000},
+		{Index: 63, Databases: 64, Block: leaf.MaxBlock},
+		{Index: 1, Databases: 3, Block: leaf.MaxBlock},
+		{Index: 2, Databases: 3, Block: leaf.MaxBlock - 1},
 	} {
 		m := MaxNumber(s)
 		id := ID(s, m)
@@ -82,7 +82,7 @@ func TestStripeMaxNumber(t *testing.T) {
 			t.Fatalf("%+v: MaxNumber %d maps to %d", s, m, id)
 		}
 		// The next number would be past the largest int64.
-		next := (m/s.Block+1)*s.Block*int64(s.Of) + int64(s.Index)*s.Block
+		next := (m/s.Block+1)*s.Block*int64(s.Databases) + int64(s.Index)*s.Block
 		if m%s.Block != s.Block-1 {
 			next = id + 1
 		}
@@ -97,12 +97,12 @@ func TestStripeMaxNumber(t *testing.T) {
 
 func TestStripeValidate(t *testing.T) {
 	for _, s := range []leaf.Stripe{
-		{Index: 0, Of: 0, Block: 1},
-		{Index: 2, Of: 2, Block: 1},
-		{Index: -1, Of: 2, Block: 1},
-		{Index: 0, Of: 2, Block: 0},
-		{Index: 0, Of: leaf.MaxStripes + 1, Block: 1},
-		{Index: 0, Of: 2, Block: leaf.MaxBlock + 1},
+		{Index: 0, Databases: 0, Block: 1},
+		{Index: 2, Databases: 2, Block: 1},
+		{Index: -1, Databases: 2, Block: 1},
+		{Index: 0, Databases: 2, Block: 0},
+		{Index: 0, Databases: leaf.MaxStripes + 1, Block: 1},
+		{Index: 0, Databases: 2, Block: leaf.MaxBlock + 1},
 	} {
 		if Validate(s) == nil {
 			t.Errorf("%+v valid", s)

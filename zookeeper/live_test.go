@@ -14,7 +14,6 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/internal/testdb"
 	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/leaftest"
 )
@@ -88,8 +87,8 @@ func renewing(t *testing.T, r leaf.WorkerRegistry) (stop func()) {
 // without a word, only after the lease has run out.
 func TestClaimSameEndpoint(t *testing.T) {
 	t.Parallel()
-	addr := testdb.ZooKeeper(t)
-	name := newName(t, addr, testdb.UniqueName())
+	addr := testutil.ZooKeeper(t)
+	name := newName(t, addr, testutil.UniqueName())
 	raw := rawConn(t, addr)
 	ctx := testutil.Context(t, 60*time.Second)
 	ep := leaf.Endpoint{IP: "10.0.0.1", Port: 8080}
@@ -180,8 +179,8 @@ func TestClaimSameEndpoint(t *testing.T) {
 // other process still waits.
 func TestClaimResume(t *testing.T) {
 	t.Parallel()
-	addr := testdb.ZooKeeper(t)
-	name := newName(t, addr, testdb.UniqueName())
+	addr := testutil.ZooKeeper(t)
+	name := newName(t, addr, testutil.UniqueName())
 	ctx := testutil.Context(t, 30*time.Second)
 	ep := leaftest.TestEndpoint(0)
 	cfg := testConfig(addr, name)
@@ -219,9 +218,9 @@ func TestClaimResume(t *testing.T) {
 // register again while the other renews.
 func TestClaimCutOff(t *testing.T) {
 	t.Parallel()
-	addr := testdb.ZooKeeper(t)
-	name := newName(t, addr, testdb.UniqueName())
-	proxy := testdb.NewProxy(t, addr)
+	addr := testutil.ZooKeeper(t)
+	name := newName(t, addr, testutil.UniqueName())
+	proxy := testutil.NewProxy(t, addr)
 	ctx := testutil.Context(t, 60*time.Second)
 	ep := leaf.Endpoint{IP: "", Port: 8080} // Java's endpoint on a host without IPv4
 
@@ -279,10 +278,10 @@ func TestClaimCutOff(t *testing.T) {
 // the next heartbeat and carries on.
 func TestClaimAfterExpiry(t *testing.T) {
 	t.Parallel()
-	addr := testdb.ZooKeeper(t)
-	name := newName(t, addr, testdb.UniqueName())
+	addr := testutil.ZooKeeper(t)
+	name := newName(t, addr, testutil.UniqueName())
 	raw := rawConn(t, addr)
-	proxy := testdb.NewProxy(t, addr)
+	proxy := testutil.NewProxy(t, addr)
 	ctx := testutil.Context(t, 60*time.Second)
 	ep := leaftest.TestEndpoint(0)
 	node := Root + "/" + name + "/temporary/" + ep.String()
@@ -330,8 +329,8 @@ func TestClaimAfterExpiry(t *testing.T) {
 // again takes it back.
 func TestClaimDeleted(t *testing.T) {
 	t.Parallel()
-	addr := testdb.ZooKeeper(t)
-	name := newName(t, addr, testdb.UniqueName())
+	addr := testutil.ZooKeeper(t)
+	name := newName(t, addr, testutil.UniqueName())
 	raw := rawConn(t, addr)
 	ctx := testutil.Context(t, 30*time.Second)
 	ep := leaftest.TestEndpoint(0)
@@ -382,8 +381,8 @@ type peerClocker interface {
 // a lone server sees none, and nodes that are not live records are skipped.
 func TestPeerClocks(t *testing.T) {
 	t.Parallel()
-	addr := testdb.ZooKeeper(t)
-	name := newName(t, addr, testdb.UniqueName())
+	addr := testutil.ZooKeeper(t)
+	name := newName(t, addr, testutil.UniqueName())
 	ctx := testutil.Context(t, 30*time.Second)
 	const tolerance = 200 * time.Millisecond
 
@@ -462,8 +461,8 @@ func TestPeerClocks(t *testing.T) {
 // of that endpoint is not barred by them.
 func TestRecycleSameEndpoint(t *testing.T) {
 	t.Parallel()
-	addr := testdb.ZooKeeper(t)
-	name := newName(t, addr, testdb.UniqueName())
+	addr := testutil.ZooKeeper(t)
+	name := newName(t, addr, testutil.UniqueName())
 	raw := rawConn(t, addr)
 	ctx := testutil.Context(t, 30*time.Second)
 	ep := leaf.Endpoint{IP: "10.0.0.1", Port: 8080}
@@ -535,8 +534,8 @@ func TestRecycleSameEndpoint(t *testing.T) {
 func TestClaimRace(t *testing.T) {
 	t.Parallel()
 	const servers = 8
-	addr := testdb.ZooKeeper(t)
-	name := newName(t, addr, testdb.UniqueName())
+	addr := testutil.ZooKeeper(t)
+	name := newName(t, addr, testutil.UniqueName())
 	ep := leaftest.TestEndpoint(0)
 	regs := make([]*Registry, servers)
 	for i := range regs {

@@ -10,7 +10,6 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/internal/testdb"
 	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/leaftest"
 )
@@ -31,9 +30,9 @@ func openRecycle(t *testing.T, cfg Config) *RecycleRegistry {
 // lost it.
 func TestRecycleLeaseExpiry(t *testing.T) {
 	t.Parallel()
-	addr := testdb.ZooKeeper(t)
-	name := newName(t, addr, testdb.UniqueName())
-	proxy := testdb.NewProxy(t, addr)
+	addr := testutil.ZooKeeper(t)
+	name := newName(t, addr, testutil.UniqueName())
+	proxy := testutil.NewProxy(t, addr)
 	ctx := testutil.Context(t, 20*time.Second)
 	a := openRecycle(t, testConfig(proxy.Addr(), name))
 	b := openRecycle(t, testConfig(addr, name))
@@ -112,8 +111,8 @@ func TestRecycleLeaseExpiry(t *testing.T) {
 // the ID at once, protected by its mark.
 func TestRecycleLayout(t *testing.T) {
 	t.Parallel()
-	addr := testdb.ZooKeeper(t)
-	name := newName(t, addr, testdb.UniqueName())
+	addr := testutil.ZooKeeper(t)
+	name := newName(t, addr, testutil.UniqueName())
 	raw := rawConn(t, addr)
 	ctx := testutil.Context(t, 30*time.Second)
 	inuse, mark := Root+"/"+name+"/recycle/inuse/0", Root+"/"+name+"/recycle/mark/0"
@@ -211,8 +210,8 @@ func TestRecycleLayout(t *testing.T) {
 // its ID; registering again frees the inuse node it still owns.
 func TestRecycleTakeover(t *testing.T) {
 	t.Parallel()
-	addr := testdb.ZooKeeper(t)
-	name := newName(t, addr, testdb.UniqueName())
+	addr := testutil.ZooKeeper(t)
+	name := newName(t, addr, testutil.UniqueName())
 	raw := rawConn(t, addr)
 	ctx := testutil.Context(t, 30*time.Second)
 	inuse, mark := Root+"/"+name+"/recycle/inuse/0", Root+"/"+name+"/recycle/mark/0"

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/internal/testdb"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/snowflake"
 )
@@ -31,11 +31,11 @@ func opener(cfg Config, recycle bool) leaftest.RegistryOpener {
 // Four snowflake generators with worker IDs from each ZooKeeper registry × 8
 // goroutines: every ID unique.
 func TestSnowflakeHammer(t *testing.T) {
-	addr := testdb.ZooKeeper(t)
+	addr := testutil.ZooKeeper(t)
 	for _, recycle := range []bool{false, true} {
 		name := map[bool]string{false: "zookeeper", true: "zookeeper-recycle"}[recycle]
 		t.Run(name, func(t *testing.T) {
-			cfg := testConfig(addr, newName(t, addr, testdb.UniqueName()))
+			cfg := testConfig(addr, newName(t, addr, testutil.UniqueName()))
 			leaftest.HammerSnowflake(t, opener(cfg, recycle))
 		})
 	}
@@ -44,9 +44,9 @@ func TestSnowflakeHammer(t *testing.T) {
 // A generator cut off from ZooKeeper stops issuing before its session can
 // expire; the server that takes its worker ID issues only above its IDs.
 func TestSnowflakeLeaseHandover(t *testing.T) {
-	addr := testdb.ZooKeeper(t)
-	cfg := testConfig(addr, newName(t, addr, testdb.UniqueName()))
-	p := testdb.NewProxy(t, addr)
+	addr := testutil.ZooKeeper(t)
+	cfg := testConfig(addr, newName(t, addr, testutil.UniqueName()))
+	p := testutil.NewProxy(t, addr)
 	cut := cfg
 	cut.Servers = []string{p.Addr()}
 	leaftest.LeaseHandover(t, opener(cfg, true), opener(cut, true), p)
@@ -56,8 +56,8 @@ func TestSnowflakeLeaseHandover(t *testing.T) {
 // issues alone under the endpoint's worker ID.
 func TestSnowflakeSameEndpoint(t *testing.T) {
 	t.Parallel()
-	addr := testdb.ZooKeeper(t)
-	open := opener(testConfig(addr, newName(t, addr, testdb.UniqueName())), false)
+	addr := testutil.ZooKeeper(t)
+	open := opener(testConfig(addr, newName(t, addr, testutil.UniqueName())), false)
 	a := leaftest.StartSnowflake(t, open, leaftest.FastSnowflake(nil, leaftest.TestEndpoint(0)))
 	if _, err := a.NextID(t.Context(), ""); err != nil {
 		t.Fatalf("A: NextID: %v", err)

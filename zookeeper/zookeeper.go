@@ -71,19 +71,33 @@ type Config struct {
 	Now func() time.Time
 }
 
-// withDefaults fills the defaults in and validates c.
+// DefaultConfig returns the defaults a zero field of Config takes;
+// Servers and Name have none.
+func DefaultConfig() Config {
+	return Config{SessionTimeout: DefaultSessionTimeout, Lease: DefaultLease, Logger: slog.Default(), Now: time.Now}
+}
+
+// Validate reports what Open would refuse in c, once its zero fields have
+// taken their defaults.
+func (c Config) Validate() error {
+	_, err := c.withDefaults()
+	return err
+}
+
+// withDefaults fills c's zero fields from DefaultConfig and validates c.
 func (c Config) withDefaults() (Config, error) {
+	d := DefaultConfig()
 	if c.SessionTimeout == 0 {
-		c.SessionTimeout = DefaultSessionTimeout
+		c.SessionTimeout = d.SessionTimeout
 	}
 	if c.Logger == nil {
-		c.Logger = slog.Default()
+		c.Logger = d.Logger
 	}
 	if c.Now == nil {
-		c.Now = time.Now
+		c.Now = d.Now
 	}
 	if c.Lease == 0 {
-		c.Lease = DefaultLease
+		c.Lease = d.Lease
 	}
 	if c.Holder == "" {
 		var b [8]byte

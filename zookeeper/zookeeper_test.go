@@ -16,7 +16,6 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/internal/testdb"
 	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/leaftest"
 )
@@ -156,8 +155,8 @@ func TestConformance(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			leaftest.TestWorkerRegistry(t, func(t *testing.T) leaftest.RegistryOpener {
-				addr := testdb.ZooKeeper(t)
-				return opener(testConfig(addr, newName(t, addr, testdb.UniqueName())), c.recycle)
+				addr := testutil.ZooKeeper(t)
+				return opener(testConfig(addr, newName(t, addr, testutil.UniqueName())), c.recycle)
 			}, c.traits)
 		})
 	}
@@ -311,8 +310,8 @@ var goNodeName = regexp.MustCompile(`^\d+\.\d+\.\d+\.\d+:\d+-\d{10}$`)
 // can read back.
 func TestJavaCoexistence(t *testing.T) {
 	t.Parallel()
-	addr := testdb.ZooKeeper(t)
-	name := newName(t, addr, "leaf-go-"+strings.ReplaceAll(testdb.UniqueName(), "_", "-"))
+	addr := testutil.ZooKeeper(t)
+	name := newName(t, addr, "leaf-go-"+strings.ReplaceAll(testutil.UniqueName(), "_", "-"))
 	raw := rawConn(t, addr)
 	stamps := createJavaTree(t, raw, name, "10.0.0.1:8080", "10.0.0.2:8080")
 	forever := Root + "/" + name + "/forever"
@@ -411,8 +410,8 @@ func TestJavaCoexistence(t *testing.T) {
 // is refused, not wrapped.
 func TestRegistryTreeQuirks(t *testing.T) {
 	t.Parallel()
-	addr := testdb.ZooKeeper(t)
-	name := newName(t, addr, testdb.UniqueName())
+	addr := testutil.ZooKeeper(t)
+	name := newName(t, addr, testutil.UniqueName())
 	raw := rawConn(t, addr)
 	stamps := createJavaTree(t, raw, name, "10.0.0.1:8080", "10.0.0.1:8080", "10.0.0.2:8080")
 	forever := Root + "/" + name + "/forever"
@@ -444,8 +443,8 @@ func TestRegistryTreeQuirks(t *testing.T) {
 // the generator tells apart.
 func TestRegistryUse(t *testing.T) {
 	t.Parallel()
-	addr := testdb.ZooKeeper(t)
-	name := newName(t, addr, testdb.UniqueName())
+	addr := testutil.ZooKeeper(t)
+	name := newName(t, addr, testutil.UniqueName())
 	ctx := testutil.Context(t, 30*time.Second)
 	r := openRegistry(t, testConfig(addr, name))
 	if _, err := r.Heartbeat(ctx, 1); !errors.Is(err, leaf.ErrWorkerLost) {
@@ -487,9 +486,9 @@ func TestRegistryUse(t *testing.T) {
 // a lease is not reported lost while its session may still live.
 func TestServerGone(t *testing.T) {
 	t.Parallel()
-	addr := testdb.ZooKeeper(t)
-	name := newName(t, addr, testdb.UniqueName())
-	proxy := testdb.NewProxy(t, addr)
+	addr := testutil.ZooKeeper(t)
+	name := newName(t, addr, testutil.UniqueName())
+	proxy := testutil.NewProxy(t, addr)
 	r := openRegistry(t, testConfig(proxy.Addr(), name))
 	rr := openRecycle(t, testConfig(proxy.Addr(), name))
 	if _, err := rr.Register(testutil.Context(t, 10*time.Second), leaftest.TestEndpoint(0), leaftest.MaxWorkerID); err != nil {

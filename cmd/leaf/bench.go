@@ -74,7 +74,7 @@ func (a *app) bench(ctx context.Context, args []string) error {
 }
 
 // benchFlags parses and checks the command line, naming the flag at fault.
-func (a *app) benchFlags(args []string) (o *bench.Options, asJSON bool, err error) {
+func (a *app) benchFlags(args []string) (o *bench.Config, asJSON bool, err error) {
 	fs := newFlagSet("bench")
 	var serverList serverFlag
 	fs.Var(&serverList, "server", serverFlagUsage)
@@ -97,7 +97,7 @@ func (a *app) benchFlags(args []string) (o *bench.Options, asJSON bool, err erro
 	if len(pos) > 0 {
 		return nil, false, usageErrorf("takes no arguments, got %q", pos[0])
 	}
-	o = &bench.Options{Mode: *mode, Tag: *tag, Count: *count, Concurrency: *conc, Duration: *dur, Rate: *rate,
+	o = &bench.Config{Mode: *mode, Tag: *tag, Count: *count, Concurrency: *conc, Duration: *dur, Rate: *rate,
 		CheckUnique: *unique, UniqueCap: bench.MaxUnique}
 	if !*quiet {
 		o.Progress = a.stderr

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/leafgo/leaf/internal/testdb"
 	"github.com/leafgo/leaf/internal/testutil"
 )
 
@@ -28,10 +27,12 @@ func TestBenchReplicated(t *testing.T) {
 		name string
 		dsn  func(t *testing.T) string
 	}{
-		{"single-mariadb", func(t *testing.T) string { return testdb.NewMariaDB(t).CreateDatabase(t, "leaf") }},
-		{"semi-sync-pair", func(t *testing.T) string { return testdb.NewMariaDBPair(t, testdb.SemiSync).CreateDatabase(t, "leaf") }},
+		{"single-mariadb", func(t *testing.T) string { return testutil.NewMariaDB(t).CreateDatabase(t, "leaf") }},
+		{"semi-sync-pair", func(t *testing.T) string {
+			return testutil.NewMariaDBPair(t, testutil.SemiSync).CreateDatabase(t, "leaf")
+		}},
 		{"galera-3-nodes", func(t *testing.T) string {
-			g := testdb.NewGalera(t, 3)
+			g := testutil.NewGalera(t, 3)
 			g.CreateDatabase(t, "leaf")
 			return g.Node(0).DSN("leaf")
 		}},
@@ -39,7 +40,7 @@ func TestBenchReplicated(t *testing.T) {
 		t.Run(setup.name, func(t *testing.T) {
 			dsn := setup.dsn(t)
 			servers := segServers(t, bin, "mysql", []string{dsn}, "LEAF_SEGMENT_MAX_STEP=1000")
-			r := runCLI(t, cleanEnv(), "bench", "--server", servers[0].url(""), "--tag", "hot", "--concurrency", "8",
+			r := runCLI(t, testutil.CleanEnv(), "bench", "--server", servers[0].URL(""), "--tag", "hot", "--concurrency", "8",
 				"--duration", "10s", "--quiet", "--json")
 			if r.code != 0 {
 				t.Fatalf("leaf bench: %d %s", r.code, r.stderr)
@@ -55,7 +56,7 @@ func TestBenchReplicated(t *testing.T) {
 			if err := json.Unmarshal([]byte(r.stdout), &sum); err != nil {
 				t.Fatalf("leaf bench --json: %v: %s", err, r.stdout)
 			}
-			_, page := httpGet(t, servers[0].url("/metrics"))
+			_, page := testutil.Get(t, servers[0].URL("/metrics"))
 			var loads, secs float64
 			fmt.Sscan(metricValue(page, "leaf_segment_load_duration_seconds_count"), &loads)
 			fmt.Sscan(metricValue(page, "leaf_segment_load_duration_seconds_sum"), &secs)

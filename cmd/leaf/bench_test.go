@@ -52,11 +52,11 @@ func TestBenchAgainstServer(t *testing.T) {
 		t.Fatalf("tags create: %d %s", r.code, r.stderr)
 	}
 	s := serveInProcess(t, env, "--listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0")
-	m := grpcListeningRE.FindStringSubmatch(s.log.String())
+	m := grpcListeningRE.FindStringSubmatch(s.Log.String())
 	if m == nil {
-		t.Fatalf("no gRPC address logged:\n%s", s.log.String())
+		t.Fatalf("no gRPC address logged:\n%s", s.Log.String())
 	}
-	httpTarget, grpcTarget := []string{"--server", "http://" + s.addr}, []string{"--grpc", m[1]}
+	httpTarget, grpcTarget := []string{"--server", "http://" + s.Addr}, []string{"--grpc", m[1]}
 
 	tests := []struct {
 		name      string
@@ -114,11 +114,11 @@ func TestBenchAgainstServer(t *testing.T) {
 	}
 
 	t.Run("text", func(t *testing.T) {
-		r := runCLI(t, nil, "bench", "--server", s.addr, "--tag", "bench", "--concurrency", "2", "--duration", "1500ms", "--check-unique")
+		r := runCLI(t, nil, "bench", "--server", s.Addr, "--tag", "bench", "--concurrency", "2", "--duration", "1500ms", "--check-unique")
 		if r.code != 0 {
 			t.Fatalf("exit %d: %s", r.code, r.stderr)
 		}
-		for _, want := range []string{`leaf bench: segment IDs of tag "bench", 1 per request, HTTP http://` + s.addr,
+		for _, want := range []string{`leaf bench: segment IDs of tag "bench", 1 per request, HTTP http://` + s.Addr,
 			"requests", "IDs", "latency   p50 ", "p99.9", "latency distribution", "%", "no duplicates"} {
 			if !strings.Contains(r.stdout, want) {
 				t.Errorf("summary lacks %q:\n%s", want, r.stdout)
@@ -134,7 +134,7 @@ func TestBenchAgainstServer(t *testing.T) {
 	})
 
 	t.Run("unknown tag", func(t *testing.T) {
-		r := runCLI(t, nil, "bench", "--server", s.addr, "--tag", "nope", "--duration", "200ms")
+		r := runCLI(t, nil, "bench", "--server", s.Addr, "--tag", "nope", "--duration", "200ms")
 		if r.code != 1 || !strings.Contains(r.stderr, "(http 404)") || r.stdout != "" {
 			t.Errorf("exit %d, stdout %q, stderr %q; want 1 and the 404", r.code, r.stdout, r.stderr)
 		}

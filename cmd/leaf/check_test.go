@@ -257,7 +257,7 @@ func TestServeCheckFreshDirectory(t *testing.T) {
 		{"serve", "--check", "--listen", "127.0.0.1:0", "--worker-id", "3"},
 		{"serve", "--check", "--listen", "0.0.0.0:0", "--single-node", "--insecure-admin"},
 	} {
-		r := runBin(t, bin, dir, cleanEnv(), args...)
+		r := runBin(t, bin, dir, testutil.CleanEnv(), args...)
 		if r.code != 0 || !strings.HasPrefix(r.stdout, "config OK\n") {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q", args, r.code, r.stdout, r.stderr)
 		}

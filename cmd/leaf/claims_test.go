@@ -3,69 +3,18 @@ package main
 import (
 	"io"
 	"net/http"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/leafgo/leaf/internal/testdb"
 	"github.com/leafgo/leaf/internal/testutil"
-	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/snowflake"
 )
 
-// tryStart starts 'leaf serve' and waits until it listens or exits: a
-// server refusing to start is an answer here, not a failure.
-func tryStart(t *testing.T, bin, dir string, env []string, args ...string) (s *serverProc, refused bool) {
-	t.Helper()
-	s = &serverProc{log: &leaftest.LogBuffer{}, exited: make(chan struct{})}
-	s.cmd = exec.Command(bin, append([]string{"serve"}, args...)...)
-	s.cmd.Dir, s.cmd.Env = dir, env
-	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		s.err = s.cmd.Wait()
-		close(s.exited)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-s.exited:
-		default:
-			_ = s.cmd.Process.Kill()
-			<-s.exited
-		}
-	})
-	for deadline := time.Now().Add(time.Minute); ; {
-		if m := listeningRE.FindStringSubmatch(s.log.String()); m != nil {
-			s.addr = m[1]
-			return s, false
-		}
-		select {
-		case <-s.exited:
-			return s, true
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("leaf serve neither listened nor exited within a minute:\n%s", s.log.String())
-		}
-	}
-}
-
-// exitCode is the exit status of a server that has exited.
-func (s *serverProc) exitCode() int {
-	<-s.exited
-	if s.cmd.ProcessState == nil {
-		return -1
-	}
-	return s.cmd.ProcessState.ExitCode()
-}
-
 // drawSnowflake asks each server for batches of 1000 snowflake IDs from four
 // goroutines per server for d, and returns every ID by server.
-func drawSnowflake(t *testing.T, d time.Duration, servers ...*serverProc) [][]int64 {
+func drawSnowflake(t *testing.T, d time.Duration, servers ...*testutil.LeafServer) [][]int64 {
 	t.Helper()
 	out := make([][]int64, len(servers))
 	var mu sync.Mutex
@@ -77,7 +26,7 @@ func drawSnowflake(t *testing.T, d time.Duration, servers ...*serverProc) [][]in
 			go func() {
 				defer wg.Done()
 				for time.Now().Before(end) {
-					resp, err := http.Get(s.url("/api/snowflake/get/x?count=1000"))
+					resp, err := http.Get(s.URL("/api/snowflake/get/x?count=1000"))
 					if err != nil {
 						t.Errorf("server %d: %v", i, err)
 						return
@@ -126,40 +75,40 @@ func TestSameEndpointTwoServers(t *testing.T) {
 		byEndpoint bool
 	}{
 		{"zookeeper", func(t *testing.T, name string) []string {
-			addr := testdb.ZooKeeper(t)
+			addr := testutil.ZooKeeper(t)
 			t.Cleanup(func() { removeZKTree(t, addr, name) })
 			return []string{"--zk", addr}
 		}, true},
 		{"zookeeper-recycle", func(t *testing.T, name string) []string {
-			addr := testdb.ZooKeeper(t)
+			addr := testutil.ZooKeeper(t)
 			t.Cleanup(func() { removeZKTree(t, addr, name) })
 			return []string{"--zk", addr}
 		}, false},
-		{"etcd", func(t *testing.T, _ string) []string { return []string{"--etcd", testdb.Etcd(t)} }, false},
-		{"mysql", func(t *testing.T, _ string) []string { return []string{"--snowflake-dsn", testdb.MySQL(t)} }, true},
+		{"etcd", func(t *testing.T, _ string) []string { return []string{"--etcd", testutil.Etcd(t)} }, false},
+		{"mysql", func(t *testing.T, _ string) []string { return []string{"--snowflake-dsn", testutil.MySQL(t)} }, true},
 	} {
 		t.Run(tc.registry, func(t *testing.T) {
 			t.Parallel()
-			name := testdb.UniqueName()
+			name := testutil.UniqueName()
 			args := append([]string{"--listen", "127.0.0.1:0", "--snowflake-registry", tc.registry, "--name", name,
 				"--snowflake-endpoint", "10.7.7.7:8080"}, tc.args(t, name)...)
 			// A short lease keeps the waits of this test short; it is also
 			// the mysql registry's live-claim lease.
-			env := append(cleanEnv(), "LEAF_SEGMENT_ENABLED=false", "LEAF_SNOWFLAKE_LEASE_TTL=3s")
+			env := append(testutil.CleanEnv(), "LEAF_SEGMENT_ENABLED=false", "LEAF_SNOWFLAKE_LEASE_TTL=3s")
 			dirA, dirB := t.TempDir(), t.TempDir()
 
-			a, refused := tryStart(t, bin, dirA, env, args...)
+			a, refused := testutil.TryStartLeaf(t, bin, dirA, env, args...)
 			if refused {
-				t.Fatalf("first server refused to start (exit %d):\n%s", a.exitCode(), a.log.String())
+				t.Fatalf("first server refused to start (exit %d):\n%s", a.ExitCode(), a.Log.String())
 			}
-			b, refused := tryStart(t, bin, dirB, env, args...)
-			servers := []*serverProc{a}
+			b, refused := testutil.TryStartLeaf(t, bin, dirB, env, args...)
+			servers := []*testutil.LeafServer{a}
 			if refused {
 				if !tc.byEndpoint {
-					t.Fatalf("second server refused on a leased registry (exit %d):\n%s", b.exitCode(), b.log.String())
+					t.Fatalf("second server refused on a leased registry (exit %d):\n%s", b.ExitCode(), b.Log.String())
 				}
-				msg := b.log.String()
-				if code := b.exitCode(); code != 1 || !strings.Contains(msg, "10.7.7.7:8080") || !strings.Contains(msg, "in use") {
+				msg := b.Log.String()
+				if code := b.ExitCode(); code != 1 || !strings.Contains(msg, "10.7.7.7:8080") || !strings.Contains(msg, "in use") {
 					t.Fatalf("second server: exit %d, want 1 and a message naming the endpoint's claim in use:\n%s", code, msg)
 				}
 				t.Logf("second server refused: %s", lastLine(msg))

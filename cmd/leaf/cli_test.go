@@ -21,7 +21,7 @@ import (
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/cmd/leaf/internal/config"
 	"github.com/leafgo/leaf/httpapi"
-	"github.com/leafgo/leaf/leaftest"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/sqlite"
 )
 
@@ -424,8 +424,8 @@ func TestGet(t *testing.T) {
 
 // inProcessServer is 'leaf serve' running in a goroutine of the test.
 type inProcessServer struct {
-	addr   string
-	log    *leaftest.LogBuffer
+	Addr   string
+	Log    *testutil.LogBuffer
 	cancel context.CancelFunc
 	done   chan int
 }
@@ -435,28 +435,28 @@ type inProcessServer struct {
 func serveInProcess(t *testing.T, env []string, args ...string) *inProcessServer {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &inProcessServer{log: &leaftest.LogBuffer{}, cancel: cancel, done: make(chan int, 1)}
+	s := &inProcessServer{Log: &testutil.LogBuffer{}, cancel: cancel, done: make(chan int, 1)}
 	addrc := make(chan net.Addr, 1)
-	a := &app{stdout: io.Discard, stderr: s.log, env: env, onListen: func(addr net.Addr) { addrc <- addr }}
+	a := &app{stdout: io.Discard, stderr: s.Log, env: env, onListen: func(addr net.Addr) { addrc <- addr }}
 	go func() { s.done <- a.run(ctx, append([]string{"serve"}, args...)) }()
-	t.Cleanup(func() { s.stop(t) })
+	t.Cleanup(func() { s.Stop(t) })
 	select {
 	case addr := <-addrc:
-		s.addr = addr.String()
+		s.Addr = addr.String()
 	case code := <-s.done:
 		s.done <- code
-		t.Fatalf("serve exited %d before listening: %s", code, s.log.String())
+		t.Fatalf("serve exited %d before listening: %s", code, s.Log.String())
 	case <-time.After(30 * time.Second):
-		t.Fatalf("serve did not listen: %s", s.log.String())
+		t.Fatalf("serve did not listen: %s", s.Log.String())
 	}
 	return s
 }
 
-func (s *inProcessServer) url(path string) string { return "http://" + s.addr + path }
+func (s *inProcessServer) URL(path string) string { return "http://" + s.Addr + path }
 
 // stop cancels serve's context, as a signal would, and returns its exit
 // status. It may be called again (at cleanup) and returns the same status.
-func (s *inProcessServer) stop(t *testing.T) int {
+func (s *inProcessServer) Stop(t *testing.T) int {
 	t.Helper()
 	s.cancel()
 	select {
@@ -464,7 +464,7 @@ func (s *inProcessServer) stop(t *testing.T) int {
 		s.done <- code
 		return code
 	case <-time.After(30 * time.Second):
-		t.Fatalf("serve did not stop: %s", s.log.String())
+		t.Fatalf("serve did not stop: %s", s.Log.String())
 		return -1
 	}
 }
@@ -476,31 +476,31 @@ func TestServeInProcess(t *testing.T) {
 	s := serveInProcess(t, dataEnv(t), "--listen", "127.0.0.1:0", "--log-format", "json")
 	var last int64
 	for range 3 {
-		id := fetchID(t, s.url("/api/segment/get/"+config.SeedTag))
+		id := testutil.FetchID(t, s.URL("/api/segment/get/"+config.SeedTag))
 		if id <= last {
 			t.Fatalf("id %d after %d", id, last)
 		}
 		last = id
 	}
-	if code := s.stop(t); code != 0 {
-		t.Fatalf("serve exited %d: %s", code, s.log.String())
+	if code := s.Stop(t); code != 0 {
+		t.Fatalf("serve exited %d: %s", code, s.Log.String())
 	}
 	// The log is JSON, as asked, and names the address and the store.
 	var sawListening bool
-	for _, line := range strings.Split(strings.TrimSpace(s.log.String()), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(s.Log.String()), "\n") {
 		var rec map[string]any
 		if err := json.Unmarshal([]byte(line), &rec); err != nil {
 			t.Fatalf("log line is not JSON: %q", line)
 		}
 		if rec["msg"] == "listening" {
 			sawListening = true
-			if rec["addr"] != s.addr || !strings.HasPrefix(fmt.Sprint(rec["store"]), "sqlite ") {
+			if rec["addr"] != s.Addr || !strings.HasPrefix(fmt.Sprint(rec["store"]), "sqlite ") {
 				t.Errorf("listening line %v", rec)
 			}
 		}
 	}
 	if !sawListening {
-		t.Errorf("no listening line in %s", s.log.String())
+		t.Errorf("no listening line in %s", s.Log.String())
 	}
 }
 
@@ -510,7 +510,7 @@ func TestServeSegmentDisabled(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	s := serveInProcess(t, []string{"LEAF_DATA_DIR=" + dir, "LEAF_SEGMENT_ENABLED=false"}, "--listen", "127.0.0.1:0")
-	resp, err := http.Get(s.url("/api/segment/get/" + config.SeedTag))
+	resp, err := http.Get(s.URL("/api/segment/get/" + config.SeedTag))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -518,38 +518,11 @@ func TestServeSegmentDisabled(t *testing.T) {
 	if resp.StatusCode != http.StatusNotFound {
 		t.Errorf("segment route with segment mode off: %s, want 404", resp.Status)
 	}
-	if code := s.stop(t); code != 0 {
-		t.Fatalf("serve exited %d: %s", code, s.log.String())
+	if code := s.Stop(t); code != 0 {
+		t.Fatalf("serve exited %d: %s", code, s.Log.String())
 	}
 	if _, err := os.Stat(filepath.Join(dir, "leaf.db")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("segment store opened with segment mode off: %v", err)
-	}
-}
-
-// fetchID gets one ID and checks it is positive. A 503 (no range loaded
-// within the server's wait, as can happen on a loaded test machine) issues
-// no ID, so it is retried a few times.
-func fetchID(t *testing.T, url string) int64 {
-	t.Helper()
-	for attempt := 1; ; attempt++ {
-		resp, err := http.Get(url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode == http.StatusServiceUnavailable && attempt < 5 {
-			time.Sleep(200 * time.Millisecond)
-			continue
-		}
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("GET %s: %s: %s", url, resp.Status, body)
-		}
-		id, err := strconv.ParseInt(strings.TrimSpace(string(body)), 10, 64)
-		if err != nil || id < 1 {
-			t.Fatalf("GET %s: body %q is not a positive ID", url, body)
-		}
-		return id
 	}
 }
 
@@ -579,8 +552,8 @@ func TestSeeding(t *testing.T) {
 				}
 			}
 			s := serveInProcess(t, env, "--listen", "127.0.0.1:0")
-			if code := s.stop(t); code != 0 {
-				t.Fatalf("serve exited %d: %s", code, s.log.String())
+			if code := s.Stop(t); code != 0 {
+				t.Fatalf("serve exited %d: %s", code, s.Log.String())
 			}
 			r := runCLI(t, env, "tags", "list")
 			if seeded := strings.Contains(r.stdout, config.SeedTag); seeded != tt.wantSeeded {

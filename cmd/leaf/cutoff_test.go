@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf/etcd"
-	"github.com/leafgo/leaf/internal/testdb"
 	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/snowflake"
 )
@@ -30,17 +29,17 @@ type answers struct {
 
 // draw asks s for batches of count snowflake IDs from two goroutines until
 // ctx ends, each pausing between requests (bounding the IDs kept).
-func (a *answers) draw(ctx context.Context, t *testing.T, s *serverProc, wg *sync.WaitGroup, count int, pause time.Duration) {
+func (a *answers) draw(ctx context.Context, t *testing.T, s *testutil.LeafServer, wg *sync.WaitGroup, count int, pause time.Duration) {
 	client := &http.Client{Timeout: 5 * time.Second}
 	for range 2 {
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				time.Sleep(pause)
-				resp, err := client.Get(s.url(fmt.Sprintf("/api/snowflake/get/x?count=%d", count)))
+				resp, err := client.Get(s.URL(fmt.Sprintf("/api/snowflake/get/x?count=%d", count)))
 				if err != nil {
 					if ctx.Err() == nil {
 						select {
-						case <-s.exited:
+						case <-s.Exited:
 							return
 						default:
 						}
@@ -107,18 +106,18 @@ func TestClaimCutOff(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			cluster := testdb.UniqueName()
+			cluster := testutil.UniqueName()
 			backend := tc.backend(t, cluster)
-			proxy := testdb.NewProxy(t, proxyTarget(backend))
-			env := append(append(cleanEnv(), "LEAF_SEGMENT_ENABLED=false", "LEAF_SNOWFLAKE_LEASE_TTL="+lease.String()), tc.env...)
+			proxy := testutil.NewProxy(t, proxyTarget(backend))
+			env := append(append(testutil.CleanEnv(), "LEAF_SEGMENT_ENABLED=false", "LEAF_SNOWFLAKE_LEASE_TTL="+lease.String()), tc.env...)
 			common := []string{"--listen", "127.0.0.1:0", "--snowflake-registry", tc.registry, "--name", cluster,
 				"--snowflake-endpoint", "10.7.7.7:8080"}
 			argsA := append(slices.Clone(common), tc.flag, viaProxy(backend, proxy.Addr()))
 			argsB := append(slices.Clone(common), tc.flag, backend)
 
-			a, refused := tryStart(t, bin, t.TempDir(), env, argsA...)
+			a, refused := testutil.TryStartLeaf(t, bin, t.TempDir(), env, argsA...)
 			if refused {
-				t.Fatalf("A refused to start (exit %d):\n%s", a.exitCode(), a.log.String())
+				t.Fatalf("A refused to start (exit %d):\n%s", a.ExitCode(), a.Log.String())
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
@@ -133,7 +132,7 @@ func TestClaimCutOff(t *testing.T) {
 			dirB := t.TempDir()
 			wg.Go(func() {
 				for ctx.Err() == nil {
-					b, refused := tryStart(t, bin, dirB, env, argsB...)
+					b, refused := testutil.TryStartLeaf(t, bin, dirB, env, argsB...)
 					bStarts++
 					if !refused {
 						bServing <- time.Now()
@@ -141,7 +140,7 @@ func TestClaimCutOff(t *testing.T) {
 						return
 					}
 					bRefusals++
-					bLast = lastLine(b.log.String())
+					bLast = lastLine(b.Log.String())
 					select {
 					case <-ctx.Done():
 					case <-time.After(time.Second):
@@ -206,7 +205,7 @@ func TestClaimCutOff(t *testing.T) {
 			if lastAWhileCut.After(cut.Add(lease + time.Second)) {
 				t.Errorf("A issued an ID stamped %v after the cut, past its lease of %v", lastAWhileCut.Sub(cut), lease)
 			}
-			_, ready := httpGet(t, a.url("/readyz"))
+			_, ready := testutil.Get(t, a.URL("/readyz"))
 			t.Logf("A's /readyz at the end: %q", ready)
 			if tc.takenOver {
 				// B took the claim once A's lease had run out, never before.
@@ -222,7 +221,7 @@ func TestClaimCutOff(t *testing.T) {
 				if !strings.Contains(ready, "lost") {
 					t.Errorf("A's /readyz after B took its claim: %q, want it to say the worker ID is lost", ready)
 				}
-				if log := a.log.String(); !strings.Contains(log, "held by another") && !strings.Contains(log, "in use by another") {
+				if log := a.Log.String(); !strings.Contains(log, "held by another") && !strings.Contains(log, "in use by another") {
 					t.Errorf("A's log does not say who holds its claim now:\n%s", lastLine(log))
 				}
 			} else {
@@ -237,18 +236,18 @@ func TestClaimCutOff(t *testing.T) {
 
 // The registries' addresses for TestClaimCutOff: a fresh namespace each.
 func zkBackend(t *testing.T, name string) string {
-	addr := testdb.ZooKeeper(t)
+	addr := testutil.ZooKeeper(t)
 	t.Cleanup(func() { removeZKTree(t, addr, name) })
 	return addr
 }
 
 func etcdBackend(t *testing.T, name string) string {
-	addr := testdb.Etcd(t)
+	addr := testutil.Etcd(t)
 	t.Cleanup(func() { removeEtcdTree(t, addr, etcd.DefaultPrefix+name+"/") })
 	return addr
 }
 
-func mysqlBackend(t *testing.T, _ string) string { return testdb.MySQL(t) }
+func mysqlBackend(t *testing.T, _ string) string { return testutil.MySQL(t) }
 
 // proxyTarget is the host:port a backend address names: a DSN's tcp(...)
 // part, or the address itself.
@@ -278,33 +277,33 @@ func TestRegistryRestart(t *testing.T) {
 	bin := testutil.BuildLeaf(t)
 	for _, tc := range []struct {
 		registry string
-		start    func(t *testing.T) (srv *testdb.Server, flag, addr string)
+		start    func(t *testing.T) (srv *testutil.Server, flag, addr string)
 	}{
-		{"zookeeper", func(t *testing.T) (*testdb.Server, string, string) {
-			s := testdb.NewZooKeeper(t)
+		{"zookeeper", func(t *testing.T) (*testutil.Server, string, string) {
+			s := testutil.NewZooKeeper(t)
 			return s, "--zk", s.Addr
 		}},
-		{"zookeeper-recycle", func(t *testing.T) (*testdb.Server, string, string) {
-			s := testdb.NewZooKeeper(t)
+		{"zookeeper-recycle", func(t *testing.T) (*testutil.Server, string, string) {
+			s := testutil.NewZooKeeper(t)
 			return s, "--zk", s.Addr
 		}},
-		{"etcd", func(t *testing.T) (*testdb.Server, string, string) {
-			s := testdb.NewEtcd(t)
+		{"etcd", func(t *testing.T) (*testutil.Server, string, string) {
+			s := testutil.NewEtcd(t)
 			return s, "--etcd", s.Addr
 		}},
-		{"mysql", func(t *testing.T) (*testdb.Server, string, string) {
-			m := testdb.NewMariaDB(t)
+		{"mysql", func(t *testing.T) (*testutil.Server, string, string) {
+			m := testutil.NewMariaDB(t)
 			return m.Server, "--snowflake-dsn", m.CreateDatabase(t, "leaf")
 		}},
 	} {
 		t.Run(tc.registry, func(t *testing.T) {
 			t.Parallel()
 			srv, flag, addr := tc.start(t)
-			env := append(cleanEnv(), "LEAF_SEGMENT_ENABLED=false") // the default lease
-			s, refused := tryStart(t, bin, t.TempDir(), env, "--listen", "127.0.0.1:0",
+			env := append(testutil.CleanEnv(), "LEAF_SEGMENT_ENABLED=false") // the default lease
+			s, refused := testutil.TryStartLeaf(t, bin, t.TempDir(), env, "--listen", "127.0.0.1:0",
 				"--snowflake-registry", tc.registry, "--name", "restart", flag, addr)
 			if refused {
-				t.Fatalf("serve refused to start (exit %d):\n%s", s.exitCode(), s.log.String())
+				t.Fatalf("serve refused to start (exit %d):\n%s", s.ExitCode(), s.Log.String())
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
@@ -322,12 +321,12 @@ func TestRegistryRestart(t *testing.T) {
 			t.Logf("%s down for %v", tc.registry, time.Since(down).Round(100*time.Millisecond))
 			// Long enough for the server to reconnect and renew.
 			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-				_, body := httpGet(t, s.url("/readyz"))
+				_, body := testutil.Get(t, s.URL("/readyz"))
 				if strings.TrimSpace(body) == "ok" {
 					break
 				}
 				if time.Now().After(deadline) {
-					t.Fatalf("the heartbeat did not recover within 30s of the restart: /readyz %q; the server's log ends:\n%s", body, lastLines(s.log.String(), 15))
+					t.Fatalf("the heartbeat did not recover within 30s of the restart: /readyz %q; the server's log ends:\n%s", body, lastLines(s.Log.String(), 15))
 				}
 			}
 			time.Sleep(time.Second)
@@ -335,7 +334,7 @@ func TestRegistryRestart(t *testing.T) {
 			wg.Wait()
 
 			if got.refused > 0 {
-				t.Errorf("%d requests refused while the registry restarted: %q; the server's log ends:\n%s", got.refused, got.refusals, lastLines(s.log.String(), 15))
+				t.Errorf("%d requests refused while the registry restarted: %q; the server's log ends:\n%s", got.refused, got.refusals, lastLines(s.Log.String(), 15))
 			}
 			ids := slices.Clone(got.ids)
 			slices.Sort(ids)
@@ -376,24 +375,24 @@ func TestRestartAfterKill(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			cluster := testdb.UniqueName()
-			env := append(append(cleanEnv(), "LEAF_SEGMENT_ENABLED=false"), tc.env...)
+			cluster := testutil.UniqueName()
+			env := append(append(testutil.CleanEnv(), "LEAF_SEGMENT_ENABLED=false"), tc.env...)
 			args := []string{"--listen", "127.0.0.1:0", "--snowflake-registry", tc.registry, "--name", cluster,
 				"--snowflake-endpoint", "10.7.7.7:8080", tc.flag, tc.backend(t, cluster)}
 			dir := t.TempDir()
-			a, refused := tryStart(t, bin, dir, env, args...)
+			a, refused := testutil.TryStartLeaf(t, bin, dir, env, args...)
 			if refused {
-				t.Fatalf("serve refused to start (exit %d):\n%s", a.exitCode(), a.log.String())
+				t.Fatalf("serve refused to start (exit %d):\n%s", a.ExitCode(), a.Log.String())
 			}
 			before := drawSnowflake(t, 500*time.Millisecond, a)[0]
-			if err := a.cmd.Process.Kill(); err != nil {
+			if err := a.Cmd.Process.Kill(); err != nil {
 				t.Fatal(err)
 			}
-			<-a.exited
+			<-a.Exited
 			began := time.Now()
-			a2, refused := tryStart(t, bin, dir, env, args...)
+			a2, refused := testutil.TryStartLeaf(t, bin, dir, env, args...)
 			if refused {
-				t.Fatalf("restart after kill -9 refused (exit %d):\n%s", a2.exitCode(), a2.log.String())
+				t.Fatalf("restart after kill -9 refused (exit %d):\n%s", a2.ExitCode(), a2.Log.String())
 			}
 			took := time.Since(began)
 			after := drawSnowflake(t, 500*time.Millisecond, a2)[0]

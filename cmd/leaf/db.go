@@ -103,7 +103,7 @@ func (a *app) dbInit(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	cluster, err := multidb.Init(ctx, dbs, multidb.Options{Block: *block, Logger: newLogger(cfg.Log, a.stderr)})
+	cluster, err := multidb.Init(ctx, dbs, multidb.Config{Block: *block, Logger: newLogger(cfg.Log, a.stderr)})
 	if err != nil {
 		return err
 	}
@@ -151,7 +151,7 @@ func (a *app) dbFence(ctx context.Context, args []string) error {
 		return err
 	}
 	defer s.Close()
-	set := sqlstore.FailoverSettings{Window: fc.Window, Lag: fc.Lag, MarginSteps: int64(fc.MarginSteps), Logger: log}
+	set := sqlstore.FailoverConfig{Window: fc.Window, Lag: fc.Lag, MarginSteps: int64(fc.MarginSteps), Logger: log}
 	watch := failoverOf(s)
 	if watch == nil {
 		return usageErrorf("segment store %s cannot be fenced", desc)
@@ -244,7 +244,7 @@ func (a *app) dbMigrate(ctx context.Context, args []string) error {
 		return fmt.Errorf("--to: %w", err)
 	}
 	log := newLogger(cfg.Log, a.stderr)
-	rep, err := multidb.Migrate(ctx, fromDBs, toDBs, multidb.Options{Block: *block, Logger: log})
+	rep, err := multidb.Migrate(ctx, fromDBs, toDBs, multidb.Config{Block: *block, Logger: log})
 	if ordered := (*multidb.OrderedTagsError)(nil); errors.As(err, &ordered) {
 		return fmt.Errorf("%w. Nothing was changed. To make a tag plain, run 'leaf tags order TAG off' on the current store"+
 			" (segment.dsn set to --from's database), then migrate again", err)

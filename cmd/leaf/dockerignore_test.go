@@ -62,7 +62,7 @@ func TestDockerignoreKeepsBuildInputs(t *testing.T) {
 		}
 	}
 	// The matcher is not vacuous: what the file means to leave out is.
-	for _, p := range []string{"leaf-data/leaf.db", "leaf-cluster/node1.log", "bin/leaf", "httpapi/testdata/fuzz/FuzzX/abc", "leaf"} {
+	for _, p := range []string{"leaf-data/leaf.db", "leaf-cluster/node1.Log", "bin/leaf", "httpapi/testdata/fuzz/FuzzX/abc", "leaf"} {
 		if ignored(p) == "" {
 			t.Errorf(".dockerignore does not leave out %s", p)
 		}

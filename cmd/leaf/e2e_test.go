@@ -8,32 +8,27 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/leafgo/leaf/cmd/leaf/internal/config"
 	"github.com/leafgo/leaf/httpapi"
 	"github.com/leafgo/leaf/internal/testutil"
-	"github.com/leafgo/leaf/leaftest"
 )
 
 // The end-to-end test drives the real binary the way a user would: no
 // configuration at all, a fresh working directory (so the default
 // ./leaf-data is used), port 0 for the listener.
 
-// cleanEnv is the test's environment without any LEAF_* variable, so the
-// binary runs with its defaults whatever the developer has set.
-func cleanEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, config.EnvPrefix) {
-			env = append(env, kv)
-		}
+// TestHarnessNames: the test harness's copies of the binary's names
+// (internal/testutil cannot import cmd/leaf/internal/config) are the
+// binary's.
+func TestHarnessNames(t *testing.T) {
+	if testutil.EnvPrefix != config.EnvPrefix || testutil.SeedTag != config.SeedTag {
+		t.Errorf("testutil has EnvPrefix %q, SeedTag %q; the binary %q, %q",
+			testutil.EnvPrefix, testutil.SeedTag, config.EnvPrefix, config.SeedTag)
 	}
-	return env
 }
 
 // runBin runs the binary to completion in dir.
@@ -53,50 +48,6 @@ func runBin(t *testing.T, bin, dir string, env []string, args ...string) result 
 		t.Fatalf("run %q: %v", args, err)
 	}
 	return result{code, stdout.String(), stderr.String()}
-}
-
-// serverProc is a running 'leaf serve'.
-type serverProc struct {
-	cmd    *exec.Cmd
-	log    *leaftest.LogBuffer
-	addr   string
-	exited chan struct{}
-	err    error // from Wait, valid once exited is closed
-}
-
-var listeningRE = regexp.MustCompile(`msg=listening addr=(\S+)`)
-
-// startServer starts 'leaf serve' in dir and waits until it logs the address
-// it bound.
-func startServer(t *testing.T, bin, dir string, env []string, args ...string) *serverProc {
-	t.Helper()
-	s, exited := tryStart(t, bin, dir, env, args...)
-	if exited {
-		t.Fatalf("leaf serve exited before listening (%v):\n%s", s.err, s.log.String())
-	}
-	return s
-}
-
-func (s *serverProc) url(path string) string { return "http://" + s.addr + path }
-
-// stop sends SIGTERM and returns the exit status.
-func (s *serverProc) stop(t *testing.T) int {
-	t.Helper()
-	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-s.exited:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("leaf serve did not stop on SIGTERM:\n%s", s.log.String())
-	}
-	if ee := (*exec.ExitError)(nil); errors.As(s.err, &ee) {
-		return ee.ExitCode()
-	}
-	if s.err != nil {
-		t.Fatal(s.err)
-	}
-	return 0
 }
 
 // increasing checks that ids are positive and strictly increase after last,
@@ -121,15 +72,15 @@ func TestEndToEnd(t *testing.T) {
 	}
 	bin := testutil.BuildLeaf(t)
 	dir := t.TempDir() // the working directory: the default ./leaf-data lands here
-	env := cleanEnv()
+	env := testutil.CleanEnv()
 
 	if r := runBin(t, bin, dir, env, "version"); r.code != 0 || !strings.HasPrefix(r.stdout, "leaf e2e-test\ngo: go") {
 		t.Errorf("version: %+v", r)
 	}
 
-	srv := startServer(t, bin, dir, env, "--listen", "127.0.0.1:0")
-	if !strings.Contains(srv.log.String(), `store="sqlite leaf-data/leaf.db"`) {
-		t.Errorf("the listening line should name the default store:\n%s", srv.log.String())
+	srv := testutil.StartLeaf(t, bin, dir, env, "--listen", "127.0.0.1:0")
+	if !strings.Contains(srv.Log.String(), `store="sqlite leaf-data/leaf.db"`) {
+		t.Errorf("the listening line should name the default store:\n%s", srv.Log.String())
 	}
 	if _, err := os.Stat(filepath.Join(dir, "leaf-data", "leaf.db")); err != nil {
 		t.Errorf("default SQLite file: %v", err)
@@ -138,21 +89,21 @@ func TestEndToEnd(t *testing.T) {
 	// IDs over HTTP, one at a time and as a batch.
 	var last int64
 	for range 5 {
-		last = increasing(t, last, []int64{fetchID(t, srv.url("/api/segment/get/"+config.SeedTag))})
+		last = increasing(t, last, []int64{testutil.FetchID(t, srv.URL("/api/segment/get/"+config.SeedTag))})
 	}
 	if last != 5 {
 		t.Errorf("the seeded tag starts at 1: fifth ID is %d, want 5", last)
 	}
-	last = increasing(t, last, testutil.ParseIDs(t, runBin(t, bin, dir, env, "get", config.SeedTag, "--count", "3", "--server", srv.url("")).stdout))
+	last = increasing(t, last, testutil.ParseIDs(t, runBin(t, bin, dir, env, "get", config.SeedTag, "--count", "3", "--server", srv.URL("")).stdout))
 
 	// leaf get: --server and LEAF_SERVER; a server error is exit 1 with the
 	// server's message.
-	r := runBin(t, bin, dir, append(env, "LEAF_SERVER="+srv.url("")), "get", config.SeedTag)
+	r := runBin(t, bin, dir, append(env, "LEAF_SERVER="+srv.URL("")), "get", config.SeedTag)
 	if r.code != 0 {
 		t.Fatalf("leaf get: %+v", r)
 	}
 	last = increasing(t, last, testutil.ParseIDs(t, r.stdout))
-	r = runBin(t, bin, dir, env, "get", "no-such-tag", "--server", srv.url(""))
+	r = runBin(t, bin, dir, env, "get", "no-such-tag", "--server", srv.URL(""))
 	if r.code != 1 || !strings.Contains(r.stderr, "leaf get: server answered 404") || !strings.Contains(r.stderr, "no-such-tag") {
 		t.Errorf("leaf get unknown tag: %+v", r)
 	}
@@ -174,7 +125,7 @@ func TestEndToEnd(t *testing.T) {
 		}
 	}
 	// The server finds a tag created behind its back on first request.
-	if id := fetchID(t, srv.url("/api/segment/get/e2e.orders")); id != 100 {
+	if id := testutil.FetchID(t, srv.URL("/api/segment/get/e2e.orders")); id != 100 {
 		t.Errorf("first ID of e2e.orders = %d, want its start 100", id)
 	}
 	var rows []httpapi.TagRow
@@ -207,15 +158,15 @@ func TestEndToEnd(t *testing.T) {
 	}
 
 	// A second server on the same address fails at run time.
-	if r := runBin(t, bin, dir, env, "serve", "--listen", srv.addr); r.code != 1 || !strings.Contains(r.stderr, "address already in use") {
+	if r := runBin(t, bin, dir, env, "serve", "--listen", srv.Addr); r.code != 1 || !strings.Contains(r.stderr, "address already in use") {
 		t.Errorf("serve on a busy port: %+v", r)
 	}
 
 	// Graceful stop: exit 0, unused IDs given back.
-	if code := srv.stop(t); code != 0 {
-		t.Fatalf("leaf serve exited %d after SIGTERM:\n%s", code, srv.log.String())
+	if code := srv.Stop(t); code != 0 {
+		t.Fatalf("leaf serve exited %d after SIGTERM:\n%s", code, srv.Log.String())
 	}
-	if log := srv.log.String(); !strings.Contains(log, "msg=stopped") || !strings.Contains(log, "given back") {
+	if log := srv.Log.String(); !strings.Contains(log, "msg=stopped") || !strings.Contains(log, "given back") {
 		t.Errorf("shutdown log lacks the give-back or the final line:\n%s", log)
 	}
 
@@ -223,15 +174,15 @@ func TestEndToEnd(t *testing.T) {
 	// used, so no second range was prefetched and the give-back returned the
 	// whole unused tail: the next ID is exactly last+1. Without give-back it
 	// would be 2001.
-	srv = startServer(t, bin, dir, env, "--listen", "127.0.0.1:0")
-	if id := fetchID(t, srv.url("/api/segment/get/"+config.SeedTag)); id != last+1 {
+	srv = testutil.StartLeaf(t, bin, dir, env, "--listen", "127.0.0.1:0")
+	if id := testutil.FetchID(t, srv.URL("/api/segment/get/"+config.SeedTag)); id != last+1 {
 		t.Errorf("first ID after restart = %d, want %d (last before restart + 1)", id, last+1)
 	}
-	if strings.Contains(srv.log.String(), "seeded tag") {
-		t.Errorf("restart re-seeded a store that has tags:\n%s", srv.log.String())
+	if strings.Contains(srv.Log.String(), "seeded tag") {
+		t.Errorf("restart re-seeded a store that has tags:\n%s", srv.Log.String())
 	}
-	if code := srv.stop(t); code != 0 {
-		t.Fatalf("leaf serve exited %d after SIGTERM:\n%s", code, srv.log.String())
+	if code := srv.Stop(t); code != 0 {
+		t.Fatalf("leaf serve exited %d after SIGTERM:\n%s", code, srv.Log.String())
 	}
 
 	// Start-up failures: usage errors exit 2, an unreachable store exits 1,

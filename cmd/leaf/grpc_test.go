@@ -13,6 +13,7 @@ import (
 
 	"github.com/leafgo/leaf/cmd/leaf/internal/config"
 	"github.com/leafgo/leaf/grpcapi/leafv1"
+	"github.com/leafgo/leaf/internal/testutil"
 )
 
 var grpcListeningRE = regexp.MustCompile(`msg="grpc listening" addr=(\S+)`)
@@ -21,9 +22,9 @@ var grpcListeningRE = regexp.MustCompile(`msg="grpc listening" addr=(\S+)`)
 // connection is closed at cleanup.
 func grpcConn(t *testing.T, s *inProcessServer, creds credentials.TransportCredentials) *grpc.ClientConn {
 	t.Helper()
-	m := grpcListeningRE.FindStringSubmatch(s.log.String())
+	m := grpcListeningRE.FindStringSubmatch(s.Log.String())
 	if m == nil {
-		t.Fatalf("no gRPC address logged:\n%s", s.log.String())
+		t.Fatalf("no gRPC address logged:\n%s", s.Log.String())
 	}
 	conn, err := grpc.NewClient(m[1], grpc.WithTransportCredentials(creds))
 	if err != nil {
@@ -44,7 +45,7 @@ func TestServeGRPC(t *testing.T) {
 	c := leafv1.NewLeafClient(conn)
 
 	// HTTP and gRPC draw on one generator: their IDs interleave, never repeat.
-	httpID := fetchID(t, s.url("/api/segment/get/"+config.SeedTag))
+	httpID := testutil.FetchID(t, s.URL("/api/segment/get/"+config.SeedTag))
 	r, err := c.NextID(ctx, &leafv1.NextIDRequest{Tag: config.SeedTag})
 	if err != nil {
 		t.Fatal(err)
@@ -60,8 +61,8 @@ func TestServeGRPC(t *testing.T) {
 	if err != nil || h.GetStatus() != healthgrpc.HealthCheckResponse_SERVING {
 		t.Errorf("health = %v, %v", h, err)
 	}
-	if code := s.stop(t); code != 0 {
-		t.Fatalf("serve exited %d: %s", code, s.log.String())
+	if code := s.Stop(t); code != 0 {
+		t.Fatalf("serve exited %d: %s", code, s.Log.String())
 	}
 	if _, err := c.NextID(ctx, &leafv1.NextIDRequest{Tag: config.SeedTag}); err == nil {
 		t.Error("gRPC still answers after serve stopped")

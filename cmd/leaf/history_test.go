@@ -46,9 +46,9 @@ func TestServeHistory(t *testing.T) {
 	// Traffic until a sample has seen it: IDs of both modes, and their
 	// requests' latency.
 	testutil.WaitFor(t, "a sample of the traffic", func() bool {
-		fetchID(t, s.url("/api/segment/get/"+config.SeedTag))
-		fetchID(t, s.url("/api/snowflake/get/x"))
-		code, body := httpGet(t, s.url("/v2/status/history"))
+		testutil.FetchID(t, s.URL("/api/segment/get/"+config.SeedTag))
+		testutil.FetchID(t, s.URL("/api/snowflake/get/x"))
+		code, body := testutil.Get(t, s.URL("/v2/status/history"))
 		if code != 200 {
 			t.Fatalf("/v2/status/history: %d %s", code, body)
 		}
@@ -62,7 +62,7 @@ func TestServeHistory(t *testing.T) {
 	if !h.Detail || h.Tags[0].Tag != config.SeedTag || !positive(h.Snowflake.LeadS) || uint64(len(h.TimeMS)) != h.Next {
 		t.Errorf("history: %+v", h)
 	}
-	if code := s.stop(t); code != 0 {
-		t.Fatalf("serve exited %d: %s", code, s.log.String())
+	if code := s.Stop(t); code != 0 {
+		t.Fatalf("serve exited %d: %s", code, s.Log.String())
 	}
 }

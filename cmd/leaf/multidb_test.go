@@ -16,13 +16,11 @@ import (
 
 	"github.com/leafgo/leaf/cmd/leaf/internal/config"
 	"github.com/leafgo/leaf/httpapi"
-	"github.com/leafgo/leaf/internal/testdb"
 	"github.com/leafgo/leaf/internal/testutil"
-	"github.com/leafgo/leaf/leaftest"
 )
 
 // The multi-database tests run the real binary on MariaDB instances of
-// their own (testdb.NewMariaDB), which they kill, stop and restart.
+// their own (testutil.NewMariaDB), which they kill, stop and restart.
 
 // multiWait is the servers' segment.wait_timeout in these tests: the
 // budget a request may wait for a range. The store gives each database a
@@ -32,7 +30,7 @@ const multiWait = 3 * time.Second
 // multiEnv is the environment of a leaf process on the databases dsns:
 // segment mode only, on loopback.
 func multiEnv(dsns ...string) []string {
-	return append(cleanEnv(),
+	return append(testutil.CleanEnv(),
 		"LEAF_SEGMENT_STORE=mysql",
 		"LEAF_SEGMENT_DSN="+config.JoinDSNs(dsns),
 		"LEAF_SEGMENT_WAIT_TIMEOUT="+multiWait.String(),
@@ -42,12 +40,12 @@ func multiEnv(dsns ...string) []string {
 
 // mariaDBs starts n private instances, each with an empty database leaf,
 // all at once.
-func mariaDBs(t *testing.T, n int) ([]*testdb.MariaDB, []string) {
+func mariaDBs(t *testing.T, n int) ([]*testutil.MariaDB, []string) {
 	t.Helper()
-	dbs := make([]*testdb.MariaDB, n)
+	dbs := make([]*testutil.MariaDB, n)
 	dsns := make([]string, n)
 	for i := range n {
-		dbs[i] = testdb.NewMariaDB(t)
+		dbs[i] = testutil.NewMariaDB(t)
 		dsns[i] = dbs[i].CreateDatabase(t, "leaf")
 	}
 	return dbs, dsns
@@ -100,7 +98,7 @@ func (l *idLoad) since() time.Duration { return time.Since(l.t0) }
 
 // run sends requests from clients goroutines per server, each alternating
 // tags and asking for one ID or a batch, until ctx ends.
-func (l *idLoad) run(ctx context.Context, servers []*serverProc, tags []string, clients int, faults *faultLog) {
+func (l *idLoad) run(ctx context.Context, servers []*testutil.LeafServer, tags []string, clients int, faults *faultLog) {
 	var wg sync.WaitGroup
 	for si, s := range servers {
 		for c := range clients {
@@ -119,10 +117,10 @@ func (l *idLoad) run(ctx context.Context, servers []*serverProc, tags []string, 
 	wg.Wait()
 }
 
-func (l *idLoad) once(ctx context.Context, si int, s *serverProc, tag string, count int, faults *faultLog) {
+func (l *idLoad) once(ctx context.Context, si int, s *testutil.LeafServer, tag string, count int, faults *faultLog) {
 	start := l.since()
 	l.requests.Add(1)
-	req, _ := http.NewRequestWithContext(context.WithoutCancel(ctx), "GET", s.url(fmt.Sprintf("/api/segment/get/%s?count=%d", tag, count)), nil)
+	req, _ := http.NewRequestWithContext(context.WithoutCancel(ctx), "GET", s.URL(fmt.Sprintf("/api/segment/get/%s?count=%d", tag, count)), nil)
 	resp, err := l.client.Do(req)
 	var body []byte
 	if err == nil {
@@ -238,12 +236,12 @@ func multiDatabaseFaults(t *testing.T, bin string, n int) {
 			t.Fatalf("tags create %s: %+v", tag, r)
 		}
 	}
-	var servers []*serverProc
+	var servers []*testutil.LeafServer
 	for range 3 {
-		servers = append(servers, startServer(t, bin, dir, env, "--listen", "127.0.0.1:0"))
+		servers = append(servers, testutil.StartLeaf(t, bin, dir, env, "--listen", "127.0.0.1:0"))
 	}
 	for i, d := range dsns {
-		if log := servers[0].log.String(); !strings.Contains(log, fmt.Sprintf("msg=\"segment database\" index=%d of=%d name=%q", i, n, config.RedactDSN(d))) {
+		if log := servers[0].Log.String(); !strings.Contains(log, fmt.Sprintf("msg=\"segment database\" index=%d of=%d name=%q", i, n, config.RedactDSN(d))) {
 			t.Errorf("the log does not name database %d:\n%s", i, log)
 		}
 	}
@@ -330,7 +328,7 @@ func multiDatabaseFaults(t *testing.T, bin string, n int) {
 	}
 	// Tags share no IDs either: each is checked on its own.
 	for _, tag := range tags {
-		leaftest.CheckUnique(t, slices.Clone(load.ids[tag]))
+		testutil.CheckUnique(t, slices.Clone(load.ids[tag]))
 	}
 	// A database was alive all along: the store skips a dead or hanging
 	// one within a third of the wait, so no request needs to fail.
@@ -356,7 +354,7 @@ func multiDatabaseFaults(t *testing.T, bin string, n int) {
 				Databases []httpapi.DatabaseStatus `json:"databases"`
 			} `json:"segment"`
 		}
-		getJSON(t, s.url("/v2/status"), &st)
+		getJSON(t, s.URL("/v2/status"), &st)
 		if len(st.Segment.Databases) != n {
 			t.Fatalf("/v2/status shows %d databases, want %d", len(st.Segment.Databases), n)
 		}
@@ -370,7 +368,7 @@ func multiDatabaseFaults(t *testing.T, bin string, n int) {
 			{"/cache", "<h2>Databases</h2>"},
 			{"/metrics", `leaf_segment_database_up{db="` + fmt.Sprint(n-1) + `"}`},
 		} {
-			if body := getText(t, s.url(want.path)); !strings.Contains(body, want.text) {
+			if body := getText(t, s.URL(want.path)); !strings.Contains(body, want.text) {
 				t.Errorf("%s lacks %q", want.path, want.text)
 			}
 		}
@@ -383,9 +381,9 @@ func multiDatabaseFaults(t *testing.T, bin string, n int) {
 
 	// Every server still serves.
 	for i, s := range servers {
-		fetchID(t, s.url("/api/segment/get/multi.a"))
-		if code := s.stop(t); code != 0 {
-			t.Errorf("server %d exited %d:\n%s", i, code, s.log.String())
+		testutil.FetchID(t, s.URL("/api/segment/get/multi.a"))
+		if code := s.Stop(t); code != 0 {
+			t.Errorf("server %d exited %d:\n%s", i, code, s.Log.String())
 		}
 	}
 }
@@ -440,9 +438,9 @@ func TestMultiDatabaseRefused(t *testing.T) {
 		}
 	}
 	// The right list still serves.
-	s := startServer(t, bin, dir, multiEnv(dsns...), "--listen", "127.0.0.1:0")
-	fetchID(t, s.url("/api/segment/get/refused.a"))
-	s.stop(t)
+	s := testutil.StartLeaf(t, bin, dir, multiEnv(dsns...), "--listen", "127.0.0.1:0")
+	testutil.FetchID(t, s.URL("/api/segment/get/refused.a"))
+	s.Stop(t)
 }
 
 // TestMultiDatabaseMigrate is the documented procedure: a store of one
@@ -470,12 +468,12 @@ func TestMultiDatabaseMigrate(t *testing.T) {
 	serveAndIssue := func(list []string) {
 		t.Helper()
 		env := multiEnv(list...)
-		servers := []*serverProc{startServer(t, bin, dir, env, "--listen", "127.0.0.1:0"), startServer(t, bin, dir, env, "--listen", "127.0.0.1:0")}
+		servers := []*testutil.LeafServer{testutil.StartLeaf(t, bin, dir, env, "--listen", "127.0.0.1:0"), testutil.StartLeaf(t, bin, dir, env, "--listen", "127.0.0.1:0")}
 		for _, tag := range tags {
 			var ids []int64
 			for i := range 6 {
 				s := servers[i%2]
-				r := runBin(t, bin, dir, env, "get", tag, "--count", "150", "--server", s.url(""))
+				r := runBin(t, bin, dir, env, "get", tag, "--count", "150", "--server", s.URL(""))
 				if r.code != 0 {
 					t.Fatalf("leaf get %s on %d databases: exit %d: %s", tag, len(list), r.code, r.stderr)
 				}
@@ -489,12 +487,12 @@ func TestMultiDatabaseMigrate(t *testing.T) {
 					t.Fatalf("%s: ID %d after migrating to %d databases, not above %d issued before", tag, id, len(list), highest[tag])
 				}
 			}
-			leaftest.CheckUnique(t, slices.Clone(ids))
+			testutil.CheckUnique(t, slices.Clone(ids))
 			highest[tag] = max(highest[tag], slices.Max(ids))
 		}
 		for _, s := range servers {
-			if code := s.stop(t); code != 0 {
-				t.Fatalf("server exited %d:\n%s", code, s.log.String())
+			if code := s.Stop(t); code != 0 {
+				t.Fatalf("server exited %d:\n%s", code, s.Log.String())
 			}
 		}
 	}
@@ -511,7 +509,7 @@ func TestMultiDatabaseMigrate(t *testing.T) {
 		for _, d := range step.to {
 			args = append(args, "--to", d)
 		}
-		r := runBin(t, bin, dir, cleanEnv(), args...)
+		r := runBin(t, bin, dir, testutil.CleanEnv(), args...)
 		if r.code != 0 {
 			t.Fatalf("leaf %s: exit %d\n%s%s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
 		}
@@ -531,7 +529,7 @@ func TestMultiDatabaseMigrate(t *testing.T) {
 	// A migration that would drop a database is refused: its IDs would
 	// be issued again.
 	args := []string{"db", "migrate", "--segment-store", "mysql", "--from", dsns[0], "--from", dsns[1], "--from", dsns[2], "--to", dsns[0], "--to", dsns[1]}
-	if r := runBin(t, bin, dir, cleanEnv(), args...); r.code == 0 {
+	if r := runBin(t, bin, dir, testutil.CleanEnv(), args...); r.code == 0 {
 		t.Errorf("migrate 3 → 2: exit 0, want a refusal:\n%s", r.stdout)
 	}
 }
@@ -659,7 +657,7 @@ func TestMultiDatabaseMigrateOrdered(t *testing.T) {
 	}
 	t.Parallel()
 	bin := testutil.BuildLeaf(t)
-	db1, db2 := testdb.MySQL(t), testdb.MySQL(t)
+	db1, db2 := testutil.MySQL(t), testutil.MySQL(t)
 	dir := t.TempDir()
 	one := multiEnv(db1)
 	for _, args := range [][]string{
@@ -673,17 +671,17 @@ func TestMultiDatabaseMigrateOrdered(t *testing.T) {
 		}
 	}
 	// Issue from every tag, so that the rows hold more than their start.
-	s := startServer(t, bin, dir, one, "--listen", "127.0.0.1:0")
+	s := testutil.StartLeaf(t, bin, dir, one, "--listen", "127.0.0.1:0")
 	for _, tag := range []string{"keep", "keep.too", "plain.a"} {
-		fetchID(t, s.url("/api/segment/get/"+tag))
+		testutil.FetchID(t, s.URL("/api/segment/get/"+tag))
 	}
-	if code := s.stop(t); code != 0 {
-		t.Fatalf("server exited %d:\n%s", code, s.log.String())
+	if code := s.Stop(t); code != 0 {
+		t.Fatalf("server exited %d:\n%s", code, s.Log.String())
 	}
 
 	before1, before2 := dumpDatabase(t, db1), dumpDatabase(t, db2)
 	args := []string{"db", "migrate", "--segment-store", "mysql", "--from", db1, "--to", db1, "--to", db2}
-	r := runBin(t, bin, dir, cleanEnv(), args...)
+	r := runBin(t, bin, dir, testutil.CleanEnv(), args...)
 	t.Logf("leaf db migrate with ordered tags: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	if r.code != exitUsage {
 		t.Errorf("exit %d, want %d", r.code, exitUsage)
@@ -703,10 +701,10 @@ func TestMultiDatabaseMigrateOrdered(t *testing.T) {
 		t.Errorf("the refused migration changed the new database:\nbefore\n%s\nafter\n%s", before2, after)
 	}
 	// The store of one database still serves, the ordered tag included.
-	s = startServer(t, bin, dir, one, "--listen", "127.0.0.1:0")
-	fetchID(t, s.url("/api/segment/get/keep"))
-	if code := s.stop(t); code != 0 {
-		t.Fatalf("server exited %d:\n%s", code, s.log.String())
+	s = testutil.StartLeaf(t, bin, dir, one, "--listen", "127.0.0.1:0")
+	testutil.FetchID(t, s.URL("/api/segment/get/keep"))
+	if code := s.Stop(t); code != 0 {
+		t.Fatalf("server exited %d:\n%s", code, s.Log.String())
 	}
 
 	for _, tag := range []string{"keep", "keep.too"} {
@@ -714,7 +712,7 @@ func TestMultiDatabaseMigrateOrdered(t *testing.T) {
 			t.Fatalf("tags order %s off: exit %d\n%s", tag, r.code, r.stderr)
 		}
 	}
-	r = runBin(t, bin, dir, cleanEnv(), args...)
+	r = runBin(t, bin, dir, testutil.CleanEnv(), args...)
 	if r.code != 0 {
 		t.Fatalf("leaf db migrate once the tags are plain: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}

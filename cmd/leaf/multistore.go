@@ -97,7 +97,7 @@ func openMulti(ctx context.Context, cfg config.Config, log *slog.Logger) (segmen
 	if err != nil {
 		return nil, err
 	}
-	st, err := multidb.Open(ctx, dbs, multidb.Options{MemberTimeout: memberTimeout(cfg.Segment.WaitTimeout), Logger: log})
+	st, err := multidb.Open(ctx, dbs, multidb.Config{MemberTimeout: memberTimeout(cfg.Segment.WaitTimeout), Logger: log})
 	if err != nil {
 		return nil, err
 	}

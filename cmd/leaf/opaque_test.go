@@ -60,7 +60,7 @@ func TestOpaqueTagsCLI(t *testing.T) {
 	if err != nil || shape.KeyCheck != tagshape.KeyCheck(key) || shape.OpaqueBits != 20 {
 		t.Fatalf("stored shape %+v, %v; want 20 bits and the key's check", shape, err)
 	}
-	s := segment.DefaultSettings()
+	s := segment.DefaultConfig()
 	s.Store, s.OpaqueKey = st, key
 	g, err := segment.New(ctx, s)
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -15,7 +14,6 @@ import (
 	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/leafgo/leaf/cmd/leaf/internal/config"
-	"github.com/leafgo/leaf/internal/testdb"
 	"github.com/leafgo/leaf/internal/testutil"
 )
 
@@ -27,7 +25,7 @@ import (
 // against the traffic and /v2/status.
 func TestOperability(t *testing.T) {
 	t.Parallel()
-	rootDSN := testdb.MySQL(t)
+	rootDSN := testutil.MySQL(t)
 	cfg, err := gomysql.ParseDSN(rootDSN)
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +36,7 @@ func TestOperability(t *testing.T) {
 	}
 	t.Cleanup(func() { root.Close() })
 	ctx := context.Background()
-	user := "u" + strings.TrimPrefix(testdb.UniqueName(), "leaftest_")
+	user := "u" + strings.TrimPrefix(testutil.UniqueName(), "leaftest_")
 	account := "'" + user + "'@'%'"
 	for _, q := range []string{
 		"CREATE USER " + account + " IDENTIFIED BY 'pw'",
@@ -61,7 +59,7 @@ func TestOperability(t *testing.T) {
 	issue := func(n int) {
 		t.Helper()
 		for range n {
-			id := fetchID(t, s.url("/api/segment/get/"+tag))
+			id := testutil.FetchID(t, s.URL("/api/segment/get/"+tag))
 			if id <= last {
 				t.Fatalf("ID %d after %d", id, last)
 			}
@@ -70,7 +68,7 @@ func TestOperability(t *testing.T) {
 	}
 	issue(300)
 	testutil.WaitFor(t, "the next range", func() bool { return segmentStatus(t, s, tag).NextReady })
-	if code, body := httpGet(t, s.url("/readyz")); code != 200 || body != "ok\n" {
+	if code, body := testutil.Get(t, s.URL("/readyz")); code != 200 || body != "ok\n" {
 		t.Fatalf("/readyz before the outage: %d %q", code, body)
 	}
 
@@ -100,10 +98,10 @@ func TestOperability(t *testing.T) {
 	}
 	killSessions(t, root, user)
 	testutil.WaitFor(t, "/readyz to report the locked account", func() bool {
-		code, body := httpGet(t, s.url("/readyz"))
+		code, body := testutil.Get(t, s.URL("/readyz"))
 		return code == 200 && strings.HasPrefix(body, "degraded\n") && strings.Contains(body, "segment store unreachable")
 	})
-	if code, _ := httpGet(t, s.url("/readyz?strict=1")); code != http.StatusServiceUnavailable {
+	if code, _ := testutil.Get(t, s.URL("/readyz?strict=1")); code != http.StatusServiceUnavailable {
 		t.Errorf("/readyz?strict=1 during the outage: %d, want 503", code)
 	}
 	checkMetric(t, scrape(t, s), `leaf_degraded{mode="segment"}`, 1)
@@ -113,7 +111,7 @@ func TestOperability(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.WaitFor(t, "/readyz to recover", func() bool {
-		code, body := httpGet(t, s.url("/readyz"))
+		code, body := testutil.Get(t, s.URL("/readyz"))
 		return code == 200 && body == "ok\n"
 	})
 	issue(3000) // past both buffers: new ranges load again
@@ -121,8 +119,8 @@ func TestOperability(t *testing.T) {
 	checkMetric(t, m, `leaf_ids_issued_total{mode="segment"}`, 4300)
 	checkMetric(t, m, `leaf_segment_ids_issued_total{tag="`+tag+`"}`, 4300)
 	checkMetric(t, m, `leaf_degraded{mode="segment"}`, 0)
-	if code := s.stop(t); code != 0 {
-		t.Fatalf("serve exited %d: %s", code, s.log.String())
+	if code := s.Stop(t); code != 0 {
+		t.Fatalf("serve exited %d: %s", code, s.Log.String())
 	}
 }
 
@@ -148,20 +146,6 @@ func killSessions(t *testing.T, root *sql.DB, user string) {
 	}
 }
 
-func httpGet(t *testing.T, url string) (int, string) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(b)
-}
-
 type tagStatus struct {
 	NextReady bool  `json:"next_ready"`
 	Remaining int64 `json:"remaining"`
@@ -169,7 +153,7 @@ type tagStatus struct {
 
 func segmentStatus(t *testing.T, s *inProcessServer, tag string) tagStatus {
 	t.Helper()
-	_, body := httpGet(t, s.url("/v2/status"))
+	_, body := testutil.Get(t, s.URL("/v2/status"))
 	var st struct {
 		Segment struct {
 			Tags []struct {
@@ -193,7 +177,7 @@ func segmentStatus(t *testing.T, s *inProcessServer, tag string) tagStatus {
 // the exposition writes them) to value.
 func scrape(t *testing.T, s *inProcessServer) map[string]float64 {
 	t.Helper()
-	code, body := httpGet(t, s.url("/metrics"))
+	code, body := testutil.Get(t, s.URL("/metrics"))
 	if code != 200 {
 		t.Fatalf("/metrics: %d %s", code, body)
 	}

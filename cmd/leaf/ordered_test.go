@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leafgo/leaf/internal/testdb"
 	"github.com/leafgo/leaf/internal/testutil"
 )
 
@@ -43,18 +42,18 @@ func TestOrderedTagCluster(t *testing.T) {
 	}
 	t.Parallel()
 	bin := testutil.BuildLeaf(t)
-	dsn := testdb.MySQL(t)
+	dsn := testutil.MySQL(t)
 	const tag = "ordered-e2e"
-	env := append(cleanEnv(), "LEAF_SNOWFLAKE_ENABLED=false", "LEAF_ADMIN_TOKEN="+serveToken,
+	env := append(testutil.CleanEnv(), "LEAF_SNOWFLAKE_ENABLED=false", "LEAF_ADMIN_TOKEN="+serveToken,
 		"LEAF_SEGMENT_STORE=mysql", "LEAF_SEGMENT_DSN="+dsn, "LEAF_SEGMENT_OWNER_LEASE="+orderedLease.String())
 	// A small step, so that the owner's ranges end often: batches span
 	// two of them.
 	if r := runBin(t, bin, t.TempDir(), env, "tags", "create", tag, "--step", "50", "--ordered"); r.code != 0 {
 		t.Fatalf("tags create --ordered: exit %d: %s", r.code, r.stderr)
 	}
-	servers := make([]*serverProc, 3)
+	servers := make([]*testutil.LeafServer, 3)
 	for i := range servers {
-		servers[i] = startServer(t, bin, t.TempDir(), append(env, "LEAF_DATA_DIR="+t.TempDir()), "--listen", "127.0.0.1:0")
+		servers[i] = testutil.StartLeaf(t, bin, t.TempDir(), append(env, "LEAF_DATA_DIR="+t.TempDir()), "--listen", "127.0.0.1:0")
 	}
 	load := newOrderedLoad(tag)
 
@@ -73,7 +72,7 @@ func TestOrderedTagCluster(t *testing.T) {
 
 	// leaf get, on a server that forwards or owns: above them all.
 	sent := int64(time.Since(load.start))
-	r := runBin(t, bin, t.TempDir(), cleanEnv(), "get", tag, "--count", "3", "--server", servers[1].url(""))
+	r := runBin(t, bin, t.TempDir(), testutil.CleanEnv(), "get", tag, "--count", "3", "--server", servers[1].URL(""))
 	ids := testutil.ParseIDs(t, r.stdout)
 	if r.code != 0 || len(ids) != 3 || ids[0] <= last {
 		t.Fatalf("leaf get: exit %d, %v after %d (stderr %q); want 3 IDs above", r.code, ids, last, r.stderr)
@@ -90,7 +89,7 @@ func TestOrderedTagCluster(t *testing.T) {
 	owner := ownerOf(t, servers, tag)
 	for i, s := range servers {
 		var forwarded float64
-		for line := range strings.Lines(getText(t, s.url("/metrics"))) {
+		for line := range strings.Lines(getText(t, s.URL("/metrics"))) {
 			if v, ok := strings.CutPrefix(line, "leaf_segment_forward_requests_total "); ok {
 				forwarded, _ = strconv.ParseFloat(strings.TrimSpace(v), 64)
 			}
@@ -99,14 +98,14 @@ func TestOrderedTagCluster(t *testing.T) {
 			t.Errorf("server %d (owner: %v) counts %v forwarded requests on /metrics", i, i == owner, forwarded)
 		}
 		// A forwarded /v2 answer names the owner, for clients to go there.
-		resp, err := http.Post(s.url("/v2/segment/"+tag), "", nil)
+		resp, err := http.Post(s.URL("/v2/segment/"+tag), "", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
 		want := ""
 		if i != owner {
-			want = servers[owner].url("")
+			want = servers[owner].URL("")
 		}
 		if got := resp.Header.Get("Leaf-Owner"); resp.StatusCode != http.StatusOK || got != want {
 			t.Errorf("server %d (owner: %v): POST /v2/segment/%s: %s, Leaf-Owner %q, want 200 and %q", i, i == owner, tag, resp.Status, got, want)
@@ -114,10 +113,10 @@ func TestOrderedTagCluster(t *testing.T) {
 	}
 
 	// (c) kill -9 the owner.
-	if err := servers[owner].cmd.Process.Kill(); err != nil {
+	if err := servers[owner].Cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	<-servers[owner].exited
+	<-servers[owner].Exited
 	live := slices.Delete(slices.Clone(servers), owner, owner+1)
 	before := load.count()
 	load.run(t, live, 8, orderedLease+1500*time.Millisecond)
@@ -136,36 +135,36 @@ func TestOrderedTagCluster(t *testing.T) {
 		t.Fatal("no request succeeded after the owner was killed")
 	}
 	n = testutil.CheckOrdered(t, load.all())
-	t.Logf("(c) %d IDs in order; the owner was killed, server %s took over", n, live[next].addr)
+	t.Logf("(c) %d IDs in order; the owner was killed, server %s took over", n, live[next].Addr)
 
 	// (d) SIGSTOP the new owner past its lease, then wake it.
 	stopped, other := live[next], live[1-next]
-	if err := syscall.Kill(stopped.cmd.Process.Pid, syscall.SIGSTOP); err != nil {
+	if err := syscall.Kill(stopped.Cmd.Process.Pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	woken := false
 	t.Cleanup(func() {
 		if !woken {
-			_ = syscall.Kill(stopped.cmd.Process.Pid, syscall.SIGCONT)
+			_ = syscall.Kill(stopped.Cmd.Process.Pid, syscall.SIGCONT)
 		}
 	})
 	before = load.count()
-	load.run(t, []*serverProc{other}, 8, orderedLease+1500*time.Millisecond)
+	load.run(t, []*testutil.LeafServer{other}, 8, orderedLease+1500*time.Millisecond)
 	if load.count() == before {
 		t.Fatal("no request succeeded while the owner was stopped")
 	}
-	if err := syscall.Kill(stopped.cmd.Process.Pid, syscall.SIGCONT); err != nil {
+	if err := syscall.Kill(stopped.Cmd.Process.Pid, syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
 	woken = true
 	wokenAt, wokenServed := load.count(), load.servedBy(stopped)
-	load.run(t, []*serverProc{stopped, other}, 8, time.Second)
+	load.run(t, []*testutil.LeafServer{stopped, other}, 8, time.Second)
 	n = testutil.CheckOrdered(t, load.all())
 	if load.servedBy(stopped) == wokenServed {
 		t.Error("the woken server answered no request: it should forward them")
 	}
 	if o := ownerOf(t, live, tag); live[o] != other {
-		t.Errorf("after the stopped owner woke, the owner is %s, want %s, which took over", live[o].addr, other.addr)
+		t.Errorf("after the stopped owner woke, the owner is %s, want %s, which took over", live[o].Addr, other.Addr)
 	}
 	t.Logf("(d) %d IDs in order; %d answers after the stopped owner woke; errors by status %v", n, load.count()-wokenAt, load.statuses())
 }
@@ -198,7 +197,7 @@ const badAnswer = -1
 // ask sends one request for n IDs: the Leaf route, the /v2 batch route or
 // the /v2 single route, as n says. It returns the answer and its status (0
 // for a transport error, badAnswer for a 200 without the IDs asked).
-func (l *orderedLoad) ask(s *serverProc, n int) (testutil.Answer, int) {
+func (l *orderedLoad) ask(s *testutil.LeafServer, n int) (testutil.Answer, int) {
 	var target string
 	switch {
 	case n == 1:
@@ -209,7 +208,7 @@ func (l *orderedLoad) ask(s *serverProc, n int) (testutil.Answer, int) {
 		target = fmt.Sprintf("/v2/segment/%s/batch?count=%d", l.tag, n)
 	}
 	a := testutil.Answer{Sent: int64(time.Since(l.start))}
-	resp, err := l.hc.Get(s.url(target))
+	resp, err := l.hc.Get(s.URL(target))
 	if err != nil {
 		l.fail(0)
 		return a, 0
@@ -245,7 +244,7 @@ func (l *orderedLoad) ask(s *serverProc, n int) (testutil.Answer, int) {
 	}
 	l.add(a)
 	l.mu.Lock()
-	l.served[s.addr]++
+	l.served[s.Addr]++
 	l.mu.Unlock()
 	return a, http.StatusOK
 }
@@ -266,7 +265,7 @@ func (l *orderedLoad) fail(status int) {
 // turn, for 1 to 4 IDs. Failures are counted, not fatal: while an owner is
 // replaced the servers answer 503 and clients retry; any other failing
 // status fails the test.
-func (l *orderedLoad) run(t *testing.T, servers []*serverProc, workers int, d time.Duration) {
+func (l *orderedLoad) run(t *testing.T, servers []*testutil.LeafServer, workers int, d time.Duration) {
 	t.Helper()
 	end := time.Now().Add(d)
 	var wg sync.WaitGroup
@@ -295,10 +294,10 @@ func (l *orderedLoad) count() int {
 	return len(l.answers)
 }
 
-func (l *orderedLoad) servedBy(s *serverProc) int {
+func (l *orderedLoad) servedBy(s *testutil.LeafServer) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.served[s.addr]
+	return l.served[s.Addr]
 }
 
 func (l *orderedLoad) statuses() map[int]int {
@@ -309,7 +308,7 @@ func (l *orderedLoad) statuses() map[int]int {
 
 // ownerOf is the index in servers of the tag's owner, as the store's lease
 // names it (GET /v2/tags/{tag}).
-func ownerOf(t *testing.T, servers []*serverProc, tag string) int {
+func ownerOf(t *testing.T, servers []*testutil.LeafServer, tag string) int {
 	t.Helper()
 	i, ok := ownerIndex(t, servers, tag)
 	if !ok {
@@ -320,9 +319,9 @@ func ownerOf(t *testing.T, servers []*serverProc, tag string) int {
 
 // ownerIndex is ownerOf, with ok false rather than a failure when the owner
 // is none of the servers (none, or one that died).
-func ownerIndex(t *testing.T, servers []*serverProc, tag string) (int, bool) {
+func ownerIndex(t *testing.T, servers []*testutil.LeafServer, tag string) (int, bool) {
 	t.Helper()
-	req, _ := http.NewRequest("GET", servers[0].url("/v2/tags/"+tag), nil)
+	req, _ := http.NewRequest("GET", servers[0].URL("/v2/tags/"+tag), nil)
 	req.Header.Set("Authorization", "Bearer "+serveToken)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -337,7 +336,7 @@ func ownerIndex(t *testing.T, servers []*serverProc, tag string) (int, bool) {
 		t.Fatalf("GET /v2/tags/%s: %s, %+v, %v", tag, resp.Status, row, err)
 	}
 	for i, s := range servers {
-		if s.url("") == row.Owner {
+		if s.URL("") == row.Owner {
 			return i, true
 		}
 	}

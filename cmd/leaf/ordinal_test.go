@@ -17,7 +17,6 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/etcd"
-	"github.com/leafgo/leaf/internal/testdb"
 	"github.com/leafgo/leaf/internal/testutil"
 )
 
@@ -164,19 +163,19 @@ func TestOrdinalServe(t *testing.T) {
 	t.Parallel()
 	bin := testutil.BuildLeaf(t)
 	dir := t.TempDir()
-	env := append(cleanEnv(), "LEAF_SEGMENT_ENABLED=false", "LEAF_SNOWFLAKE_REGISTRY=ordinal", "LEAF_SNOWFLAKE_ORDINAL_CLAIM=none",
+	env := append(testutil.CleanEnv(), "LEAF_SEGMENT_ENABLED=false", "LEAF_SNOWFLAKE_REGISTRY=ordinal", "LEAF_SNOWFLAKE_ORDINAL_CLAIM=none",
 		"LEAF_SNOWFLAKE_ORDINAL_HOSTNAME=leaf-12", "LEAF_SNOWFLAKE_ORDINAL_OFFSET=100")
-	a := startServer(t, bin, dir, env, "--listen", "127.0.0.1:0")
+	a := testutil.StartLeaf(t, bin, dir, env, "--listen", "127.0.0.1:0")
 	ids := drawSnowflake(t, 300*time.Millisecond, a)
 	if w := onlyWorker(t, "leaf-12", ids[0]); w != 112 {
 		t.Fatalf("leaf-12 with offset 100 issues as worker %d, want 112", w)
 	}
-	b, refused := tryStart(t, bin, dir, env, "--listen", "127.0.0.1:0")
-	if !refused || b.exitCode() != exitFailure || !strings.Contains(b.log.String(), "in use by another process") {
-		t.Fatalf("a second process on the data directory: refused %v, exit %d:\n%s", refused, b.exitCode(), b.log.String())
+	b, refused := testutil.TryStartLeaf(t, bin, dir, env, "--listen", "127.0.0.1:0")
+	if !refused || b.ExitCode() != exitFailure || !strings.Contains(b.Log.String(), "in use by another process") {
+		t.Fatalf("a second process on the data directory: refused %v, exit %d:\n%s", refused, b.ExitCode(), b.Log.String())
 	}
 
-	r := runBin(t, bin, t.TempDir(), append(cleanEnv(), "LEAF_SNOWFLAKE_REGISTRY=ordinal", "LEAF_SNOWFLAKE_ORDINAL_CLAIM=none", "LEAF_SNOWFLAKE_ORDINAL_HOSTNAME=leaf-x"), "serve")
+	r := runBin(t, bin, t.TempDir(), append(testutil.CleanEnv(), "LEAF_SNOWFLAKE_REGISTRY=ordinal", "LEAF_SNOWFLAKE_ORDINAL_CLAIM=none", "LEAF_SNOWFLAKE_ORDINAL_HOSTNAME=leaf-x"), "serve")
 	if r.code != exitUsage || !strings.Contains(r.stderr, `host name "leaf-x" is not a StatefulSet pod name`) {
 		t.Fatalf("serve as leaf-x: exit %d, want %d:\n%s", r.code, exitUsage, r.stderr)
 	}
@@ -197,36 +196,36 @@ func TestOrdinalClaimSameOrdinal(t *testing.T) {
 		env   func(t *testing.T) []string
 	}{
 		{"etcd", func(t *testing.T) []string {
-			addr, name := testdb.Etcd(t), testdb.UniqueName()
+			addr, name := testutil.Etcd(t), testutil.UniqueName()
 			t.Cleanup(func() { removeEtcdTree(t, addr, etcd.DefaultPrefix+name+"/") })
 			return []string{"LEAF_SNOWFLAKE_ETCD=" + addr, "LEAF_SNOWFLAKE_NAME=" + name}
 		}},
-		{"mysql", func(t *testing.T) []string { return []string{"LEAF_SNOWFLAKE_DSN=" + testdb.MySQL(t)} }},
+		{"mysql", func(t *testing.T) []string { return []string{"LEAF_SNOWFLAKE_DSN=" + testutil.MySQL(t)} }},
 	} {
 		t.Run(tc.claim, func(t *testing.T) {
 			t.Parallel()
-			env := append(append(cleanEnv(), "LEAF_SEGMENT_ENABLED=false", "LEAF_SNOWFLAKE_LEASE_TTL=3s",
+			env := append(append(testutil.CleanEnv(), "LEAF_SEGMENT_ENABLED=false", "LEAF_SNOWFLAKE_LEASE_TTL=3s",
 				"LEAF_SNOWFLAKE_REGISTRY=ordinal", "LEAF_SNOWFLAKE_ORDINAL_CLAIM="+tc.claim,
 				"LEAF_SNOWFLAKE_ORDINAL_HOSTNAME=leaf-3"), tc.env(t)...)
 			argsA := []string{"--listen", "127.0.0.1:0", "--snowflake-endpoint", "10.7.7.7:8080"}
 			argsB := []string{"--listen", "127.0.0.1:0", "--snowflake-endpoint", "10.8.8.8:8080"}
 			dirA, dirB := t.TempDir(), t.TempDir()
 
-			a, refused := tryStart(t, bin, dirA, env, argsA...)
+			a, refused := testutil.TryStartLeaf(t, bin, dirA, env, argsA...)
 			if refused {
-				t.Fatalf("first server refused (exit %d):\n%s", a.exitCode(), a.log.String())
+				t.Fatalf("first server refused (exit %d):\n%s", a.ExitCode(), a.Log.String())
 			}
-			b, refused := tryStart(t, bin, dirB, env, argsB...)
+			b, refused := testutil.TryStartLeaf(t, bin, dirB, env, argsB...)
 			if !refused {
-				t.Fatalf("a second server with the pod name leaf-3 started:\n%s", b.log.String())
+				t.Fatalf("a second server with the pod name leaf-3 started:\n%s", b.Log.String())
 			}
-			msg := b.log.String()
+			msg := b.Log.String()
 			for _, want := range []string{leaf.ErrWorkerInUse.Error(), "worker 3", "10.7.7.7:8080", "another namespace"} {
 				if !strings.Contains(msg, want) {
 					t.Errorf("the refusal does not say %q:\n%s", want, msg)
 				}
 			}
-			if code := b.exitCode(); code != exitFailure {
+			if code := b.ExitCode(); code != exitFailure {
 				t.Errorf("second server: exit %d, want %d", code, exitFailure)
 			}
 			t.Logf("second server refused: %s", lastLine(msg))
@@ -235,13 +234,13 @@ func TestOrdinalClaimSameOrdinal(t *testing.T) {
 				t.Fatalf("leaf-3 issues as worker %d", w)
 			}
 
-			if err := a.cmd.Process.Kill(); err != nil {
+			if err := a.Cmd.Process.Kill(); err != nil {
 				t.Fatal(err)
 			}
-			<-a.exited
-			a2, refused := tryStart(t, bin, dirA, env, argsA...)
+			<-a.Exited
+			a2, refused := testutil.TryStartLeaf(t, bin, dirA, env, argsA...)
 			if refused {
-				t.Fatalf("restart after kill -9 refused (exit %d):\n%s", a2.exitCode(), a2.log.String())
+				t.Fatalf("restart after kill -9 refused (exit %d):\n%s", a2.ExitCode(), a2.Log.String())
 			}
 			again := drawSnowflake(t, time.Second, a2)
 			if w := onlyWorker(t, "restarted leaf-3", again[0]); w != 3 {
@@ -256,14 +255,14 @@ func TestOrdinalClaimSameOrdinal(t *testing.T) {
 			}
 			// A graceful stop releases the claim: the next start is at once,
 			// without a warning about a held claim.
-			if code := a2.stop(t); code != 0 {
-				t.Fatalf("graceful stop: exit %d:\n%s", code, a2.log.String())
+			if code := a2.Stop(t); code != 0 {
+				t.Fatalf("graceful stop: exit %d:\n%s", code, a2.Log.String())
 			}
-			a3, refused := tryStart(t, bin, dirB, env, argsB...)
-			if refused || strings.Contains(a3.log.String(), "held by another") {
-				t.Fatalf("start after a graceful stop: refused %v:\n%s", refused, a3.log.String())
+			a3, refused := testutil.TryStartLeaf(t, bin, dirB, env, argsB...)
+			if refused || strings.Contains(a3.Log.String(), "held by another") {
+				t.Fatalf("start after a graceful stop: refused %v:\n%s", refused, a3.Log.String())
 			}
-			resp, err := http.Get(a3.url("/api/snowflake/get/x"))
+			resp, err := http.Get(a3.URL("/api/snowflake/get/x"))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/leafgo/leaf/cmd/leaf/internal/config"
 	"github.com/leafgo/leaf/internal/javaprops"
-	"github.com/leafgo/leaf/internal/testdb"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/snowflake"
 )
 
@@ -38,7 +38,7 @@ var javaLeafAlloc = []string{
 // and returns the leaf.jdbc.* lines of a leaf.properties pointing at it.
 func javaLeafDatabase(t *testing.T) string {
 	t.Helper()
-	cfg, err := gomysql.ParseDSN(testdb.MySQL(t))
+	cfg, err := gomysql.ParseDSN(testutil.MySQL(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,14 +84,14 @@ func TestServeLeafPropertiesSegment(t *testing.T) {
 		"#leaf.snowflake.port=\n")
 	s := serveInProcess(t, dataEnv(t), "--leaf-properties", props, "--listen", "127.0.0.1:0")
 	for want := int64(1); want <= 3; want++ {
-		if id := fetchID(t, s.url("/api/segment/get/leaf-segment-test")); id != want {
+		if id := testutil.FetchID(t, s.URL("/api/segment/get/leaf-segment-test")); id != want {
 			t.Fatalf("segment ID %d, want %d (Leaf's sample row starts at 1)", id, want)
 		}
 	}
-	if code := s.stop(t); code != 0 {
-		t.Fatalf("serve exited %d: %s", code, s.log.String())
+	if code := s.Stop(t); code != 0 {
+		t.Fatalf("serve exited %d: %s", code, s.Log.String())
 	}
-	log := s.log.String()
+	log := s.Log.String()
 	if !strings.Contains(log, "store=\"mysql ") || strings.Contains(log, "level=WARN") {
 		t.Errorf("want a mysql store and no warning in the log:\n%s", log)
 	}
@@ -103,9 +103,9 @@ func TestServeLeafPropertiesSegment(t *testing.T) {
 // server with that ip:port created before it.
 func TestServeLeafPropertiesZooKeeper(t *testing.T) {
 	t.Parallel()
-	zkAddr := testdb.ZooKeeper(t)
+	zkAddr := testutil.ZooKeeper(t)
 	jdbc := javaLeafDatabase(t)
-	name := testdb.UniqueName()
+	name := testutil.UniqueName()
 	t.Cleanup(func() { removeZKTree(t, zkAddr, name) })
 	const leafPort = 18089 // not the listen port: Leaf's identity port
 	ep, err := snowflakeEndpoint("", leafPort)
@@ -148,7 +148,7 @@ func TestServeLeafPropertiesZooKeeper(t *testing.T) {
 	var lastSegment int64
 	for run := 1; run <= 2; run++ { // the second run: a restart keeps the worker ID
 		s := serveInProcess(t, env, "--leaf-properties", props, "--listen", "127.0.0.1:0")
-		id := fetchID(t, s.url("/api/segment/get/leaf-segment-test"))
+		id := testutil.FetchID(t, s.URL("/api/segment/get/leaf-segment-test"))
 		if (run == 1 && id != 1) || id <= lastSegment {
 			t.Errorf("run %d: first segment ID %d, after %d", run, id, lastSegment)
 		}
@@ -158,14 +158,14 @@ func TestServeLeafPropertiesZooKeeper(t *testing.T) {
 				t.Fatalf("run %d: snowflake ID %d decodes to %+v, %v; want worker 1, the sequence of node %s", run, id, p, err, ourNode)
 			}
 		}
-		if !strings.Contains(s.log.String(), "snowflake=\"zookeeper "+zkAddr+" /snowflake/"+name+"\"") {
-			t.Errorf("run %d: listening line does not name the ZooKeeper registry:\n%s", run, s.log.String())
+		if !strings.Contains(s.Log.String(), "snowflake=\"zookeeper "+zkAddr+" /snowflake/"+name+"\"") {
+			t.Errorf("run %d: listening line does not name the ZooKeeper registry:\n%s", run, s.Log.String())
 		}
-		if !strings.Contains(s.log.String(), `level=WARN msg="leaf.properties: unknown key, ignored (as Java Leaf does)" key=leaf.snowflake.hostname.eanble`) {
-			t.Errorf("run %d: no warning about the unknown key:\n%s", run, s.log.String())
+		if !strings.Contains(s.Log.String(), `level=WARN msg="leaf.properties: unknown key, ignored (as Java Leaf does)" key=leaf.snowflake.hostname.eanble`) {
+			t.Errorf("run %d: no warning about the unknown key:\n%s", run, s.Log.String())
 		}
-		if code := s.stop(t); code != 0 {
-			t.Fatalf("run %d: serve exited %d: %s", run, code, s.log.String())
+		if code := s.Stop(t); code != 0 {
+			t.Fatalf("run %d: serve exited %d: %s", run, code, s.Log.String())
 		}
 	}
 

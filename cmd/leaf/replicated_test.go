@@ -11,12 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leafgo/leaf/internal/testdb"
 	"github.com/leafgo/leaf/internal/testutil"
 )
 
 // The segment store on replicated databases (issue 26): real replicated
-// servers of the test's own (internal/testdb), leaf servers hammering one
+// servers of the test's own (internal/testutil), leaf servers hammering one
 // tag with a small step, a failover under load, and every ID checked.
 
 // segLoad is IDs drawn from segment servers by clients, and the requests
@@ -30,14 +29,14 @@ type segLoad struct {
 }
 
 // hammer has clients per server ask for single IDs of tag until ctx ends.
-func (l *segLoad) hammer(ctx context.Context, t *testing.T, tag string, clients int, wg *sync.WaitGroup, servers ...*serverProc) {
+func (l *segLoad) hammer(ctx context.Context, t *testing.T, tag string, clients int, wg *sync.WaitGroup, servers ...*testutil.LeafServer) {
 	client := &http.Client{Timeout: 5 * time.Second}
 	l.start = time.Now()
 	for i, s := range servers {
 		for range clients {
 			wg.Go(func() {
 				for ctx.Err() == nil {
-					resp, err := client.Get(s.url("/api/segment/get/" + tag))
+					resp, err := client.Get(s.URL("/api/segment/get/" + tag))
 					if err != nil {
 						if ctx.Err() == nil {
 							l.fail(fmt.Sprintf("server %d: %v", i, err))
@@ -87,18 +86,18 @@ func (l *segLoad) duplicates() (dups, total int) {
 // segServers starts n leaf servers on the store at dsns[i] (segment mode
 // only, the adaptive step capped at the tag's 10, so that they reserve
 // every few milliseconds), after creating the tag through the first.
-func segServers(t *testing.T, bin, store string, dsns []string, env ...string) []*serverProc {
+func segServers(t *testing.T, bin, store string, dsns []string, env ...string) []*testutil.LeafServer {
 	t.Helper()
-	base := append(append(cleanEnv(), "LEAF_SNOWFLAKE_ENABLED=false", "LEAF_SEGMENT_STORE="+store,
+	base := append(append(testutil.CleanEnv(), "LEAF_SNOWFLAKE_ENABLED=false", "LEAF_SEGMENT_STORE="+store,
 		"LEAF_SEGMENT_MAX_STEP=10", "LEAF_SEGMENT_FAILOVER_WINDOW=2s", "LEAF_SEGMENT_FAILOVER_MARGIN_STEPS=100"), env...)
 	if r := runCLI(t, append(slices.Clone(base), "LEAF_SEGMENT_DSN="+dsns[0]), "tags", "create", "hot", "--step", "10"); r.code != 0 {
 		t.Fatalf("tags create: exit %d: %s", r.code, r.stderr)
 	}
-	servers := make([]*serverProc, len(dsns))
+	servers := make([]*testutil.LeafServer, len(dsns))
 	for i, dsn := range dsns {
-		s, refused := tryStart(t, bin, t.TempDir(), append(slices.Clone(base), "LEAF_SEGMENT_DSN="+dsn), "--listen", "127.0.0.1:0")
+		s, refused := testutil.TryStartLeaf(t, bin, t.TempDir(), append(slices.Clone(base), "LEAF_SEGMENT_DSN="+dsn), "--listen", "127.0.0.1:0")
 		if refused {
-			t.Fatalf("server %d refused to start (exit %d):\n%s", i, s.exitCode(), s.log.String())
+			t.Fatalf("server %d refused to start (exit %d):\n%s", i, s.ExitCode(), s.Log.String())
 		}
 		servers[i] = s
 	}
@@ -117,7 +116,7 @@ func TestReplicatedPostgres(t *testing.T) {
 	}
 	t.Parallel()
 	bin := testutil.BuildLeaf(t)
-	pair := testdb.NewPostgresPair(t)
+	pair := testutil.NewPostgresPair(t)
 	pair.CreateDatabase(t, "leaf")
 	primary, standby := pair.Primary().Addr, pair.Standby().Addr
 	dsn := fmt.Sprintf("postgres://postgres@%s,%s/leaf?sslmode=disable&target_session_attrs=read-write&connect_timeout=2", primary, standby)
@@ -135,7 +134,7 @@ func TestReplicatedPostgres(t *testing.T) {
 	}
 	promoted := time.Now()
 	testutil.WaitFor(t, "a fence after the promotion", func() bool {
-		_, body := httpGet(t, servers[0].url("/metrics"))
+		_, body := testutil.Get(t, servers[0].URL("/metrics"))
 		return strings.Contains(body, "leaf_segment_store_fences_total 1")
 	})
 	time.Sleep(3 * time.Second)
@@ -153,11 +152,11 @@ func TestReplicatedPostgres(t *testing.T) {
 // (the VIP), hammers one tag, and fails the pair over under load: lossy
 // stops the replica's replication for 3s first, so that reserves certainly
 // never reach it. It returns the load and the first server's /metrics.
-func mariadbFailover(t *testing.T, mode testdb.ReplicationMode, lossy bool, env ...string) (*segLoad, string) {
+func mariadbFailover(t *testing.T, mode testutil.ReplicationMode, lossy bool, env ...string) (*segLoad, string) {
 	bin := testutil.BuildLeaf(t)
-	pair := testdb.NewMariaDBPair(t, mode)
+	pair := testutil.NewMariaDBPair(t, mode)
 	dsn := pair.CreateDatabase(t, "leaf")
-	proxy := testdb.NewProxy(t, pair.Primary.Addr)
+	proxy := testutil.NewProxy(t, pair.Primary.Addr)
 	viaVIP := strings.Replace(dsn, pair.Primary.Addr, proxy.Addr(), 1)
 	servers := segServers(t, bin, "mysql", []string{viaVIP, viaVIP, viaVIP}, env...)
 
@@ -181,7 +180,7 @@ func mariadbFailover(t *testing.T, mode testdb.ReplicationMode, lossy bool, env 
 	time.Sleep(6 * time.Second)
 	cancel()
 	wg.Wait()
-	_, metrics := httpGet(t, servers[0].url("/metrics"))
+	_, metrics := testutil.Get(t, servers[0].URL("/metrics"))
 	return load, metrics
 }
 
@@ -206,7 +205,7 @@ func TestReplicatedMariaDBSemiSync(t *testing.T) {
 		t.Skip("runs a replicated MariaDB")
 	}
 	t.Parallel()
-	load, metrics := mariadbFailover(t, testdb.SemiSync, false)
+	load, metrics := mariadbFailover(t, testutil.SemiSync, false)
 	dups, total := load.duplicates()
 	t.Logf("%d IDs, %d repeated; %d requests failed %q; fences %s, gap %s", total, dups, load.failed, load.failures,
 		metricValue(metrics, "leaf_segment_store_fences_total"), metricValue(metrics, "leaf_segment_store_fence_gap_ids"))
@@ -231,7 +230,7 @@ func TestReplicatedMariaDBAsync(t *testing.T) {
 	}{{"without the fence", false}, {"with the fence", true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			load, metrics := mariadbFailover(t, testdb.Async, true, fmt.Sprintf("LEAF_SEGMENT_FAILOVER_FENCE=%v", tc.fence))
+			load, metrics := mariadbFailover(t, testutil.Async, true, fmt.Sprintf("LEAF_SEGMENT_FAILOVER_FENCE=%v", tc.fence))
 			dups, total := load.duplicates()
 			fences, gap := metricValue(metrics, "leaf_segment_store_fences_total"), metricValue(metrics, "leaf_segment_store_fence_gap_ids")
 			t.Logf("%d IDs, %d repeated; %d requests failed %q; fences %s, gap %s", total, dups, load.failed, load.failures, fences, gap)
@@ -251,8 +250,8 @@ func TestReplicatedMariaDBAsync(t *testing.T) {
 // fence's epoch; a store that cannot be fenced is a usage error.
 func TestDBFence(t *testing.T) {
 	t.Parallel()
-	dsn := testdb.MySQL(t)
-	env := append(cleanEnv(), "LEAF_SEGMENT_STORE=mysql", "LEAF_SEGMENT_DSN="+dsn, "LEAF_SEGMENT_FAILOVER_WINDOW=1s")
+	dsn := testutil.MySQL(t)
+	env := append(testutil.CleanEnv(), "LEAF_SEGMENT_STORE=mysql", "LEAF_SEGMENT_DSN="+dsn, "LEAF_SEGMENT_FAILOVER_WINDOW=1s")
 	if r := runCLI(t, env, "tags", "create", "a", "--step", "10"); r.code != 0 {
 		t.Fatalf("tags create: %d %s", r.code, r.stderr)
 	}
@@ -264,7 +263,7 @@ func TestDBFence(t *testing.T) {
 	if got.code != 0 || !strings.Contains(got.stdout, "51") {
 		t.Errorf("tags list after the fence: %q, want a's max_id raised from 1 to 51", got.stdout)
 	}
-	if r := runCLI(t, append(cleanEnv(), "LEAF_DATA_DIR="+t.TempDir()), "db", "fence"); r.code != 2 || !strings.Contains(r.stderr, "SQLite has no replica") {
+	if r := runCLI(t, append(testutil.CleanEnv(), "LEAF_DATA_DIR="+t.TempDir()), "db", "fence"); r.code != 2 || !strings.Contains(r.stderr, "SQLite has no replica") {
 		t.Errorf("db fence on SQLite: exit %d, stderr %q; want 2", r.code, r.stderr)
 	}
 }
@@ -283,12 +282,12 @@ func TestReplicatedGalera(t *testing.T) {
 	}
 	t.Parallel()
 	bin := testutil.BuildLeaf(t)
-	g := testdb.NewGalera(t, 3)
+	g := testutil.NewGalera(t, 3)
 	g.CreateDatabase(t, "leaf")
-	proxies := make([]*testdb.Proxy, g.Size())
+	proxies := make([]*testutil.Proxy, g.Size())
 	dsns := make([]string, g.Size())
 	for i := range proxies {
-		proxies[i] = testdb.NewProxy(t, g.Node(i).Addr)
+		proxies[i] = testutil.NewProxy(t, g.Node(i).Addr)
 		dsns[i] = strings.Replace(g.Node(i).DSN("leaf"), g.Node(i).Addr, proxies[i].Addr(), 1)
 	}
 	// The adaptive step as in production: the tag's step of 10 makes the
@@ -319,7 +318,7 @@ func TestReplicatedGalera(t *testing.T) {
 
 	var retries, fences int
 	for _, s := range servers {
-		_, page := httpGet(t, s.url("/metrics"))
+		_, page := testutil.Get(t, s.URL("/metrics"))
 		var r, f int
 		fmt.Sscan(metricValue(page, "leaf_segment_store_retries_total"), &r)
 		fmt.Sscan(metricValue(page, "leaf_segment_store_fences_total"), &f)

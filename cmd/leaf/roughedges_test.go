@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/leafgo/leaf/cmd/leaf/internal/config"
+	"github.com/leafgo/leaf/internal/testutil"
 )
 
 // TestCLIRoughEdges: one row per rough edge of the command line that used to
@@ -98,11 +99,11 @@ func TestCACert(t *testing.T) {
 	certFile, keyFile, _ := selfSigned(t, t.TempDir())
 	s := serveInProcess(t, dataEnv(t), "--listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0",
 		"--tls-cert", certFile, "--tls-key", keyFile)
-	m := grpcListeningRE.FindStringSubmatch(s.log.String())
+	m := grpcListeningRE.FindStringSubmatch(s.Log.String())
 	if m == nil {
-		t.Fatalf("no gRPC address logged:\n%s", s.log.String())
+		t.Fatalf("no gRPC address logged:\n%s", s.Log.String())
 	}
-	https := "https://" + s.addr
+	https := "https://" + s.Addr
 	bench := []string{"bench", "--tag", config.SeedTag, "--concurrency", "2", "--duration", "200ms", "--quiet"}
 	tests := []struct {
 		name   string
@@ -163,7 +164,7 @@ func TestMakefileStampsVersion(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("make build: %v\n%s", err, out)
 	}
-	r := runBin(t, bin, t.TempDir(), cleanEnv(), "version")
+	r := runBin(t, bin, t.TempDir(), testutil.CleanEnv(), "version")
 	if first, _, _ := strings.Cut(r.stdout, "\n"); r.code != 0 || first != "leaf "+strings.TrimSpace(string(want)) {
 		t.Errorf("version: exit %d, first line %q; want %q", r.code, first, "leaf "+strings.TrimSpace(string(want)))
 	}

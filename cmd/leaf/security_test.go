@@ -28,7 +28,7 @@ import (
 
 	"github.com/leafgo/leaf/cmd/leaf/internal/config"
 	"github.com/leafgo/leaf/grpcapi/leafv1"
-	"github.com/leafgo/leaf/internal/testdb"
+	"github.com/leafgo/leaf/internal/testutil"
 )
 
 const serveToken = "serve-admin-token-0123456789"
@@ -48,11 +48,11 @@ func TestServeRefusesExposedAdmin(t *testing.T) {
 	// Told to, it serves, and says so in its log. (--single-node: the
 	// defaults' IDs are node-local, see TestServeSingleNode.)
 	s := serveInProcess(t, dataEnv(t), "--listen", "0.0.0.0:0", "--insecure-admin", "--single-node")
-	if !strings.Contains(s.log.String(), "tag administration is open to anyone who reaches the port") {
-		t.Errorf("no warning logged:\n%s", s.log.String())
+	if !strings.Contains(s.Log.String(), "tag administration is open to anyone who reaches the port") {
+		t.Errorf("no warning logged:\n%s", s.Log.String())
 	}
-	port := s.addr[strings.LastIndex(s.addr, ":"):]
-	if code, body := httpGet(t, "http://127.0.0.1"+port+"/v2/tags"); code != 200 {
+	port := s.Addr[strings.LastIndex(s.Addr, ":"):]
+	if code, body := testutil.Get(t, "http://127.0.0.1"+port+"/v2/tags"); code != 200 {
 		t.Errorf("GET /v2/tags with --insecure-admin: %d %s", code, body)
 	}
 
@@ -67,8 +67,8 @@ func TestServeRefusesExposedAdmin(t *testing.T) {
 		"file": append(dataEnv(t), "LEAF_ADMIN_TOKEN_FILE="+tokenFile),
 	} {
 		s := serveInProcess(t, env, "--listen", "0.0.0.0:0", "--single-node")
-		base := "http://127.0.0.1" + s.addr[strings.LastIndex(s.addr, ":"):]
-		if code, _ := httpGet(t, base+"/v2/tags"); code != 401 {
+		base := "http://127.0.0.1" + s.Addr[strings.LastIndex(s.Addr, ":"):]
+		if code, _ := testutil.Get(t, base+"/v2/tags"); code != 401 {
 			t.Errorf("%s: GET /v2/tags without the token: %d, want 401", name, code)
 		}
 		req, _ := http.NewRequest("GET", base+"/v2/tags", nil)
@@ -81,7 +81,7 @@ func TestServeRefusesExposedAdmin(t *testing.T) {
 		if resp.StatusCode != 200 {
 			t.Errorf("%s: GET /v2/tags with the token: %d", name, resp.StatusCode)
 		}
-		if code, _ := httpGet(t, base+"/api/segment/get/"+config.SeedTag); code != 200 {
+		if code, _ := testutil.Get(t, base+"/api/segment/get/"+config.SeedTag); code != 200 {
 			t.Errorf("%s: an ID route wanted the token: %d", name, code)
 		}
 	}
@@ -141,14 +141,14 @@ func TestServeTLS(t *testing.T) {
 	certFile, keyFile, pool := selfSigned(t, t.TempDir())
 	s := serveInProcess(t, dataEnv(t), "--listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0",
 		"--tls-cert", certFile, "--tls-key", keyFile)
-	if !strings.Contains(s.log.String(), "tls=true") {
-		t.Errorf("the listening line does not say TLS:\n%s", s.log.String())
+	if !strings.Contains(s.Log.String(), "tls=true") {
+		t.Errorf("the listening line does not say TLS:\n%s", s.Log.String())
 	}
 
 	tlsClient := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	var last int64
 	for i := range 3 {
-		resp, err := tlsClient.Get("https://" + s.addr + "/api/segment/get/" + config.SeedTag)
+		resp, err := tlsClient.Get("https://" + s.Addr + "/api/segment/get/" + config.SeedTag)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -164,14 +164,14 @@ func TestServeTLS(t *testing.T) {
 		last = id
 	}
 	// The admin and page routes go over TLS too.
-	if resp, err := tlsClient.Get("https://" + s.addr + "/v2/status"); err != nil || resp.StatusCode != 200 {
+	if resp, err := tlsClient.Get("https://" + s.Addr + "/v2/status"); err != nil || resp.StatusCode != 200 {
 		t.Errorf("HTTPS /v2/status: %v %v", resp, err)
 	} else {
 		resp.Body.Close()
 	}
 	// Plain HTTP to the TLS port gets no ID.
 	plain := &http.Client{Timeout: 5 * time.Second}
-	if resp, err := plain.Get("http://" + s.addr + "/api/segment/get/" + config.SeedTag); err == nil {
+	if resp, err := plain.Get("http://" + s.Addr + "/api/segment/get/" + config.SeedTag); err == nil {
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if resp.StatusCode == 200 {
@@ -180,7 +180,7 @@ func TestServeTLS(t *testing.T) {
 	}
 	// TLS 1.1 is refused.
 	old := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MaxVersion: tls.VersionTLS11}}}
-	if resp, err := old.Get("https://" + s.addr + "/healthz"); err == nil {
+	if resp, err := old.Get("https://" + s.Addr + "/healthz"); err == nil {
 		resp.Body.Close()
 		t.Error("a TLS 1.1 client was served")
 	}
@@ -198,8 +198,8 @@ func TestServeTLS(t *testing.T) {
 	if _, err := leafv1.NewLeafClient(clear).NextID(shortCtx, &leafv1.NextIDRequest{Tag: config.SeedTag}); err == nil {
 		t.Error("gRPC without TLS was served")
 	}
-	if code := s.stop(t); code != 0 {
-		t.Fatalf("serve exited %d: %s", code, s.log.String())
+	if code := s.Stop(t); code != 0 {
+		t.Fatalf("serve exited %d: %s", code, s.Log.String())
 	}
 }
 
@@ -242,7 +242,7 @@ func TestServeRateLimit(t *testing.T) {
 	var ok, limited int
 	var last int64
 	for range 8 {
-		resp, err := http.Get(s.url("/api/segment/get/" + config.SeedTag))
+		resp, err := http.Get(s.URL("/api/segment/get/" + config.SeedTag))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -279,7 +279,7 @@ func TestServeRateLimit(t *testing.T) {
 	}
 	// Status and probes are not limited.
 	for _, p := range []string{"/v2/status", "/readyz", "/healthz"} {
-		if code, _ := httpGet(t, s.url(p)); code != 200 {
+		if code, _ := testutil.Get(t, s.URL(p)); code != 200 {
 			t.Errorf("GET %s: %d", p, code)
 		}
 	}
@@ -291,14 +291,14 @@ func TestServeRateLimit(t *testing.T) {
 // formats, and looks for any secret in everything it wrote.
 func TestSecretsNeverLogged(t *testing.T) {
 	t.Parallel()
-	dsn := testdb.MySQL(t) // root@tcp(127.0.0.1:3306)/leaf_test_xxx
+	dsn := testutil.MySQL(t) // root@tcp(127.0.0.1:3306)/leaf_test_xxx
 	rootDB, err := sql.Open("mysql", dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rootDB.Close()
 	const password = "Pw-0f-the-store-9731"
-	user := "leaf_sec_" + testdb.UniqueName()[len(testdb.UniqueName())-8:]
+	user := "leaf_sec_" + testutil.UniqueName()[len(testutil.UniqueName())-8:]
 	dbName := dsn[strings.LastIndex(dsn, "/")+1:]
 	if i := strings.IndexByte(dbName, '?'); i >= 0 {
 		dbName = dbName[:i]
@@ -319,20 +319,20 @@ func TestSecretsNeverLogged(t *testing.T) {
 		env := append(dataEnv(t), "LEAF_SEGMENT_STORE=mysql", "LEAF_SEGMENT_DSN="+userDSN, "LEAF_SEGMENT_SEED=true",
 			"LEAF_ADMIN_TOKEN="+serveToken, "LEAF_SEGMENT_OPAQUE_KEY="+serveOpaqueKey, "LEAF_LOG_LEVEL=debug", "LEAF_LOG_FORMAT="+format)
 		s := serveInProcess(t, env, "--listen", "127.0.0.1:0")
-		httpGet(t, s.url("/api/segment/get/"+config.SeedTag))
-		httpGet(t, s.url("/v2/tags"))
+		testutil.Get(t, s.URL("/api/segment/get/"+config.SeedTag))
+		testutil.Get(t, s.URL("/v2/tags"))
 		// An opaque tag made, issued from and decoded, with the debug log on.
-		create, _ := http.NewRequest("POST", s.url("/v2/tags"), strings.NewReader(`{"tag":"secret.opaque","opaque_bits":40}`))
+		create, _ := http.NewRequest("POST", s.URL("/v2/tags"), strings.NewReader(`{"tag":"secret.opaque","opaque_bits":40}`))
 		create.Header.Set("Authorization", "Bearer "+serveToken)
 		if resp, err := http.DefaultClient.Do(create); err != nil {
 			t.Fatal(err)
 		} else if resp.Body.Close(); resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusConflict {
 			t.Fatalf("create the opaque tag: %d", resp.StatusCode)
 		}
-		if code, body := httpGet(t, s.url("/api/segment/get/secret.opaque?count=5")); code != http.StatusOK {
-			t.Fatalf("opaque IDs: %d %s\n%s", code, body, s.log.String())
+		if code, body := testutil.Get(t, s.URL("/api/segment/get/secret.opaque?count=5")); code != http.StatusOK {
+			t.Fatalf("opaque IDs: %d %s\n%s", code, body, s.Log.String())
 		}
-		req, _ := http.NewRequest("GET", s.url("/v2/tags"), nil)
+		req, _ := http.NewRequest("GET", s.URL("/v2/tags"), nil)
 		req.Header.Set("Authorization", "Bearer "+serveToken+"-wrong")
 		if resp, err := http.DefaultClient.Do(req); err == nil {
 			resp.Body.Close()
@@ -343,14 +343,14 @@ func TestSecretsNeverLogged(t *testing.T) {
 		}
 		killSessions(t, rootDB, user)
 		for range 3 {
-			httpGet(t, s.url("/api/segment/get/"+config.SeedTag+"?count=1000"))
+			testutil.Get(t, s.URL("/api/segment/get/"+config.SeedTag+"?count=1000"))
 		}
-		httpGet(t, s.url("/readyz"))
+		testutil.Get(t, s.URL("/readyz"))
 		if _, err := rootDB.Exec(fmt.Sprintf("ALTER USER '%s'@'%%' ACCOUNT UNLOCK", user)); err != nil {
 			t.Fatal(err)
 		}
-		s.stop(t)
-		logs = append(logs, s.log.String())
+		s.Stop(t)
+		logs = append(logs, s.Log.String())
 
 		// A start that fails: wrong password, then a locked account.
 		bad := runCLI(t, append(dataEnv(t), "LEAF_SEGMENT_STORE=mysql", "LEAF_ADMIN_TOKEN="+serveToken, "LEAF_SEGMENT_OPAQUE_KEY="+serveOpaqueKey, "LEAF_LOG_FORMAT="+format,

@@ -550,7 +550,7 @@ func (a *app) runServer(ctx context.Context, p *servePlan, log *slog.Logger) err
 		if err := seedStore(ctx, store, cfg.Segment, log); err != nil {
 			return abort(err)
 		}
-		settings := segment.DefaultSettings()
+		settings := segment.DefaultConfig()
 		settings.Store, settings.Logger = generatorStore(store), log
 		settings.RefreshInterval = cfg.Segment.RefreshInterval
 		settings.MaxStep = cfg.Segment.MaxStep
@@ -569,7 +569,7 @@ func (a *app) runServer(ctx context.Context, p *servePlan, log *slog.Logger) err
 		if err != nil {
 			return abort(fmt.Errorf("start segment generator: %w", err))
 		}
-		fwd, err = forward.New(forward.Settings{Local: gen, Self: settings.Owner, Token: adminToken,
+		fwd, err = forward.New(forward.Config{Local: gen, Self: settings.Owner, Token: adminToken,
 			Wait: cfg.Segment.WaitTimeout, Logger: log})
 		if err != nil {
 			return abort(fmt.Errorf("start forwarder: %w", err))

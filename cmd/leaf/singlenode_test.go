@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/leafgo/leaf/cmd/leaf/internal/config"
-	"github.com/leafgo/leaf/internal/testdb"
 	"github.com/leafgo/leaf/internal/testutil"
 )
 
@@ -25,7 +24,7 @@ func TestServeSingleNode(t *testing.T) {
 	t.Run("defaults on every interface are refused", func(t *testing.T) {
 		port := freePort(t)
 		data := t.TempDir()
-		env := append(cleanEnv(), token, "LEAF_DATA_DIR="+data)
+		env := append(testutil.CleanEnv(), token, "LEAF_DATA_DIR="+data)
 		r := runBin(t, bin, t.TempDir(), env, "serve", "--listen", "0.0.0.0:"+port)
 		if r.code != 2 {
 			t.Fatalf("exit %d, want 2; stderr %q", r.code, r.stderr)
@@ -48,9 +47,9 @@ func TestServeSingleNode(t *testing.T) {
 	})
 
 	t.Run("--single-node serves", func(t *testing.T) {
-		env := append(cleanEnv(), token, "LEAF_DATA_DIR="+t.TempDir())
-		srv := startServer(t, bin, t.TempDir(), env, "--listen", "0.0.0.0:0", "--single-node")
-		srv.addr = "127.0.0.1" + srv.addr[strings.LastIndex(srv.addr, ":"):]
+		env := append(testutil.CleanEnv(), token, "LEAF_DATA_DIR="+t.TempDir())
+		srv := testutil.StartLeaf(t, bin, t.TempDir(), env, "--listen", "0.0.0.0:0", "--single-node")
+		srv.Addr = "127.0.0.1" + srv.Addr[strings.LastIndex(srv.Addr, ":"):]
 		serveIDs(t, srv)
 	})
 
@@ -60,16 +59,16 @@ func TestServeSingleNode(t *testing.T) {
 		}
 		// The default's host, on port 0: 8080 may be taken on this machine.
 		host, _, _ := net.SplitHostPort(config.Default().Listen)
-		srv := startServer(t, bin, t.TempDir(), append(cleanEnv(), "LEAF_DATA_DIR="+t.TempDir()), "--listen", host+":0")
+		srv := testutil.StartLeaf(t, bin, t.TempDir(), append(testutil.CleanEnv(), "LEAF_DATA_DIR="+t.TempDir()), "--listen", host+":0")
 		serveIDs(t, srv)
 	})
 
 	t.Run("shared store and explicit worker", func(t *testing.T) {
-		dsn := testdb.MySQL(t)
-		env := append(cleanEnv(), token, "LEAF_DATA_DIR="+t.TempDir(), "LEAF_SEGMENT_SEED=true")
-		srv := startServer(t, bin, t.TempDir(), env, "--listen", "0.0.0.0:0",
+		dsn := testutil.MySQL(t)
+		env := append(testutil.CleanEnv(), token, "LEAF_DATA_DIR="+t.TempDir(), "LEAF_SEGMENT_SEED=true")
+		srv := testutil.StartLeaf(t, bin, t.TempDir(), env, "--listen", "0.0.0.0:0",
 			"--segment-store", "mysql", "--segment-dsn", dsn, "--worker-id", "0")
-		srv.addr = "127.0.0.1" + srv.addr[strings.LastIndex(srv.addr, ":"):]
+		srv.Addr = "127.0.0.1" + srv.Addr[strings.LastIndex(srv.Addr, ":"):]
 		serveIDs(t, srv)
 	})
 }
@@ -98,7 +97,7 @@ func TestServeCheckSampleSingleNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	data := filepath.Join(t.TempDir(), "data")
-	env := append(cleanEnv(), "LEAF_ADMIN_TOKEN="+serveToken, "LEAF_SEGMENT_ENABLED=false", "LEAF_DATA_DIR="+data)
+	env := append(testutil.CleanEnv(), "LEAF_ADMIN_TOKEN="+serveToken, "LEAF_SEGMENT_ENABLED=false", "LEAF_DATA_DIR="+data)
 	args := []string{"serve", "--check", "--config", sample, "--listen", "0.0.0.0:0"}
 	r := runBin(t, bin, t.TempDir(), env, args...)
 	if r.code != exitUsage || !strings.Contains(r.stderr, "single_node") || !strings.Contains(r.stderr, "worker ID 0") {

@@ -75,7 +75,7 @@ func startSnowflake(ctx context.Context, cfg config.Config, port int, log *slog.
 		return nil, err
 	}
 	reg, desc := rc.reg, rc.desc
-	s := snowflake.DefaultSettings()
+	s := snowflake.DefaultConfig()
 	s.Layout = sc.Layout()
 	s.Registry, s.RegistryName, s.Endpoint = reg, sc.Registry, ep
 	s.Cache, s.ClaimWait = rc.cache, rc.claimWait

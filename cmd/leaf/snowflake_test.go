@@ -17,7 +17,6 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/cmd/leaf/internal/config"
-	"github.com/leafgo/leaf/internal/testdb"
 	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/local"
 	"github.com/leafgo/leaf/snowflake"
@@ -26,7 +25,7 @@ import (
 // getSnowflake fetches n IDs from /api/snowflake/get/KEY.
 func getSnowflake(t *testing.T, s *inProcessServer, n int) []int64 {
 	t.Helper()
-	resp, err := http.Get(s.url("/api/snowflake/get/order?count=" + strconv.Itoa(n)))
+	resp, err := http.Get(s.URL("/api/snowflake/get/order?count=" + strconv.Itoa(n)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,8 +61,8 @@ func TestServeSnowflakeDefault(t *testing.T) {
 			t.Fatalf("IDs not increasing: %d after %d", id, first[i-1])
 		}
 	}
-	if code := s.stop(t); code != 0 {
-		t.Fatalf("serve exited %d: %s", code, s.log.String())
+	if code := s.Stop(t); code != 0 {
+		t.Fatalf("serve exited %d: %s", code, s.Log.String())
 	}
 	s2 := serveInProcess(t, env, "--listen", "127.0.0.1:0")
 	again := getSnowflake(t, s2, 10)
@@ -76,7 +75,7 @@ func TestServeSnowflakeDefault(t *testing.T) {
 // chosen by flags.
 func TestServeSnowflakeMySQLRegistry(t *testing.T) {
 	t.Parallel()
-	dsn := testdb.MySQL(t)
+	dsn := testutil.MySQL(t)
 	env := append(dataEnv(t), "LEAF_SEGMENT_ENABLED=false")
 	s := serveInProcess(t, env, "--listen", "127.0.0.1:0", "--snowflake-registry", "mysql", "--snowflake-dsn", dsn,
 		"--snowflake-endpoint", "10.9.9.9:8080")
@@ -85,7 +84,7 @@ func TestServeSnowflakeMySQLRegistry(t *testing.T) {
 	if p.WorkerID != 1 { // the fork's AUTO_INCREMENT starts at 1
 		t.Fatalf("worker %d, want 1", p.WorkerID)
 	}
-	resp, err := http.Get(s.url("/v2/status"))
+	resp, err := http.Get(s.URL("/v2/status"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,10 +174,10 @@ func (zkQuiet) Printf(string, ...any) {}
 // which may be another's by now, and does not.
 func TestServeSnowflakeZooKeeperDownAtStart(t *testing.T) {
 	t.Parallel()
-	zkAddr := testdb.ZooKeeper(t)
-	name := testdb.UniqueName()
+	zkAddr := testutil.ZooKeeper(t)
+	name := testutil.UniqueName()
 	t.Cleanup(func() { removeZKTree(t, zkAddr, name) })
-	proxy := testdb.NewProxy(t, zkAddr)
+	proxy := testutil.NewProxy(t, zkAddr)
 	env := append(dataEnv(t), "LEAF_SEGMENT_ENABLED=false")
 	args := []string{"--listen", "127.0.0.1:0", "--snowflake-registry", "zookeeper", "--zk", proxy.Addr(),
 		"--name", name, "--snowflake-endpoint", "10.8.8.8:8080"}
@@ -187,8 +186,8 @@ func TestServeSnowflakeZooKeeperDownAtStart(t *testing.T) {
 	s := serveInProcess(t, env, args...)
 	before := getSnowflake(t, s, 100)
 	worker, _ := snowflake.LeafLayout.Decode(before[0])
-	if code := s.stop(t); code != 0 {
-		t.Fatalf("serve exited %d: %s", code, s.log.String())
+	if code := s.Stop(t); code != 0 {
+		t.Fatalf("serve exited %d: %s", code, s.Log.String())
 	}
 	proxy.Down()
 	r := runCLI(t, env, append([]string{"serve"}, args...)...)
@@ -203,11 +202,11 @@ func TestServeSnowflakeZooKeeperDownAtStart(t *testing.T) {
 	before = getSnowflake(t, s1, 100)
 	proxy.Down()
 	testutil.WaitFor(t, "the heartbeat to fail with ZooKeeper down", func() bool {
-		_, body := httpGet(t, s1.url("/readyz"))
+		_, body := testutil.Get(t, s1.URL("/readyz"))
 		return strings.Contains(body, "heartbeat failing")
 	})
-	if code := s1.stop(t); code != 0 {
-		t.Fatalf("serve exited %d: %s", code, s1.log.String())
+	if code := s1.Stop(t); code != 0 {
+		t.Fatalf("serve exited %d: %s", code, s1.Log.String())
 	}
 	s2 := serveInProcess(t, env, args...)
 	after := getSnowflake(t, s2, 100)
@@ -215,14 +214,14 @@ func TestServeSnowflakeZooKeeperDownAtStart(t *testing.T) {
 	if p.WorkerID != worker.WorkerID || after[0] <= before[len(before)-1] {
 		t.Fatalf("started from the cache: ID %d worker %d, want worker %d above %d", after[0], p.WorkerID, worker.WorkerID, before[len(before)-1])
 	}
-	if !strings.Contains(s2.log.String(), "cached worker ID") {
-		t.Errorf("no log line about the cached worker ID: %s", s2.log.String())
+	if !strings.Contains(s2.Log.String(), "cached worker ID") {
+		t.Errorf("no log line about the cached worker ID: %s", s2.Log.String())
 	}
-	if _, body := httpGet(t, s2.url("/readyz")); !strings.Contains(body, "until its cached lease ends at") {
+	if _, body := testutil.Get(t, s2.URL("/readyz")); !strings.Contains(body, "until its cached lease ends at") {
 		t.Errorf("/readyz of a server on its cached lease: %q", body)
 	}
-	if code := s2.stop(t); code != 0 {
-		t.Fatalf("serve exited %d: %s", code, s2.log.String())
+	if code := s2.Stop(t); code != 0 {
+		t.Fatalf("serve exited %d: %s", code, s2.Log.String())
 	}
 
 	// The cached mark an hour ahead: the clock cannot be trusted, no start.
@@ -248,8 +247,8 @@ func TestServeSnowflakeLocalWorkerInUse(t *testing.T) {
 	if r.code != 1 || !strings.Contains(r.stderr, "in use by another process") {
 		t.Fatalf("second server on the same data dir: exit %d, stderr %q", r.code, r.stderr)
 	}
-	if code := s.stop(t); code != 0 {
-		t.Fatalf("first server exited %d: %s", code, s.log.String())
+	if code := s.Stop(t); code != 0 {
+		t.Fatalf("first server exited %d: %s", code, s.Log.String())
 	}
 }
 
@@ -360,7 +359,7 @@ func TestServeSnowflakeJSSafe(t *testing.T) {
 	}
 	getJSON := func(path string, v any) {
 		t.Helper()
-		resp, err := http.Get(s.url(path))
+		resp, err := http.Get(s.URL(path))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -202,7 +202,7 @@ func TestLayoutLifetimeAgreesWithGenerator(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 			defer cancel()
-			s := snowflake.DefaultSettings()
+			s := snowflake.DefaultConfig()
 			s.Layout, s.Registry, s.Endpoint = cfg.Snowflake.Layout(), reg, leaf.Endpoint{IP: "127.0.0.1", Port: 8080}
 			gen, err := snowflake.New(ctx, s)
 			if (err != nil) != tt.refused {

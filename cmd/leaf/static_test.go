@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf/cmd/leaf/internal/config"
+	"github.com/leafgo/leaf/internal/testutil"
 )
 
 // TestStaticBinary stands in for 'docker build', which this machine cannot
@@ -51,7 +52,7 @@ func TestStaticBinary(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	if r := runBin(t, bin, dir, cleanEnv(), "version"); r.code != 0 || !strings.HasPrefix(r.stdout, "leaf static-test\n") {
+	if r := runBin(t, bin, dir, testutil.CleanEnv(), "version"); r.code != 0 || !strings.HasPrefix(r.stdout, "leaf static-test\n") {
 		t.Errorf("version: %+v", r)
 	}
 
@@ -59,7 +60,7 @@ func TestStaticBinary(t *testing.T) {
 		// The image listens on every interface with the defaults' node-local
 		// IDs (SQLite, worker 0): as it is, it must refuse to start, for
 		// both the missing token and the missing single_node.
-		env := append(cleanEnv(), dockerEnv(t, string(dockerfile))...)
+		env := append(testutil.CleanEnv(), dockerEnv(t, string(dockerfile))...)
 		env = append(env, "LEAF_DATA_DIR="+t.TempDir())
 		if r := runBin(t, bin, t.TempDir(), env, "serve"); r.code != 2 || !strings.Contains(r.stderr, "no admin token is set") ||
 			!strings.Contains(r.stderr, "single_node") || !strings.Contains(r.stderr, "LEAF_SINGLE_NODE=true") {
@@ -68,8 +69,8 @@ func TestStaticBinary(t *testing.T) {
 		// Run as the Dockerfile says one container runs: LEAF_SINGLE_NODE
 		// and a token (port 0 instead of 8080).
 		env = append(env, "LEAF_LISTEN=0.0.0.0:0", "LEAF_LOG_FORMAT=text", "LEAF_ADMIN_TOKEN="+serveToken, "LEAF_SINGLE_NODE=true")
-		srv := startServer(t, bin, t.TempDir(), env)
-		srv.addr = "127.0.0.1" + srv.addr[strings.LastIndex(srv.addr, ":"):]
+		srv := testutil.StartLeaf(t, bin, t.TempDir(), env)
+		srv.Addr = "127.0.0.1" + srv.Addr[strings.LastIndex(srv.Addr, ":"):]
 		serveIDs(t, srv)
 	})
 
@@ -87,25 +88,25 @@ func TestStaticBinary(t *testing.T) {
 				args[i] = sample
 			}
 		}
-		env := append(cleanEnv(), "LEAF_DATA_DIR="+t.TempDir())
-		srv := startServer(t, bin, t.TempDir(), env, append(args[2:], "--listen", "127.0.0.1:0")...)
+		env := append(testutil.CleanEnv(), "LEAF_DATA_DIR="+t.TempDir())
+		srv := testutil.StartLeaf(t, bin, t.TempDir(), env, append(args[2:], "--listen", "127.0.0.1:0")...)
 		serveIDs(t, srv)
 	})
 }
 
 // serveIDs gets segment and snowflake IDs from srv, then stops it with
 // SIGTERM and expects a clean exit.
-func serveIDs(t *testing.T, srv *serverProc) {
+func serveIDs(t *testing.T, srv *testutil.LeafServer) {
 	t.Helper()
 	var last int64
 	for range 3 {
-		last = increasing(t, last, []int64{fetchID(t, srv.url("/api/segment/get/"+config.SeedTag))})
+		last = increasing(t, last, []int64{testutil.FetchID(t, srv.URL("/api/segment/get/"+config.SeedTag))})
 	}
-	if id := fetchID(t, srv.url("/api/snowflake/get/x")); id <= 0 {
+	if id := testutil.FetchID(t, srv.URL("/api/snowflake/get/x")); id <= 0 {
 		t.Errorf("snowflake ID %d", id)
 	}
-	if code := srv.stop(t); code != 0 {
-		t.Errorf("exit status %d after SIGTERM:\n%s", code, srv.log.String())
+	if code := srv.Stop(t); code != 0 {
+		t.Errorf("exit status %d after SIGTERM:\n%s", code, srv.Log.String())
 	}
 }
 

@@ -211,7 +211,7 @@ func watchFailover(ctx context.Context, s segmentStore, fc config.Failover, log 
 	}
 	ctx, cancel := context.WithTimeout(ctx, storeOpenTimeout)
 	defer cancel()
-	set := sqlstore.FailoverSettings{Window: fc.Window, Lag: fc.Lag, MarginSteps: int64(fc.MarginSteps), Logger: log}
+	set := sqlstore.FailoverConfig{Window: fc.Window, Lag: fc.Lag, MarginSteps: int64(fc.MarginSteps), Logger: log}
 	if err := watch(ctx, set); err != nil {
 		return fmt.Errorf("segment store: failover fence: %w", err)
 	}
@@ -224,7 +224,7 @@ func watchFailover(ctx context.Context, s segmentStore, fc config.Failover, log 
 
 // failoverOf is the store's WatchFailover, which names its database's
 // identity: mysql's and postgres' stores of one database; nil for others.
-func failoverOf(s segmentStore) func(context.Context, sqlstore.FailoverSettings) error {
+func failoverOf(s segmentStore) func(context.Context, sqlstore.FailoverConfig) error {
 	switch st := s.(type) {
 	case *mysql.Store:
 		return st.WatchFailover

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/leafgo/leaf/cmd/leaf/internal/config"
-	"github.com/leafgo/leaf/internal/testdb"
+	"github.com/leafgo/leaf/internal/testutil"
 )
 
 // TestServerStores runs the tags commands and serve against MariaDB/MySQL and
@@ -19,8 +19,8 @@ func TestServerStores(t *testing.T) {
 		store string
 		dsn   func(testing.TB) string
 	}{
-		{config.StoreMySQL, testdb.MySQL},
-		{config.StorePostgres, testdb.Postgres},
+		{config.StoreMySQL, testutil.MySQL},
+		{config.StorePostgres, testutil.Postgres},
 	} {
 		t.Run(tc.store, func(t *testing.T) {
 			t.Parallel()
@@ -47,14 +47,14 @@ func TestServerStores(t *testing.T) {
 
 			// Default: no seeding into a server database.
 			srv := serveInProcess(t, env, "--listen", "127.0.0.1:0")
-			if !strings.Contains(srv.log.String(), "store=\""+tc.store+" ") {
-				t.Errorf("listening line does not name the store:\n%s", srv.log.String())
+			if !strings.Contains(srv.Log.String(), "store=\""+tc.store+" ") {
+				t.Errorf("listening line does not name the store:\n%s", srv.Log.String())
 			}
-			if id := fetchID(t, srv.url("/api/segment/get/orders")); id != 500 {
+			if id := testutil.FetchID(t, srv.URL("/api/segment/get/orders")); id != 500 {
 				t.Errorf("first ID of orders = %d, want 500", id)
 			}
-			if code := srv.stop(t); code != 0 {
-				t.Fatalf("serve exited %d:\n%s", code, srv.log.String())
+			if code := srv.Stop(t); code != 0 {
+				t.Fatalf("serve exited %d:\n%s", code, srv.Log.String())
 			}
 
 			if r := runCLI(t, env, "tags", "list"); r.code != 0 || strings.Contains(r.stdout, config.SeedTag) {
@@ -63,14 +63,14 @@ func TestServerStores(t *testing.T) {
 
 			// Given back on shutdown: the next ID follows on.
 			srv = serveInProcess(t, append(env, "LEAF_SEGMENT_SEED=true"), "--listen", "127.0.0.1:0")
-			if id := fetchID(t, srv.url("/api/segment/get/orders")); id != 501 {
+			if id := testutil.FetchID(t, srv.URL("/api/segment/get/orders")); id != 501 {
 				t.Errorf("first ID of orders after restart = %d, want 501", id)
 			}
-			if id := fetchID(t, srv.url("/api/segment/get/"+config.SeedTag)); id != 1 {
+			if id := testutil.FetchID(t, srv.URL("/api/segment/get/"+config.SeedTag)); id != 1 {
 				t.Errorf("explicitly seeded %s: first ID %d, want 1", config.SeedTag, id)
 			}
-			if code := srv.stop(t); code != 0 {
-				t.Fatalf("serve exited %d:\n%s", code, srv.log.String())
+			if code := srv.Stop(t); code != 0 {
+				t.Fatalf("serve exited %d:\n%s", code, srv.Log.String())
 			}
 			if r := runCLI(t, env, "tags", "delete", "orders"); r.code != 0 {
 				t.Fatalf("delete: %+v", r)

@@ -23,7 +23,7 @@ func TestVersionEverywhere(t *testing.T) {
 	bin := testutil.BuildLeaf(t) // stamped e2e-test
 	const want = "e2e-test"
 	dir := t.TempDir()
-	env := cleanEnv()
+	env := testutil.CleanEnv()
 
 	r := runBin(t, bin, dir, env, "version")
 	if first, _, _ := strings.Cut(r.stdout, "\n"); r.code != 0 || first != "leaf "+want {
@@ -33,11 +33,11 @@ func TestVersionEverywhere(t *testing.T) {
 		t.Errorf("leaf --version differs from leaf version: %q", r.stdout)
 	}
 
-	srv := startServer(t, bin, dir, env, "--listen", "127.0.0.1:0")
-	defer srv.stop(t)
+	srv := testutil.StartLeaf(t, bin, dir, env, "--listen", "127.0.0.1:0")
+	defer srv.Stop(t)
 	get := func(path string) string {
 		t.Helper()
-		resp, err := http.Get(srv.url(path))
+		resp, err := http.Get(srv.URL(path))
 		if err != nil {
 			t.Fatal(err)
 		}

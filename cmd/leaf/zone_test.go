@@ -44,7 +44,7 @@ func startZoneServers(t *testing.T, n int, start func(http.Handler) *httptest.Se
 	}
 	out := make([]*zoneTestServer, n)
 	for i := range out {
-		s := segment.DefaultSettings()
+		s := segment.DefaultConfig()
 		s.Store, s.Logger = st, slog.New(slog.DiscardHandler)
 		g, err := segment.New(context.Background(), s)
 		if err != nil {

@@ -24,7 +24,7 @@ const (
 	// its first requests, and the outage must find every buffer loaded.
 	dbQuiet = 4 * time.Second
 	// storeRetryMax is the segment generator's longest pause between
-	// retries of a failed load (segment.Settings.MaxRetryBackoff): a server
+	// retries of a failed load (segment.Config.MaxRetryBackoff): a server
 	// may take this long after the database is back to notice.
 	storeRetryMax = 2 * time.Second
 	// ownerLease is the servers' segment.owner_lease: a killed owner's

@@ -249,7 +249,7 @@ func (b *Buffer) Init(cfg Config) {
 // stays small enough to inline into the caller's hot path:
 //
 //	if id, got := b.Next(); got != doublebuf.None {
-//		if got == doublebuf.AtMark {
+//		if got == doublebuf.PrefetchDue {
 //			b.Prefetch()
 //		}
 //		return id, nil
@@ -259,7 +259,7 @@ func (b *Buffer) Next() (id int64, got Got) {
 	if c := b.cur.Load(); c != nil {
 		if v := c.next.Add(1) - 1; v < c.end && v >= c.start {
 			if v == c.trigger.Load() {
-				return v, AtMark
+				return v, PrefetchDue
 			}
 			return v, Taken
 		}
@@ -276,8 +276,8 @@ const (
 	None Got = iota
 	// Taken: one ID.
 	Taken
-	// AtMark: the ID at the prefetch mark. The caller must call Prefetch.
-	AtMark
+	// PrefetchDue: the ID at the prefetch mark. The caller must call Prefetch.
+	PrefetchDue
 )
 
 // Prefetch starts the load of the next lease and yields the processor to

@@ -126,7 +126,7 @@ func take(t *testing.T, b *doublebuf.Buffer, n int64) (int64, int64) {
 func next(t *testing.T, b *doublebuf.Buffer) int64 {
 	t.Helper()
 	if id, got := b.Next(); got != doublebuf.None {
-		if got == doublebuf.AtMark {
+		if got == doublebuf.PrefetchDue {
 			b.Prefetch()
 		}
 		return id
@@ -177,7 +177,7 @@ func TestHammer(t *testing.T) {
 					continue
 				}
 				id, got := b.Next()
-				if got == doublebuf.AtMark {
+				if got == doublebuf.PrefetchDue {
 					b.Prefetch()
 				}
 				if got == doublebuf.None {
@@ -711,7 +711,7 @@ func BenchmarkNext(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		_, got := buf.Next()
-		if got == doublebuf.AtMark {
+		if got == doublebuf.PrefetchDue {
 			buf.Prefetch()
 		}
 		if got == doublebuf.None {

@@ -5,7 +5,6 @@ package e2e
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -18,7 +17,7 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/httpapi"
-	"github.com/leafgo/leaf/internal/testdb"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/mysql"
 	"github.com/leafgo/leaf/segment"
 	"github.com/leafgo/leaf/snowflake"
@@ -27,27 +26,16 @@ import (
 var _ httpapi.SegmentGenerator = (*segment.Generator)(nil)
 var _ httpapi.SnowflakeGenerator = (*snowflake.Generator)(nil)
 
-func get(t *testing.T, url string) (int, string) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
-
 // TestReadyzFollowsStoreOutage: a server on MariaDB reached through a TCP
 // proxy keeps answering IDs from its buffers while the proxy is down,
 // /readyz says degraded (200, or 503 with ?strict=1), and both recover when
 // the database is reachable again.
 func TestReadyzFollowsStoreOutage(t *testing.T) {
-	cfg, err := gomysql.ParseDSN(testdb.MySQL(t))
+	cfg, err := gomysql.ParseDSN(testutil.MySQL(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := testdb.NewProxy(t, cfg.Addr)
+	proxy := testutil.NewProxy(t, cfg.Addr)
 	cfg.Addr = proxy.Addr()
 	cfg.Timeout = time.Second
 	ctx := context.Background()
@@ -60,7 +48,7 @@ func TestReadyzFollowsStoreOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.DiscardHandler)
-	set := segment.DefaultSettings()
+	set := segment.DefaultConfig()
 	set.Store, set.Logger, set.MaxStep = st, logger, 1000
 	set.HealthInterval, set.StoreTimeout = 20*time.Millisecond, time.Second
 	set.RetryBackoff, set.MaxRetryBackoff = 10*time.Millisecond, 100*time.Millisecond
@@ -72,13 +60,13 @@ func TestReadyzFollowsStoreOutage(t *testing.T) {
 	srv := httptest.NewServer(httpapi.New(httpapi.Config{Segment: gen, Tags: st, Logger: logger}))
 	t.Cleanup(srv.Close)
 
-	if code, body := get(t, srv.URL+"/readyz"); code != 200 || body != "ok\n" {
+	if code, body := testutil.Get(t, srv.URL+"/readyz"); code != 200 || body != "ok\n" {
 		t.Fatalf("/readyz before the outage: %d %q", code, body)
 	}
 	last := int64(0)
 	nextID := func() {
 		t.Helper()
-		code, body := get(t, srv.URL+"/api/segment/get/orders")
+		code, body := testutil.Get(t, srv.URL+"/api/segment/get/orders")
 		id, err := strconv.ParseInt(body, 10, 64)
 		if code != 200 || err != nil || id <= last {
 			t.Fatalf("ID after %d: %d %q", last, code, body)
@@ -97,7 +85,7 @@ func TestReadyzFollowsStoreOutage(t *testing.T) {
 	}
 	proxy.Down()
 	for {
-		code, body := get(t, srv.URL+"/readyz")
+		code, body := testutil.Get(t, srv.URL+"/readyz")
 		if code == 200 && strings.HasPrefix(body, "degraded\n") && strings.Contains(body, "unreachable") {
 			break
 		}
@@ -106,7 +94,7 @@ func TestReadyzFollowsStoreOutage(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if code, _ := get(t, srv.URL+"/readyz?strict=1"); code != http.StatusServiceUnavailable {
+	if code, _ := testutil.Get(t, srv.URL+"/readyz?strict=1"); code != http.StatusServiceUnavailable {
 		t.Fatalf("/readyz?strict=1 during the outage: %d, want 503", code)
 	}
 	for range 1000 { // still served from the buffers
@@ -114,7 +102,7 @@ func TestReadyzFollowsStoreOutage(t *testing.T) {
 	}
 	proxy.Up()
 	for {
-		code, body := get(t, srv.URL+"/readyz")
+		code, body := testutil.Get(t, srv.URL+"/readyz")
 		if code == 200 && body == "ok\n" {
 			break
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf/httpapi"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/local"
 	"github.com/leafgo/leaf/snowflake"
@@ -41,7 +42,7 @@ func TestSnowflakeClockOverHTTP(t *testing.T) {
 	var last int64
 	next := func(phase string) {
 		t.Helper()
-		code, body := get(t, srv.URL+"/api/snowflake/get/any")
+		code, body := testutil.Get(t, srv.URL+"/api/snowflake/get/any")
 		id, err := strconv.ParseInt(body, 10, 64)
 		if code != http.StatusOK || err != nil || id <= last {
 			t.Fatalf("%s: %d %q, want 200 and an ID above %d", phase, code, body, last)
@@ -66,7 +67,7 @@ func TestSnowflakeClockOverHTTP(t *testing.T) {
 		t.Fatalf("1s back: %s %q, Retry-After %q; want 503 with Retry-After", resp.Status, body, resp.Header.Get("Retry-After"))
 	}
 	t.Logf("1s back: %s %s", resp.Status, body)
-	if code, body := get(t, srv.URL+"/readyz"); code != http.StatusOK || len(body) < len("degraded") || body[:8] != "degraded" {
+	if code, body := testutil.Get(t, srv.URL+"/readyz"); code != http.StatusOK || len(body) < len("degraded") || body[:8] != "degraded" {
 		t.Fatalf("/readyz while the clock is behind: %d %q, want 200 degraded", code, body)
 	}
 	offset.Store(0)

@@ -24,10 +24,10 @@
 // in queue order. A request that arrives while a call is in flight waits
 // for the next one: it never gets IDs from a call sent before it arrived,
 // so a request that starts after another's answer gets larger IDs, as on
-// the owner itself. The queue is bounded (Settings.MaxQueue); over it a
+// the owner itself. The queue is bounded (Config.MaxQueue); over it a
 // request fails at once with leaf.ErrOwnerBusy.
 //
-// Failures. A request waits at most Settings.Wait (its context may end it
+// Failures. A request waits at most Config.Wait (its context may end it
 // sooner). Within it, an owner that does not answer, or says it is not the
 // owner, is asked again after a short pause, the generator consulted each
 // time: when a dead owner's lease runs out the generator takes the tag
@@ -63,7 +63,7 @@ const Header = "Leaf-Forward"
 // directly and spare the forward (package client does).
 const OwnerHeader = "Leaf-Owner"
 
-// Defaults of Settings.
+// Defaults of Config.
 const (
 	DefaultWait     = time.Second
 	DefaultMaxQueue = 4096
@@ -85,11 +85,11 @@ type OwnerWatcher interface {
 	OwnerUnreachable(tag string)
 }
 
-// Settings configures a Forwarder.
-type Settings struct {
+// Config configures a Forwarder.
+type Config struct {
 	// Local is this server's generator. Required.
 	Local Local
-	// Self is this server's owner identity (segment.Settings.Owner:
+	// Self is this server's owner identity (segment.Config.Owner:
 	// advertise URL, '#', nonce). A lease held under this server's URL by
 	// another identity is a previous process of this server, which is
 	// gone: it is waited out, never forwarded to.
@@ -148,7 +148,7 @@ const (
 )
 
 // New returns a Forwarder; it starts nothing.
-func New(s Settings) (*Forwarder, error) {
+func New(s Config) (*Forwarder, error) {
 	if s.Local == nil {
 		return nil, fmt.Errorf("forward: %w: no Local generator", leaf.ErrInvalidArgument)
 	}

@@ -141,7 +141,7 @@ func (g *localGen) callCount() int {
 	return g.calls
 }
 
-func newForwarder(t *testing.T, s forward.Settings) *forward.Forwarder {
+func newForwarder(t *testing.T, s forward.Config) *forward.Forwarder {
 	t.Helper()
 	s.Logger = testutil.Logger()
 	f, err := forward.New(s)
@@ -165,7 +165,7 @@ func TestForwardHammer(t *testing.T) {
 	owner := newOwnerGen()
 	owner.maxRange = 7
 	url := startOwner(t, owner, "")
-	f := newForwarder(t, forward.Settings{Local: ownedBy(url), Wait: 10 * time.Second})
+	f := newForwarder(t, forward.Config{Local: ownedBy(url), Wait: 10 * time.Second})
 	ctx := testutil.Context(t, time.Minute)
 
 	const workers, each = 16, 150
@@ -192,7 +192,7 @@ func TestForwardBatches(t *testing.T) {
 	owner := newOwnerGen()
 	owner.arrived, owner.gate = make(chan struct{}, 10), make(chan struct{})
 	url := startOwner(t, owner, "")
-	f := newForwarder(t, forward.Settings{Local: ownedBy(url), Wait: time.Minute})
+	f := newForwarder(t, forward.Config{Local: ownedBy(url), Wait: time.Minute})
 	ctx := testutil.Context(t, time.Minute)
 
 	type result struct {
@@ -239,7 +239,7 @@ func TestForwardFailures(t *testing.T) {
 		t.Parallel()
 		url := fmt.Sprintf("http://127.0.0.1:%d", testutil.FreePort(t))
 		local := ownedBy(url)
-		f := newForwarder(t, forward.Settings{Local: local, Wait: 100 * time.Millisecond})
+		f := newForwarder(t, forward.Config{Local: local, Wait: 100 * time.Millisecond})
 		_, err := f.NextID(ctx, tag)
 		if !errors.Is(err, leaf.ErrOwnerUnreachable) {
 			t.Fatalf("err = %v, want ErrOwnerUnreachable", err)
@@ -257,7 +257,7 @@ func TestForwardFailures(t *testing.T) {
 		// After startOwner's: cleanups run last first, and the server's
 		// shutdown waits for the calls the gate holds.
 		t.Cleanup(func() { close(owner.gate) })
-		f := newForwarder(t, forward.Settings{Local: ownedBy(url), Wait: 200 * time.Millisecond})
+		f := newForwarder(t, forward.Config{Local: ownedBy(url), Wait: 200 * time.Millisecond})
 		// Contexts that cannot end, as the HTTP routes' (no timer: the
 		// queue releases them), and one that can: each request ends
 		// within its wait, the one queued behind the call in flight too.
@@ -278,7 +278,7 @@ func TestForwardFailures(t *testing.T) {
 	t.Run("no owner, takeover beyond the wait", func(t *testing.T) {
 		t.Parallel()
 		local := &localGen{noe: []*leaf.NotOwnerError{{Tag: tag, Retry: time.Hour}}}
-		f := newForwarder(t, forward.Settings{Local: local, Wait: time.Second})
+		f := newForwarder(t, forward.Config{Local: local, Wait: time.Second})
 		_, err := f.NextID(ctx, tag)
 		var noe *leaf.NotOwnerError
 		if !errors.As(err, &noe) || noe.URL != "" || noe.Retry != time.Hour {
@@ -292,7 +292,7 @@ func TestForwardFailures(t *testing.T) {
 	t.Run("no owner, then this server takes over", func(t *testing.T) {
 		t.Parallel()
 		local := &localGen{noe: []*leaf.NotOwnerError{{Tag: tag, Retry: 10 * time.Millisecond}, nil}, next: 100}
-		f := newForwarder(t, forward.Settings{Local: local, Wait: 10 * time.Second})
+		f := newForwarder(t, forward.Config{Local: local, Wait: 10 * time.Second})
 		id, err := f.NextID(ctx, tag)
 		if err != nil || id != 101 {
 			t.Fatalf("NextID = %d, %v; want 101 from this server, the new owner", id, err)
@@ -308,7 +308,7 @@ func TestForwardFailures(t *testing.T) {
 		a.err = &leaf.NotOwnerError{Tag: tag, Owner: urlB + "#b", URL: urlB}
 		urlA := startOwner(t, a, "")
 		local := &localGen{noe: []*leaf.NotOwnerError{{Tag: tag, Owner: urlA + "#a", URL: urlA}, {Tag: tag, Owner: urlB + "#b", URL: urlB}}}
-		f := newForwarder(t, forward.Settings{Local: local, Wait: 10 * time.Second})
+		f := newForwarder(t, forward.Config{Local: local, Wait: 10 * time.Second})
 		ids, err := f.NextIDs(ctx, tag, 3, nil)
 		if err != nil || !slices.Equal(ids, []int64{500, 501, 502}) {
 			t.Fatalf("NextIDs = %v, %v; want [500 501 502] from the new owner", ids, err)
@@ -322,7 +322,7 @@ func TestForwardFailures(t *testing.T) {
 		t.Parallel()
 		self := "http://127.0.0.1:1#new"
 		local := &localGen{noe: []*leaf.NotOwnerError{{Tag: tag, Owner: "http://127.0.0.1:1#old", URL: "http://127.0.0.1:1"}, nil}, next: 7}
-		f := newForwarder(t, forward.Settings{Local: local, Self: self, Wait: 10 * time.Second})
+		f := newForwarder(t, forward.Config{Local: local, Self: self, Wait: 10 * time.Second})
 		id, err := f.NextID(ctx, tag)
 		if err != nil || id != 8 {
 			t.Fatalf("NextID = %d, %v; want 8, once the old lease is gone", id, err)
@@ -334,7 +334,7 @@ func TestForwardFailures(t *testing.T) {
 		owner := newOwnerGen()
 		owner.err = fmt.Errorf("owner: %w", leaf.ErrTagNotFound)
 		url := startOwner(t, owner, "")
-		f := newForwarder(t, forward.Settings{Local: ownedBy(url), Wait: 10 * time.Second})
+		f := newForwarder(t, forward.Config{Local: ownedBy(url), Wait: 10 * time.Second})
 		if _, err := f.NextID(ctx, tag); !errors.Is(err, leaf.ErrTagNotFound) {
 			t.Fatalf("err = %v, want ErrTagNotFound", err)
 		}
@@ -357,7 +357,7 @@ func TestForwardFailures(t *testing.T) {
 			http.Redirect(w, r, targetURL+r.URL.RequestURI(), http.StatusTemporaryRedirect)
 		}))
 		t.Cleanup(owner.Close)
-		f := newForwarder(t, forward.Settings{Local: ownedBy(owner.URL), Wait: 300 * time.Millisecond})
+		f := newForwarder(t, forward.Config{Local: ownedBy(owner.URL), Wait: 300 * time.Millisecond})
 		if _, err := f.NextID(ctx, tag); !errors.Is(err, leaf.ErrOwnerUnreachable) || !strings.Contains(err.Error(), "307") {
 			t.Fatalf("err = %v, want ErrOwnerUnreachable naming the 307", err)
 		}
@@ -371,7 +371,7 @@ func TestForwardFailures(t *testing.T) {
 		owner := newOwnerGen()
 		owner.arrived, owner.gate = make(chan struct{}, 1), make(chan struct{})
 		url := startOwner(t, owner, "")
-		f := newForwarder(t, forward.Settings{Local: ownedBy(url), Wait: time.Minute, MaxQueue: 1})
+		f := newForwarder(t, forward.Config{Local: ownedBy(url), Wait: time.Minute, MaxQueue: 1})
 		first := make(chan error, 1)
 		go func() {
 			_, err := f.NextID(ctx, tag)
@@ -396,7 +396,7 @@ func TestForwardToken(t *testing.T) {
 	url := startOwner(t, newOwnerGen(), token)
 	ctx := testutil.Context(t, time.Minute)
 
-	f := newForwarder(t, forward.Settings{Local: ownedBy(url), Token: token, Wait: 10 * time.Second})
+	f := newForwarder(t, forward.Config{Local: ownedBy(url), Token: token, Wait: 10 * time.Second})
 	if _, err := f.NextID(ctx, tag); err != nil {
 		t.Fatalf("with the token: %v", err)
 	}
@@ -405,7 +405,7 @@ func TestForwardToken(t *testing.T) {
 	// busy machine, the whole suite running) says only that time ran out,
 	// and the refusal before it is what the caller is told. 2s leaves the
 	// first call room for a slow first connection.
-	f = newForwarder(t, forward.Settings{Local: ownedBy(url), Token: "another-token-0123456789", Wait: 2 * time.Second})
+	f = newForwarder(t, forward.Config{Local: ownedBy(url), Token: "another-token-0123456789", Wait: 2 * time.Second})
 	_, err := f.NextID(ctx, tag)
 	if !errors.Is(err, leaf.ErrOwnerUnreachable) || !strings.Contains(err.Error(), "admin tokens differ") {
 		t.Fatalf("with another token: err = %v, want ErrOwnerUnreachable saying the tokens differ", err)
@@ -431,7 +431,7 @@ func TestForwardTellsWhy(t *testing.T) {
 		}
 	}))
 	t.Cleanup(owner.Close)
-	f := newForwarder(t, forward.Settings{Local: ownedBy(owner.URL), Token: "a-token-0123456789", Wait: time.Second})
+	f := newForwarder(t, forward.Config{Local: ownedBy(owner.URL), Token: "a-token-0123456789", Wait: time.Second})
 	_, err := f.NextID(testutil.Context(t, time.Minute), tag)
 	if calls.Load() < 2 {
 		t.Fatalf("the owner was called %d times, want a retry after the refusal", calls.Load())
@@ -448,7 +448,7 @@ func TestForwardTellsWhy(t *testing.T) {
 func TestForwardKeepsNothingIdle(t *testing.T) {
 	t.Parallel()
 	url := startOwner(t, newOwnerGen(), "")
-	f := newForwarder(t, forward.Settings{Local: ownedBy(url), Wait: 10 * time.Second})
+	f := newForwarder(t, forward.Config{Local: ownedBy(url), Wait: 10 * time.Second})
 	ctx := testutil.Context(t, time.Minute)
 	var wg sync.WaitGroup
 	for i := range 40 {

@@ -40,13 +40,13 @@ func startServer(t *testing.T, store *sqlite.Store, i int) *server {
 		t.Fatal(err)
 	}
 	s := &server{url: "http://" + ln.Addr().String()}
-	settings := segment.DefaultSettings()
+	settings := segment.DefaultConfig()
 	settings.Store, settings.Logger = store, testutil.Logger()
 	settings.Owner, settings.OwnerLease = fmt.Sprintf("%s#n%d", s.url, i), 2*time.Second
 	if s.gen, err = segment.New(t.Context(), settings); err != nil {
 		t.Fatal(err)
 	}
-	if s.fwd, err = forward.New(forward.Settings{Local: s.gen, Self: settings.Owner, Wait: 5 * time.Second, Logger: testutil.Logger()}); err != nil {
+	if s.fwd, err = forward.New(forward.Config{Local: s.gen, Self: settings.Owner, Wait: 5 * time.Second, Logger: testutil.Logger()}); err != nil {
 		t.Fatal(err)
 	}
 	srv := httpapi.NewFastServer(httpapi.New(httpapi.Config{Segment: s.gen, Forward: s.fwd, Logger: testutil.Logger()}), httpapi.Limits{})

@@ -73,8 +73,8 @@ const (
 // from their buffers meanwhile, and retry.
 var ErrFailover = fmt.Errorf("%w: the database failed over and is being fenced", leaf.ErrNotReady)
 
-// FailoverSettings configure the fence (see the top of this file).
-type FailoverSettings struct {
+// FailoverConfig configure the fence (see the top of this file).
+type FailoverConfig struct {
 	// Poll is how often a store reads leaf_failover's row. Default 1s.
 	Poll time.Duration
 	// Window is how long a fence waits for the live servers' reports: a few
@@ -94,9 +94,9 @@ type FailoverSettings struct {
 	Logger *slog.Logger
 }
 
-// DefaultFailoverSettings returns the defaults every field documents.
-func DefaultFailoverSettings() FailoverSettings {
-	return FailoverSettings{Poll: time.Second, Window: 5 * time.Second, Lag: time.Minute, MarginSteps: 1000, Logger: slog.Default()}
+// DefaultFailoverConfig returns the defaults every field documents.
+func DefaultFailoverConfig() FailoverConfig {
+	return FailoverConfig{Poll: time.Second, Window: 5 * time.Second, Lag: time.Minute, MarginSteps: 1000, Logger: slog.Default()}
 }
 
 // FailoverStatus is the fence's state as a store last saw it.
@@ -122,7 +122,7 @@ type FailoverStatus struct {
 // failover is a store's part of the fence.
 type failover struct {
 	s   *Store
-	set FailoverSettings
+	set FailoverConfig
 	// The statements: the row with the live identity (check: under a
 	// shared lock, in a reserve's transaction), the compare-and-set that
 	// starts a fence, and the end of one.
@@ -148,11 +148,11 @@ type recentRange struct {
 // row if missing (naming the database reached now), checks it in every
 // reserve from now on, and polls it every Poll until Close. The dialect
 // must name an Identity.
-func (s *Store) WatchFailover(ctx context.Context, set FailoverSettings) error {
+func (s *Store) WatchFailover(ctx context.Context, set FailoverConfig) error {
 	if set.Identity == "" {
 		return fmt.Errorf("%s: failover fence: %w: no database identity", s.d.Name, leaf.ErrInvalidArgument)
 	}
-	def := DefaultFailoverSettings()
+	def := DefaultFailoverConfig()
 	if set.Poll <= 0 {
 		set.Poll = def.Poll
 	}

@@ -10,7 +10,7 @@ import (
 )
 
 // stripeFence is what a store expects leaf_stripe to record: plain, no
-// record or one of a store of one database (what Guard accepts); else
+// record or one of a store of one database (what CheckSingleDatabase accepts); else
 // exactly rec (stripe and cluster).
 type stripeFence struct {
 	plain bool
@@ -19,7 +19,7 @@ type stripeFence struct {
 
 // expectPlain fences the store's reserves: from now on a reserve commits
 // only while the database records no stripe, or one of a store of one
-// database, as Guard accepted when the store opened (mysql.Open,
+// database, as CheckSingleDatabase accepted when the store opened (mysql.Open,
 // postgres.Open), so that a `leaf db migrate` run while it is still
 // serving stops it at its next reserve rather than letting it issue its
 // old numbers as IDs next to the new layout's.
@@ -39,7 +39,7 @@ func (t *Stripes) ExpectStripe(rec leaf.StripeRecord) {
 // expects.
 func (f *stripeFence) accepts(rec leaf.StripeRecord, ok bool) bool {
 	if f.plain {
-		return !ok || rec.Stripe.Of <= 1
+		return !ok || rec.Stripe.Databases <= 1
 	}
 	return ok && rec.Same(f.rec)
 }
@@ -68,7 +68,7 @@ func (s *Store) checkFence(ctx context.Context, tx *sql.Tx, f *stripeFence) erro
 	if err != nil {
 		return fmt.Errorf("read stripe record: %w", err)
 	}
-	rec.Stripe.Index, rec.Stripe.Of = int(index), int(count)
+	rec.Stripe.Index, rec.Stripe.Databases = int(index), int(count)
 	if f.accepts(rec, ok) {
 		return nil
 	}

@@ -121,7 +121,7 @@ func newOwnerQueries(d Dialect, forUpdate, forShare string) ownerQueries {
 func (s *Store) goClock() bool { return s.d.ClockMicros == "" }
 
 // nowArgs are the arguments a write takes for clockVal: the time, with
-// Go's clock (Settings.Now), else none.
+// Go's clock (Config.Now), else none.
 func (s *Store) nowArgs() []any {
 	if s.goClock() {
 		return []any{s.now().UnixMicro()}

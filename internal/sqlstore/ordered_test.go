@@ -44,7 +44,7 @@ func ownerDB(t *testing.T, schema string, tags []string) (*Store, *sql.DB) {
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	return New(db, Dialect{Name: "sqlite"}, Settings{}), db
+	return New(db, Dialect{Name: "sqlite"}, Config{}), db
 }
 
 // TestRenewTagsBatchFails: a batch whose transaction fails answers its

@@ -117,8 +117,8 @@ const (
 	maxKeyCheckLen = 128
 )
 
-// Settings tunes a Store; the zero value is the default.
-type Settings struct {
+// Config tunes a Store; the zero value is the default.
+type Config struct {
 	// MaxAttempts bounds how often a transaction runs when the dialect calls
 	// its error retryable (a deadlock, a busy database). Default 8: InnoDB
 	// picks deadlock victims among a tag's reserve, delete and create when
@@ -146,7 +146,7 @@ type Store struct {
 	o        ownerQueries
 	attempts int
 	backoff  time.Duration
-	now      func() time.Time // Settings.Now
+	now      func() time.Time // Config.Now
 	closed   atomic.Bool
 	// fo is the failover fence, nil while it is off (WatchFailover).
 	fo atomic.Pointer[failover]
@@ -156,7 +156,7 @@ type Store struct {
 	// locking reads), for the statements that read under it.
 	forShare string
 	// fence is what leaf_stripe must record for a reserve to commit (see
-	// Stripes.Guard and Stripes.ExpectStripe); nil: no check, as on SQLite,
+	// Stripes.CheckSingleDatabase and Stripes.ExpectStripe); nil: no check, as on SQLite,
 	// which has no leaf_stripe.
 	fence atomic.Pointer[stripeFence]
 }
@@ -198,7 +198,7 @@ type queries struct {
 }
 
 // New wraps db. The Store owns db from now on: Close closes it.
-func New(db *sql.DB, d Dialect, set Settings) *Store {
+func New(db *sql.DB, d Dialect, set Config) *Store {
 	if d.IsUniqueViolation == nil {
 		d.IsUniqueViolation = func(error) bool { return false }
 	}

@@ -111,7 +111,7 @@ func TestReserveRetriesBusy(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			busy.Store(0)
-			s := New(busyDB(t, path), d, Settings{MaxAttempts: c.attempts, RetryBackoff: 5 * time.Millisecond})
+			s := New(busyDB(t, path), d, Config{MaxAttempts: c.attempts, RetryBackoff: 5 * time.Millisecond})
 			tx, err := holder.BeginTx(ctx, nil) // BEGIN IMMEDIATE: holds the write lock
 			if err != nil {
 				t.Fatal(err)

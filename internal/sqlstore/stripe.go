@@ -94,7 +94,7 @@ func (t *Stripes) ReadStripe(ctx context.Context) (rec leaf.StripeRecord, ok boo
 	if err != nil {
 		return leaf.StripeRecord{}, false, t.s.wrap(op, err)
 	}
-	rec.Stripe.Index, rec.Stripe.Of, rec.CreatedAt = int(index), int(count), at.t
+	rec.Stripe.Index, rec.Stripe.Databases, rec.CreatedAt = int(index), int(count), at.t
 	return rec, true, nil
 }
 
@@ -109,7 +109,7 @@ func (t *Stripes) WriteStripe(ctx context.Context, rec leaf.StripeRecord) (bool,
 		return false, err
 	}
 	st := rec.Stripe
-	n, err := t.s.execCount(ctx, t.q.write, int64(st.Index), int64(st.Of), st.Block, rec.Cluster)
+	n, err := t.s.execCount(ctx, t.q.write, int64(st.Index), int64(st.Databases), st.Block, rec.Cluster)
 	if err != nil {
 		return false, t.s.wrap(op, err)
 	}
@@ -128,8 +128,8 @@ func (t *Stripes) ReplaceStripe(ctx context.Context, old, rec leaf.StripeRecord)
 		return false, err
 	}
 	st, o := rec.Stripe, old.Stripe
-	n, err := t.s.execCount(ctx, t.q.replace, int64(st.Index), int64(st.Of), st.Block, rec.Cluster,
-		int64(o.Index), int64(o.Of), o.Block, old.Cluster)
+	n, err := t.s.execCount(ctx, t.q.replace, int64(st.Index), int64(st.Databases), st.Block, rec.Cluster,
+		int64(o.Index), int64(o.Databases), o.Block, old.Cluster)
 	if err != nil {
 		return false, t.s.wrap(op, err)
 	}
@@ -248,11 +248,11 @@ func (t *Stripes) LockedAllocs(ctx context.Context) ([]leaf.Alloc, error) {
 	return as, nil
 }
 
-// RaiseAlloc makes a.Tag's max_id at least a.MaxID: it inserts the row with
+// RaiseMaxID makes a.Tag's max_id at least a.MaxID: it inserts the row with
 // a's step and description if there is none, and never lowers max_id, so a
 // migration may run it again, or on a database that has moved on. It
 // moves the change counter.
-func (t *Stripes) RaiseAlloc(ctx context.Context, a leaf.Alloc) error {
+func (t *Stripes) RaiseMaxID(ctx context.Context, a leaf.Alloc) error {
 	if err := leaf.ValidateAlloc(a); err != nil {
 		return err
 	}
@@ -309,20 +309,20 @@ func (t *Stripes) RaiseTombstone(ctx context.Context, tag string, maxID int64) e
 	return nil
 }
 
-// Guard refuses a database that records a stripe of a store of several
+// CheckSingleDatabase refuses a database that records a stripe of a store of several
 // (db_count > 1) to a store opened on it alone: it would issue the IDs of
 // the other databases' stripes as its own. name is the store's and the
 // database's name for the message. What it accepts must hold at every
 // reserve, not only now, so it then fences the reserves (expectPlain).
-func (t *Stripes) Guard(ctx context.Context, name string) error {
+func (t *Stripes) CheckSingleDatabase(ctx context.Context, name string) error {
 	rec, ok, err := t.ReadStripe(ctx)
 	if err != nil {
 		return err
 	}
-	if ok && rec.Stripe.Of > 1 {
+	if ok && rec.Stripe.Databases > 1 {
 		return fmt.Errorf("%s: %s: %w: it records that it is %s of a segment store spread over several databases,"+
 			" so on its own it would issue the IDs of the others; list all %d databases, in their recorded order, as the segment store's databases",
-			t.s.d.Name, name, leaf.ErrStripeLayout, rec, rec.Stripe.Of)
+			t.s.d.Name, name, leaf.ErrStripeLayout, rec, rec.Stripe.Databases)
 	}
 	t.expectPlain()
 	return nil

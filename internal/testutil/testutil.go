@@ -1,8 +1,16 @@
-// Package testutil holds the helpers that the test files of several packages
-// would otherwise each carry a copy of: a logger that is quiet unless the
-// run is verbose, bounded contexts, waiting for a condition, free ports, an
-// embedded SQLite store holding given rows, the leaf binary built once per
-// test, and parsing of ID lists as the servers print them.
+// Package testutil is the tests' one harness, for the test files of every
+// package (bbolt's internal/btesting is the model):
+//
+//   - databases: a fresh database of the test's own on the MariaDB and
+//     PostgreSQL servers the environment names, dropped at the end
+//     (testutil.go), extra servers of the test's own (replicas, a Galera
+//     cluster, a PostgreSQL standby), a TCP proxy that cuts a connection,
+//     the registries' addresses;
+//   - the embedded SQLite store holding given rows;
+//   - the leaf binary, built once per test and run as a server
+//     (leafserver.go), and its logs read while written (LogBuffer);
+//   - waiting for a condition, bounded contexts, free ports, a quiet
+//     logger, parsing ID lists, checking answers for order.
 //
 // It is imported by tests only; nothing here may be used by production code.
 package testutil
@@ -77,8 +85,9 @@ func FreePort(t testing.TB) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// ModuleRoot is the directory holding go.mod, found upwards from the test's
-// working directory (the package directory).
+// ModuleRoot is the leaf module's directory: the first one upwards from
+// the test's directory whose go.mod declares github.com/leafgo/leaf (the
+// heavy tests' module in e2e/ has a go.mod of its own below it).
 func ModuleRoot(t testing.TB) string {
 	t.Helper()
 	dir, err := os.Getwd()
@@ -86,12 +95,13 @@ func ModuleRoot(t testing.TB) string {
 		t.Fatal(err)
 	}
 	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+		if mod, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil &&
+			strings.HasPrefix(string(mod), "module github.com/leafgo/leaf\n") {
 			return dir
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			t.Fatal("go.mod not found above the test's directory")
+			t.Fatal("the leaf module's go.mod not found above the test's directory")
 		}
 		dir = parent
 	}

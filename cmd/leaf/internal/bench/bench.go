@@ -57,9 +57,9 @@ const requestTimeout = 10 * time.Second
 // misconfigured server (no run) from a loaded one.
 const probeTimeout = 5 * time.Second
 
-// Options describe a run. Exactly one of URL, GRPC and Servers names the
+// Config describe a run. Exactly one of URL, GRPC and Servers names the
 // server or servers.
-type Options struct {
+type Config struct {
 	URL  *url.URL    // HTTP: the server's base URL, http:// or https://
 	GRPC string      // gRPC: the server's host:port
 	TLS  *tls.Config // the CAs to trust; nil: the system's (HTTPS), plaintext (gRPC)
@@ -92,7 +92,7 @@ type Options struct {
 }
 
 // target names the server in messages and the summary.
-func (o *Options) target() string {
+func (o *Config) target() string {
 	switch {
 	case o.URL != nil:
 		return o.URL.Redacted()
@@ -110,7 +110,7 @@ func (o *Options) target() string {
 }
 
 // validate checks o, and fills in the default cap.
-func (o *Options) validate() error {
+func (o *Config) validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: bench: %s", leaf.ErrInvalidArgument, fmt.Sprintf(format, args...))
 	}
@@ -151,7 +151,7 @@ func (o *Options) validate() error {
 // leaf.ErrInvalidArgument (or leaf's tag and count errors). A run that ctx
 // ends early is summarized, marked Interrupted; if ctx ends during the
 // first request, Run returns ctx.Err().
-func Run(ctx context.Context, o Options) (*Summary, error) {
+func Run(ctx context.Context, o Config) (*Summary, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
@@ -246,7 +246,7 @@ func (w *worker) keep(ids []int64, room *atomic.Int64) {
 // progress to o.Progress, and returns the merged summary. The probe's IDs are compared
 // with the run's for uniqueness, but are not counted: neither in the IDs nor
 // in the IDs checked.
-func run(ctx context.Context, o *Options, newCaller func() caller, probe caller, probeIDs []int64) *Summary {
+func run(ctx context.Context, o *Config, newCaller func() caller, probe caller, probeIDs []int64) *Summary {
 	workers := make([]*worker, o.Concurrency)
 	callers := make([]caller, o.Concurrency)
 	var room atomic.Int64 // IDs CheckUnique may still keep

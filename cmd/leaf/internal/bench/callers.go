@@ -46,7 +46,7 @@ type caller interface {
 
 // newCallers returns a constructor of callers sharing one client (HTTP)
 // or a few connections (gRPC), and a function that closes them.
-func newCallers(o *Options) (newCaller func() caller, closeAll func(), err error) {
+func newCallers(o *Config) (newCaller func() caller, closeAll func(), err error) {
 	if o.GRPC != "" {
 		return grpcCallers(o)
 	}
@@ -60,7 +60,7 @@ func newCallers(o *Options) (newCaller func() caller, closeAll func(), err error
 // server share the cores, the generator's CPU is taken from the server, so
 // a cheaper client measures more of the server. MaxConns is the
 // concurrency: each worker has a connection to itself, as wrk's do.
-func httpCallers(o *Options) (func() caller, func(), error) {
+func httpCallers(o *Config) (func() caller, func(), error) {
 	isTLS := o.URL.Scheme == "https"
 	hc := &fasthttp.HostClient{
 		Addr:      fasthttp.AddMissingPort(o.URL.Host, isTLS),
@@ -162,7 +162,7 @@ func parseIDLines(body []byte, ids []int64) ([]int64, error) {
 	}
 }
 
-func grpcCallers(o *Options) (func() caller, func(), error) {
+func grpcCallers(o *Config) (func() caller, func(), error) {
 	conns := make([]leafv1.LeafClient, 0, grpcConns)
 	var closers []*grpc.ClientConn
 	closeAll := func() {

@@ -14,7 +14,7 @@ import (
 // clientCallers share one Go client among the workers: its round robin,
 // failover and zone preference are what is measured, with the cost of
 // net/http and JSON on top of the servers'.
-func clientCallers(o *Options) (*client.Client, func() caller, func(), error) {
+func clientCallers(o *Config) (*client.Client, func() caller, func(), error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = o.TLS
 	// One idle connection per worker, as the fasthttp client keeps.
@@ -34,7 +34,7 @@ func clientCallers(o *Options) (*client.Client, func() caller, func(), error) {
 
 type clientCaller struct {
 	c *client.Client
-	o *Options
+	o *Config
 }
 
 func (c *clientCaller) call(ctx context.Context, ids []int64) ([]int64, *failure) {

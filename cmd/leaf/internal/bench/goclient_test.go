@@ -30,7 +30,7 @@ func leafServers(t *testing.T, n int) ([]string, []*atomic.Int64) {
 	}
 	urls, hits := make([]string, n), make([]*atomic.Int64, n)
 	for i := range n {
-		s := segment.DefaultSettings()
+		s := segment.DefaultConfig()
 		s.Store, s.Logger = st, slog.New(slog.DiscardHandler)
 		g, err := segment.New(context.Background(), s)
 		if err != nil {
@@ -63,7 +63,7 @@ func closedURL(t *testing.T) string {
 // requests stay in the own zone, and the summary says where they went.
 func TestRunClient(t *testing.T) {
 	urls, hits := leafServers(t, 2)
-	o := Options{
+	o := Config{
 		Servers: []client.Endpoint{{URL: urls[0], Zone: "dc1"}, {URL: urls[1], Zone: "dc2"}},
 		Zone:    "dc1", Mode: "segment", Tag: "t", Count: 3, Concurrency: 2, Duration: MinDuration, CheckUnique: true,
 	}
@@ -103,7 +103,7 @@ func TestRunClientProbe(t *testing.T) {
 		{"all down", []client.Endpoint{{URL: closedURL(t), Zone: "a"}, {URL: closedURL(t), Zone: "b"}}, "t", "(transport connection refused)"},
 	}
 	for _, tt := range tests {
-		o := Options{Servers: tt.eps, Mode: "segment", Tag: tt.tag, Count: 1, Concurrency: 1, Duration: time.Hour}
+		o := Config{Servers: tt.eps, Mode: "segment", Tag: tt.tag, Count: 1, Concurrency: 1, Duration: time.Hour}
 		sum, err := Run(t.Context(), o)
 		if sum != nil || err == nil || !strings.Contains(err.Error(), tt.kind) {
 			t.Errorf("%s: Run = %v, %v; want the probe's failure %q", tt.name, sum, err, tt.kind)
@@ -116,11 +116,11 @@ func TestOptionsValidateServers(t *testing.T) {
 	eps := []client.Endpoint{{URL: "http://127.0.0.1:8080", Zone: "dc1"}}
 	tests := []struct {
 		name string
-		o    Options
+		o    Config
 	}{
-		{"servers and URL", Options{Servers: eps, URL: u}},
-		{"servers and gRPC", Options{Servers: eps, GRPC: "h:1"}},
-		{"zone without servers", Options{URL: u, Zone: "dc1"}},
+		{"servers and URL", Config{Servers: eps, URL: u}},
+		{"servers and gRPC", Config{Servers: eps, GRPC: "h:1"}},
+		{"zone without servers", Config{URL: u, Zone: "dc1"}},
 	}
 	for _, tt := range tests {
 		tt.o.Mode, tt.o.Tag, tt.o.Count, tt.o.Concurrency, tt.o.Duration = "segment", "t", 1, 1, time.Second
@@ -129,7 +129,7 @@ func TestOptionsValidateServers(t *testing.T) {
 		}
 	}
 	// The client's own checks come from Run.
-	o := Options{Servers: eps, Zone: "dc2", Mode: "segment", Tag: "t", Count: 1, Concurrency: 1, Duration: time.Second}
+	o := Config{Servers: eps, Zone: "dc2", Mode: "segment", Tag: "t", Count: 1, Concurrency: 1, Duration: time.Second}
 	if _, err := Run(t.Context(), o); !errors.Is(err, leaf.ErrInvalidArgument) || !strings.Contains(err.Error(), `no endpoint is in that zone`) {
 		t.Errorf("Run with a zone no server is in = %v", err)
 	}

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// pacer spreads the requests of a paced run (Options.Rate) evenly over
+// pacer spreads the requests of a paced run (Config.Rate) evenly over
 // time: slot n is due at start + n/rate seconds, and each request takes the
 // next free slot, whichever worker sends it. Taking a slot is one atomic
 // add; a worker that is behind finds its slot due already and does not

@@ -80,7 +80,7 @@ func (c *fakeCaller) call(ctx context.Context, ids []int64) ([]int64, *failure) 
 
 // runFake runs o against s; the first caller made is the probe's, which
 // is not slow.
-func runFake(ctx context.Context, o *Options, s *fakeServer) *Summary {
+func runFake(ctx context.Context, o *Config, s *fakeServer) *Summary {
 	if o.UniqueCap == 0 {
 		o.UniqueCap = MaxUnique
 	}
@@ -128,7 +128,7 @@ func TestRunCountsAgree(t *testing.T) {
 				if tt.repeatProbe {
 					s.repeatAt = 2
 				}
-				o := &Options{Mode: "segment", Tag: "t", Count: count, Concurrency: 3, Duration: 150 * time.Millisecond,
+				o := &Config{Mode: "segment", Tag: "t", Count: count, Concurrency: 3, Duration: 150 * time.Millisecond,
 					CheckUnique: true, UniqueCap: tt.cap}
 				sum := runFake(t.Context(), o, s)
 				ok := sum.Requests - sum.Errors
@@ -201,7 +201,7 @@ func TestRunPaced(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				s := newFakeServer(1, constant(tt.took))
-				o := &Options{Mode: "segment", Tag: "t", Count: 1, Concurrency: tt.concurrency, Duration: tt.duration, Rate: tt.rate}
+				o := &Config{Mode: "segment", Tag: "t", Count: 1, Concurrency: tt.concurrency, Duration: tt.duration, Rate: tt.rate}
 				sum := runFake(t.Context(), o, s)
 				slices.Sort(s.sent)
 				if !slices.Equal(s.sent, tt.wantSent) {
@@ -236,7 +236,7 @@ func TestRunLatencyFromSchedule(t *testing.T) {
 			}
 			return ms
 		})
-		o := &Options{Mode: "segment", Tag: "t", Count: 1, Concurrency: 1, Duration: time.Second, Rate: 200}
+		o := &Config{Mode: "segment", Tag: "t", Count: 1, Concurrency: 1, Duration: time.Second, Rate: 200}
 		sum := runFake(t.Context(), o, s)
 		if sum.Requests != 200 || sum.Errors != 0 || sum.LatencyFrom != "schedule" {
 			t.Fatalf("summary %+v, want the schedule's 200 requests", sum)
@@ -269,7 +269,7 @@ func TestRunInterrupted(t *testing.T) {
 				ctx, cancel := context.WithCancel(t.Context())
 				time.AfterFunc(100*time.Millisecond, cancel)
 				s := newFakeServer(1, constant(30*time.Millisecond))
-				o := &Options{Mode: "segment", Tag: "t", Count: 1, Concurrency: 2, Duration: time.Second, Rate: rate}
+				o := &Config{Mode: "segment", Tag: "t", Count: 1, Concurrency: 2, Duration: time.Second, Rate: rate}
 				sum := runFake(ctx, o, s)
 				// Unpaced, each worker finishes 3 requests by 90ms; at
 				// 50/s, those of the slots at 0, 20, 40 and 60ms end by
@@ -295,7 +295,7 @@ func TestRunProgress(t *testing.T) {
 		s := newFakeServer(3, constant(7*time.Millisecond))
 		s.failEvery = 100
 		var out strings.Builder
-		o := &Options{Mode: "segment", Tag: "t", Count: 3, Concurrency: 2, Duration: 2500 * time.Millisecond, Progress: &out}
+		o := &Config{Mode: "segment", Tag: "t", Count: 3, Concurrency: 2, Duration: 2500 * time.Millisecond, Progress: &out}
 		sum := runFake(t.Context(), o, s)
 		want := fmt.Sprintf("%6.1fs  %12.0f req/s  %14.0f IDs/s  %d errors\n", 1.0, 284.0, 3*(284.0-2), 2) +
 			fmt.Sprintf("%6.1fs  %12.0f req/s  %14.0f IDs/s  %d errors\n", 2.0, 286.0, 3*(286.0-3), 5)
@@ -311,24 +311,24 @@ func TestRunProgress(t *testing.T) {
 func TestOptionsValidate(t *testing.T) {
 	u, _ := url.Parse("http://127.0.0.1:8080")
 	ftp, _ := url.Parse("ftp://h")
-	good := func() Options {
-		return Options{URL: u, Mode: "segment", Tag: "t", Count: 1, Concurrency: 1, Duration: time.Second}
+	good := func() Config {
+		return Config{URL: u, Mode: "segment", Tag: "t", Count: 1, Concurrency: 1, Duration: time.Second}
 	}
 	tests := []struct {
 		name   string
-		change func(*Options)
+		change func(*Config)
 		want   error
 	}{
-		{"no server", func(o *Options) { o.URL = nil }, leaf.ErrInvalidArgument},
-		{"two servers", func(o *Options) { o.GRPC = "h:1" }, leaf.ErrInvalidArgument},
-		{"not http", func(o *Options) { o.URL = ftp }, leaf.ErrInvalidArgument},
-		{"mode", func(o *Options) { o.Mode = "uuid" }, leaf.ErrInvalidArgument},
-		{"tag", func(o *Options) { o.Tag = "a/b" }, leaf.ErrInvalidTag},
-		{"count", func(o *Options) { o.Count = 0 }, leaf.ErrInvalidCount},
-		{"concurrency", func(o *Options) { o.Concurrency = MaxConcurrency + 1 }, leaf.ErrInvalidArgument},
-		{"duration", func(o *Options) { o.Duration = MinDuration - 1 }, leaf.ErrInvalidArgument},
-		{"rate", func(o *Options) { o.Rate = -1 }, leaf.ErrInvalidArgument},
-		{"cap", func(o *Options) { o.UniqueCap = -1 }, leaf.ErrInvalidArgument},
+		{"no server", func(o *Config) { o.URL = nil }, leaf.ErrInvalidArgument},
+		{"two servers", func(o *Config) { o.GRPC = "h:1" }, leaf.ErrInvalidArgument},
+		{"not http", func(o *Config) { o.URL = ftp }, leaf.ErrInvalidArgument},
+		{"mode", func(o *Config) { o.Mode = "uuid" }, leaf.ErrInvalidArgument},
+		{"tag", func(o *Config) { o.Tag = "a/b" }, leaf.ErrInvalidTag},
+		{"count", func(o *Config) { o.Count = 0 }, leaf.ErrInvalidCount},
+		{"concurrency", func(o *Config) { o.Concurrency = MaxConcurrency + 1 }, leaf.ErrInvalidArgument},
+		{"duration", func(o *Config) { o.Duration = MinDuration - 1 }, leaf.ErrInvalidArgument},
+		{"rate", func(o *Config) { o.Rate = -1 }, leaf.ErrInvalidArgument},
+		{"cap", func(o *Config) { o.UniqueCap = -1 }, leaf.ErrInvalidArgument},
 	}
 	for _, tt := range tests {
 		o := good()
@@ -353,12 +353,12 @@ func TestRunProbe(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	u, _ := url.Parse(srv.URL)
-	sum, err := Run(t.Context(), Options{URL: u, Mode: "segment", Tag: "nope", Count: 1, Concurrency: 4, Duration: time.Hour})
+	sum, err := Run(t.Context(), Config{URL: u, Mode: "segment", Tag: "nope", Count: 1, Concurrency: 4, Duration: time.Hour})
 	want := "first request to " + srv.URL + " failed (http 404): tag not found"
 	if sum != nil || err == nil || err.Error() != want || calls.Load() != 1 {
 		t.Errorf("Run = %v, %v after %d requests; want %q after one", sum, err, calls.Load(), want)
 	}
-	if _, err := Run(t.Context(), Options{URL: u}); !errors.Is(err, leaf.ErrInvalidArgument) {
+	if _, err := Run(t.Context(), Config{URL: u}); !errors.Is(err, leaf.ErrInvalidArgument) {
 		t.Errorf("Run with no mode: %v", err)
 	}
 }

@@ -15,15 +15,15 @@ import (
 // Summary is the result of a run. Its JSON form is what leaf bench --json
 // prints.
 type Summary struct {
-	Transport         string       `json:"transport"` // "http", "grpc", or "client" (Options.Servers)
+	Transport         string       `json:"transport"` // "http", "grpc", or "client" (Config.Servers)
 	Target            string       `json:"target"`
-	Zone              string       `json:"zone,omitempty"`    // Options.Zone
-	Servers           []Server     `json:"servers,omitempty"` // Options.Servers: where the requests went
+	Zone              string       `json:"zone,omitempty"`    // Config.Zone
+	Servers           []Server     `json:"servers,omitempty"` // Config.Servers: where the requests went
 	Mode              string       `json:"mode"`
 	Tag               string       `json:"tag"`
 	Count             int          `json:"count"`
 	Concurrency       int          `json:"concurrency"`
-	Rate              int          `json:"rate,omitempty"`   // Options.Rate, requests per second
+	Rate              int          `json:"rate,omitempty"`   // Config.Rate, requests per second
 	DurationSeconds   float64      `json:"duration_seconds"` // asked for
 	ElapsedSeconds    float64      `json:"elapsed_seconds"`  // until the last request ended
 	Interrupted       bool         `json:"interrupted,omitempty"`
@@ -44,7 +44,7 @@ type Summary struct {
 
 	hist      *histogram // what LatencyUS reports
 	service   *histogram
-	duration  time.Duration // Options.Duration, as given
+	duration  time.Duration // Config.Duration, as given
 	uniqueCap int64
 }
 
@@ -71,7 +71,7 @@ type ErrorKind struct {
 }
 
 // Server counts the requests the Go client sent to one server of
-// Options.Servers, retries included: Failures of them failed (transport,
+// Config.Servers, retries included: Failures of them failed (transport,
 // timeout, 5xx, garbled answer) and were retried on the next server.
 type Server struct {
 	URL      string `json:"url"`
@@ -97,7 +97,7 @@ type Latency struct {
 	Mean float64 `json:"mean"`
 }
 
-// Unique is the result of Options.CheckUnique. Checked + Unchecked is the
+// Unique is the result of Config.CheckUnique. Checked + Unchecked is the
 // summary's IDs. The first request's IDs (the probe, before the run) are
 // compared too but not counted in either.
 type Unique struct {
@@ -107,7 +107,7 @@ type Unique struct {
 	Examples   []int64 `json:"examples,omitempty"`
 }
 
-func summarize(o *Options, workers []*worker, probeIDs []int64, elapsed time.Duration, interrupted bool) *Summary {
+func summarize(o *Config, workers []*worker, probeIDs []int64, elapsed time.Duration, interrupted bool) *Summary {
 	s := &Summary{Transport: "http", Target: o.target(), Mode: o.Mode, Tag: o.Tag, Count: o.Count,
 		Concurrency: o.Concurrency, Rate: o.Rate, DurationSeconds: o.Duration.Seconds(), ElapsedSeconds: elapsed.Seconds(),
 		Interrupted: interrupted, ErrorKinds: []*ErrorKind{}, service: &histogram{}, LatencyFrom: "send"}

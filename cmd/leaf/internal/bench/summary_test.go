@@ -17,7 +17,7 @@ func TestWriteText(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newFakeServer(2, func(i int64, _ bool) time.Duration { return time.Duration(i%7+1) * time.Millisecond })
 		s.failEvery = 40
-		o := &Options{GRPC: "10.0.0.1:9090", Mode: "segment", Tag: "t", Count: 2, Concurrency: 2, Duration: 500 * time.Millisecond,
+		o := &Config{GRPC: "10.0.0.1:9090", Mode: "segment", Tag: "t", Count: 2, Concurrency: 2, Duration: 500 * time.Millisecond,
 			Rate: 100, CheckUnique: true, UniqueCap: 50}
 		sum := runFake(t.Context(), o, s)
 		var b strings.Builder

@@ -294,9 +294,9 @@ func Servers(list string) []string {
 func Default() Config {
 	// The generators' defaults have one home each: their DefaultSettings.
 	// What is set here is the server's own choice (LowBuffer, the store).
-	seg := segment.DefaultSettings()
-	fence := sqlstore.DefaultFailoverSettings()
-	sfDefaults := snowflake.DefaultSettings()
+	seg := segment.DefaultConfig()
+	fence := sqlstore.DefaultFailoverConfig()
+	sfDefaults := snowflake.DefaultConfig()
 	return Config{
 		Listen:  "127.0.0.1:8080",
 		DataDir: "./leaf-data",

@@ -9,7 +9,7 @@ import (
 )
 
 // SnowflakeLifetime is how long the snowflake layout must still last when
-// serve starts: the default of snowflake.Settings.Lifetime, which serve
+// serve starts: the default of snowflake.Config.Lifetime, which serve
 // keeps. cmd/leaf's TestLayoutLifetimeAgreesWithGenerator holds the two
 // together.
 const SnowflakeLifetime = snowflake.DefaultLifetime

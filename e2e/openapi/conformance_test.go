@@ -1,4 +1,4 @@
-package main
+package openapi
 
 import (
 	"bufio"
@@ -26,8 +26,7 @@ import (
 	"github.com/getkin/kin-openapi/routers/legacy"
 	gomysql "github.com/go-sql-driver/mysql"
 
-	"github.com/leafgo/leaf/cmd/leaf/internal/config"
-	"github.com/leafgo/leaf/internal/testdb"
+	"github.com/leafgo/leaf/httpapi"
 	"github.com/leafgo/leaf/internal/testutil"
 )
 
@@ -51,7 +50,7 @@ func TestOpenAPIConformance(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	t.Parallel()
-	mysqlDSN := testdb.MySQL(t)
+	mysqlDSN := testutil.MySQL(t)
 	bin := testutil.BuildLeaf(t, "chaos")
 	const token = "openapi-test-admin-token"
 
@@ -61,7 +60,7 @@ func TestOpenAPIConformance(t *testing.T) {
 	// drew from just now lasts under 2s at its rate depends on when the
 	// rate was sampled, and GET /readyz?strict=1 must find A healthy (a
 	// degraded strict answer is B's, its store cut off).
-	a := startServer(t, bin, dirA, append(cleanEnv(), "LEAF_DATA_DIR="+filepath.Join(dirA, "data"),
+	a := testutil.StartLeaf(t, bin, dirA, append(testutil.CleanEnv(), "LEAF_DATA_DIR="+filepath.Join(dirA, "data"),
 		"LEAF_ADMIN_TOKEN="+token, envChaosClock+"="+clockFile, "LEAF_SEGMENT_LOW_BUFFER=0",
 		"LEAF_SEGMENT_OPAQUE_KEY=3f9c2a7be1d04c6a8f5e2b1d9c7a6e4f0b3d5c8a1e2f4b6d7c9a0e1f2b3c4d5e"), "--listen", "127.0.0.1:0")
 
@@ -69,7 +68,7 @@ func TestOpenAPIConformance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := testdb.NewProxy(t, cfg.Addr)
+	proxy := testutil.NewProxy(t, cfg.Addr)
 	cfg.Addr, cfg.Timeout = proxy.Addr(), time.Second
 	dirB := t.TempDir()
 	// The default wait (1s): an ordered tag's first request reads its shape
@@ -77,27 +76,27 @@ func TestOpenAPIConformance(t *testing.T) {
 	// the proxy, which a 200ms wait did not cover on a busy machine
 	// (scripts/stress-tests.sh). The requests with the store cut off wait
 	// it out each.
-	b := startServer(t, bin, dirB, append(cleanEnv(), "LEAF_DATA_DIR="+filepath.Join(dirB, "data"),
+	b := testutil.StartLeaf(t, bin, dirB, append(testutil.CleanEnv(), "LEAF_DATA_DIR="+filepath.Join(dirB, "data"),
 		"LEAF_SNOWFLAKE_ENABLED=false", "LEAF_SEGMENT_SEED=true", "LEAF_SEGMENT_WAIT_TIMEOUT=1s"),
 		"--listen", "127.0.0.1:0", "--segment-store", "mysql", "--segment-dsn", cfg.FormatDSN())
 
 	dirC := t.TempDir()
-	c := startServer(t, bin, dirC, append(cleanEnv(), "LEAF_DATA_DIR="+filepath.Join(dirC, "data"), "LEAF_RATE_LIMIT_BURST=1"),
+	c := testutil.StartLeaf(t, bin, dirC, append(testutil.CleanEnv(), "LEAF_DATA_DIR="+filepath.Join(dirC, "data"), "LEAF_RATE_LIMIT_BURST=1"),
 		"--listen", "127.0.0.1:0", "--rate-limit", "1")
 
 	dirD := t.TempDir()
-	d := startServer(t, bin, dirD, append(cleanEnv(), "LEAF_DATA_DIR="+filepath.Join(dirD, "data"), "LEAF_SEGMENT_ENABLED=false"),
+	d := testutil.StartLeaf(t, bin, dirD, append(testutil.CleanEnv(), "LEAF_DATA_DIR="+filepath.Join(dirD, "data"), "LEAF_SEGMENT_ENABLED=false"),
 		"--listen", "127.0.0.1:0")
 
-	k := newConformance(t, a.url(""))
+	k := newConformance(t, a.URL(""))
 
 	// Every path's other methods: 405, the path's methods in Allow, and a
 	// body in the path's error style.
-	k.probeMethods(a.url(""))
+	k.probeMethods(a.URL(""))
 
 	// A: successes and the client's errors.
-	seed := config.SeedTag
-	sid := fetchID(t, a.url("/api/snowflake/get/x"))
+	seed := testutil.SeedTag
+	sid := testutil.FetchID(t, a.URL("/api/snowflake/get/x"))
 	ids := strconv.FormatInt(sid, 10)
 	wrong := "wrong-admin-token-0123456789"
 	forwarded := map[string]string{"Leaf-Forward": "1"}
@@ -321,12 +320,12 @@ func TestOpenAPIConformance(t *testing.T) {
 		{method: "GET", target: "/openapi.json", status: 200},
 		{method: "HEAD", target: "/openapi.json", status: 200},
 	} {
-		k.check(a.url(""), tt)
+		k.check(a.URL(""), tt)
 	}
 	// The admin routes without the token.
 	for _, tt := range k.examples(func(op *openapi3.Operation) bool { return requiresToken(op) }) {
 		tt.status, tt.invalid = http.StatusUnauthorized, true
-		k.check(a.url(""), tt)
+		k.check(a.URL(""), tt)
 	}
 
 	// D: segment mode off. B and D have no admin token: they ignore the
@@ -342,7 +341,7 @@ func TestOpenAPIConformance(t *testing.T) {
 		{method: "HEAD", target: "/v2/tags", token: token, status: 404},
 		{method: "POST", target: "/v2/tags", token: token, body: `{"tag":"oa.made"}`, status: 404},
 	} {
-		k.check(d.url(""), tt)
+		k.check(d.URL(""), tt)
 	}
 
 	// C: over the rate limit (1/s, a burst of 1), every ID route answers
@@ -350,7 +349,7 @@ func TestOpenAPIConformance(t *testing.T) {
 	// each is asked until it answers 429.
 	for _, tt := range k.examples(func(op *openapi3.Operation) bool { return op.Responses.Status(429) != nil }) {
 		for attempt := 1; ; attempt++ {
-			if status := k.check(c.url(""), tt); status == http.StatusTooManyRequests {
+			if status := k.check(c.URL(""), tt); status == http.StatusTooManyRequests {
 				break
 			} else if status != http.StatusOK || attempt == 10 {
 				t.Errorf("%s %s: %d, want 429 over the rate limit", tt.method, tt.target, status)
@@ -385,12 +384,12 @@ func TestOpenAPIConformance(t *testing.T) {
 		{method: "GET", target: "/v2/segment/oa.ordered/range?count=5", header: forwarded, status: 200},
 		{method: "POST", target: "/v2/segment/oa.ordered/range?count=5", status: 409},
 	} {
-		k.check(b.url(""), tt)
+		k.check(b.URL(""), tt)
 	}
 	// E: on B's database, in redirect mode: its clients go to B, the
 	// owner; a forwarded request is refused, not sent on.
 	dirE := t.TempDir()
-	e := startServer(t, bin, dirE, append(cleanEnv(), "LEAF_DATA_DIR="+filepath.Join(dirE, "data"),
+	e := testutil.StartLeaf(t, bin, dirE, append(testutil.CleanEnv(), "LEAF_DATA_DIR="+filepath.Join(dirE, "data"),
 		"LEAF_SNOWFLAKE_ENABLED=false", "LEAF_SEGMENT_ORDERED=redirect"),
 		"--listen", "127.0.0.1:0", "--segment-store", "mysql", "--segment-dsn", mysqlDSN)
 	for _, tt := range []apiCall{
@@ -403,9 +402,9 @@ func TestOpenAPIConformance(t *testing.T) {
 		{method: "GET", target: "/v2/segment/oa.ordered/range?count=2", status: 409},
 		{method: "GET", target: "/v2/segment/oa.ordered/range?count=2", header: forwarded, status: 409},
 	} {
-		if status := k.check(e.url(""), tt); status == http.StatusTemporaryRedirect {
-			if loc := k.lastLocation; !strings.HasPrefix(loc, b.url("/")) {
-				t.Errorf("%s %s: redirected to %q, want B, the owner (%s)", tt.method, tt.target, loc, b.url(""))
+		if status := k.check(e.URL(""), tt); status == http.StatusTemporaryRedirect {
+			if loc := k.lastLocation; !strings.HasPrefix(loc, b.URL("/")) {
+				t.Errorf("%s %s: redirected to %q, want B, the owner (%s)", tt.method, tt.target, loc, b.URL(""))
 			}
 		}
 	}
@@ -439,22 +438,22 @@ func TestOpenAPIConformance(t *testing.T) {
 		{method: "GET", target: "/v2/tags/oa.cold/decode?id=1", token: token, status: 500},
 		{method: "HEAD", target: "/v2/tags/oa.cold/decode?id=1", token: token, status: 500},
 	} {
-		k.check(b.url(""), tt)
+		k.check(b.URL(""), tt)
 	}
 	testutil.WaitFor(t, "B's /readyz to report the store", func() bool {
-		code, _ := httpGet(t, b.url("/readyz?strict=1"))
+		code, _ := testutil.Get(t, b.URL("/readyz?strict=1"))
 		return code == http.StatusServiceUnavailable
 	})
-	k.check(b.url(""), apiCall{method: "GET", target: "/readyz?strict=1", status: 503})
-	k.check(b.url(""), apiCall{method: "HEAD", target: "/readyz?strict=1", status: 503})
+	k.check(b.URL(""), apiCall{method: "GET", target: "/readyz?strict=1", status: 503})
+	k.check(b.URL(""), apiCall{method: "HEAD", target: "/readyz?strict=1", status: 503})
 
 	// A, last: its clock an hour behind the last snowflake ID.
-	fetchID(t, a.url("/api/snowflake/get/x"))
+	testutil.FetchID(t, a.URL("/api/snowflake/get/x"))
 	if err := os.WriteFile(clockFile, []byte("-1h"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	testutil.WaitFor(t, "A's clock to step back", func() bool {
-		code, _ := httpGet(t, a.url("/v2/snowflake"))
+		code, _ := testutil.Get(t, a.URL("/v2/snowflake"))
 		return code == http.StatusServiceUnavailable
 	})
 	for _, tt := range []apiCall{
@@ -470,13 +469,13 @@ func TestOpenAPIConformance(t *testing.T) {
 		{method: "GET", target: "/v2/status/summary", token: token, status: 200},
 		{method: "GET", target: "/v2/status/summary", status: 200},
 	} {
-		k.check(a.url(""), tt)
+		k.check(a.URL(""), tt)
 	}
 
 	k.checkCoverage()
 }
 
-// envChaosClock is the chaos build's clock file variable (chaos.go, built
+// envChaosClock is the chaos build's clock file variable (cmd/leaf's chaos.go, built
 // only with -tags chaos).
 const envChaosClock = "LEAF_CHAOS_CLOCK_FILE"
 
@@ -516,14 +515,11 @@ type apiAnswer struct {
 }
 
 // newConformance loads the document the server at base serves, which must
-// be the repository's httpapi/openapi.json, and validates it.
+// be httpapi's openapi.json, and validates it.
 func newConformance(t *testing.T, base string) *conformance {
 	t.Helper()
-	code, served := httpGet(t, base+"/openapi.json")
-	file, err := os.ReadFile(filepath.Join("..", "..", "httpapi", "openapi.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	code, served := testutil.Get(t, base+"/openapi.json")
+	file := httpapi.OpenAPIDocument()
 	if code != http.StatusOK || served != string(file) {
 		t.Fatalf("/openapi.json: %d and %d bytes, want 200 and httpapi/openapi.json (%d bytes)", code, len(served), len(file))
 	}

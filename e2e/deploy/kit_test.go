@@ -11,7 +11,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/leafgo/leaf/internal/testdb"
+	"github.com/leafgo/leaf/internal/testutil"
 )
 
 // Environment variables naming the Prometheus binaries; scripts/services.sh
@@ -43,8 +43,8 @@ func tool(t *testing.T, env, def string) string {
 		return p
 	}
 	msg := fmt.Sprintf("no %s at %s (set %s); install it with scripts/services.sh", filepath.Base(def), path, env)
-	if os.Getenv(testdb.EnvStrict) == "1" {
-		t.Fatal(msg + "\n(" + testdb.EnvStrict + "=1 turns a missing service into a failure)")
+	if os.Getenv(testutil.EnvStrict) == "1" {
+		t.Fatal(msg + "\n(" + testutil.EnvStrict + "=1 turns a missing service into a failure)")
 	}
 	t.Skip(msg)
 	return ""

@@ -1,4 +1,4 @@
-package testdb
+package testutil
 
 import (
 	"context"
@@ -96,17 +96,17 @@ func NewMariaDBPair(t testing.TB, mode ReplicationMode) *MariaDBPair {
 		// own to wait for, and would hold every commit for the timeout.
 		replica = append(replica, "--rpl-semi-sync-slave-enabled=ON")
 	default:
-		t.Fatalf("testdb: unknown %v", mode)
+		t.Fatalf("testutil: unknown %v", mode)
 	}
 	p := &MariaDBPair{
-		Primary: NewMariaDBWith(t, MariaDBOptions{ServerID: PrimaryServerID, Flags: primary}),
-		Replica: NewMariaDBWith(t, MariaDBOptions{ServerID: ReplicaServerID, Flags: replica}),
+		Primary: NewMariaDBWith(t, MariaDBConfig{ServerID: PrimaryServerID, Flags: primary}),
+		Replica: NewMariaDBWith(t, MariaDBConfig{ServerID: ReplicaServerID, Flags: replica}),
 		Mode:    mode,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
 	if err := p.replicate(ctx); err != nil {
-		t.Fatalf("testdb: %v mariadb pair: %v", mode, err)
+		t.Fatalf("testutil: %v mariadb pair: %v", mode, err)
 	}
 	return p
 }
@@ -174,7 +174,7 @@ func (p *MariaDBPair) CreateDatabase(t testing.TB, name string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
 	if err := p.WaitCaughtUp(ctx); err != nil {
-		t.Fatalf("testdb: create database %s: %v", name, err)
+		t.Fatalf("testutil: create database %s: %v", name, err)
 	}
 	return p.Primary.DSNAs(AppUser, name)
 }

@@ -1,4 +1,4 @@
-package testdb
+package testutil
 
 import (
 	"context"
@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/leafgo/leaf/internal/testutil"
 )
 
 // errNotYet is a polled condition's answer while it does not hold yet.
@@ -34,7 +32,7 @@ func TestPGStandbySync(t *testing.T) {
 		t.Skip("starts two PostgreSQL servers")
 	}
 	pair := NewPostgresPair(t)
-	ctx := testutil.Context(t, 5*time.Minute)
+	ctx := Context(t, 5*time.Minute)
 	dsn := pair.CreateDatabase(t, "leaf")
 	primary := pgConnect(t, ctx, dsn)
 	if _, err := primary.Exec(ctx, "CREATE TABLE t (x int PRIMARY KEY)"); err != nil {
@@ -139,7 +137,7 @@ func TestPGStandbyPromote(t *testing.T) {
 		t.Skip("starts two PostgreSQL servers")
 	}
 	pair := NewPostgresPair(t)
-	ctx := testutil.Context(t, 5*time.Minute)
+	ctx := Context(t, 5*time.Minute)
 	dsn := pair.CreateDatabase(t, "leaf")
 	before, err := pair.Identity(ctx, dsn)
 	if err != nil {

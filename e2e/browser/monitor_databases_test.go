@@ -1,4 +1,4 @@
-package e2e
+package browser
 
 import (
 	"context"
@@ -31,7 +31,7 @@ func TestMonitorDatabases(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	set := segment.DefaultSettings()
+	set := segment.DefaultConfig()
 	set.Store, set.Logger = st, logger
 	seg, err := segment.New(ctx, set)
 	if err != nil {

@@ -18,15 +18,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/leafgo/leaf/internal/testdb"
 	"github.com/leafgo/leaf/internal/testutil"
-	"github.com/leafgo/leaf/leaftest"
 )
 
 // TestRulesAndDashboardLive runs Debian's Prometheus, with the example
@@ -50,22 +47,26 @@ func TestRulesAndDashboardLive(t *testing.T) {
 		t.Skip("builds leaf and runs it with Prometheus")
 	}
 	promBin := prometheus(t)
-	etcd := testdb.Etcd(t)
+	etcd := testutil.Etcd(t)
 	leafBin := testutil.BuildLeaf(t)
 
-	srv := startLeaf(t, leafBin, etcd)
-	prom := startPrometheus(t, promBin, srv.addr)
+	// leaf serve on SQLite in a temporary directory, with its worker ID
+	// leased from etcd under a name of its own.
+	srv := testutil.StartLeaf(t, leafBin, t.TempDir(), testutil.CleanEnv(), "--listen", "127.0.0.1:0",
+		"--data-dir", t.TempDir(), "--snowflake-registry", "etcd", "--etcd", etcd,
+		"--name", "deploy-test-"+testutil.UniqueName())
+	prom := startPrometheus(t, promBin, srv.Addr)
 	// Traffic starts after the first scrape, so that the counters the
 	// dashboard rates (loads among them) move between scrapes.
 	prom.waitFor(t, "the first scrape of leaf", func() (bool, string) {
 		s := prom.mustQuery(t, `up{job="leaf"} == 1`)
 		return len(s) == 1, "up"
 	})
-	counts := drive(t, srv.addr)
-	malformedRequest(t, srv.addr)
+	counts := drive(t, srv.Addr)
+	malformedRequest(t, srv.Addr)
 
 	d := readDashboard(t)
-	fill := grafanaVars(srv.addr)
+	fill := grafanaVars(srv.Addr)
 	type check struct{ where, expr string }
 	var want []check // queries that must return data
 	for _, q := range d.queries() {
@@ -119,7 +120,7 @@ func TestRulesAndDashboardLive(t *testing.T) {
 		for _, s := range prom.mustQuery(t, m[1]) {
 			values = append(values, s.Metric[m[2]])
 		}
-		want := map[string]string{"job": "leaf", "instance": srv.addr}[v.Name]
+		want := map[string]string{"job": "leaf", "instance": srv.Addr}[v.Name]
 		if len(values) != 1 || values[0] != want {
 			t.Errorf("variable %s would offer %q, want [%s]", v.Name, values, want)
 		}
@@ -151,7 +152,7 @@ func TestRulesAndDashboardLive(t *testing.T) {
 // process is a program the test started, and its output.
 type process struct {
 	cmd    *exec.Cmd
-	log    *leaftest.LogBuffer
+	log    *testutil.LogBuffer
 	exited chan struct{}
 }
 
@@ -159,7 +160,7 @@ type process struct {
 // not exit within 15s).
 func start(t *testing.T, sig os.Signal, bin string, env []string, args ...string) *process {
 	t.Helper()
-	p := &process{cmd: exec.Command(bin, args...), log: &leaftest.LogBuffer{}, exited: make(chan struct{})}
+	p := &process{cmd: exec.Command(bin, args...), log: &testutil.LogBuffer{}, exited: make(chan struct{})}
 	p.cmd.Env = env
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if err := p.cmd.Start(); err != nil {
@@ -182,48 +183,6 @@ func start(t *testing.T, sig os.Signal, bin string, env []string, args ...string
 		}
 	})
 	return p
-}
-
-type leafServer struct {
-	*process
-	addr string
-}
-
-var listeningRE = regexp.MustCompile(`msg=listening addr=(\S+)`)
-
-// What the binary documents (docs/configuration.md): its environment
-// variables' prefix, the tag a fresh store is seeded with.
-const (
-	envPrefix = "LEAF_"
-	seedTag   = "leaf-segment-test"
-)
-
-// startLeaf runs 'leaf serve' on SQLite in a temporary directory, with its
-// worker ID leased from etcd under a name of its own.
-func startLeaf(t *testing.T, bin, etcd string) *leafServer {
-	t.Helper()
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, envPrefix) {
-			env = append(env, kv)
-		}
-	}
-	p := start(t, syscall.SIGTERM, bin, env, "serve", "--listen", "127.0.0.1:0",
-		"--data-dir", t.TempDir(), "--snowflake-registry", "etcd", "--etcd", etcd,
-		"--name", "deploy-test-"+testdb.UniqueName())
-	for deadline := time.Now().Add(time.Minute); ; {
-		if m := listeningRE.FindStringSubmatch(p.log.String()); m != nil {
-			return &leafServer{p, m[1]}
-		}
-		select {
-		case <-p.exited:
-			t.Fatalf("leaf serve exited:\n%s", p.log.String())
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("leaf serve did not listen within a minute:\n%s", p.log.String())
-		}
-	}
 }
 
 // promServer is a Prometheus the test runs and asks through its HTTP API.
@@ -497,13 +456,13 @@ func drive(t *testing.T, addr string) func() map[int]int {
 		counts = map[int]int{}
 	)
 	paths := []string{
-		"/api/segment/get/" + seedTag,
-		"/api/segment/get/" + seedTag + "?count=50",
-		"/v2/segment/" + seedTag,
+		"/api/segment/get/" + testutil.SeedTag,
+		"/api/segment/get/" + testutil.SeedTag + "?count=50",
+		"/v2/segment/" + testutil.SeedTag,
 		"/api/snowflake/get/deploy",
 		"/v2/snowflake/batch?count=10",
 		"/api/segment/get/no-such-tag",
-		"/api/segment/get/" + seedTag + "?count=0",
+		"/api/segment/get/" + testutil.SeedTag + "?count=0",
 		"/v2/status/summary",
 	}
 	client := &http.Client{Timeout: 5 * time.Second}

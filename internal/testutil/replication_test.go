@@ -1,4 +1,4 @@
-package testdb
+package testutil
 
 import (
 	"context"
@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-
-	"github.com/leafgo/leaf/internal/testutil"
 )
 
 // TestMariaDBPairSemiSync fails a semi-synchronous pair over: a write the
@@ -23,7 +21,7 @@ func TestMariaDBPairSemiSync(t *testing.T) {
 		t.Skip("starts two mariadbds")
 	}
 	p := NewMariaDBPair(t, SemiSync)
-	ctx := testutil.Context(t, 3*time.Minute)
+	ctx := Context(t, 3*time.Minute)
 	dsn := p.CreateDatabase(t, "leaf")
 	proxy := NewProxy(t, p.Primary.Addr)
 	client := openDB(t, via(t, dsn, proxy.Addr()))
@@ -108,7 +106,7 @@ func TestMariaDBPairAsync(t *testing.T) {
 		t.Skip("starts two mariadbds")
 	}
 	p := NewMariaDBPair(t, Async)
-	ctx := testutil.Context(t, 3*time.Minute)
+	ctx := Context(t, 3*time.Minute)
 	dsn := p.CreateDatabase(t, "leaf")
 	primary := openDB(t, dsn)
 	replica := openDB(t, p.Replica.DSNAs(AppUser, "leaf"))

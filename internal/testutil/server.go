@@ -1,4 +1,4 @@
-package testdb
+package testutil
 
 import (
 	"context"
@@ -56,7 +56,7 @@ func needPrograms(t testing.TB, programs ...string) {
 			_, err = os.Stat(p)
 		}
 		if err != nil {
-			msg := fmt.Sprintf("testdb: %s is not installed (%v); scripts/services.sh installs it", p, err)
+			msg := fmt.Sprintf("testutil: %s is not installed (%v); scripts/services.sh installs it", p, err)
 			if os.Getenv(EnvStrict) == "1" {
 				t.Fatal(msg)
 			}
@@ -81,7 +81,7 @@ func (s *Server) Kill9() {
 	s.t.Helper()
 	cmd, exited := s.current()
 	if cmd == nil || isDone(exited) {
-		s.t.Fatalf("testdb: %s on %s is not running", s.name, s.Addr)
+		s.t.Fatalf("testutil: %s on %s is not running", s.name, s.Addr)
 	}
 	if err := s.kill(cmd, exited); err != nil {
 		s.t.Fatal(err)
@@ -99,10 +99,10 @@ func (s *Server) signal(sig syscall.Signal) {
 	s.t.Helper()
 	cmd, exited := s.current()
 	if cmd == nil || isDone(exited) {
-		s.t.Fatalf("testdb: %s on %s is not running", s.name, s.Addr)
+		s.t.Fatalf("testutil: %s on %s is not running", s.name, s.Addr)
 	}
 	if err := cmd.Process.Signal(sig); err != nil {
-		s.t.Fatalf("testdb: signal %v to %s on %s: %v", sig, s.name, s.Addr, err)
+		s.t.Fatalf("testutil: signal %v to %s on %s: %v", sig, s.name, s.Addr, err)
 	}
 	// And what it forked, or a stopped PostgreSQL's backends would answer
 	// on: see kill.
@@ -138,7 +138,7 @@ func (s *Server) start(ctx context.Context) error {
 	logPath := filepath.Join(s.dir, s.name+".log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return fmt.Errorf("testdb: %w", err)
+		return fmt.Errorf("testutil: %w", err)
 	}
 	// Not CommandContext: the server must outlive the start's deadline.
 	cmd := exec.Command(s.argv[0], s.argv[1:]...)
@@ -149,7 +149,7 @@ func (s *Server) start(ctx context.Context) error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: s.credential}
 	if err := cmd.Start(); err != nil {
 		_ = logFile.Close()
-		return fmt.Errorf("testdb: start %s: %w", s.name, err)
+		return fmt.Errorf("testutil: start %s: %w", s.name, err)
 	}
 	exited := make(chan struct{})
 	go func() {
@@ -170,9 +170,9 @@ func (s *Server) start(ctx context.Context) error {
 		}
 		select {
 		case <-exited:
-			return fmt.Errorf("testdb: %s on %s exited while starting:\n%s", s.name, s.Addr, tail(logPath, 20))
+			return fmt.Errorf("testutil: %s on %s exited while starting:\n%s", s.name, s.Addr, tail(logPath, 20))
 		case <-ctx.Done():
-			return fmt.Errorf("testdb: %s on %s did not answer: %v\n%s", s.name, s.Addr, err, tail(logPath, 20))
+			return fmt.Errorf("testutil: %s on %s did not answer: %v\n%s", s.name, s.Addr, err, tail(logPath, 20))
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -210,7 +210,7 @@ func (s *Server) kill(cmd *exec.Cmd, exited chan struct{}) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("testdb: %s %d on %s (or its processes %v) did not exit after SIGKILL",
+			return fmt.Errorf("testutil: %s %d on %s (or its processes %v) did not exit after SIGKILL",
 				s.name, cmd.Process.Pid, s.Addr, pids)
 		}
 		// SIGKILL takes effect when each is next scheduled.

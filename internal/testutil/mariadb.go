@@ -1,4 +1,4 @@
-package testdb
+package testutil
 
 import (
 	"context"
@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-
-	"github.com/leafgo/leaf/internal/testutil"
 )
 
 // Programs of a private MariaDB; scripts/services.sh installs them.
@@ -35,10 +33,10 @@ type MariaDB struct {
 	*Server
 }
 
-// MariaDBOptions shape a private mariadbd beyond a standalone server: the
+// MariaDBConfig shape a private mariadbd beyond a standalone server: the
 // members of a replicated pair or of a Galera cluster are each one of these.
 // The zero value is the standalone server NewMariaDB starts.
-type MariaDBOptions struct {
+type MariaDBConfig struct {
 	// ServerID is @@server_id, which must differ between the servers of a
 	// replication topology (a replica ignores events carrying its own); 0
 	// keeps the server's default, 1.
@@ -72,12 +70,12 @@ type MariaDBOptions struct {
 // is skipped, or failed under LEAF_TEST_STRICT=1.
 func NewMariaDB(t testing.TB) *MariaDB {
 	t.Helper()
-	return NewMariaDBWith(t, MariaDBOptions{})
+	return NewMariaDBWith(t, MariaDBConfig{})
 }
 
 // NewMariaDBWith is NewMariaDB with options: a server ID, further flags, a
 // readiness of its own.
-func NewMariaDBWith(t testing.TB, o MariaDBOptions) *MariaDB {
+func NewMariaDBWith(t testing.TB, o MariaDBConfig) *MariaDB {
 	t.Helper()
 	needPrograms(t, mariadbInstallDB, mariadbServer)
 	timeout := o.StartTimeout
@@ -97,7 +95,7 @@ func NewMariaDBWith(t testing.TB, o MariaDBOptions) *MariaDB {
 	// /tmp, which other servers and cleaners share.
 	tmp := filepath.Join(dir, "tmp")
 	if err := os.Mkdir(tmp, 0o700); err != nil {
-		t.Fatalf("testdb: %v", err)
+		t.Fatalf("testutil: %v", err)
 	}
 	common = append(common, "--tmpdir="+tmp)
 	runAs := "root"
@@ -106,7 +104,7 @@ func NewMariaDBWith(t testing.TB, o MariaDBOptions) *MariaDB {
 		// t.TempDir's parent is the test's alone (0700): the user needs to
 		// pass through it to dir, not to read it.
 		if err := os.Chmod(filepath.Dir(dir), 0o711); err != nil {
-			t.Fatalf("testdb: %v", err)
+			t.Fatalf("testutil: %v", err)
 		}
 		chown(t, runAs, dir, tmp)
 	}
@@ -115,9 +113,9 @@ func NewMariaDBWith(t testing.TB, o MariaDBOptions) *MariaDB {
 	install := exec.CommandContext(ctx, mariadbInstallDB, append([]string{"--no-defaults", "--datadir=" + data,
 		"--auth-root-authentication-method=normal", "--skip-test-db", "--user=" + runAs}, common...)...)
 	if out, err := install.CombinedOutput(); err != nil {
-		t.Fatalf("testdb: %s: %v\n%s", mariadbInstallDB, err, out)
+		t.Fatalf("testutil: %s: %v\n%s", mariadbInstallDB, err, out)
 	}
-	port := testutil.FreePort(t)
+	port := FreePort(t)
 	argv := append([]string{mariadbServer, "--no-defaults", "--datadir=" + data,
 		fmt.Sprintf("--port=%d", port), "--bind-address=127.0.0.1", "--skip-name-resolve",
 		"--socket=" + filepath.Join(dir, "mysqld.sock"), "--pid-file=" + filepath.Join(dir, "mysqld.pid"),
@@ -148,16 +146,16 @@ func chown(t testing.TB, name string, dirs ...string) {
 	t.Helper()
 	u, err := user.Lookup(name)
 	if err != nil {
-		t.Fatalf("testdb: user %s to run mariadbd as: %v (the mariadb-server package creates mysql)", name, err)
+		t.Fatalf("testutil: user %s to run mariadbd as: %v (the mariadb-server package creates mysql)", name, err)
 	}
 	uid, err1 := strconv.Atoi(u.Uid)
 	gid, err2 := strconv.Atoi(u.Gid)
 	if err1 != nil || err2 != nil {
-		t.Fatalf("testdb: user %s: uid %q, gid %q", name, u.Uid, u.Gid)
+		t.Fatalf("testutil: user %s: uid %q, gid %q", name, u.Uid, u.Gid)
 	}
 	for _, d := range dirs {
 		if err := os.Chown(d, uid, gid); err != nil {
-			t.Fatalf("testdb: %v", err)
+			t.Fatalf("testutil: %v", err)
 		}
 	}
 }
@@ -181,7 +179,7 @@ func (m *MariaDB) CreateDatabase(t testing.TB, name string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
 	if err := m.exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatalf("testdb: create database %s on %s: %v", name, m.Addr, err)
+		t.Fatalf("testutil: create database %s on %s: %v", name, m.Addr, err)
 	}
 	return m.DSN(name)
 }

@@ -1,4 +1,4 @@
-package testdb
+package testutil
 
 import (
 	"context"
@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-
-	"github.com/leafgo/leaf/internal/testutil"
 )
 
 // TestGalera walks a three-node cluster through what a store on it meets:
@@ -23,7 +21,7 @@ func TestGalera(t *testing.T) {
 		t.Skip("starts a cluster of three mariadbds")
 	}
 	g := NewGalera(t, 3)
-	ctx := testutil.Context(t, 5*time.Minute)
+	ctx := Context(t, 5*time.Minute)
 	g.CreateDatabase(t, "leaf")
 	dbs := make([]*sql.DB, g.Size())
 	for i := range dbs {

@@ -1,4 +1,4 @@
-package e2e
+package browser
 
 import (
 	"context"
@@ -23,7 +23,7 @@ import (
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/httpapi"
 	"github.com/leafgo/leaf/internal/history"
-	"github.com/leafgo/leaf/internal/testdb"
+	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/leaftest"
 	"github.com/leafgo/leaf/local"
 	"github.com/leafgo/leaf/metrics"
@@ -50,8 +50,8 @@ func chromium(t *testing.T) string {
 		return path
 	}
 	msg := fmt.Sprintf("no browser at %s (set %s); install one with scripts/services.sh", path, envChromium)
-	if os.Getenv(testdb.EnvStrict) == "1" {
-		t.Fatal(msg + "\n(" + testdb.EnvStrict + "=1 turns a missing service into a failure)")
+	if os.Getenv(testutil.EnvStrict) == "1" {
+		t.Fatal(msg + "\n(" + testutil.EnvStrict + "=1 turns a missing service into a failure)")
 	}
 	t.Skip(msg)
 	return ""
@@ -245,7 +245,7 @@ func TestMonitorPage(t *testing.T) {
 		t.Fatal(err)
 	}
 	bulkInsert(t, st, monitorTags)
-	set := segment.DefaultSettings()
+	set := segment.DefaultConfig()
 	set.Store, set.Logger = failingStore{st, "broken"}, logger
 	set.OpaqueKey = monitorOpaqueKey
 	seg, err := segment.New(ctx, set)
@@ -341,14 +341,14 @@ func TestMonitorPage(t *testing.T) {
 	// the busiest, its buffers following.
 	time.Sleep(time.Until(started.Add(1500 * time.Millisecond)))
 	const row = `#tags-body tr[data-tag="orders"] `
-	code, body := get(t, srv.URL+"/api/segment/get/orders?count=500")
+	code, body := testutil.Get(t, srv.URL+"/api/segment/get/orders?count=500")
 	if code != http.StatusOK || strings.Count(body, "\n") != 499 {
 		t.Fatalf("500 IDs: %d %.100q", code, body)
 	}
 	for tag, n := range map[string]int{bulkTag(4242): 3000, bulkTag(7): 200, bulkTag(9999): 50} {
 		for n > 0 {
 			c := min(n, 1000)
-			if code, body := get(t, fmt.Sprintf("%s/api/segment/get/%s?count=%d", srv.URL, tag, c)); code != http.StatusOK {
+			if code, body := testutil.Get(t, fmt.Sprintf("%s/api/segment/get/%s?count=%d", srv.URL, tag, c)); code != http.StatusOK {
 				t.Fatalf("%d IDs of %s: %d %.100q", c, tag, code, body)
 			}
 			n -= c
@@ -392,7 +392,7 @@ func TestMonitorPage(t *testing.T) {
 
 	// A tag whose loads fail: the page shows it degraded, with its error,
 	// and the state degraded.
-	if code, body := get(t, srv.URL+"/api/segment/get/broken"); code != http.StatusServiceUnavailable {
+	if code, body := testutil.Get(t, srv.URL+"/api/segment/get/broken"); code != http.StatusServiceUnavailable {
 		t.Errorf("ID of the broken tag: %d %q, want 503", code, body)
 	}
 	const broken = `#degraded-body tr[data-tag="broken"] `
@@ -498,7 +498,7 @@ func TestMonitorPage(t *testing.T) {
 	stopLoad()
 
 	// Decode an ID: the page shows what /v2/snowflake/decode says.
-	code, id := get(t, srv.URL+"/api/snowflake/get/x")
+	code, id := testutil.Get(t, srv.URL+"/api/snowflake/get/x")
 	if code != http.StatusOK {
 		t.Fatalf("snowflake ID: %d %q", code, id)
 	}
@@ -555,7 +555,7 @@ func TestMonitorPage(t *testing.T) {
 		t.Fatal(err)
 	}
 	dayBefore := tagshape.PeriodKey(leaf.PeriodDay, time.Now().UTC())
-	if code, body := get(t, srv.URL+"/v2/segment/daily"); code != http.StatusOK || !strings.Contains(body, `"period"`) {
+	if code, body := testutil.Get(t, srv.URL+"/v2/segment/daily"); code != http.StatusOK || !strings.Contains(body, `"period"`) {
 		t.Fatalf("ID of the periodic tag: %d %q", code, body)
 	}
 	dayAfter := tagshape.PeriodKey(leaf.PeriodDay, time.Now().UTC())
@@ -584,7 +584,7 @@ func TestMonitorPage(t *testing.T) {
 		leaf.TagShape{OpaqueBits: 24, KeyCheck: tagshape.KeyCheck(monitorOpaqueKey)}); err != nil {
 		t.Fatal(err)
 	}
-	if code, body := get(t, srv.URL+"/v2/segment/invoices"); code != http.StatusOK {
+	if code, body := testutil.Get(t, srv.URL+"/v2/segment/invoices"); code != http.StatusOK {
 		t.Fatalf("ID of the opaque tag: %d %q", code, body)
 	}
 	const invoices = `#search-body tr[data-tag="invoices"] [data-field="opaque"]`
@@ -790,7 +790,7 @@ func bulkInsert(t *testing.T, st *sqlite.Store, n int) {
 // getJSON GETs url, checks the status and decodes the JSON body into v.
 func getJSON(t *testing.T, url string, status int, v any) {
 	t.Helper()
-	code, b := get(t, url)
+	code, b := testutil.Get(t, url)
 	if code != status {
 		t.Fatalf("GET %s: %d %q, want %d", url, code, b, status)
 	}

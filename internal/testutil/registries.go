@@ -1,4 +1,4 @@
-package testdb
+package testutil
 
 import (
 	"bufio"
@@ -11,8 +11,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/leafgo/leaf/internal/testutil"
 )
 
 // Programs of private registries; scripts/services.sh installs them.
@@ -33,7 +31,7 @@ func NewZooKeeper(t testing.TB) *Server {
 	t.Helper()
 	needPrograms(t, zookeeperJava, zookeeperJar)
 	dir := t.TempDir()
-	port := testutil.FreePort(t)
+	port := FreePort(t)
 	// As scripts/services.sh configures the shared one: loopback only, no
 	// admin server, a 500ms tick so that sessions may be short.
 	cfg := fmt.Sprintf("tickTime=500\ninitLimit=10\nsyncLimit=5\ndataDir=%s\nclientPort=%d\nclientPortAddress=127.0.0.1\n"+
@@ -84,7 +82,7 @@ func NewEtcd(t testing.TB) *Server {
 	t.Helper()
 	needPrograms(t, etcdServer)
 	dir := t.TempDir()
-	client, peer := testutil.FreePort(t), testutil.FreePort(t)
+	client, peer := FreePort(t), FreePort(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", client)
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peer)
 	s := newServer(t, "etcd", addr, dir, registryStartTimeout,

@@ -1,4 +1,4 @@
-package leaftest
+package testutil
 
 import (
 	"bytes"

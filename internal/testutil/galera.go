@@ -1,4 +1,4 @@
-package testdb
+package testutil
 
 import (
 	"context"
@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/leafgo/leaf/internal/testutil"
 )
 
 // Galera's parts; scripts/services.sh installs them (galera-4, rsync).
@@ -20,7 +18,7 @@ const (
 )
 
 // galeraUser is the system user a node runs as when the test runs as root
-// (see MariaDBOptions.User): the joiner's rsync daemon, run by root, would
+// (see MariaDBConfig.User): the joiner's rsync daemon, run by root, would
 // write the copy as nobody. The mariadb-server package creates it.
 const galeraUser = "mysql"
 
@@ -61,7 +59,7 @@ type Galera struct {
 func NewGalera(t testing.TB, n int) *Galera {
 	t.Helper()
 	if n < 1 {
-		t.Fatalf("testdb: a Galera cluster of %d nodes", n)
+		t.Fatalf("testutil: a Galera cluster of %d nodes", n)
 	}
 	needPrograms(t, mariadbInstallDB, mariadbServer, galeraSSTScript, "rsync")
 	needLibrary(t, galeraProvider)
@@ -70,7 +68,7 @@ func NewGalera(t testing.TB, n int) *Galera {
 	nodePorts := make([]ports, n)
 	members := make([]string, n)
 	for i := range nodePorts {
-		nodePorts[i] = ports{testutil.FreePort(t), testutil.FreePort(t), testutil.FreePort(t)}
+		nodePorts[i] = ports{FreePort(t), FreePort(t), FreePort(t)}
 		members[i] = fmt.Sprintf("127.0.0.1:%d", nodePorts[i].gcomm)
 	}
 	g := &Galera{}
@@ -111,7 +109,7 @@ func NewGalera(t testing.TB, n int) *Galera {
 			"--default-storage-engine=InnoDB",
 			"--innodb-autoinc-lock-mode=2",
 		}
-		o := MariaDBOptions{
+		o := MariaDBConfig{
 			ServerID:     uint32(i + 1),
 			Flags:        flags,
 			Ready:        synced,
@@ -139,7 +137,7 @@ func NewGalera(t testing.TB, n int) *Galera {
 			err = fmt.Errorf("evs.suspect_timeout not set: %.300s", opts)
 		}
 		if err != nil {
-			t.Fatalf("testdb: Galera node %s: shorter eviction timeouts: %v", m.Addr, err)
+			t.Fatalf("testutil: Galera node %s: shorter eviction timeouts: %v", m.Addr, err)
 		}
 	}
 	return g
@@ -175,7 +173,7 @@ func (g *Galera) CreateDatabase(t testing.TB, name string) string {
 			return n == 1, err
 		})
 		if err != nil {
-			t.Fatalf("testdb: create database %s: %v", name, err)
+			t.Fatalf("testutil: create database %s: %v", name, err)
 		}
 	}
 	return dsn
@@ -211,7 +209,7 @@ func synced(ctx context.Context, m *MariaDB) error {
 func needLibrary(t testing.TB, path string) {
 	t.Helper()
 	if _, err := os.Stat(path); err != nil {
-		msg := fmt.Sprintf("testdb: %s is not installed (%v); scripts/services.sh installs it", path, err)
+		msg := fmt.Sprintf("testutil: %s is not installed (%v); scripts/services.sh installs it", path, err)
 		if os.Getenv(EnvStrict) == "1" {
 			t.Fatal(msg)
 		}

@@ -1,11 +1,12 @@
-// Package testdb gives tests a fresh, empty database of their own on the
+package testutil
+
+// Databases: a test gets a fresh, empty database of its own on the
 // MariaDB/MySQL and PostgreSQL servers named by environment variables (a
-// schema on PostgreSQL), and drops it when the test ends.
+// schema on PostgreSQL), dropped when the test ends.
 //
 // A test whose server is not configured is skipped, unless LEAF_TEST_STRICT=1
 // (set by the project's full test command) turns that into a failure, so CI
 // never passes by skipping.
-package testdb
 
 import (
 	"context"
@@ -81,28 +82,28 @@ func MySQL(t testing.TB) string {
 	base := lookup(t, EnvMySQL)
 	cfg, err := mysql.ParseDSN(base)
 	if err != nil {
-		t.Fatalf("testdb: %s: %v", EnvMySQL, err)
+		t.Fatalf("testutil: %s: %v", EnvMySQL, err)
 	}
 	name := uniqueName()
 	admin := cfg.Clone()
 	admin.DBName = ""
 	conn, err := mysql.NewConnector(admin)
 	if err != nil {
-		t.Fatalf("testdb: %s: %v", EnvMySQL, err)
+		t.Fatalf("testutil: %s: %v", EnvMySQL, err)
 	}
 	db := sql.OpenDB(conn)
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
 	if _, err := db.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
 		_ = db.Close()
-		t.Fatalf("testdb: create MySQL database %s on %s: %v", name, cfg.Addr, err)
+		t.Fatalf("testutil: create MySQL database %s on %s: %v", name, cfg.Addr, err)
 	}
 	t.Cleanup(func() {
 		defer db.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 		defer cancel()
 		if _, err := db.ExecContext(ctx, "DROP DATABASE IF EXISTS "+name); err != nil {
-			t.Errorf("testdb: drop MySQL database %s: %v", name, err)
+			t.Errorf("testutil: drop MySQL database %s: %v", name, err)
 		}
 	})
 	cfg.DBName = name
@@ -120,7 +121,7 @@ func Postgres(t testing.TB) string {
 	base := lookup(t, EnvPostgres)
 	cfg, err := pgx.ParseConfig(base)
 	if err != nil {
-		t.Fatalf("testdb: %s: %v", EnvPostgres, err)
+		t.Fatalf("testutil: %s: %v", EnvPostgres, err)
 	}
 	name := uniqueName()
 	exec := func(query string) error {
@@ -135,11 +136,11 @@ func Postgres(t testing.TB) string {
 		return err
 	}
 	if err := exec("CREATE SCHEMA " + name); err != nil {
-		t.Fatalf("testdb: create PostgreSQL schema %s in %s: %v", name, cfg.Database, err)
+		t.Fatalf("testutil: create PostgreSQL schema %s in %s: %v", name, cfg.Database, err)
 	}
 	t.Cleanup(func() {
 		if err := exec("DROP SCHEMA IF EXISTS " + name + " CASCADE"); err != nil {
-			t.Errorf("testdb: drop PostgreSQL schema %s: %v", name, err)
+			t.Errorf("testutil: drop PostgreSQL schema %s: %v", name, err)
 		}
 	})
 	return withSearchPath(base, name)

@@ -1,4 +1,4 @@
-package testdb
+package testutil
 
 import (
 	"context"
@@ -16,8 +16,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/leafgo/leaf/internal/testutil"
 )
 
 // pgStartTimeout bounds each step of setting up a pair (initdb, a base
@@ -74,25 +72,25 @@ func NewPostgresPair(t testing.TB) *PostgresPair {
 		// to pass through them to its own, not to read them.
 		for _, d := range []string{filepath.Dir(base), base} {
 			if err := os.Chmod(d, 0o711); err != nil {
-				t.Fatalf("testdb: %v", err)
+				t.Fatalf("testutil: %v", err)
 			}
 		}
 	}
 	serverDir := func(name string) string {
 		d := filepath.Join(base, name)
 		if err := os.Mkdir(d, 0o700); err != nil {
-			t.Fatalf("testdb: %v", err)
+			t.Fatalf("testutil: %v", err)
 		}
 		if cred != nil {
 			if err := os.Chown(d, int(cred.Uid), int(cred.Gid)); err != nil {
-				t.Fatalf("testdb: %v", err)
+				t.Fatalf("testutil: %v", err)
 			}
 		}
 		return d
 	}
 	primaryDir, standbyDir := serverDir("primary"), serverDir("standby")
 	primaryData, standbyData := filepath.Join(primaryDir, "data"), filepath.Join(standbyDir, "data")
-	primaryPort, standbyPort := testutil.FreePort(t), testutil.FreePort(t)
+	primaryPort, standbyPort := FreePort(t), FreePort(t)
 
 	// step bounds one step of the setup.
 	step := func() context.Context {
@@ -222,7 +220,7 @@ func (p *PostgresPair) CreateDatabase(t testing.TB, name string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), pgStartTimeout)
 	defer cancel()
 	if err := pgExec(ctx, p.PrimaryDSN(""), "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
-		t.Fatalf("testdb: create database %s on %s: %v", name, p.primary.Addr, err)
+		t.Fatalf("testutil: create database %s on %s: %v", name, p.primary.Addr, err)
 	}
 	// The commit waited for the standby's flush, not its replay.
 	if err := pgPoll(ctx, "database "+name+" on the standby", func(ctx context.Context) error {
@@ -243,10 +241,10 @@ func (p *PostgresPair) Promote(ctx context.Context) error {
 	wait := max(1, int(time.Until(dl)/time.Second))
 	var promoted bool
 	if err := pgQueryRow(ctx, p.StandbyDSN(""), "SELECT pg_promote(true, $1)", []any{wait}, &promoted); err != nil {
-		return fmt.Errorf("testdb: promote the standby on %s: %w", p.standby.Addr, err)
+		return fmt.Errorf("testutil: promote the standby on %s: %w", p.standby.Addr, err)
 	}
 	if !promoted {
-		return fmt.Errorf("testdb: the standby on %s did not finish its promotion within %ds", p.standby.Addr, wait)
+		return fmt.Errorf("testutil: the standby on %s did not finish its promotion within %ds", p.standby.Addr, wait)
 	}
 	// Assigning a transaction ID is what a standby refuses: the first step
 	// of every write.
@@ -270,14 +268,14 @@ func (p *PostgresPair) Identity(ctx context.Context, dsn string) (PostgresIdenti
 		CASE WHEN pg_is_in_recovery() THEN NULL ELSE pg_walfile_name(pg_current_wal_lsn()) END
 		FROM pg_control_system()`, nil, &sysID, &walFile)
 	if err != nil {
-		return PostgresIdentity{}, fmt.Errorf("testdb: identity: %w", err)
+		return PostgresIdentity{}, fmt.Errorf("testutil: identity: %w", err)
 	}
 	if walFile == nil {
-		return PostgresIdentity{}, fmt.Errorf("testdb: identity: %s is a standby (in recovery)", redactDSN(dsn))
+		return PostgresIdentity{}, fmt.Errorf("testutil: identity: %s is a standby (in recovery)", redactDSN(dsn))
 	}
 	tli, err := strconv.ParseUint((*walFile)[:min(8, len(*walFile))], 16, 32)
 	if err != nil {
-		return PostgresIdentity{}, fmt.Errorf("testdb: identity: WAL file name %q: %w", *walFile, err)
+		return PostgresIdentity{}, fmt.Errorf("testutil: identity: WAL file name %q: %w", *walFile, err)
 	}
 	// The identifier is an unsigned 64-bit number that SQL shows as bigint.
 	return PostgresIdentity{SystemID: uint64(sysID), Timeline: uint32(tli)}, nil
@@ -323,7 +321,7 @@ func pgCredential(t testing.TB) *syscall.Credential {
 	}
 	u, err := user.Lookup("postgres")
 	if err != nil {
-		msg := fmt.Sprintf("testdb: running as root, PostgreSQL needs a postgres user to run as (%v); scripts/services.sh installs it", err)
+		msg := fmt.Sprintf("testutil: running as root, PostgreSQL needs a postgres user to run as (%v); scripts/services.sh installs it", err)
 		if os.Getenv(EnvStrict) == "1" {
 			t.Fatal(msg)
 		}
@@ -332,7 +330,7 @@ func pgCredential(t testing.TB) *syscall.Credential {
 	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
 	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
 	if err1 != nil || err2 != nil {
-		t.Fatalf("testdb: user postgres: uid %q, gid %q", u.Uid, u.Gid)
+		t.Fatalf("testutil: user postgres: uid %q, gid %q", u.Uid, u.Gid)
 	}
 	// No supplementary groups: root's stay behind.
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
@@ -354,7 +352,7 @@ func pgRun(ctx context.Context, dir string, cred *syscall.Credential, argv ...st
 	}
 	cmd.Env = append(cmd.Env, "HOME="+dir)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("testdb: %s: %v\n%s", strings.Join(argv, " "), err, out)
+		return fmt.Errorf("testutil: %s: %v\n%s", strings.Join(argv, " "), err, out)
 	}
 	return nil
 }
@@ -394,7 +392,7 @@ func pgPoll(ctx context.Context, what string, check func(context.Context) error)
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("testdb: waiting for %s: %v; last: %w", what, ctx.Err(), err)
+			return fmt.Errorf("testutil: waiting for %s: %v; last: %w", what, ctx.Err(), err)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

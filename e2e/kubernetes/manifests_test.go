@@ -34,14 +34,23 @@ var variants = []string{"deployment", "statefulset"}
 // leafBin is the leaf binary TestMain builds from this checkout.
 var leafBin string
 
+// TestMain runs the tests in the manifests' directory, deploy/kubernetes of
+// the leaf module (this module sits in its e2e/), and builds the binary
+// there, with the leaf module's own requirements.
 func TestMain(m *testing.M) {
+	if err := os.Chdir(filepath.Join("..", "..", "deploy", "kubernetes")); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	dir, err := os.MkdirTemp("", "leaf-k8s-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	leafBin = filepath.Join(dir, "leaf")
-	out, err := exec.Command("go", "build", "-o", leafBin, "github.com/leafgo/leaf/cmd/leaf").CombinedOutput()
+	build := exec.Command("go", "build", "-o", leafBin, "./cmd/leaf")
+	build.Dir = filepath.Join("..", "..")
+	out, err := build.CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "go build leaf: %v\n%s", err, out)
 		os.Exit(1)

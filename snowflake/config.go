@@ -31,10 +31,10 @@ type WorkerCache interface {
 	Save(c leaf.CachedClaim) error
 }
 
-// Settings configure a Generator. Start from DefaultSettings and set
+// Config configures a Generator. Start from DefaultConfig and set
 // Registry and Endpoint, which have no default; every value means what it
-// says, zero included, and New refuses settings Validate refuses.
-type Settings struct {
+// says, zero included, and New refuses a Config Validate refuses.
+type Config struct {
 	// Layout of the IDs. Default LeafLayout.
 	Layout Layout
 	// Registry hands out the worker ID. The Generator does not close it.
@@ -101,14 +101,14 @@ type Settings struct {
 	Logger *slog.Logger
 }
 
-// DefaultLifetime is the default Settings.Lifetime: how long a layout must
+// DefaultLifetime is the default Config.Lifetime: how long a layout must
 // still last when a generator starts.
 const DefaultLifetime = 10 * 365 * 24 * time.Hour
 
-// DefaultSettings returns the defaults every field documents. Registry and
+// DefaultConfig returns the defaults every field documents. Registry and
 // Endpoint are left for the caller.
-func DefaultSettings() Settings {
-	return Settings{
+func DefaultConfig() Config {
+	return Config{
 		Layout:            LeafLayout,
 		MaxBackwards:      5 * time.Millisecond,
 		RandomStart:       true,
@@ -141,15 +141,15 @@ func HeartbeatFor(window, leaseTTL time.Duration) time.Duration {
 // Validate refuses settings New cannot run with, naming the field; every
 // error wraps leaf.ErrInvalidArgument. It does not read the clock: New
 // checks the layout's epoch and lifetime against it.
-func (s Settings) Validate() error {
+func (s Config) Validate() error {
 	if err := s.Layout.Validate(); err != nil {
-		return fmt.Errorf("snowflake Settings.Layout: %w", err)
+		return fmt.Errorf("snowflake Config.Layout: %w", err)
 	}
 	if s.Registry == nil {
-		return fmt.Errorf("%w: snowflake Settings.Registry is nil: no worker registry", leaf.ErrInvalidArgument)
+		return fmt.Errorf("%w: snowflake Config.Registry is nil: no worker registry", leaf.ErrInvalidArgument)
 	}
 	if err := s.Endpoint.Validate(); err != nil {
-		return fmt.Errorf("snowflake Settings.Endpoint: %w", err)
+		return fmt.Errorf("snowflake Config.Endpoint: %w", err)
 	}
 	for _, d := range []struct {
 		name     string
@@ -169,20 +169,31 @@ func (s Settings) Validate() error {
 	} {
 		switch {
 		case d.v < 0:
-			return fmt.Errorf("%w: snowflake Settings.%s %v is negative", leaf.ErrInvalidArgument, d.name, d.v)
+			return fmt.Errorf("%w: snowflake Config.%s %v is negative", leaf.ErrInvalidArgument, d.name, d.v)
 		case d.v == 0 && d.positive:
-			return fmt.Errorf("%w: snowflake Settings.%s is 0; it must be positive (DefaultSettings has the default)", leaf.ErrInvalidArgument, d.name)
+			return fmt.Errorf("%w: snowflake Config.%s is 0; it must be positive (DefaultConfig has the default)", leaf.ErrInvalidArgument, d.name)
 		}
 	}
 	if s.HeartbeatInterval >= s.Window {
-		return fmt.Errorf("%w: snowflake Settings.HeartbeatInterval %v must be shorter than the Window %v",
+		return fmt.Errorf("%w: snowflake Config.HeartbeatInterval %v must be shorter than the Window %v",
 			leaf.ErrInvalidArgument, s.HeartbeatInterval, s.Window)
 	}
 	if s.Now == nil {
-		return fmt.Errorf("%w: snowflake Settings.Now is nil: no clock (DefaultSettings has time.Now)", leaf.ErrInvalidArgument)
+		return fmt.Errorf("%w: snowflake Config.Now is nil: no clock (DefaultConfig has time.Now)", leaf.ErrInvalidArgument)
 	}
 	if s.Logger == nil {
-		return fmt.Errorf("%w: snowflake Settings.Logger is nil (DefaultSettings has slog.Default())", leaf.ErrInvalidArgument)
+		return fmt.Errorf("%w: snowflake Config.Logger is nil (DefaultConfig has slog.Default())", leaf.ErrInvalidArgument)
 	}
 	return nil
 }
+
+// Settings is the old name of Config.
+//
+// Deprecated: use Config; Settings goes in the release after the next.
+type Settings = Config
+
+// DefaultSettings is the old name of DefaultConfig.
+//
+// Deprecated: use DefaultConfig; DefaultSettings goes in the release after
+// the next.
+func DefaultSettings() Config { return DefaultConfig() }
