@@ -79,6 +79,42 @@ func WithTimeout(d time.Duration) Option {
 	}
 }
 
+// WithHeader sends the header name: value with every request, e.g. an
+// Authorization for servers that ask one of their peers (a server
+// forwarding to an ordered tag's owner sends its admin token so). It may
+// be given several times, for several headers; the client's own Accept is
+// not to be replaced.
+func WithHeader(name, value string) Option {
+	return func(c *Client) error {
+		key := http.CanonicalHeaderKey(name)
+		if !validHeaderName(name) || key == "Accept" || strings.ContainsAny(value, "\r\n\x00") {
+			return fmt.Errorf("%w: WithHeader(%q, ...): want a header name other than Accept and a value of one line",
+				leaf.ErrInvalidArgument, name)
+		}
+		c.headers = append(c.headers, header{key, []string{value}})
+		return nil
+	}
+}
+
+// header is one header WithHeader adds to every request.
+type header struct {
+	key   string // canonical
+	value []string
+}
+
+// validHeaderName reports whether name is an HTTP token (RFC 9110).
+func validHeaderName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for _, r := range name {
+		if r > 0x7e || r <= ' ' || strings.ContainsRune("\"(),/:;<=>?@[\\]{}", r) {
+			return false
+		}
+	}
+	return true
+}
+
 // WithAttempts sets the most requests one call makes, over all servers,
 // the first included: 1 means no retry. Default: one per server plus one,
 // and at least 3.
@@ -143,6 +179,7 @@ type Client struct {
 	eps      []*endpoint
 	hc       *http.Client
 	timeout  time.Duration
+	headers  []header // WithHeader's, set on every request
 	attempts int
 	cooldown time.Duration
 	log      *slog.Logger
@@ -717,6 +754,9 @@ func (c *Client) attempt(ctx context.Context, ep *endpoint, method, path string,
 		return "", fmt.Errorf("leaf client: %w", err)
 	}
 	req.Header["Accept"] = acceptJSON
+	for _, h := range c.headers {
+		req.Header[h.key] = h.value
+	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return "", fmt.Errorf("leaf client: %w", err) // *url.Error names method and URL

@@ -58,17 +58,56 @@ func TestNewValidates(t *testing.T) {
 	}
 	ok := []string{"http://127.0.0.1:8080"}
 	for name, o := range map[string]client.Option{
-		"WithTimeout(0)":      client.WithTimeout(0),
-		"WithAttempts(0)":     client.WithAttempts(0),
-		"WithCooldown(-1)":    client.WithCooldown(-1),
-		"WithHTTPClient(nil)": client.WithHTTPClient(nil),
-		"WithLogger(nil)":     client.WithLogger(nil),
-		"WithTimeout(-1s)":    client.WithTimeout(-time.Second),
-		"WithAttempts(-3)":    client.WithAttempts(-3),
+		"WithTimeout(0)":           client.WithTimeout(0),
+		"WithAttempts(0)":          client.WithAttempts(0),
+		"WithCooldown(-1)":         client.WithCooldown(-1),
+		"WithHTTPClient(nil)":      client.WithHTTPClient(nil),
+		"WithLogger(nil)":          client.WithLogger(nil),
+		"WithTimeout(-1s)":         client.WithTimeout(-time.Second),
+		"WithAttempts(-3)":         client.WithAttempts(-3),
+		"WithHeader(\"\", x)":      client.WithHeader("", "x"),
+		"WithHeader(\"a b\", x)":   client.WithHeader("a b", "x"),
+		"WithHeader(\"Accept\")":   client.WithHeader("accept", "text/plain"),
+		"WithHeader(X, \"a\\nb\")": client.WithHeader("X-A", "a\nb"),
 	} {
 		if _, err := client.New(ok, o); !errors.Is(err, leaf.ErrInvalidArgument) {
 			t.Errorf("New with %s = %v, want ErrInvalidArgument", name, err)
 		}
+	}
+}
+
+// TestWithHeader: the headers given are sent on every request, beside the
+// client's own Accept.
+func TestWithHeader(t *testing.T) {
+	var mu sync.Mutex
+	var got []http.Header
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Header.Clone())
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"tag":"t","start":1,"end":3,"start_str":"1","end_str":"3","count":2}`))
+	}))
+	t.Cleanup(srv.Close)
+	c, err := client.New([]string{srv.URL}, client.WithHeader("leaf-forward", "1"),
+		client.WithHeader("Authorization", "Bearer s3cret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if start, end, err := c.NextRange(t.Context(), "t", 2); err != nil || start != 1 || end != 3 {
+			t.Fatalf("NextRange = %d, %d, %v", start, end, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i, h := range got {
+		if h.Get("Leaf-Forward") != "1" || h.Get("Authorization") != "Bearer s3cret" || h.Get("Accept") != "application/json" {
+			t.Errorf("request %d headers %v, want Leaf-Forward, Authorization and Accept", i, h)
+		}
+	}
+	if len(got) != 2 {
+		t.Errorf("%d requests, want 2", len(got))
 	}
 }
 

@@ -119,7 +119,8 @@ type Forwarder struct {
 	selfURL  string
 	wait     time.Duration
 	maxQueue int
-	hc       *http.Client // every owner's: the forward headers on each request, no redirects
+	hc       *http.Client    // every owner's: no redirects
+	headers  []client.Option // every owner's client's: Leaf-Forward, and the admin token
 	log      *slog.Logger
 
 	queues sync.Map // tag → *tagQueue; read on every forwarded request
@@ -171,12 +172,14 @@ func New(s Config) (*Forwarder, error) {
 	// One call per tag is in flight; a few tags at once need a few
 	// connections.
 	t.MaxIdleConnsPerHost, t.MaxConnsPerHost, t.IdleConnTimeout = 64, 64, idleConn
-	h := forwardHeaders{rt: t, forward: []string{"1"}}
+	// Owners never compress their answers: no Accept-Encoding to send.
+	t.DisableCompression = true
+	f.headers = []client.Option{client.WithHeader(Header, "1")}
 	if s.Token != "" {
-		h.auth = []string{"Bearer " + s.Token}
+		f.headers = append(f.headers, client.WithHeader("Authorization", "Bearer "+s.Token))
 	}
 	f.hc = &http.Client{
-		Transport: h,
+		Transport: t,
 		// An owner answers a forwarded request itself or refuses it;
 		// a redirect is a refusal (the answer is not 200).
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
@@ -207,22 +210,6 @@ func (f *Forwarder) Close() {
 		f.log.Info("forward: stopped", "calls", st.Calls, "requests_forwarded", st.Forwarded, "failed_calls", st.Failures)
 	}
 	f.hc.CloseIdleConnections()
-}
-
-// forwardHeaders marks every request to an owner as forwarded, with the
-// admin token when the servers have one.
-type forwardHeaders struct {
-	rt            http.RoundTripper
-	forward, auth []string
-}
-
-func (h forwardHeaders) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context()) // a RoundTripper leaves its request as it was
-	r.Header[Header] = h.forward
-	if h.auth != nil {
-		r.Header["Authorization"] = h.auth
-	}
-	return h.rt.RoundTrip(r)
 }
 
 // NextID issues one ID of tag, here or at its owner.
@@ -430,8 +417,9 @@ func (f *Forwarder) ownerFor(base string) (*owner, error) {
 	// One attempt: the queue asks again, the generator consulted first;
 	// no cool-down, of a client of one server; no timeout of its own,
 	// the call's deadline bounds it; the owner's answers name no other.
-	c, err := client.New([]string{base}, client.WithHTTPClient(f.hc), client.WithAttempts(1), client.WithCooldown(0),
-		client.WithTimeout(maxCall), client.WithOwnerRouting(false), client.WithLogger(f.log))
+	c, err := client.New([]string{base}, append([]client.Option{client.WithHTTPClient(f.hc), client.WithAttempts(1),
+		client.WithCooldown(0), client.WithTimeout(maxCall), client.WithOwnerRouting(false), client.WithLogger(f.log)},
+		f.headers...)...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: the owner's URL %q is not an http(s) base URL: %w", leaf.ErrOwnerUnreachable, base, err)
 	}
