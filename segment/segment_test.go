@@ -311,7 +311,11 @@ func TestPrefetchAtTenPercent(t *testing.T) {
 		next(t, g, "t")
 	}
 	// The request that takes the trigger starts the load before it
-	// returns, so no load running now means none was started.
+	// returns, so a prefetch started too early is running or done by now.
+	// The first load hands its range to the first request before it
+	// counts itself: wait for its end, then no next range and one load
+	// mean none was started.
+	testutil.WaitFor(t, "the first load's end", func() bool { s := status(g, "t"); return !s.Loading && s.Loads >= 1 })
 	if s := status(g, "t"); s.Loading || s.NextReady || s.Loads != 1 {
 		t.Fatalf("after 10%% minus one: %+v, want one load, none running, and no next", s)
 	}
@@ -678,6 +682,8 @@ func TestAdaptiveStep(t *testing.T) {
 		s := status(g, "t")
 		if s.Loads == 0 {
 			next(t, g, "t") // the first load, in the request
+			// It hands the request its range before it counts itself.
+			testutil.WaitFor(t, "the first load's end", func() bool { return status(g, "t").Loads == 1 })
 		} else if _, err := g.NextIDs(bg, "t", int(s.Buffers[s.Pos].Remaining())+1, nil); err != nil {
 			t.Fatal(err)
 		}

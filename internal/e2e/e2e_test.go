@@ -76,24 +76,15 @@ func TestReadyzFollowsStoreOutage(t *testing.T) {
 	for range 200 {
 		nextID()
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for st := gen.Status(); len(st) != 1 || !st[0].NextReady; st = gen.Status() {
-		if time.Now().After(deadline) {
-			t.Fatalf("next range not loaded: %+v", st)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.WaitFor(t, "the next range loaded", func() bool {
+		st := gen.Status()
+		return len(st) == 1 && st[0].NextReady
+	})
 	proxy.Down()
-	for {
+	testutil.WaitFor(t, "/readyz to say degraded, the store unreachable", func() bool {
 		code, body := testutil.Get(t, srv.URL+"/readyz")
-		if code == 200 && strings.HasPrefix(body, "degraded\n") && strings.Contains(body, "unreachable") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/readyz during the outage: %d %q", code, body)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return code == 200 && strings.HasPrefix(body, "degraded\n") && strings.Contains(body, "unreachable")
+	})
 	if code, _ := testutil.Get(t, srv.URL+"/readyz?strict=1"); code != http.StatusServiceUnavailable {
 		t.Fatalf("/readyz?strict=1 during the outage: %d, want 503", code)
 	}
@@ -101,16 +92,10 @@ func TestReadyzFollowsStoreOutage(t *testing.T) {
 		nextID()
 	}
 	proxy.Up()
-	for {
+	testutil.WaitFor(t, "/readyz ok after the outage", func() bool {
 		code, body := testutil.Get(t, srv.URL+"/readyz")
-		if code == 200 && body == "ok\n" {
-			break
-		}
-		if time.Now().After(deadline.Add(10 * time.Second)) {
-			t.Fatalf("/readyz after the outage: %d %q", code, body)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return code == 200 && body == "ok\n"
+	})
 	for range 2000 { // and beyond them: new ranges load again
 		nextID()
 	}
