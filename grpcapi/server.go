@@ -146,11 +146,16 @@ type service struct {
 	errLog *reqlog.Budget
 }
 
+// DefaultConfig returns the defaults a zero field of Config takes. The
+// other fields are what the service serves: a nil one answers NotFound,
+// and Register refuses nothing.
+func DefaultConfig() Config { return Config{Logger: slog.Default()} }
+
 func newService(cfg Config) *service {
 	s := &service{seg: cfg.Segment, snow: cfg.Snowflake, log: cfg.Logger, lim: cfg.Limiter,
 		errLog: &reqlog.Budget{Lines: 10, Window: 10 * time.Second}}
 	if s.log == nil {
-		s.log = slog.Default()
+		s.log = DefaultConfig().Logger
 	}
 	s.ids = s.seg
 	if cfg.Forward != nil {

@@ -58,23 +58,31 @@ type Limits struct {
 	MaxConns int
 }
 
+// DefaultLimits returns the limits a zero (or negative) field of Limits
+// takes.
+func DefaultLimits() Limits {
+	return Limits{ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
+		MaxHeaderBytes: 4 << 10, MaxBodyBytes: 1 << 20, MaxConns: 64 << 10}
+}
+
 func (l *Limits) applyDefaults() {
-	def := func(d *time.Duration, v time.Duration) {
-		if *d <= 0 {
-			*d = v
+	d := DefaultLimits()
+	def := func(v *time.Duration, dv time.Duration) {
+		if *v <= 0 {
+			*v = dv
 		}
 	}
-	def(&l.ReadTimeout, 10*time.Second)
-	def(&l.WriteTimeout, 30*time.Second)
-	def(&l.IdleTimeout, 2*time.Minute)
+	def(&l.ReadTimeout, d.ReadTimeout)
+	def(&l.WriteTimeout, d.WriteTimeout)
+	def(&l.IdleTimeout, d.IdleTimeout)
 	if l.MaxHeaderBytes <= 0 {
-		l.MaxHeaderBytes = 4 << 10
+		l.MaxHeaderBytes = d.MaxHeaderBytes
 	}
 	if l.MaxBodyBytes <= 0 {
-		l.MaxBodyBytes = 1 << 20
+		l.MaxBodyBytes = d.MaxBodyBytes
 	}
 	if l.MaxConns <= 0 {
-		l.MaxConns = 64 << 10
+		l.MaxConns = d.MaxConns
 	}
 }
 

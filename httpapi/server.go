@@ -363,6 +363,11 @@ func (p periodless) NextIDs(ctx context.Context, tag string, n int, dst []int64)
 	return ids, err
 }
 
+// DefaultConfig returns the defaults a zero field of Config takes. The
+// other fields are what the server serves: a nil one turns its routes
+// off, and New refuses nothing.
+func DefaultConfig() Config { return Config{Logger: slog.Default()} }
+
 // New builds a Server from cfg.
 func New(cfg Config) *Server {
 	s := &Server{
@@ -381,7 +386,7 @@ func New(cfg Config) *Server {
 		s.tokenHash, s.hasToken = sha256.Sum256([]byte(cfg.AdminToken)), true
 	}
 	if s.log == nil {
-		s.log = slog.Default()
+		s.log = DefaultConfig().Logger
 	}
 	s.bad = newBadRequests(s.log, cfg.Observer)
 	// Assigned only when set: a nil generator must stay a nil idSource.

@@ -155,26 +155,36 @@ type Registry struct {
 	unlockFn func() // releases the ID's lock file; nil when not held
 }
 
-// New validates cfg and returns a Registry.
-func New(cfg Config) (*Registry, error) {
+// Validate reports the first field New would refuse, wrapping
+// leaf.ErrInvalidArgument. Config has no defaults: Dir is required, and
+// a zero WorkerID is the ID 0.
+func (cfg Config) Validate() error {
 	if cfg.Dir == "" {
-		return nil, fmt.Errorf("%w: local worker registry needs a directory for its high-water marks", leaf.ErrInvalidArgument)
+		return fmt.Errorf("%w: local worker registry needs a directory for its high-water marks", leaf.ErrInvalidArgument)
 	}
 	if cfg.WorkerID < 0 {
-		return nil, fmt.Errorf("%w: worker ID %d is negative", leaf.ErrInvalidArgument, cfg.WorkerID)
+		return fmt.Errorf("%w: worker ID %d is negative", leaf.ErrInvalidArgument, cfg.WorkerID)
 	}
 	seen := make(map[int64]string, len(cfg.WorkerIDs))
 	for ep, id := range cfg.WorkerIDs {
 		if _, err := leaf.ParseEndpoint(ep); err != nil {
-			return nil, fmt.Errorf("local worker IDs: %w", err)
+			return fmt.Errorf("local worker IDs: %w", err)
 		}
 		if id < 0 {
-			return nil, fmt.Errorf("%w: worker ID %d of %s is negative", leaf.ErrInvalidArgument, id, ep)
+			return fmt.Errorf("%w: worker ID %d of %s is negative", leaf.ErrInvalidArgument, id, ep)
 		}
 		if other, dup := seen[id]; dup {
-			return nil, fmt.Errorf("%w: worker ID %d given to both %s and %s", leaf.ErrInvalidArgument, id, other, ep)
+			return fmt.Errorf("%w: worker ID %d given to both %s and %s", leaf.ErrInvalidArgument, id, other, ep)
 		}
 		seen[id] = ep
+	}
+	return nil
+}
+
+// New returns a Registry, or Validate's error.
+func New(cfg Config) (*Registry, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	return &Registry{cfg: cfg}, nil
 }

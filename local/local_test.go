@@ -53,6 +53,9 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{WorkerIDs: map[string]int64{"10.0.0.1:80": -1}, Dir: "d"},
 		{WorkerIDs: map[string]int64{"10.0.0.1:80": 1, "10.0.0.2:80": 1}, Dir: "d"},
 	} {
+		if err := c.Validate(); !errors.Is(err, leaf.ErrInvalidArgument) {
+			t.Errorf("Validate(%+v) = %v, want ErrInvalidArgument", c, err)
+		}
 		if _, err := local.New(c); !errors.Is(err, leaf.ErrInvalidArgument) {
 			t.Errorf("New(%+v) = %v, want ErrInvalidArgument", c, err)
 		}

@@ -25,6 +25,7 @@
 package metrics
 
 import (
+	"fmt"
 	"maps"
 	"net/http"
 	"reflect"
@@ -114,6 +115,32 @@ type Config struct {
 	Forwarded func() Forwarded
 }
 
+// DefaultConfig returns a server's defaults: a zero Version or Now takes
+// its default in New, but TopTags and DegradedTags are taken as set (0:
+// none), so start from this.
+func DefaultConfig() Config {
+	return Config{Version: "unknown", Now: time.Now, TopTags: 20, DegradedTags: 100}
+}
+
+// Validate reports the first field New would take as off: a negative
+// count or LowBuffer, or a tag in Tags that is not a tag name.
+func (c Config) Validate() error {
+	switch {
+	case c.TopTags < 0:
+		return fmt.Errorf("metrics: %w: TopTags %d is negative; 0 exports none", leaf.ErrInvalidArgument, c.TopTags)
+	case c.DegradedTags < 0:
+		return fmt.Errorf("metrics: %w: DegradedTags %d is negative; 0 exports none", leaf.ErrInvalidArgument, c.DegradedTags)
+	case c.LowBuffer < 0:
+		return fmt.Errorf("metrics: %w: LowBuffer %s is negative; 0 turns the check off", leaf.ErrInvalidArgument, c.LowBuffer)
+	}
+	for _, t := range c.Tags {
+		if err := leaf.ValidateTag(t); err != nil {
+			return fmt.Errorf("metrics: %w: Tags: %w", leaf.ErrInvalidArgument, err)
+		}
+	}
+	return nil
+}
+
 // StoreStats is the leaf_segment_store_* series' values.
 type StoreStats struct {
 	Fencing bool  // a failover is being fenced
@@ -183,12 +210,16 @@ func New(cfg Config) *Metrics {
 	if isNil(cfg.Snowflake) {
 		cfg.Snowflake = nil
 	}
+	d := DefaultConfig()
 	if cfg.Now == nil {
-		cfg.Now = time.Now
+		cfg.Now = d.Now
 	}
 	if cfg.Version == "" {
-		cfg.Version = "unknown"
+		cfg.Version = d.Version
 	}
+	// What Validate refuses, New takes as off rather than fail a server
+	// over its metrics.
+	cfg.TopTags, cfg.DegradedTags, cfg.LowBuffer = max(cfg.TopTags, 0), max(cfg.DegradedTags, 0), max(cfg.LowBuffer, 0)
 	m := &Metrics{
 		reg: prometheus.NewRegistry(),
 		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{

@@ -192,6 +192,47 @@ type WorkerRegistry struct {
 
 var _ leaf.WorkerRegistry = (*WorkerRegistry)(nil)
 
+// DefaultWorkerConfig returns the defaults a zero field of WorkerConfig
+// takes; DSN and Holder have none.
+func DefaultWorkerConfig() WorkerConfig {
+	return WorkerConfig{LeaseTTL: DefaultLeaseTTL, Now: time.Now, Logger: slog.Default()}
+}
+
+// Validate reports what OpenWorkerRegistryWithConfig would refuse in c,
+// once its zero fields have taken their defaults, without connecting.
+func (c WorkerConfig) Validate() error {
+	c, err := c.withDefaults()
+	if err != nil {
+		return err
+	}
+	_, err = config(c.DSN, "open worker registry")
+	return err
+}
+
+// withDefaults fills c's zero fields from DefaultWorkerConfig and checks
+// what needs no database.
+func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
+	d := DefaultWorkerConfig()
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = d.LeaseTTL
+	}
+	if c.Now == nil {
+		c.Now = d.Now
+	}
+	if c.Logger == nil {
+		c.Logger = d.Logger
+	}
+	if len(c.Holder) > 127 {
+		return c, fmt.Errorf("mysql: open worker registry: %w: holder %q is longer than 127 bytes",
+			leaf.ErrInvalidArgument, c.Holder[:40]+"...")
+	}
+	if c.LeaseTTL < MinLeaseTTL {
+		return c, fmt.Errorf("mysql: open worker registry: %w: lease TTL %v, want at least %v",
+			leaf.ErrInvalidArgument, c.LeaseTTL, MinLeaseTTL)
+	}
+	return c, nil
+}
+
 // OpenWorkerRegistry is OpenWorkerRegistryWithConfig with the defaults.
 func OpenWorkerRegistry(ctx context.Context, dsn string) (*WorkerRegistry, error) {
 	return OpenWorkerRegistryWithConfig(ctx, WorkerConfig{DSN: dsn})
@@ -201,22 +242,9 @@ func OpenWorkerRegistry(ctx context.Context, dsn string) (*WorkerRegistry, error
 // with the DSN handling of Open, and creates leaf_workerid_alloc and
 // leaf_workerid_lease if they are missing.
 func OpenWorkerRegistryWithConfig(ctx context.Context, wc WorkerConfig) (*WorkerRegistry, error) {
-	if wc.LeaseTTL == 0 {
-		wc.LeaseTTL = DefaultLeaseTTL
-	}
-	if len(wc.Holder) > 127 {
-		return nil, fmt.Errorf("mysql: open worker registry: %w: holder %q is longer than 127 bytes",
-			leaf.ErrInvalidArgument, wc.Holder[:40]+"...")
-	}
-	if wc.LeaseTTL < MinLeaseTTL {
-		return nil, fmt.Errorf("mysql: open worker registry: %w: lease TTL %v, want at least %v",
-			leaf.ErrInvalidArgument, wc.LeaseTTL, MinLeaseTTL)
-	}
-	if wc.Now == nil {
-		wc.Now = time.Now
-	}
-	if wc.Logger == nil {
-		wc.Logger = slog.Default()
+	wc, err := wc.withDefaults()
+	if err != nil {
+		return nil, err
 	}
 	cfg, err := config(wc.DSN, "open worker registry")
 	if err != nil {

@@ -658,6 +658,36 @@ func TestOpenWorkerRegistryLeaseTTL(t *testing.T) {
 	}
 }
 
+// TestWorkerConfigValidate checks what Validate refuses, without a
+// database, and that a zero config takes DefaultWorkerConfig's values.
+func TestWorkerConfigValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		c    mysql.WorkerConfig
+		ok   bool
+	}{
+		{"defaults", mysql.WorkerConfig{DSN: "root@tcp(127.0.0.1:3306)/leaf"}, true},
+		{"lease at the minimum", mysql.WorkerConfig{DSN: "root@tcp(127.0.0.1:3306)/leaf", LeaseTTL: mysql.MinLeaseTTL}, true},
+		{"lease too short", mysql.WorkerConfig{DSN: "root@tcp(127.0.0.1:3306)/leaf", LeaseTTL: time.Second}, false},
+		{"negative lease", mysql.WorkerConfig{DSN: "root@tcp(127.0.0.1:3306)/leaf", LeaseTTL: -time.Second}, false},
+		{"holder too long", mysql.WorkerConfig{DSN: "root@tcp(127.0.0.1:3306)/leaf", Holder: strings.Repeat("h", 128)}, false},
+		{"bad DSN", mysql.WorkerConfig{DSN: "root@tcp(127.0.0.1:3306"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.c.Validate()
+			if tc.ok && err != nil {
+				t.Fatalf("Validate: %v", err)
+			}
+			if !tc.ok && !errors.Is(err, leaf.ErrInvalidArgument) {
+				t.Fatalf("Validate: %v, want ErrInvalidArgument", err)
+			}
+		})
+	}
+	if d := mysql.DefaultWorkerConfig(); d.LeaseTTL != mysql.DefaultLeaseTTL || d.Now == nil || d.Logger == nil {
+		t.Errorf("DefaultWorkerConfig: %+v", d)
+	}
+}
+
 // TestSnowflakeSameEndpoint reproduces two servers started with one
 // endpoint: while the first issues from 4 goroutines, the second's generator
 // refuses to start; once the first closes, the second starts on the same

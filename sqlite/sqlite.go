@@ -82,12 +82,17 @@ func code(err error) (int, bool) {
 	return 0, false
 }
 
-// Config tunes OpenWith; the zero value is Open's.
+// Config tunes OpenWith; the zero value is Open's: a zero field takes
+// DefaultConfig's value.
 type Config struct {
-	// Now is the clock the leases of ordered tags are counted by; nil:
-	// time.Now. Tests step it, as an operator may step a host's clock.
+	// Now is the clock the leases of ordered tags are counted by. Default
+	// time.Now; tests step it, as an operator may step a host's clock.
 	Now func() time.Time
 }
+
+// DefaultConfig returns the defaults a zero field of Config takes.
+// OpenWith refuses no Config: what it checks is the path.
+func DefaultConfig() Config { return Config{Now: time.Now} }
 
 // Options is the old name of Config.
 //
@@ -136,6 +141,9 @@ func OpenWith(ctx context.Context, path string, opt Config) (*Store, error) {
 	if err := setup(ctx, db); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	if opt.Now == nil {
+		opt.Now = DefaultConfig().Now
 	}
 	return &Store{Store: sqlstore.New(db, dialect, sqlstore.Config{Now: opt.Now})}, nil
 }

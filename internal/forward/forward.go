@@ -39,12 +39,14 @@
 package forward
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -148,25 +150,43 @@ const (
 	idleConn   = time.Minute
 )
 
-// New returns a Forwarder; it starts nothing.
+// DefaultConfig returns the defaults a zero field of Config takes; Local
+// has none, and Self, Token and TLS are optional.
+func DefaultConfig() Config {
+	return Config{Wait: DefaultWait, MaxQueue: DefaultMaxQueue, Logger: slog.Default()}
+}
+
+// Validate reports the first field New would refuse, wrapping
+// leaf.ErrInvalidArgument.
+func (s Config) Validate() error {
+	switch {
+	case s.Local == nil:
+		return fmt.Errorf("forward: %w: no Local generator", leaf.ErrInvalidArgument)
+	case s.Wait < 0:
+		return fmt.Errorf("forward: %w: Wait %s is negative", leaf.ErrInvalidArgument, s.Wait)
+	case s.MaxQueue < 0:
+		return fmt.Errorf("forward: %w: MaxQueue %d is negative", leaf.ErrInvalidArgument, s.MaxQueue)
+	case strings.ContainsFunc(s.Token, func(r rune) bool { return r <= ' ' || r >= 0x7f }):
+		// It goes into every forwarded request's Authorization header.
+		return fmt.Errorf("forward: %w: Token holds a space, a control character or a byte outside ASCII", leaf.ErrInvalidArgument)
+	}
+	if s.Self != "" {
+		if err := leaf.ValidateOwner(s.Self); err != nil {
+			return fmt.Errorf("forward: Self: %w", err)
+		}
+	}
+	return nil
+}
+
+// New returns a Forwarder, or Validate's error; it starts nothing.
 func New(s Config) (*Forwarder, error) {
-	if s.Local == nil {
-		return nil, fmt.Errorf("forward: %w: no Local generator", leaf.ErrInvalidArgument)
+	if err := s.Validate(); err != nil {
+		return nil, err
 	}
-	if s.Wait < 0 || s.MaxQueue < 0 {
-		return nil, fmt.Errorf("forward: %w: negative Wait or MaxQueue", leaf.ErrInvalidArgument)
-	}
-	f := &Forwarder{local: s.Local, self: s.Self, selfURL: leaf.OwnerURL(s.Self), wait: s.Wait, maxQueue: s.MaxQueue,
-		log: s.Logger, owners: map[string]*owner{}}
-	if f.wait == 0 {
-		f.wait = DefaultWait
-	}
-	if f.maxQueue == 0 {
-		f.maxQueue = DefaultMaxQueue
-	}
-	if f.log == nil {
-		f.log = slog.Default()
-	}
+	d := DefaultConfig()
+	f := &Forwarder{local: s.Local, self: s.Self, selfURL: leaf.OwnerURL(s.Self),
+		wait: cmp.Or(s.Wait, d.Wait), maxQueue: cmp.Or(s.MaxQueue, d.MaxQueue), log: cmp.Or(s.Logger, d.Logger),
+		owners: map[string]*owner{}}
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.TLSClientConfig = s.TLS
 	// One call per tag is in flight; a few tags at once need a few
@@ -183,9 +203,6 @@ func New(s Config) (*Forwarder, error) {
 		// An owner answers a forwarded request itself or refuses it;
 		// a redirect is a refusal (the answer is not 200).
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
-	if s.Self == "" {
-		f.selfURL = ""
 	}
 	return f, nil
 }

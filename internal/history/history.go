@@ -72,6 +72,10 @@ type Config struct {
 	Now func() time.Time
 }
 
+// DefaultConfig returns the defaults a zero field of Config takes; the
+// sources have none (a nil one has no series), and New refuses nothing.
+func DefaultConfig() Config { return Config{Now: time.Now} }
+
 // History is the bounded record. It is safe for concurrent use: Run writes
 // it while Window reads it.
 type History struct {
@@ -110,7 +114,7 @@ type tagSeries struct {
 // New makes an empty history; Run fills it.
 func New(cfg Config) *History {
 	if cfg.Now == nil {
-		cfg.Now = time.Now
+		cfg.Now = DefaultConfig().Now
 	}
 	if cfg.Latency != nil && len(cfg.LatencyBounds) == 0 {
 		cfg.Latency = nil

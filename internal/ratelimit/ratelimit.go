@@ -165,35 +165,51 @@ type shard struct {
 	_ [(cacheLine - unsafe.Sizeof(shardState{})%cacheLine) % cacheLine]byte
 }
 
-// New returns a Limiter for c, or an error saying which field is invalid.
-func New(c Config) (*Limiter, error) {
+// DefaultConfig returns the defaults a zero field of Config takes; Rate
+// and Burst have none, and a nil Now stays nil: the runtime's monotonic
+// clock, read more cheaply than through time.Now.
+func DefaultConfig() Config {
+	return Config{MaxClients: DefaultMaxClients}
+}
+
+// Validate reports the first field New would refuse.
+func (c Config) Validate() error {
 	switch {
 	case math.IsNaN(c.Rate):
-		return nil, errors.New("ratelimit: Rate is NaN")
+		return errors.New("ratelimit: Rate is NaN")
 	case math.IsInf(c.Rate, 0):
-		return nil, fmt.Errorf("ratelimit: Rate %v is not finite", c.Rate)
+		return fmt.Errorf("ratelimit: Rate %v is not finite", c.Rate)
 	case c.Rate <= 0:
-		return nil, fmt.Errorf("ratelimit: Rate %v is not positive (to turn limiting off, create no Limiter: a nil *Limiter allows every request)", c.Rate)
+		return fmt.Errorf("ratelimit: Rate %v is not positive (to turn limiting off, create no Limiter: a nil *Limiter allows every request)", c.Rate)
 	case c.Rate > 1e9:
-		return nil, fmt.Errorf("ratelimit: Rate %v is above 1e9 per second, the clock's resolution", c.Rate)
+		return fmt.Errorf("ratelimit: Rate %v is above 1e9 per second, the clock's resolution", c.Rate)
 	case c.Burst < 1:
-		return nil, fmt.Errorf("ratelimit: Burst %d is below 1: no request could ever pass", c.Burst)
+		return fmt.Errorf("ratelimit: Burst %d is below 1: no request could ever pass", c.Burst)
 	case c.MaxClients < 0:
-		return nil, fmt.Errorf("ratelimit: MaxClients %d is negative (0 means %d)", c.MaxClients, DefaultMaxClients)
+		return fmt.Errorf("ratelimit: MaxClients %d is negative (0 means %d)", c.MaxClients, DefaultMaxClients)
 	case uint64(c.MaxClients) > math.MaxUint32: // slots are uint32, and that is 170 GB of tables
-		return nil, fmt.Errorf("ratelimit: MaxClients %d is above %d", c.MaxClients, uint32(math.MaxUint32))
+		return fmt.Errorf("ratelimit: MaxClients %d is above %d", c.MaxClients, uint32(math.MaxUint32))
+	}
+	// The conversion to nanoseconds in New is exact below this bound.
+	if w := math.Ceil(1e9/c.Rate) * float64(c.Burst); w > maxWindow {
+		return fmt.Errorf("ratelimit: Burst %d at Rate %v takes %.4g s to refill, above the limit of %.4g s (146 years)",
+			c.Burst, c.Rate, float64(c.Burst)/c.Rate, float64(maxWindow)/1e9)
+	}
+	return nil
+}
+
+// New returns a Limiter for c, or Validate's error.
+func New(c Config) (*Limiter, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	if c.MaxClients == 0 {
+		c.MaxClients = DefaultConfig().MaxClients
 	}
 	// Rounding up keeps every client at or below Rate. The result is a
 	// whole number at most maxWindow, so the conversion below is exact.
 	interval := math.Ceil(1e9 / c.Rate)
-	if w := interval * float64(c.Burst); w > maxWindow {
-		return nil, fmt.Errorf("ratelimit: Burst %d at Rate %v takes %.4g s to refill, above the limit of %.4g s (146 years)",
-			c.Burst, c.Rate, float64(c.Burst)/c.Rate, float64(maxWindow)/1e9)
-	}
 	maxClients := c.MaxClients
-	if maxClients == 0 {
-		maxClients = DefaultMaxClients
-	}
 	// Every shard holds at least one client, so that no address is
 	// untracked while the tables are empty.
 	n := maxShards

@@ -77,6 +77,9 @@ func TestNewRejects(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.c.Validate(); err == nil || err.Error() != tt.want {
+				t.Errorf("Validate(%+v) = %v; want error %q", tt.c, err, tt.want)
+			}
 			l, err := New(tt.c)
 			if err == nil || err.Error() != tt.want {
 				t.Errorf("New(%+v) = %v, %v; want error %q", tt.c, l, err, tt.want)
@@ -92,6 +95,9 @@ func TestNewAccepts(t *testing.T) {
 		{Rate: 100, Burst: 1 << 30},
 		{Rate: 0.25, Burst: 1, MaxClients: 1},
 	} {
+		if err := c.Validate(); err != nil {
+			t.Errorf("Validate(%+v): %v", c, err)
+		}
 		l, err := New(c)
 		if err != nil {
 			t.Errorf("New(%+v): %v", c, err)

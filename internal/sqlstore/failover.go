@@ -94,9 +94,22 @@ type FailoverConfig struct {
 	Logger *slog.Logger
 }
 
-// DefaultFailoverConfig returns the defaults every field documents.
+// DefaultFailoverConfig returns the defaults every field documents. A
+// zero Poll, Window, Lag or Logger takes its default; MarginSteps is
+// taken as set (0: no margin), so start from this; Identity has none.
 func DefaultFailoverConfig() FailoverConfig {
 	return FailoverConfig{Poll: time.Second, Window: 5 * time.Second, Lag: time.Minute, MarginSteps: 1000, Logger: slog.Default()}
+}
+
+// Validate reports what WatchFailover would refuse in c.
+func (c FailoverConfig) Validate() error {
+	switch {
+	case c.Identity == "":
+		return fmt.Errorf("failover fence: %w: no database identity", leaf.ErrInvalidArgument)
+	case c.MarginSteps < 0:
+		return fmt.Errorf("failover fence: %w: margin of %d steps is negative", leaf.ErrInvalidArgument, c.MarginSteps)
+	}
+	return nil
 }
 
 // FailoverStatus is the fence's state as a store last saw it.
@@ -149,8 +162,8 @@ type recentRange struct {
 // reserve from now on, and polls it every Poll until Close. The dialect
 // must name an Identity.
 func (s *Store) WatchFailover(ctx context.Context, set FailoverConfig) error {
-	if set.Identity == "" {
-		return fmt.Errorf("%s: failover fence: %w: no database identity", s.d.Name, leaf.ErrInvalidArgument)
+	if err := set.Validate(); err != nil {
+		return fmt.Errorf("%s: %w", s.d.Name, err)
 	}
 	def := DefaultFailoverConfig()
 	if set.Poll <= 0 {
@@ -161,9 +174,6 @@ func (s *Store) WatchFailover(ctx context.Context, set FailoverConfig) error {
 	}
 	if set.Lag <= 0 {
 		set.Lag = def.Lag
-	}
-	if set.MarginSteps < 0 {
-		return fmt.Errorf("%s: failover fence: %w: margin of %d steps is negative", s.d.Name, leaf.ErrInvalidArgument, set.MarginSteps)
 	}
 	if set.Logger == nil {
 		set.Logger = def.Logger

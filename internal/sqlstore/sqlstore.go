@@ -197,7 +197,14 @@ type queries struct {
 	fence string
 }
 
-// New wraps db. The Store owns db from now on: Close closes it.
+// DefaultConfig returns the defaults a zero (or, for MaxAttempts and
+// RetryBackoff, non-positive) field of Config takes.
+func DefaultConfig() Config {
+	return Config{MaxAttempts: 8, RetryBackoff: 10 * time.Millisecond, Now: time.Now}
+}
+
+// New wraps db. The Store owns db from now on: Close closes it. Config
+// has nothing to refuse: every field takes its default when unset.
 func New(db *sql.DB, d Dialect, set Config) *Store {
 	if d.IsUniqueViolation == nil {
 		d.IsUniqueViolation = func(error) bool { return false }
@@ -205,14 +212,15 @@ func New(db *sql.DB, d Dialect, set Config) *Store {
 	if d.IsRetryable == nil {
 		d.IsRetryable = func(error) bool { return false }
 	}
+	def := DefaultConfig()
 	if set.MaxAttempts < 1 {
-		set.MaxAttempts = 8
+		set.MaxAttempts = def.MaxAttempts
 	}
 	if set.RetryBackoff <= 0 {
-		set.RetryBackoff = 10 * time.Millisecond
+		set.RetryBackoff = def.RetryBackoff
 	}
 	if set.Now == nil {
-		set.Now = time.Now
+		set.Now = def.Now
 	}
 	const cols = "SELECT biz_tag, max_id, step, description, update_time FROM leaf_alloc"
 	forUpdate, forShare := "", ""

@@ -35,6 +35,7 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/internal/sqlstore"
+	"github.com/leafgo/leaf/metrics"
 	"github.com/leafgo/leaf/ordinal"
 	"github.com/leafgo/leaf/segment"
 	"github.com/leafgo/leaf/snowflake"
@@ -292,11 +293,12 @@ func Servers(list string) []string {
 // Default returns the zero-configuration defaults: listen on loopback, keep
 // segments in an embedded SQLite file under ./leaf-data, seed the test tag.
 func Default() Config {
-	// The generators' defaults have one home each: their DefaultSettings.
+	// The packages' defaults have one home each: their DefaultConfig.
 	// What is set here is the server's own choice (LowBuffer, the store).
 	seg := segment.DefaultConfig()
 	fence := sqlstore.DefaultFailoverConfig()
 	sfDefaults := snowflake.DefaultConfig()
+	met := metrics.DefaultConfig()
 	return Config{
 		Listen:  "127.0.0.1:8080",
 		DataDir: "./leaf-data",
@@ -331,7 +333,7 @@ func Default() Config {
 			MaxPeerSkew:  sfDefaults.MaxPeerSkew,
 			// No default claim: none is a choice to make knowingly.
 		},
-		Metrics:         Metrics{TopTags: 20, DegradedTags: 100},
+		Metrics:         Metrics{TopTags: met.TopTags, DegradedTags: met.DegradedTags},
 		ShutdownTimeout: 10 * time.Second,
 	}
 }
