@@ -19,6 +19,33 @@ type Alloc struct {
 	UpdateTime  time.Time
 }
 
+// IDRange is a run of IDs [Start, End) of one range, handed out by whoever
+// took it rather than by the generator: Period is the key of a periodic
+// tag's period the IDs belong to ("" for other tags), within which they
+// are unique.
+type IDRange struct {
+	Start, End int64
+	Period     string
+}
+
+// RangeUse says who hands an IDRange's IDs out, and so which tags'
+// ranges are refused.
+type RangeUse uint8
+
+const (
+	// ByClient: a client hands the IDs out itself (the range routes,
+	// client.Buffered). Refused for an opaque or a formatted tag
+	// (ErrOpaqueRange, ErrFormattedRange), whose IDs leave through their
+	// encoding, and for an ordered tag (ErrOrderedTag), whose IDs a
+	// client would hand out of order.
+	ByClient RangeUse = iota + 1
+	// ByForwarder: a server forwarding the requests of an ordered tag to
+	// its owner hands them out at once, in order, to the requests it
+	// batched. Refused for opaque, formatted and periodic tags; on a
+	// server that does not own an ordered tag, a *NotOwnerError.
+	ByForwarder
+)
+
 // Reservation is the outcome of one reserve transaction: the IDs
 // [MaxID-Step, MaxID) now belong to the caller. Both numbers come from the row
 // the transaction updated, never from a cached value.

@@ -166,9 +166,12 @@ func (f fakeGen) NextIDsPeriod(ctx context.Context, tag string, n int, dst []int
 	return dst, "", err
 }
 
-func (f fakeGen) NextRangePeriod(ctx context.Context, tag string, n int) (int64, int64, string, error) {
+func (f fakeGen) Take(ctx context.Context, tag string, n int, use leaf.RangeUse) (leaf.IDRange, error) {
+	if use != leaf.ByClient {
+		return leaf.IDRange{}, fmt.Errorf("fakeGen: a range by use %d", use)
+	}
 	s, e, err := f.NextRange(ctx, tag, n)
-	return s, e, "", err
+	return leaf.IDRange{Start: s, End: e}, err
 }
 
 func (f fakeGen) TagShape(context.Context, string) (leaf.TagShape, error) {
@@ -445,8 +448,8 @@ func (shortGen) NextIDsPeriod(_ context.Context, _ string, n int, dst []int64) (
 	return dst, "", nil
 }
 
-func (shortGen) NextRangePeriod(_ context.Context, _ string, n int) (int64, int64, string, error) {
-	return 1, int64(n) + 2, "", nil
+func (shortGen) Take(_ context.Context, _ string, n int, _ leaf.RangeUse) (leaf.IDRange, error) {
+	return leaf.IDRange{Start: 1, End: int64(n) + 2}, nil
 }
 
 func TestShortGenerator(t *testing.T) {

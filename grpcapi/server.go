@@ -31,10 +31,11 @@ type SegmentGenerator interface {
 	// NextIDsPeriod appends n strictly increasing IDs for tag to dst, all
 	// of one period, which it names.
 	NextIDsPeriod(ctx context.Context, tag string, n int, dst []int64) ([]int64, string, error)
-	// NextRangePeriod leases the contiguous IDs [start, end), 1 <=
-	// end-start <= n, of one period, which it names; the range may be
-	// shorter than n (it never spans two segments).
-	NextRangePeriod(ctx context.Context, tag string, n int) (start, end int64, period string, err error)
+	// Take leases the contiguous IDs [Start, End), 1 <= End-Start <= n,
+	// of one period, which it names, for use (the service asks
+	// leaf.ByClient); the range may be shorter than n (it never spans two
+	// segments).
+	Take(ctx context.Context, tag string, n int, use leaf.RangeUse) (leaf.IDRange, error)
 	// TagShape is the tag's shape (the zero shape for a plain tag), which
 	// the answers format IDs with: called for every segment call, it must
 	// answer from memory once the tag was served, and must not let made-up
@@ -236,7 +237,8 @@ func (s *service) Range(ctx context.Context, req *leafv1.RangeRequest) (*leafv1.
 	if err := s.admit(ctx, check); err != nil {
 		return nil, s.statusError(ctx, "", err)
 	}
-	start, end, period, err := s.seg.NextRangePeriod(ctx, tag, n)
+	run, err := s.seg.Take(ctx, tag, n, leaf.ByClient)
+	start, end, period := run.Start, run.End, run.Period
 	if err == nil {
 		err = checkRange(start, end, n)
 	}

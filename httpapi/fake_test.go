@@ -479,9 +479,13 @@ func (g *fakeGen) NextIDsPeriod(ctx context.Context, tag string, n int, dst []in
 	return dst, "", err
 }
 
-func (g *fakeGen) NextRangePeriod(ctx context.Context, tag string, n int) (int64, int64, string, error) {
+func (g *fakeGen) Take(ctx context.Context, tag string, n int, use leaf.RangeUse) (leaf.IDRange, error) {
+	if use != leaf.ByClient {
+		// Forwarded ranges are orderedFake's.
+		return leaf.IDRange{}, fmt.Errorf("%w: fakeGen takes no range by use %d", leaf.ErrInvalidArgument, use)
+	}
 	s, e, err := g.NextRange(ctx, tag, n)
-	return s, e, "", err
+	return leaf.IDRange{Start: s, End: e}, err
 }
 
 func (g *fakeGen) CreateShapedTag(ctx context.Context, a leaf.Alloc, shape leaf.TagShape) error {

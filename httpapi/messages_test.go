@@ -103,8 +103,8 @@ func (g leakySeg) NextIDPeriod(context.Context, string) (int64, string, error) {
 func (g leakySeg) NextIDsPeriod(_ context.Context, _ string, _ int, dst []int64) ([]int64, string, error) {
 	return dst, "", g.err
 }
-func (g leakySeg) NextRangePeriod(context.Context, string, int) (int64, int64, string, error) {
-	return 0, 0, "", g.err
+func (g leakySeg) Take(context.Context, string, int, leaf.RangeUse) (leaf.IDRange, error) {
+	return leaf.IDRange{}, g.err
 }
 func (g leakySeg) TagShape(context.Context, string) (leaf.TagShape, error) {
 	return leaf.TagShape{}, g.err

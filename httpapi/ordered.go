@@ -39,14 +39,11 @@ import (
 //     the owner's URL.
 
 // OrderedGenerator is what ordered tags need of the segment generator
-// beyond SegmentGenerator; *segment.Generator satisfies it. It is found by
-// type assertion: with a generator without it, forwarded requests are
+// beyond SegmentGenerator (whose Take by leaf.ByForwarder issues the
+// forwarded requests' IDs); *segment.Generator satisfies it. It is found
+// by type assertion: with a generator without it, forwarded requests are
 // refused and tags cannot be made ordered.
 type OrderedGenerator interface {
-	// NextOrderedRange issues [start, end), 1 <= end-start <= n, of an
-	// ordered tag this server owns, for a server that forwards its
-	// requests; a *leaf.NotOwnerError when it is not the owner.
-	NextOrderedRange(ctx context.Context, tag string, n int) (start, end int64, err error)
 	// SetOrdered marks a tag ordered or plain.
 	SetOrdered(ctx context.Context, tag string, ordered bool) error
 }
@@ -105,14 +102,14 @@ func (s *Server) forwardedRange(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return apierr.AsClient(err)
 	}
-	og, ok := s.seg.(OrderedGenerator)
-	if !ok {
+	if _, ok := s.seg.(OrderedGenerator); !ok {
 		return errNoOrdered
 	}
 	if r.Method == http.MethodHead {
 		return s.v2Head(w, r, s.segmentTagKnown(r.Context(), tag))
 	}
-	start, end, err := og.NextOrderedRange(r.Context(), tag, n)
+	run, err := s.seg.Take(r.Context(), tag, n, leaf.ByForwarder)
+	start, end := run.Start, run.End
 	if err == nil && (start < 1 || end <= start || end-start > int64(n)) {
 		err = fmt.Errorf("httpapi: generator returned ordered range [%d, %d) for count %d", start, end, n)
 	}
@@ -224,8 +221,8 @@ const (
 // any forward; the handler then answers it, its errors included, in its
 // words.
 func (s *Server) fastForwardedRange(ctx *fasthttp.RequestCtx, path, query []byte) bool {
-	og, ok := s.seg.(OrderedGenerator)
-	if !ok || !(ctx.IsGet() || ctx.IsPost()) || !bytes.HasSuffix(path, []byte(rangeSuffix)) || !s.fastAdmin(ctx) ||
+	_, ordered := s.seg.(OrderedGenerator)
+	if !ordered || !(ctx.IsGet() || ctx.IsPost()) || !bytes.HasSuffix(path, []byte(rangeSuffix)) || !s.fastAdmin(ctx) ||
 		(!s.hasToken && s.limiter != nil) { // the handler rate-limits a forward anyone could send
 		return false
 	}
@@ -242,7 +239,8 @@ func (s *Server) fastForwardedRange(ctx *fasthttp.RequestCtx, path, query []byte
 		return false
 	}
 	tag := string(rawTag) // the generator may keep it
-	start, end, err := og.NextOrderedRange(requestContext, tag, n)
+	run, err := s.seg.Take(requestContext, tag, n, leaf.ByForwarder)
+	start, end := run.Start, run.End
 	if err == nil && (start < 1 || end <= start || end-start > int64(n)) {
 		err = fmt.Errorf("httpapi: generator returned ordered range [%d, %d) for count %d", start, end, n)
 	}

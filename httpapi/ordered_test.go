@@ -20,7 +20,7 @@ type orderedFake struct {
 	*fakeGen
 	mu       sync.Mutex
 	ordered  map[string]bool
-	notOwner *leaf.NotOwnerError // NextOrderedRange's answer when set
+	notOwner *leaf.NotOwnerError // the answer of a forwarded range when set
 }
 
 var _ OrderedGenerator = (*orderedFake)(nil)
@@ -29,17 +29,20 @@ func newOrderedFake(tags ...string) *orderedFake {
 	return &orderedFake{fakeGen: newFakeGen(tags...), ordered: map[string]bool{}}
 }
 
-func (g *orderedFake) NextOrderedRange(ctx context.Context, tag string, n int) (int64, int64, error) {
+func (g *orderedFake) Take(ctx context.Context, tag string, n int, use leaf.RangeUse) (leaf.IDRange, error) {
+	if use != leaf.ByForwarder {
+		return g.fakeGen.Take(ctx, tag, n, use)
+	}
 	g.mu.Lock()
 	noe := g.notOwner
 	g.mu.Unlock()
 	if noe != nil {
-		return 0, 0, noe
+		return leaf.IDRange{}, noe
 	}
 	g.fakeGen.mu.Lock()
 	defer g.fakeGen.mu.Unlock()
 	start := g.take(tag, n) // whatever setFail says: that is NextRange's answer
-	return start, start + int64(n), nil
+	return leaf.IDRange{Start: start, End: start + int64(n)}, nil
 }
 
 func (g *orderedFake) SetOrdered(ctx context.Context, tag string, ordered bool) error {

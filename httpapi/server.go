@@ -136,15 +136,17 @@ import (
 // package leaf.
 type SegmentGenerator interface {
 	// NextIDPeriod issues one ID for tag, NextIDsPeriod appends n strictly
-	// increasing IDs for tag to dst, and NextRangePeriod leases the
-	// contiguous IDs [start, end), 1 <= end-start <= n (the range may be
-	// shorter than n: it never spans two segments); each names the period
-	// of a periodic tag's IDs (its key: yyyymmdd, yyyymm or yyyy), "" for a
-	// plain tag. The IDs of one answer belong to one period. The Leaf
-	// routes, which name no period, take them without it (periodless).
+	// increasing IDs for tag to dst, and Take leases the contiguous IDs
+	// [Start, End), 1 <= End-Start <= n (the range may be shorter than n:
+	// it never spans two segments) for a client (leaf.ByClient) or, of an
+	// ordered tag this server owns, for a server that forwards its
+	// requests (leaf.ByForwarder); each names the period of a periodic
+	// tag's IDs (its key: yyyymmdd, yyyymm or yyyy), "" for a plain tag.
+	// The IDs of one answer belong to one period. The Leaf routes, which
+	// name no period, take them without it (periodless).
 	NextIDPeriod(ctx context.Context, tag string) (int64, string, error)
 	NextIDsPeriod(ctx context.Context, tag string, n int, dst []int64) ([]int64, string, error)
-	NextRangePeriod(ctx context.Context, tag string, n int) (start, end int64, period string, err error)
+	Take(ctx context.Context, tag string, n int, use leaf.RangeUse) (leaf.IDRange, error)
 	// TagShape is the tag's shape (the zero shape for a plain tag), which
 	// the /v2 routes format IDs with: called for every /v2 segment
 	// request, it must answer from memory once the tag was served, and must

@@ -166,8 +166,8 @@ func (brokenGen) NextIDPeriod(context.Context, string) (int64, string, error)  {
 func (brokenGen) NextIDsPeriod(_ context.Context, _ string, n int, dst []int64) ([]int64, string, error) {
 	return append(dst, 5, 4), "", nil
 }
-func (brokenGen) NextRangePeriod(context.Context, string, int) (int64, int64, string, error) {
-	return 10, 10, "", nil
+func (brokenGen) Take(context.Context, string, int, leaf.RangeUse) (leaf.IDRange, error) {
+	return leaf.IDRange{Start: 10, End: 10}, nil
 }
 
 func TestLeafSegmentGet(t *testing.T) {

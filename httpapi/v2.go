@@ -350,7 +350,8 @@ func (s *Server) v2SegmentRange(w http.ResponseWriter, r *http.Request) error {
 	if r.Method == http.MethodHead {
 		return s.v2Head(w, r, s.segmentTagKnown(r.Context(), tag))
 	}
-	start, end, period, err := s.seg.NextRangePeriod(r.Context(), tag, n)
+	run, err := s.seg.Take(r.Context(), tag, n, leaf.ByClient)
+	start, end, period := run.Start, run.End, run.Period
 	if err == nil && (start < 1 || end <= start || end-start > int64(n)) {
 		err = fmt.Errorf("httpapi: generator returned range [%d, %d) for count %d", start, end, n)
 	}

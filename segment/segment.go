@@ -22,8 +22,16 @@
 // An ordered tag (leaf.OrderedStore) is issued by one server at a time, its
 // owner, under a lease on the tag: its IDs strictly increase in the order
 // they are issued, across the cluster. The other servers answer
-// *leaf.NotOwnerError, and their transports forward to the owner with
-// NextOrderedRange. See ordered.go for why the order holds across owners.
+// *leaf.NotOwnerError, and their transports forward to the owner, which
+// answers with Take by leaf.ByForwarder. See ordered.go for why the order
+// holds across owners.
+//
+// IDs leave through three doors: NextIDPeriod (one ID, the hot path: one
+// atomic add), NextIDsPeriod (a batch) and Take (a range whoever took it
+// hands out). NextIDs, NextRange, NextRangePeriod and NextOrderedRange
+// are one-line forms of them; NextID is NextIDPeriod without the period,
+// its few lines of hot path repeated because the call would cost a single
+// ID a fifth of its time.
 package segment
 
 import (
@@ -518,19 +526,15 @@ func (g *Generator) NextIDsPeriod(ctx context.Context, tag string, n int, dst []
 // are refused with leaf.ErrOrderedTag: a client handing a range out would
 // issue its IDs out of order (see NextOrderedRange).
 func (g *Generator) NextRange(ctx context.Context, tag string, n int) (int64, int64, error) {
-	start, end, _, err := g.NextRangePeriod(ctx, tag, n)
-	return start, end, err
+	r, err := g.Take(ctx, tag, n, leaf.ByClient)
+	return r.Start, r.End, err
 }
 
 // NextRangePeriod is NextRange that also returns the period key of a
 // periodic tag (see NextIDPeriod): the range belongs to that one period.
 func (g *Generator) NextRangePeriod(ctx context.Context, tag string, n int) (int64, int64, string, error) {
-	if err := leaf.ValidateRangeCount(n); err != nil {
-		return 0, 0, "", err
-	}
-	var waitUntil time.Time
-	r, err := g.take(ctx, tag, int64(n), &waitUntil, takeRange)
-	return r.start, r.end, r.key, err
+	r, err := g.Take(ctx, tag, n, leaf.ByClient)
+	return r.Start, r.End, r.Period, err
 }
 
 // NextOrderedRange is NextRange that also serves ordered tags, for a server
@@ -541,12 +545,35 @@ func (g *Generator) NextRangePeriod(ctx context.Context, tag string, n int) (int
 // *leaf.NotOwnerError. A periodic tag's range is refused: its IDs need their
 // period's key (NextRangePeriod).
 func (g *Generator) NextOrderedRange(ctx context.Context, tag string, n int) (start, end int64, err error) {
+	r, err := g.Take(ctx, tag, n, leaf.ByForwarder)
+	return r.Start, r.End, err
+}
+
+// Take is the one entry point of the ranges: it claims a run of at most
+// n IDs of tag, 1 <= n <= leaf.MaxRange, from the current range of
+// one period, for use to hand out (NextRange and NextOrderedRange are
+// Take by leaf.ByClient and leaf.ByForwarder). The run is shorter than n
+// when the current range has fewer left; its IDs are the raw ones, which
+// is why use refuses the tags whose IDs leave encoded. Single IDs and
+// batches are NextIDPeriod and NextIDsPeriod, whose IDs leave encoded.
+func (g *Generator) Take(ctx context.Context, tag string, n int, use leaf.RangeUse) (leaf.IDRange, error) {
+	tk := takeRange
+	switch use {
+	case leaf.ByClient:
+	case leaf.ByForwarder:
+		tk = takeOrderedRange
+	default:
+		return leaf.IDRange{}, fmt.Errorf("segment: %w: range use %d", leaf.ErrInvalidArgument, use)
+	}
 	if err := leaf.ValidateRangeCount(n); err != nil {
-		return 0, 0, err
+		return leaf.IDRange{}, err
 	}
 	var waitUntil time.Time
-	r, err := g.take(ctx, tag, int64(n), &waitUntil, takeOrderedRange)
-	return r.start, r.end, err
+	r, err := g.take(ctx, tag, int64(n), &waitUntil, tk)
+	if err != nil {
+		return leaf.IDRange{}, err
+	}
+	return leaf.IDRange{Start: r.start, End: r.end, Period: r.key}, nil
 }
 
 // takeKind says what a take is for.

@@ -174,6 +174,32 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
+// TestTake: the ranges' one entry point refuses a use it does not know
+// before it takes anything, and NextRange is Take by ByClient.
+func TestTake(t *testing.T) {
+	st := testutil.Store(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 10})
+	g := newGen(t, settings(st))
+	for _, use := range []leaf.RangeUse{0, leaf.ByForwarder + 1} {
+		r, err := g.Take(bg, "t", 3, use)
+		testutil.ErrIs(t, err, leaf.ErrInvalidArgument)
+		if r != (leaf.IDRange{}) {
+			t.Errorf("Take by use %d refused with %+v", use, r)
+		}
+	}
+	r, err := g.Take(bg, "t", 3, leaf.ByClient)
+	if err != nil || r != (leaf.IDRange{Start: 1, End: 4}) {
+		t.Fatalf("Take by ByClient = %+v, %v; want [1, 4): nothing was taken before it", r, err)
+	}
+	if s, e, err := g.NextRange(bg, "t", 3); err != nil || s != 4 || e != 7 {
+		t.Fatalf("NextRange = [%d, %d), %v; want [4, 7)", s, e, err)
+	}
+	if r, err = g.Take(bg, "t", 5, leaf.ByForwarder); err != nil || r != (leaf.IDRange{Start: 7, End: 11}) {
+		t.Fatalf("Take by ByForwarder of a plain tag = %+v, %v; want the rest of the range, [7, 11)", r, err)
+	}
+	_, err = g.Take(bg, "t", 0, leaf.ByClient)
+	testutil.ErrIs(t, err, leaf.ErrInvalidCount)
+}
+
 // countingStore counts the store calls of each kind, successful or not:
 // each is one statement (or one transaction) on a SQL store.
 type countingStore struct {

@@ -29,8 +29,8 @@ import (
 
 const tag = "orders"
 
-// ownerGen is an owner's generator: an ordered sequence behind
-// NextOrderedRange, the only method a forwarded request reaches.
+// ownerGen is an owner's generator: an ordered sequence behind Take by
+// leaf.ByForwarder, the only method a forwarded request reaches.
 type ownerGen struct {
 	httpapi.SegmentGenerator // nil: only the methods below are called
 
@@ -45,7 +45,10 @@ type ownerGen struct {
 
 func newOwnerGen() *ownerGen { return &ownerGen{next: 1} }
 
-func (g *ownerGen) NextOrderedRange(ctx context.Context, tag string, n int) (int64, int64, error) {
+func (g *ownerGen) Take(ctx context.Context, tag string, n int, use leaf.RangeUse) (leaf.IDRange, error) {
+	if use != leaf.ByForwarder {
+		return leaf.IDRange{}, fmt.Errorf("ownerGen: a forwarded request took a range by use %d", use)
+	}
 	if g.arrived != nil {
 		g.arrived <- struct{}{}
 	}
@@ -56,7 +59,7 @@ func (g *ownerGen) NextOrderedRange(ctx context.Context, tag string, n int) (int
 	defer g.mu.Unlock()
 	g.counts = append(g.counts, n)
 	if g.err != nil {
-		return 0, 0, g.err
+		return leaf.IDRange{}, g.err
 	}
 	k := int64(n)
 	if g.maxRange > 0 {
@@ -64,7 +67,7 @@ func (g *ownerGen) NextOrderedRange(ctx context.Context, tag string, n int) (int
 	}
 	s := g.next
 	g.next += k
-	return s, s + k, nil
+	return leaf.IDRange{Start: s, End: s + k}, nil
 }
 
 func (g *ownerGen) SetOrdered(context.Context, string, bool) error { return nil }
