@@ -409,34 +409,37 @@ func TestBufferedNotReady(t *testing.T) {
 func TestBufferedRetryJitter(t *testing.T) {
 	down := notReadyServer(t)
 	const bufs, lines = 5, 3
-	pauses := make([][]time.Duration, bufs)
-	var wg sync.WaitGroup
+	// The Buffereds lease in the background, all at once; the test reads
+	// the retries each logs.
+	logs := make([]*testutil.LogBuffer, bufs)
+	buffered := make([]*client.Buffered, bufs)
 	for i := range bufs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var logs testutil.LogBuffer
-			c := newClient(t, []string{down.URL}, client.WithAttempts(1),
-				client.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))))
-			b := newBuffered(t, c, "test")
-			deadline := time.Now().Add(5 * time.Second)
-			for len(pauses[i]) < lines && time.Now().Before(deadline) {
-				time.Sleep(5 * time.Millisecond)
-				pauses[i] = pauses[i][:0]
-				for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
-					var rec struct {
-						Msg     string
-						RetryIn time.Duration `json:"retry_in"`
-					}
-					if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "leaf client: leasing IDs failed; retrying" {
-						pauses[i] = append(pauses[i], rec.RetryIn)
-					}
+		logs[i] = &testutil.LogBuffer{}
+		c := newClient(t, []string{down.URL}, client.WithAttempts(1),
+			client.WithLogger(slog.New(slog.NewJSONHandler(logs[i], nil))))
+		buffered[i] = newBuffered(t, c, "test")
+	}
+	pauses := make([][]time.Duration, bufs)
+	testutil.WaitFor(t, fmt.Sprintf("every Buffered to log %d retries", lines), func() bool {
+		done := true
+		for i := range bufs {
+			pauses[i] = pauses[i][:0]
+			for _, line := range strings.Split(strings.TrimSpace(logs[i].String()), "\n") {
+				var rec struct {
+					Msg     string
+					RetryIn time.Duration `json:"retry_in"`
+				}
+				if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "leaf client: leasing IDs failed; retrying" {
+					pauses[i] = append(pauses[i], rec.RetryIn)
 				}
 			}
-			b.Close()
-		}()
+			done = done && len(pauses[i]) >= lines
+		}
+		return done
+	})
+	for _, b := range buffered {
+		b.Close()
 	}
-	wg.Wait()
 	firsts := map[time.Duration]bool{}
 	for i, p := range pauses {
 		if len(p) < lines {

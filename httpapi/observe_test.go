@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/leafgo/leaf/internal/testutil"
 )
 
 // countingObserver counts requests by route and status.
@@ -70,10 +72,9 @@ func TestObserver(t *testing.T) {
 		}
 	}
 	// The server answers before it observes: wait for the last request.
-	deadline := time.Now().Add(5 * time.Second)
-	for obs.count("/v2/", 404) == 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	testutil.WaitFor(t, "the last request to be observed", func() bool {
+		return obs.count("/v2/", 404) > 0
+	})
 	for _, want := range []struct {
 		route  string
 		status int

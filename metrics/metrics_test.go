@@ -479,13 +479,7 @@ func TestRealSegmentGenerator(t *testing.T) {
 		t.Fatal("tag orders missing from Status")
 		return leaf.SegmentStatus{}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for status().Loading {
-		if time.Now().After(deadline) {
-			t.Fatal("segment load still in flight after 10s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.WaitFor(t, "the segment load in flight to land", func() bool { return !status().Loading })
 	want := status()
 
 	fams := scrape(t, metrics.New(metrics.Config{Segment: g, TopTags: 20}))

@@ -334,7 +334,12 @@ func hammerOrdered(t *testing.T, gens []*segment.Generator, workers, calls int) 
 						return
 					}
 					// The owner closed and the others still name it,
-					// or no one owns the tag yet: try another server.
+					// or no one owns the tag yet: try another server,
+					// after a client's pause. It is real time: the
+					// others see the handover when they read the lease
+					// again, no sooner than 10ms after their last read
+					// (OwnerUnreachable), and hammerOrdered also drives
+					// MariaDB over the network, which no bubble can hold.
 					g = gens[r.IntN(len(gens))]
 					time.Sleep(time.Millisecond)
 				}
@@ -966,6 +971,8 @@ func (s *busyStore) busy() func() {
 	n := s.running.Add(1)
 	for m := s.most.Load(); n > m && !s.most.CompareAndSwap(m, n); m = s.most.Load() {
 	}
+	// The store's load, simulated; TestCloseManyTags runs it on a synctest
+	// bubble's clock.
 	time.Sleep(2 * time.Millisecond)
 	return func() { s.running.Add(-1) }
 }
@@ -985,49 +992,56 @@ func (s *busyStore) ReleaseTag(ctx context.Context, tag, owner string, token int
 // continues right above what was issued.
 func TestCloseManyTags(t *testing.T) {
 	t.Parallel()
-	st := &busyStore{Store: testutil.Store(t)}
-	var plain, ordered []string
-	for i := range 60 {
-		tag := fmt.Sprintf("p%02d", i)
-		if i%3 == 0 {
-			tag = fmt.Sprintf("o%02d", i)
-			ordered = append(ordered, tag)
-		} else {
-			plain = append(plain, tag)
-		}
-		if err := st.CreateTag(bg, leaf.Alloc{Tag: tag, MaxID: 1, Step: 1000}); err != nil {
-			t.Fatal(err)
-		}
-		if tag[0] == 'o' {
-			if err := st.SetOrdered(bg, tag, true); err != nil {
+	// In a synctest bubble the store's pauses are on the bubble's clock,
+	// which moves only when every goroutine in it is blocked: the store
+	// calls Close runs together have all begun their pause before the
+	// first one's ends, so most counts exactly how many it runs at once,
+	// and the pauses cost no wall time.
+	synctest.Test(t, func(t *testing.T) {
+		st := &busyStore{Store: testutil.Store(t)}
+		var plain, ordered []string
+		for i := range 60 {
+			tag := fmt.Sprintf("p%02d", i)
+			if i%3 == 0 {
+				tag = fmt.Sprintf("o%02d", i)
+				ordered = append(ordered, tag)
+			} else {
+				plain = append(plain, tag)
+			}
+			if err := st.CreateTag(bg, leaf.Alloc{Tag: tag, MaxID: 1, Step: 1000}); err != nil {
 				t.Fatal(err)
 			}
+			if tag[0] == 'o' {
+				if err := st.SetOrdered(bg, tag, true); err != nil {
+					t.Fatal(err)
+				}
+			}
 		}
-	}
-	all := append(slices.Clone(plain), ordered...)
-	// Owners of their own: other tests run alongside with ownerOf's.
-	g := newGen(t, settings(st, func(s *segment.Config) { s.Owner = "http://10.0.9.1:8080#close1" }))
-	last := map[string]int64{}
-	for _, tag := range all {
-		last[tag] = next(t, g, tag)
-	}
-	if err := g.Close(bg); err != nil {
-		t.Fatal(err)
-	}
-	if m := st.most.Load(); m < 2 {
-		t.Errorf("at most %d give-backs or releases ran at once, want several", m)
-	}
-	for _, tag := range ordered {
-		if l, _, _ := st.TagLease(bg, tag); l.Held() {
-			t.Errorf("tag %s: lease %+v after Close, want released", tag, l)
+		all := append(slices.Clone(plain), ordered...)
+		// Owners of their own: other tests run alongside with ownerOf's.
+		g := newGen(t, settings(st, func(s *segment.Config) { s.Owner = "http://10.0.9.1:8080#close1" }))
+		last := map[string]int64{}
+		for _, tag := range all {
+			last[tag] = next(t, g, tag)
 		}
-	}
-	g2 := newGen(t, settings(st, func(s *segment.Config) { s.Owner = "http://10.0.9.2:8080#close2" }))
-	for _, tag := range all {
-		if id := next(t, g2, tag); id != last[tag]+1 {
-			t.Errorf("tag %s: %d after %d, want the next: the unused IDs given back", tag, id, last[tag])
+		if err := g.Close(bg); err != nil {
+			t.Fatal(err)
 		}
-	}
+		if m := st.most.Load(); m < 2 {
+			t.Errorf("at most %d give-backs or releases ran at once, want several", m)
+		}
+		for _, tag := range ordered {
+			if l, _, _ := st.TagLease(bg, tag); l.Held() {
+				t.Errorf("tag %s: lease %+v after Close, want released", tag, l)
+			}
+		}
+		g2 := newGen(t, settings(st, func(s *segment.Config) { s.Owner = "http://10.0.9.2:8080#close2" }))
+		for _, tag := range all {
+			if id := next(t, g2, tag); id != last[tag]+1 {
+				t.Errorf("tag %s: %d after %d, want the next: the unused IDs given back", tag, id, last[tag])
+			}
+		}
+	})
 }
 
 // TestRenewIsolatesBadRow: one tag's row cannot be renewed (its lock held

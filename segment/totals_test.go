@@ -64,6 +64,12 @@ func TestTotalsNeverGoDown(t *testing.T) {
 				if i%200 == 199 {
 					// Idle past IdleTimeout now and then: the sweep drops
 					// the tag's state, and the next call makes it again.
+					// The idleness is the load being simulated, and in
+					// real time on purpose: on a bubble's clock, which
+					// moves only when every goroutine is blocked, the
+					// reads of Totals would wake mostly while every
+					// worker pauses, seldom beside the calls and drops
+					// they must stay monotonic across.
 					time.Sleep(50 * time.Millisecond)
 				}
 			}

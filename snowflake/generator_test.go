@@ -138,7 +138,13 @@ func TestRollbackWhileIssuing(t *testing.T) {
 	if errs := issue(t, g, phase, seen); len(errs) > 0 {
 		t.Fatalf("steady clock: %v", errs[0])
 	}
-	// Step back 3 ms every 5 ms while issuing.
+	// Step back 3 ms every 5 ms while issuing. The pauses are real time on
+	// purpose, as NTP's steps are: the clock is the real one plus the
+	// offset, and steps less than 3 ms apart would add up to more than
+	// MaxBackwards (5 ms) back, which is refused rather than waited out.
+	// Nor can the test run in a synctest bubble: the generator yields until
+	// the clock leaves a used-up millisecond, and a bubble's clock stands
+	// still while a goroutine runs.
 	stepping := make(chan struct{})
 	go func() {
 		defer close(stepping)
@@ -716,20 +722,17 @@ func TestBatchReleasesLockBetweenMilliseconds(t *testing.T) {
 	}()
 	// Until the batch has used up the frozen millisecond (at least 3,997 IDs
 	// after a random start below 100), Status must keep answering.
-	for {
+	testutil.WaitFor(t, "the batch to use up the frozen millisecond", func() bool {
 		issued := make(chan uint64, 1)
 		go func() { issued <- g.Status().Issued }()
 		select {
 		case n := <-issued:
-			if n < 3997 {
-				time.Sleep(time.Millisecond)
-				continue
-			}
+			return n >= 3997
 		case <-time.After(2 * time.Second):
 			t.Fatal("Status blocked: the batch holds the lock while it waits for the next millisecond")
+			return false
 		}
-		break
-	}
+	})
 	single := make(chan result, 1)
 	go func() {
 		id, err := g.NextID(ctx(t), "")

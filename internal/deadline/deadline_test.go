@@ -6,7 +6,10 @@ import (
 	"net"
 	"os"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	"github.com/leafgo/leaf/internal/testutil"
 )
 
 const tick = 10 * time.Millisecond
@@ -34,6 +37,44 @@ func pair(t *testing.T) (server net.Conn, client net.Conn, l *Listener) {
 	return server, client, l
 }
 
+// pipePair is pair on net.Pipe, for the tests that run in a synctest
+// bubble: a pipe's deadlines are timers on the bubble's clock, as the
+// janitor's ticker is, and a goroutine blocked on a pipe is durably
+// blocked, which synctest.Wait can wait for. A socket's deadlines follow
+// the real clock, and a goroutine blocked on one is not durably blocked.
+// A pipe has no CloseWrite, so the lingering tests need pair. Call it
+// inside the bubble.
+func pipePair(t *testing.T) (server net.Conn, client net.Conn, l *Listener) {
+	t.Helper()
+	s, client := net.Pipe()
+	l = Wrap(&pipeListener{conn: s}, tick)
+	t.Cleanup(func() { l.Close() })
+	t.Cleanup(func() { client.Close() })
+	server, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { server.Close() })
+	return server, client, l
+}
+
+// pipeListener accepts one end of a net.Pipe, once.
+type pipeListener struct {
+	conn     net.Conn
+	accepted bool
+}
+
+func (l *pipeListener) Accept() (net.Conn, error) {
+	if l.accepted {
+		return nil, net.ErrClosed
+	}
+	l.accepted = true
+	return l.conn, nil
+}
+
+func (l *pipeListener) Close() error   { return nil }
+func (l *pipeListener) Addr() net.Addr { return l.conn.LocalAddr() }
+
 func TestReadDeadlineFires(t *testing.T) {
 	server, _, _ := pair(t)
 	start := time.Now()
@@ -57,55 +98,64 @@ func TestReadDeadlineFires(t *testing.T) {
 // A deadline moved later before it fires does not fire at the old time, and
 // one that fired stops mattering once a new one is set.
 func TestDeadlineMovesAndRecovers(t *testing.T) {
-	server, client, _ := pair(t)
-	start := time.Now()
-	server.SetReadDeadline(start.Add(50 * time.Millisecond))
-	server.SetReadDeadline(start.Add(2 * time.Second))
-	go func() {
-		time.Sleep(200 * time.Millisecond)
-		client.Write([]byte("a"))
-	}()
-	buf := make([]byte, 1)
-	if _, err := server.Read(buf); err != nil {
-		t.Fatalf("Read after the deadline moved: %v (at %v)", err, time.Since(start))
-	}
-
-	server.SetReadDeadline(time.Now().Add(30 * time.Millisecond))
-	if _, err := server.Read(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatalf("Read = %v, want the deadline", err)
-	}
-	// A new deadline, or none, lifts the expired one.
-	for _, d := range []time.Time{time.Now().Add(2 * time.Second), {}} {
-		server.SetReadDeadline(d)
-		go client.Write([]byte("b"))
+	synctest.Test(t, func(t *testing.T) {
+		server, client, _ := pipePair(t)
+		start := time.Now()
+		server.SetReadDeadline(start.Add(50 * time.Millisecond))
+		server.SetReadDeadline(start.Add(2 * time.Second))
+		go func() {
+			// On the bubble's clock: well past the old deadline and the
+			// janitor's next ticks.
+			time.Sleep(200 * time.Millisecond)
+			client.Write([]byte("a"))
+		}()
+		buf := make([]byte, 1)
 		if _, err := server.Read(buf); err != nil {
-			t.Fatalf("Read after a new deadline %v: %v", d, err)
+			t.Fatalf("Read after the deadline moved: %v (at %v)", err, time.Since(start))
 		}
-	}
+
+		server.SetReadDeadline(time.Now().Add(30 * time.Millisecond))
+		if _, err := server.Read(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("Read = %v, want the deadline", err)
+		}
+		// A new deadline, or none, lifts the expired one.
+		for _, d := range []time.Time{time.Now().Add(2 * time.Second), {}} {
+			server.SetReadDeadline(d)
+			go client.Write([]byte("b"))
+			if _, err := server.Read(buf); err != nil {
+				t.Fatalf("Read after a new deadline %v: %v", d, err)
+			}
+		}
+	})
 }
 
 // A deadline set in the past interrupts at once, as on a plain connection.
 func TestPastDeadlineInterrupts(t *testing.T) {
-	server, _, l := pair(t)
-	// Wait for a tick, so that the janitor has read the clock.
-	for l.now.Load() == 0 {
+	synctest.Test(t, func(t *testing.T) {
+		server, _, l := pipePair(t)
+		// Let a tick pass, so that the janitor has read the clock.
 		time.Sleep(tick)
-	}
-	errc := make(chan error, 1)
-	go func() {
-		_, err := server.Read(make([]byte, 1))
-		errc <- err
-	}()
-	time.Sleep(50 * time.Millisecond)
-	server.SetReadDeadline(time.Unix(1, 0))
-	select {
-	case err := <-errc:
-		if !errors.Is(err, os.ErrDeadlineExceeded) {
-			t.Fatalf("Read = %v, want os.ErrDeadlineExceeded", err)
+		synctest.Wait()
+		if l.now.Load() == 0 {
+			t.Fatal("the janitor has not read the clock after a tick")
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("a past deadline did not interrupt the Read")
-	}
+		errc := make(chan error, 1)
+		go func() {
+			_, err := server.Read(make([]byte, 1))
+			errc <- err
+		}()
+		synctest.Wait() // the Read is blocked
+		server.SetReadDeadline(time.Unix(1, 0))
+		synctest.Wait() // the Read has returned, if it was interrupted
+		select {
+		case err := <-errc:
+			if !errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatalf("Read = %v, want os.ErrDeadlineExceeded", err)
+			}
+		default:
+			t.Fatal("a past deadline did not interrupt the Read at once")
+		}
+	})
 }
 
 func TestWriteDeadlineFires(t *testing.T) {
@@ -142,38 +192,37 @@ func TestCloseUntracks(t *testing.T) {
 // under a fresh deadline must never fail, however the janitor's expiry and
 // the reset interleave.
 func TestNoSpuriousExpiry(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := Wrap(ln, time.Millisecond)
-	defer l.Close()
-	client, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	server, err := l.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer server.Close()
-	go io.Copy(client, client) // echo
+	// On the bubble's clock the janitor's ticks and the pauses below end at
+	// the same instants: in every round that pauses, the janitor's expiry
+	// and the reset are woken together and race, instead of whenever real
+	// time happens to line them up.
+	synctest.Test(t, func(t *testing.T) {
+		s, client := net.Pipe()
+		l := Wrap(&pipeListener{conn: s}, time.Millisecond)
+		defer l.Close()
+		defer client.Close()
+		server, err := l.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer server.Close()
+		go io.Copy(client, client) // echo; returns when client is closed
 
-	buf := make([]byte, 64)
-	for i := range 300 {
-		// Due about when the janitor looks: sometimes it expires first,
-		// sometimes the reset below wins.
-		server.SetDeadline(time.Now().Add(time.Duration(i%3) * time.Millisecond))
-		time.Sleep(time.Duration(i%4) * time.Millisecond)
-		server.SetDeadline(time.Now().Add(5 * time.Second))
-		if _, err := server.Write(buf); err != nil {
-			t.Fatalf("round %d: Write: %v", i, err)
+		buf := make([]byte, 64)
+		for i := range 300 {
+			// Due about when the janitor looks: sometimes it expires
+			// first, sometimes the reset below wins.
+			server.SetDeadline(time.Now().Add(time.Duration(i%3) * time.Millisecond))
+			time.Sleep(time.Duration(i%4) * time.Millisecond)
+			server.SetDeadline(time.Now().Add(5 * time.Second))
+			if _, err := server.Write(buf); err != nil {
+				t.Fatalf("round %d: Write: %v", i, err)
+			}
+			if _, err := io.ReadFull(server, buf); err != nil {
+				t.Fatalf("round %d: Read: %v", i, err)
+			}
 		}
-		if _, err := io.ReadFull(server, buf); err != nil {
-			t.Fatalf("round %d: Read: %v", i, err)
-		}
-	}
+	})
 }
 
 // A server that answers and closes while the client's request is still
@@ -202,6 +251,11 @@ func TestLingerDeliversAnswerDespiteUnreadRequest(t *testing.T) {
 		if err := server.Close(); err != nil {
 			t.Fatal(err)
 		}
+		// Paced in real time, on purpose: with Linger the client's writes
+		// must keep succeeding over these 100ms (well within
+		// LingerTimeout), which no event marks; without it the pauses give
+		// the kernel's reset time to arrive, and the loop stops at the
+		// first failed write.
 		var werr error
 		for i := 0; i < 10 && werr == nil; i++ {
 			time.Sleep(10 * time.Millisecond)
@@ -220,10 +274,11 @@ func TestLingerDeliversAnswerDespiteUnreadRequest(t *testing.T) {
 
 // A lingering close keeps the socket open for the client's late bytes, and
 // closes it after LingerTimeout against a client that neither stops sending
-// nor closes. Seen from the client, which sends a byte every 20ms: its
-// writes succeed while the server drains, and fail (reset) once the socket
-// is closed. The server's socket is left alone: a deadline set on it here
-// would end the drain itself.
+// nor closes. Seen from the client, which keeps sending a byte (at each
+// poll of testutil.WaitFor, at most 20ms apart): its writes succeed while
+// the server drains, and fail (reset) once the socket is closed. The
+// server's socket is left alone: a deadline set on it here would end the
+// drain itself.
 func TestLingerIsBounded(t *testing.T) {
 	server, client, _ := pair(t)
 	server.(interface{ Linger() }).Linger()
@@ -235,16 +290,14 @@ func TestLingerIsBounded(t *testing.T) {
 		t.Errorf("Close blocked for %v; the drain belongs in the background", took)
 	}
 	var err error
-	for time.Since(start) < LingerTimeout+3*time.Second {
-		time.Sleep(20 * time.Millisecond)
-		if _, err = client.Write([]byte{1}); err != nil {
-			break
-		}
-	}
+	testutil.WaitFor(t, "a write to the lingering socket to fail", func() bool {
+		_, err = client.Write([]byte{1})
+		return err != nil
+	})
 	took := time.Since(start)
 	switch {
-	case err == nil:
-		t.Fatalf("the lingering socket still takes writes %v after Close", took)
+	case took > LingerTimeout+3*time.Second:
+		t.Fatalf("the lingering socket still took writes %v after Close", took)
 	case took < LingerTimeout/2:
 		t.Fatalf("the socket closed %v after Close (%v): it did not linger", took, err)
 	}

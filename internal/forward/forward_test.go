@@ -463,11 +463,7 @@ func TestForwardKeepsNothingIdle(t *testing.T) {
 	}
 	wg.Wait()
 	// The last fly goroutine drops its queue just after its answers.
-	for end := time.Now().Add(10 * time.Second); f.Queues() > 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatalf("%d queues kept after every request was answered", f.Queues())
-		}
-	}
+	testutil.WaitFor(t, "every queue to go once its requests were answered", func() bool { return f.Queues() == 0 })
 
 	for i := range forward.KeptOwners - 1 {
 		if err := f.UseOwner(fmt.Sprintf("http://127.0.0.%d:8080", i+2)); err != nil {
