@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -103,9 +104,11 @@ func TestLeaseExpiry(t *testing.T) {
 		expires.Format("15:04:05.000"), time.Until(expires).Round(time.Millisecond), time.Until(time.UnixMilli(mark)).Round(time.Millisecond))
 
 	proxy.Stall()
+	// B asks again and again: refused while A's lease lives, given the ID
+	// once it has expired, never before.
 	failures := 0
 	var cb leaf.WorkerClaim
-	for {
+	testutil.WaitForState(t, "B to get worker 0 once A's lease expired", func() (bool, string) {
 		if time.Since(start) > 15*time.Second {
 			t.Fatalf("B: no worker ID %v after A's lease expired (%d attempts)", time.Since(expires), failures)
 		}
@@ -115,14 +118,14 @@ func TestLeaseExpiry(t *testing.T) {
 			if done.Before(expires) {
 				t.Fatalf("B: got worker %d at %v, before A's lease expiry %v", cb.WorkerID, done.Format("15:04:05.000"), expires.Format("15:04:05.000"))
 			}
-			break
+			return true, ""
 		}
 		if !errors.Is(err, leaf.ErrWorkerIDsExhausted) {
 			t.Fatalf("B: Register while A holds the only ID: %v, want ErrWorkerIDsExhausted", err)
 		}
 		failures++
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("%d refusals, %v after A's lease expiry", failures, time.Since(expires).Round(time.Millisecond))
+	})
 	t.Logf("B got worker %d after %d refusals, %v after A's expiry", cb.WorkerID, failures, time.Since(expires).Round(time.Millisecond))
 	if failures == 0 {
 		t.Fatal("B: the first Register succeeded while A's lease was alive")
@@ -364,9 +367,28 @@ func TestPeerClocks(t *testing.T) {
 		ids[cl.WorkerID] = i
 	}
 	// The readings published at Register grow stale: only the heartbeats'
-	// are within the tolerance.
+	// are within the tolerance. Stale they are once every registry sees
+	// every other's reading off by more than it.
 	const interval = 500 * time.Millisecond
-	time.Sleep(2 * interval)
+	tolerance := interval + 200*time.Millisecond
+	testutil.WaitForState(t, "the readings published at Register to go stale", func() (bool, string) {
+		for i, r := range regs {
+			peers, err := r.PeerClocks(ctx)
+			if err != nil {
+				t.Fatalf("registry %d: PeerClocks: %v", i, err)
+			}
+			for _, p := range peers {
+				j, ok := ids[p.WorkerID]
+				if !ok {
+					continue // the older version's key, or one the check below reports
+				}
+				if d := p.Offset - (offsets[j] - offsets[i]); d.Abs() <= tolerance {
+					return false, fmt.Sprintf("registry %d sees peer %d off by %v", i, j, d)
+				}
+			}
+		}
+		return true, ""
+	})
 	for i, r := range regs {
 		if _, err := r.Heartbeat(ctx, time.Now().UnixMilli()); err != nil {
 			t.Fatalf("registry %d: Heartbeat: %v", i, err)
@@ -376,5 +398,5 @@ func TestPeerClocks(t *testing.T) {
 	for i, r := range regs {
 		readers[i] = r
 	}
-	leaftest.CheckPeerClocks(t, ctx, readers, ids, offsets, interval+200*time.Millisecond)
+	leaftest.CheckPeerClocks(t, ctx, readers, ids, offsets, tolerance)
 }

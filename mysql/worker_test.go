@@ -4,8 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -324,10 +326,16 @@ const leaseTTL = mysql.MinLeaseTTL
 // from the real one, closed when the test ends.
 func openLeased(t *testing.T, dsn string, offset time.Duration) *mysql.WorkerRegistry {
 	t.Helper()
+	return openLeasedOn(t, dsn, func() time.Time { return time.Now().Add(offset) })
+}
+
+// openLeasedOn is openLeased with the registry's clock now.
+func openLeasedOn(t *testing.T, dsn string, now func() time.Time) *mysql.WorkerRegistry {
+	t.Helper()
 	r, err := mysql.OpenWorkerRegistryWithConfig(t.Context(), mysql.WorkerConfig{
 		DSN:      dsn,
 		LeaseTTL: leaseTTL,
-		Now:      func() time.Time { return time.Now().Add(offset) },
+		Now:      now,
 		Logger:   testutil.Logger(),
 	})
 	if err != nil {
@@ -385,7 +393,25 @@ func TestWorkerLeaseInUse(t *testing.T) {
 	db := rawDB(t, dsn)
 	ep := leaf.Endpoint{IP: "10.0.0.1", Port: 8080}
 	a := openLeased(t, dsn, 0)
-	b := openLeased(t, dsn, time.Hour)
+	// B's clock counts its readings, which is how the test knows B has
+	// looked at the lease: a Register reads it for the arguments of each
+	// attempt's statements (twice), before running them.
+	var bReads atomic.Int64
+	b := openLeasedOn(t, dsn, func() time.Time {
+		bReads.Add(1)
+		return time.Now().Add(time.Hour)
+	})
+	// looked waits until B has run an attempt on the lease after from (its
+	// reading count at that point) and found the lease held: one reading
+	// after from starts an attempt whose statements run after it, and two
+	// more start the next attempt, which comes only once that one is over.
+	looked := func(what string, from int64) {
+		t.Helper()
+		testutil.WaitForState(t, what, func() (bool, string) {
+			n := bReads.Load() - from
+			return n >= 3, fmt.Sprintf("B read its clock %d times since", n)
+		})
+	}
 	ca, err := a.Register(testutil.Context(t, 10*time.Second), ep, leaftest.MaxWorkerID)
 	if err != nil {
 		t.Fatalf("A: Register: %v", err)
@@ -437,16 +463,17 @@ func TestWorkerLeaseInUse(t *testing.T) {
 	}
 	got := make(chan result, 1)
 	start = time.Now()
+	reads := bReads.Load()
 	go func() {
 		c, err := b.Register(testutil.Context(t, 30*time.Second), ep, leaftest.MaxWorkerID)
 		got <- result{c, err, time.Now()}
 	}()
-	time.Sleep(150 * time.Millisecond)
+	looked("B to find the lease held and wait", reads)
 	raised := time.Now().UnixMilli() + 5000
 	if _, err := a.Heartbeat(testutil.Context(t, 5*time.Second), raised); err != nil {
 		t.Fatalf("A: Heartbeat: %v", err)
 	}
-	time.Sleep(150 * time.Millisecond)
+	looked("B to look at the lease again after the raise", bReads.Load())
 	final := raised - 1000
 	if err := a.Release(testutil.Context(t, 5*time.Second), final); err != nil {
 		t.Fatalf("A: Release: %v", err)

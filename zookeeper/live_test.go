@@ -248,17 +248,16 @@ func TestClaimCutOff(t *testing.T) {
 	renewing(t, b)
 
 	proxy.Up()
+	// Heartbeats fail while the old holder reconnects, then tell it the
+	// endpoint is lost; none succeeds.
 	deadline := time.Now().Add(15 * time.Second)
-	for {
+	testutil.WaitForState(t, "the old holder to learn, reconnected, that B took the endpoint", func() (bool, string) {
 		_, err = old.Heartbeat(ctx, time.Now().UnixMilli())
-		if errors.Is(err, leaf.ErrWorkerLost) {
-			break
-		}
 		if err == nil || time.Now().After(deadline) {
 			t.Fatalf("old: Heartbeat after B took the endpoint: %v, want ErrWorkerLost", err)
 		}
-		time.Sleep(100 * time.Millisecond) // reconnecting
-	}
+		return errors.Is(err, leaf.ErrWorkerLost), fmt.Sprintf("Heartbeat: %v", err)
+	})
 	if !strings.Contains(err.Error(), "host-b/2") {
 		t.Errorf("old: the loss %q does not name the new holder", err)
 	}
@@ -293,30 +292,28 @@ func TestClaimAfterExpiry(t *testing.T) {
 	}
 	first := a.c.conn.SessionID()
 	proxy.Stall()
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	deadline := time.Now().Add(15 * time.Second)
+	testutil.WaitFor(t, "the live node "+node+" to go with its session", func() bool {
 		ok, _, err := raw.Exists(node)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !ok {
-			break
-		}
-		if time.Now().After(deadline) {
+		if ok && time.Now().After(deadline) {
 			t.Fatalf("live node %s outlived its session", node)
 		}
-	}
+		return !ok
+	})
 	proxy.Up()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	// Heartbeats fail while the registry reconnects, then succeed; none
+	// says the worker ID is lost.
+	deadline = time.Now().Add(15 * time.Second)
+	testutil.WaitForState(t, "a Heartbeat to succeed after the session expired", func() (bool, string) {
 		_, err = a.Heartbeat(ctx, time.Now().UnixMilli())
-		if err == nil {
-			break
-		}
-		if errors.Is(err, leaf.ErrWorkerLost) || time.Now().After(deadline) {
+		if err != nil && (errors.Is(err, leaf.ErrWorkerLost) || time.Now().After(deadline)) {
 			t.Fatalf("Heartbeat after the session expired: %v, want success", err)
 		}
-		time.Sleep(100 * time.Millisecond) // reconnecting
-	}
+		return err == nil, fmt.Sprintf("Heartbeat: %v", err)
+	})
 	session := a.c.conn.SessionID()
 	if session == first {
 		t.Fatalf("session %#x did not change", session)
@@ -427,8 +424,33 @@ func TestPeerClocks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// The peers' live nodes grow stale: the measurement must not care.
-	time.Sleep(500 * time.Millisecond)
+	// The peers' live nodes grow stale, by ZooKeeper's clock (a probe
+	// node's modification time), well past the tolerance: the measurement
+	// must not care.
+	probe := Root + "/" + name + "/clock-probe"
+	if _, err := raw.Create(probe, nil, zk.FlagEphemeral, openACL); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitForState(t, "the live nodes to be 500ms old", func() (bool, string) {
+		st, err := raw.Set(probe, nil, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kids, _, err := raw.Children(Root + "/" + name + "/temporary")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var newest int64
+		for _, k := range kids {
+			_, kst, err := raw.Get(Root + "/" + name + "/temporary/" + k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			newest = max(newest, kst.Mtime)
+		}
+		age := time.Duration(st.Mtime-newest) * time.Millisecond
+		return age >= 500*time.Millisecond, fmt.Sprintf("the newest live node is %v old", age)
+	})
 
 	for i, r := range regs {
 		peers, err := r.PeerClocks(ctx)

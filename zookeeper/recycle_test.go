@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -52,16 +53,18 @@ func TestRecycleLeaseExpiry(t *testing.T) {
 
 	proxy.Stall()
 	stalled := time.Now()
+	// B asks again and again: refused while A's lease lives, given the ID
+	// once it has expired, never before.
 	refusals := 0
 	var cb leaf.WorkerClaim
-	for {
+	testutil.WaitForState(t, "B to get worker 0 once A's lease expired", func() (bool, string) {
 		cb, err = b.Register(ctx, leaftest.TestEndpoint(1), 0)
 		now := time.Now()
 		if err == nil {
 			if now.Before(expA) {
 				t.Fatalf("B got worker %d at %v, before A's lease expires at %v", cb.WorkerID, now.Format(time.StampMilli), expA.Format(time.StampMilli))
 			}
-			break
+			return true, ""
 		}
 		if !errors.Is(err, leaf.ErrWorkerIDsExhausted) {
 			t.Fatalf("B: Register: %v, want ErrWorkerIDsExhausted while A holds the ID", err)
@@ -70,8 +73,8 @@ func TestRecycleLeaseExpiry(t *testing.T) {
 			t.Fatalf("B still refused %v after A's lease expired: %v", now.Sub(expA), err)
 		}
 		refusals++
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("refused %v after A's lease expired: %v", now.Sub(expA).Round(time.Millisecond), err)
+	})
 	if refusals == 0 {
 		t.Fatal("B got the ID at the first try, while A held it")
 	}
@@ -82,18 +85,20 @@ func TestRecycleLeaseExpiry(t *testing.T) {
 		refusals, time.Since(stalled).Round(time.Millisecond), time.Since(expA).Round(time.Millisecond))
 
 	proxy.Up()
+	// Heartbeats fail while A reconnects, then tell it the ID is lost; none
+	// succeeds.
 	start := time.Now()
-	for {
+	testutil.WaitForState(t, "A to learn, reconnected, that B took the ID", func() (bool, string) {
 		_, err := a.Heartbeat(ctx, time.Now().UnixMilli()+1500)
-		if errors.Is(err, leaf.ErrWorkerLost) {
-			t.Logf("A learnt in %v: %v", time.Since(start).Round(time.Millisecond), err)
-			break
-		}
 		if err == nil || time.Since(start) > 15*time.Second {
 			t.Fatalf("A: Heartbeat after B took the ID: %v, want ErrWorkerLost", err)
 		}
-		time.Sleep(100 * time.Millisecond) // reconnecting
-	}
+		if errors.Is(err, leaf.ErrWorkerLost) {
+			t.Logf("A learnt in %v: %v", time.Since(start).Round(time.Millisecond), err)
+			return true, ""
+		}
+		return false, fmt.Sprintf("Heartbeat: %v", err)
+	})
 	if _, err := a.Heartbeat(ctx, time.Now().UnixMilli()); !errors.Is(err, leaf.ErrWorkerLost) {
 		t.Errorf("A: second Heartbeat: %v, want ErrWorkerLost", err)
 	}

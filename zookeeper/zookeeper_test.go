@@ -43,11 +43,10 @@ func rawConn(t *testing.T, addr string) *zk.Conn {
 		t.Fatalf("connect to %s: %v", addr, err)
 	}
 	t.Cleanup(conn.Close)
-	for deadline := time.Now().Add(10 * time.Second); conn.State() != zk.StateHasSession; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no ZooKeeper session with %s", addr)
-		}
-	}
+	testutil.WaitForState(t, "a ZooKeeper session with "+addr, func() (bool, string) {
+		st := conn.State()
+		return st == zk.StateHasSession, fmt.Sprintf("connection %v", st)
+	})
 	return conn
 }
 

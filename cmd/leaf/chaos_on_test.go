@@ -3,6 +3,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf/cmd/leaf/internal/config"
+	"github.com/leafgo/leaf/internal/testutil"
 )
 
 // offsetOf is how far clock runs from time.Now, to the millisecond.
@@ -21,13 +23,10 @@ func offsetOf(clock func() time.Time) time.Duration {
 // waitOffset polls clock until it is want off time.Now.
 func waitOffset(t *testing.T, clock func() time.Time, want time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for offsetOf(clock) != want {
-		if time.Now().After(deadline) {
-			t.Fatalf("clock offset %v, want %v", offsetOf(clock), want)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.WaitForState(t, fmt.Sprintf("the clock to run %v off", want), func() (bool, string) {
+		got := offsetOf(clock)
+		return got == want, fmt.Sprintf("clock offset %v", got)
+	})
 }
 
 func TestChaosClockFollowsFile(t *testing.T) {
@@ -39,14 +38,17 @@ func TestChaosClockFollowsFile(t *testing.T) {
 		}
 	}
 	write("-3s\n")
-	clock := chaosClock(file, 10*time.Millisecond)
+	const poll = 10 * time.Millisecond
+	clock := chaosClock(file, poll)
 	if got := offsetOf(clock); got != -3*time.Second {
 		t.Fatalf("initial offset %v, want -3s: the file is read before the clock is returned", got)
 	}
 	write("250ms")
 	waitOffset(t, clock, 250*time.Millisecond)
 	write("not a duration")
-	time.Sleep(50 * time.Millisecond)
+	// That nothing changes is the point: the clock shows no sign of having
+	// read the file, so it is given five of its polls to go wrong.
+	time.Sleep(5 * poll)
 	if got := offsetOf(clock); got != 250*time.Millisecond {
 		t.Errorf("after a bad file the offset is %v, want the previous 250ms", got)
 	}

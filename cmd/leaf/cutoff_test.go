@@ -11,6 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
 	"github.com/leafgo/leaf/etcd"
 	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/snowflake"
@@ -25,16 +29,35 @@ type answers struct {
 	refusals []string // "status body", first few
 	refused  int
 	lastBad  time.Time
+	// firstRefusal is closed at the first refusal (made by draw).
+	firstRefusal chan struct{}
 }
 
+// refusedPause is how long a drawing goroutine pauses after a refusal, so
+// that a server refusing for seconds is not asked thousands of times.
+const refusedPause = 20 * time.Millisecond
+
 // draw asks s for batches of count snowflake IDs from two goroutines until
-// ctx ends, each pausing between requests (bounding the IDs kept).
+// ctx ends, each pausing between requests (bounding the IDs kept), longer
+// after a refusal. The pauses are the load's pace, not a wait for
+// anything: a timer the end of ctx cuts short.
 func (a *answers) draw(ctx context.Context, t *testing.T, s *testutil.LeafServer, wg *sync.WaitGroup, count int, pause time.Duration) {
 	client := &http.Client{Timeout: 5 * time.Second}
+	a.mu.Lock()
+	if a.firstRefusal == nil {
+		a.firstRefusal = make(chan struct{})
+	}
+	a.mu.Unlock()
 	for range 2 {
 		wg.Go(func() {
-			for ctx.Err() == nil {
-				time.Sleep(pause)
+			next := time.NewTimer(pause)
+			defer next.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-next.C:
+				}
 				resp, err := client.Get(s.URL(fmt.Sprintf("/api/snowflake/get/x?count=%d", count)))
 				if err != nil {
 					if ctx.Err() == nil {
@@ -56,17 +79,50 @@ func (a *answers) draw(ctx context.Context, t *testing.T, s *testutil.LeafServer
 				} else {
 					a.refused++
 					a.lastBad = time.Now()
+					if a.refused == 1 {
+						close(a.firstRefusal)
+					}
 					if len(a.refusals) < 3 {
 						a.refusals = append(a.refusals, fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(body))))
 					}
 				}
 				a.mu.Unlock()
-				if resp.StatusCode != http.StatusOK {
-					time.Sleep(20 * time.Millisecond)
+				if resp.StatusCode == http.StatusOK {
+					next.Reset(pause)
+				} else {
+					next.Reset(refusedPause)
 				}
 			}
 		})
 	}
+}
+
+// issued is the number of IDs drawn so far.
+func (a *answers) issued() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.ids)
+}
+
+// issuedAfter reports whether an ID came after at.
+func (a *answers) issuedAfter(at time.Time) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.lastOK.After(at)
+}
+
+// hasRefused reports whether a request was refused.
+func (a *answers) hasRefused() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.refused > 0
+}
+
+// refusedAfter reports whether a refusal came after at.
+func (a *answers) refusedAfter(at time.Time) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.lastBad.After(at)
 }
 
 // TestClaimCutOff is the operator's bad day of issue 25, on every registry
@@ -92,13 +148,17 @@ func TestClaimCutOff(t *testing.T) {
 		// worker ID belongs to the endpoint or the pod), so A stops for
 		// good; otherwise B leases another ID and A resumes.
 		takenOver bool
+		// holders, where B leases another ID, counts the claims the
+		// registry holds for the cluster, A's and B's: A's lapses while it
+		// is cut off.
+		holders func(t *testing.T, addr, name string) func() int
 	}{
-		{"zookeeper", zkBackend, "--zk", nil, true},
-		{"zookeeper-recycle", zkBackend, "--zk", nil, false},
-		{"etcd", etcdBackend, "--etcd", nil, false},
-		{"mysql", mysqlBackend, "--snowflake-dsn", nil, true},
-		{"ordinal", etcdBackend, "--etcd", []string{"LEAF_SNOWFLAKE_ORDINAL_CLAIM=etcd", "LEAF_SNOWFLAKE_ORDINAL_HOSTNAME=leaf-3"}, true},
-		{"ordinal", mysqlBackend, "--snowflake-dsn", []string{"LEAF_SNOWFLAKE_ORDINAL_CLAIM=mysql", "LEAF_SNOWFLAKE_ORDINAL_HOSTNAME=leaf-3"}, true},
+		{"zookeeper", zkBackend, "--zk", nil, true, nil},
+		{"zookeeper-recycle", zkBackend, "--zk", nil, false, zkRecycleHolders},
+		{"etcd", etcdBackend, "--etcd", nil, false, etcdHolders},
+		{"mysql", mysqlBackend, "--snowflake-dsn", nil, true, nil},
+		{"ordinal", etcdBackend, "--etcd", []string{"LEAF_SNOWFLAKE_ORDINAL_CLAIM=etcd", "LEAF_SNOWFLAKE_ORDINAL_HOSTNAME=leaf-3"}, true, nil},
+		{"ordinal", mysqlBackend, "--snowflake-dsn", []string{"LEAF_SNOWFLAKE_ORDINAL_CLAIM=mysql", "LEAF_SNOWFLAKE_ORDINAL_HOSTNAME=leaf-3"}, true, nil},
 	} {
 		name := tc.registry
 		if len(tc.env) > 0 {
@@ -149,8 +209,8 @@ func TestClaimCutOff(t *testing.T) {
 			})
 
 			// Where B takes another ID from the pool, it serves beside A
-			// before the cut: wait for it (a busy machine may take longer
-			// than the two seconds both draw before the cut).
+			// before the cut: wait for it (a busy machine may take long to
+			// start it).
 			var bAt time.Time
 			if !tc.takenOver {
 				select {
@@ -159,24 +219,75 @@ func TestClaimCutOff(t *testing.T) {
 					t.Fatalf("B did not start beside A within a minute: its last refusal: %s", bLast)
 				}
 			}
-			time.Sleep(2 * time.Second)
+			// Both issue before the cut: a hundred batches each.
+			testutil.WaitFor(t, "A, and B where it serves beside A, to issue 100 batches before the cut", func() bool {
+				return fromA.issued() >= 100*200 && (tc.takenOver || fromB.issued() >= 100*200)
+			})
+			var holders func() int
+			if tc.holders != nil {
+				holders = tc.holders(t, backend, cluster)
+				if n := holders(); n != 2 {
+					t.Fatalf("the registry holds %d claims before the cut, want A's and B's", n)
+				}
+			}
 			proxy.Down()
 			cut := time.Now()
-			time.Sleep(3 * lease)
+			// A stays cut off until its lease has run out (it refuses) and
+			// its claim has lapsed in the registry: B took it over, or, where
+			// B leases another ID, the registry holds B's claim alone. Both
+			// come only after the lease, whose length is the registry's to
+			// time; the test waits for them rather than for a guess at it.
+			testutil.WaitForState(t, "A to refuse, cut off past its lease, and its claim to lapse in the registry", func() (bool, string) {
+				aRefused := fromA.hasRefused()
+				if tc.takenOver {
+					if bAt.IsZero() {
+						select {
+						case bAt = <-bServing:
+						default:
+						}
+					}
+					if bAt.IsZero() && time.Since(cut) > 5*lease {
+						t.Fatalf("B did not serve within %v of the cut (5 leases)", 5*lease)
+					}
+					return aRefused && !bAt.IsZero(), fmt.Sprintf("A refused: %v; B serving: %v", aRefused, !bAt.IsZero())
+				}
+				n := holders()
+				return aRefused && n == 1, fmt.Sprintf("A refused: %v; claims in the registry: %d, want B's alone", aRefused, n)
+			})
 			proxy.Up()
 			back := time.Now()
-			// Long enough for A to reconnect and renew, or to learn that its
-			// claim is gone.
-			time.Sleep(2 * lease)
+			if tc.takenOver {
+				// A reconnects and learns that B holds its claim: its /readyz
+				// and its log say so, and it refuses from then on. The bounds
+				// (here and below) are those the phases' lengths set before
+				// they ended on these events.
+				var learnt time.Time
+				testutil.WaitForState(t, "A to learn, reconnected, that B holds its claim, and refuse after that", func() (bool, string) {
+					_, ready := testutil.Get(t, a.URL("/readyz"))
+					log := a.Log.String()
+					if learnt.IsZero() && strings.Contains(ready, "lost") &&
+						(strings.Contains(log, "held by another") || strings.Contains(log, "in use by another")) {
+						learnt = time.Now()
+					}
+					if learnt.IsZero() && time.Since(back) > 2*lease {
+						t.Fatalf("A did not learn within %v (2 leases) of reconnecting that B holds its claim: /readyz %q, log: %s",
+							2*lease, ready, lastLine(log))
+					}
+					return !learnt.IsZero() && fromA.refusedAfter(learnt), fmt.Sprintf("/readyz %q; log: %s", ready, lastLine(log))
+				})
+			} else {
+				// A reconnects, renews or leases anew, and issues again.
+				testutil.WaitForState(t, "A to issue again after reconnecting", func() (bool, string) {
+					_, ready := testutil.Get(t, a.URL("/readyz"))
+					if !fromA.issuedAfter(back) && time.Since(back) > 2*lease {
+						t.Fatalf("A did not issue again within %v (2 leases) of reconnecting; /readyz %q", 2*lease, ready)
+					}
+					return fromA.issuedAfter(back), fmt.Sprintf("/readyz %q", ready)
+				})
+			}
 			cancel()
 			wg.Wait()
 
-			if bAt.IsZero() {
-				select {
-				case bAt = <-bServing:
-				default:
-				}
-			}
 			t.Logf("A: %d IDs, %d refusals %q; B: %d starts (%d refused, last: %s), serving since %v, %d IDs",
 				len(fromA.ids), fromA.refused, fromA.refusals, bStarts, bRefusals, bLast, bAt.Sub(cut).Round(100*time.Millisecond), len(fromB.ids))
 
@@ -190,7 +301,7 @@ func TestClaimCutOff(t *testing.T) {
 			}
 			// A stopped at its lease and said so.
 			if fromA.refused == 0 {
-				t.Fatalf("A never refused while cut off from its registry for %v (lease %v)", 3*lease, lease)
+				t.Fatalf("A never refused while cut off from its registry for %v (lease %v)", back.Sub(cut).Round(100*time.Millisecond), lease)
 			}
 			if r := strings.Join(fromA.refusals, "\n"); !strings.Contains(r, "503") || !strings.Contains(r, "lease") {
 				t.Errorf("A's refusals %q, want 503 saying the lease ran out", fromA.refusals)
@@ -249,6 +360,44 @@ func etcdBackend(t *testing.T, name string) string {
 
 func mysqlBackend(t *testing.T, _ string) string { return testutil.MySQL(t) }
 
+// zkRecycleHolders counts the live holders in the recycle pool of cluster
+// name on the ZooKeeper at addr: its inuse nodes, each ephemeral, gone with
+// its holder's session. -1 when ZooKeeper does not answer.
+func zkRecycleHolders(t *testing.T, addr, name string) func() int {
+	conn, _, err := zk.Connect([]string{addr}, 10*time.Second, zk.WithLogger(zkQuiet{}))
+	if err != nil {
+		t.Fatalf("connect to ZooKeeper %s: %v", addr, err)
+	}
+	t.Cleanup(conn.Close)
+	return func() int {
+		kids, _, err := conn.Children("/snowflake/" + name + "/recycle/inuse")
+		if err != nil {
+			return -1
+		}
+		return len(kids)
+	}
+}
+
+// etcdHolders counts the worker keys of cluster name on the etcd at addr,
+// each on its holder's lease, gone when the lease expires. -1 when etcd
+// does not answer.
+func etcdHolders(t *testing.T, addr, name string) func() int {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{addr}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatalf("etcd client for %s: %v", addr, err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	return func() int {
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		resp, err := cli.Get(ctx, etcd.DefaultPrefix+name+"/worker/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			return -1
+		}
+		return int(resp.Count)
+	}
+}
+
 // proxyTarget is the host:port a backend address names: a DSN's tcp(...)
 // part, or the address itself.
 func proxyTarget(backend string) string {
@@ -263,6 +412,9 @@ func proxyTarget(backend string) string {
 func viaProxy(backend, proxy string) string {
 	return strings.Replace(backend, proxyTarget(backend), proxy, 1)
 }
+
+// registryOutage is how long TestRegistryRestart stops each registry.
+const registryOutage = 30 * time.Second
 
 // TestRegistryRestart: the registry is stopped for 30s and started again
 // while a server draws snowflake IDs from it as fast as it can: with the
@@ -311,25 +463,43 @@ func TestRegistryRestart(t *testing.T) {
 			var got answers
 			got.draw(ctx, t, s, &wg, 10, time.Millisecond)
 
-			time.Sleep(2 * time.Second)
+			// The load under way: a hundred batches.
+			testutil.WaitFor(t, "100 batches before the registry stops", func() bool { return got.issued() >= 100*10 })
+			failing := strings.Count(s.Log.String(), "snowflake heartbeat failing")
 			srv.Kill9()
 			down := time.Now()
-			time.Sleep(30 * time.Second)
+			// The server notices: its heartbeat fails.
+			testutil.WaitFor(t, "the server to log its heartbeat failing", func() bool {
+				return strings.Count(s.Log.String(), "snowflake heartbeat failing") > failing
+			})
+			// The registry stays down 30s, half the lease: how long a server
+			// rides out an outage is what is tested, so this is a span of
+			// time, not a wait for an event. The load goes on meanwhile; a
+			// refusal or the server's exit fails the test at once.
+			select {
+			case <-time.After(time.Until(down.Add(registryOutage))):
+			case <-got.firstRefusal:
+				got.mu.Lock()
+				at, refusals := got.lastBad.Sub(down), slices.Clone(got.refusals)
+				got.mu.Unlock()
+				t.Fatalf("refused %v into the outage: %q; the server's log ends:\n%s",
+					at.Round(100*time.Millisecond), refusals, lastLines(s.Log.String(), 15))
+			case <-s.Exited:
+				t.Fatalf("the server exited %v into the outage: %v; its log ends:\n%s",
+					time.Since(down).Round(100*time.Millisecond), s.Err, lastLines(s.Log.String(), 15))
+			}
 			if err := srv.Restart(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			t.Logf("%s down for %v", tc.registry, time.Since(down).Round(100*time.Millisecond))
-			// Long enough for the server to reconnect and renew.
-			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			// The server reconnects and renews.
+			testutil.WaitForState(t, "the heartbeat to recover after the restart (/readyz ok)", func() (bool, string) {
 				_, body := testutil.Get(t, s.URL("/readyz"))
-				if strings.TrimSpace(body) == "ok" {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("the heartbeat did not recover within 30s of the restart: /readyz %q; the server's log ends:\n%s", body, lastLines(s.Log.String(), 15))
-				}
-			}
-			time.Sleep(time.Second)
+				return strings.TrimSpace(body) == "ok", fmt.Sprintf("/readyz %q; the server's log ends:\n%s", body, lastLines(s.Log.String(), 15))
+			})
+			// And issues on: a hundred batches more.
+			recovered := got.issued()
+			testutil.WaitFor(t, "100 batches after the recovery", func() bool { return got.issued() >= recovered+100*10 })
 			cancel()
 			wg.Wait()
 

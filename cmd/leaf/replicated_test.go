@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"database/sql"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -24,14 +26,21 @@ type segLoad struct {
 	mu       sync.Mutex
 	start    time.Time
 	ids      []int64
+	byServer []int // how many of ids each server issued
 	failed   int
 	failures []string // the first few, with when they came
 }
+
+// failurePause is how long a client pauses after a failed request, so that
+// a server failing for seconds (a failover) is not asked thousands of
+// times: the load's pace, not a wait for anything.
+const failurePause = 10 * time.Millisecond
 
 // hammer has clients per server ask for single IDs of tag until ctx ends.
 func (l *segLoad) hammer(ctx context.Context, t *testing.T, tag string, clients int, wg *sync.WaitGroup, servers ...*testutil.LeafServer) {
 	client := &http.Client{Timeout: 5 * time.Second}
 	l.start = time.Now()
+	l.byServer = make([]int, len(servers))
 	for i, s := range servers {
 		for range clients {
 			wg.Go(func() {
@@ -47,17 +56,44 @@ func (l *segLoad) hammer(ctx context.Context, t *testing.T, tag string, clients 
 					resp.Body.Close()
 					if resp.StatusCode != http.StatusOK {
 						l.fail(fmt.Sprintf("server %d: %d %s", i, resp.StatusCode, strings.TrimSpace(string(body))))
-						time.Sleep(10 * time.Millisecond)
+						select {
+						case <-ctx.Done():
+						case <-time.After(failurePause):
+						}
 						continue
 					}
 					ids := testutil.ParseIDs(t, string(body))
 					l.mu.Lock()
 					l.ids = append(l.ids, ids...)
+					l.byServer[i] += len(ids)
 					l.mu.Unlock()
 				}
 			})
 		}
 	}
+}
+
+// drawn is how many IDs each server issued so far.
+func (l *segLoad) drawn() []int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.byServer)
+}
+
+// waitEach waits until every server has issued n IDs more than it had in
+// since (nil: from the start): the load's phases end on what the servers
+// did, not after a guess at how long that takes.
+func (l *segLoad) waitEach(t *testing.T, what string, since []int, n int) {
+	t.Helper()
+	testutil.WaitForState(t, what, func() (bool, string) {
+		now := l.drawn()
+		for i := range now {
+			if since != nil {
+				now[i] -= since[i]
+			}
+		}
+		return slices.Min(now) >= n, fmt.Sprintf("IDs issued by each server meanwhile: %v, want %d each", now, n)
+	})
 }
 
 func (l *segLoad) fail(what string) {
@@ -127,17 +163,21 @@ func TestReplicatedPostgres(t *testing.T) {
 	var wg sync.WaitGroup
 	var load segLoad
 	load.hammer(ctx, t, "hot", 2, &wg, servers...)
-	time.Sleep(2 * time.Second)
+	load.waitEach(t, "every server to issue under load before the failover", nil, phaseIDs)
 	pair.Primary().Kill9()
 	if err := pair.Promote(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	promoted := time.Now()
-	testutil.WaitFor(t, "a fence after the promotion", func() bool {
-		_, body := testutil.Get(t, servers[0].URL("/metrics"))
-		return strings.Contains(body, "leaf_segment_store_fences_total 1")
+	testutil.WaitForState(t, "a fence on every server after the promotion", func() (bool, string) {
+		fences := make([]string, len(servers))
+		for i, s := range servers {
+			_, body := testutil.Get(t, s.URL("/metrics"))
+			fences[i] = metricValue(body, "leaf_segment_store_fences_total")
+		}
+		return !slices.ContainsFunc(fences, func(v string) bool { return v == "" || v == "0" }), fmt.Sprintf("fences %q", fences)
 	})
-	time.Sleep(3 * time.Second)
+	load.waitEach(t, "every server to issue on the new timeline", load.drawn(), phaseIDs)
 	cancel()
 	wg.Wait()
 	dups, total := load.duplicates()
@@ -165,23 +205,77 @@ func mariadbFailover(t *testing.T, mode testutil.ReplicationMode, lossy bool, en
 	var wg sync.WaitGroup
 	load := &segLoad{}
 	load.hammer(ctx, t, "hot", 2, &wg, servers...)
-	time.Sleep(2 * time.Second)
+	load.waitEach(t, "every server to issue under load before the failover", nil, phaseIDs)
 	if lossy {
 		if err := pair.StopReplication(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(3 * time.Second)
+		// Every server reserves a few dozen ranges the replica never sees.
+		load.waitEach(t, "every server to issue from reserves the stopped replica misses", load.drawn(), phaseIDs)
 	}
 	pair.Primary.Kill9()
 	if err := pair.Promote(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	proxy.Switch(pair.Replica.Addr)
-	time.Sleep(6 * time.Second)
+	// Every server reserves a few dozen ranges on the promoted replica
+	// (through the fence, where there is one).
+	load.waitEach(t, "every server to issue from the promoted replica", load.drawn(), phaseIDs)
 	cancel()
 	wg.Wait()
 	_, metrics := testutil.Get(t, servers[0].URL("/metrics"))
 	return load, metrics
+}
+
+// phaseIDs is how many IDs each server issues in a phase of the load of
+// the failover tests: at the tag's step of 10, a hundred reserves or more.
+const phaseIDs = 1000
+
+// galeraEvictionPause is how long a Galera cluster holds its commits when a
+// node dies, until it evicts it: testutil's evs.inactive_timeout.
+const galeraEvictionPause = 3 * time.Second
+
+// segTag is what /v2/status says of a segment tag.
+type segTag struct {
+	Tag         string  `json:"tag"`
+	Step        int     `json:"step"`
+	Rate        float64 `json:"ids_per_sec"`
+	SecondsLeft float64 `json:"seconds_left"`
+}
+
+// segTagStatus is tag's entry in s's /v2/status (zero if it has none).
+func segTagStatus(t *testing.T, s *testutil.LeafServer, tag string) segTag {
+	t.Helper()
+	_, body := testutil.Get(t, s.URL("/v2/status"))
+	var st struct {
+		Segment struct {
+			Tags []segTag `json:"tags"`
+		} `json:"segment"`
+	}
+	if err := json.Unmarshal([]byte(body), &st); err != nil {
+		t.Fatalf("/v2/status: %v: %.300s", err, body)
+	}
+	for _, ts := range st.Segment.Tags {
+		if ts.Tag == tag {
+			return ts
+		}
+	}
+	return segTag{}
+}
+
+// wsrepClusterSize is the size of the Galera cluster as node m sees it.
+func wsrepClusterSize(t *testing.T, m *testutil.MariaDB) (int, error) {
+	db, err := sql.Open("mysql", m.DSN(""))
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	var name string
+	var size int
+	err = db.QueryRowContext(ctx, "SHOW STATUS LIKE 'wsrep_cluster_size'").Scan(&name, &size)
+	return size, err
 }
 
 // metricValue is the value of an unlabelled series in a /metrics page, ""
@@ -301,10 +395,26 @@ func TestReplicatedGalera(t *testing.T) {
 	var wg sync.WaitGroup
 	var load segLoad
 	load.hammer(ctx, t, "hot", 2, &wg, servers...)
-	time.Sleep(6 * time.Second) // the step grows meanwhile
+	// The step grows until every server's buffers last out the cluster's
+	// pause while it evicts the node killed below, at the rate the server
+	// issues: the pause's worth of IDs twice over.
+	testutil.WaitForState(t, "every server's buffers to outlast the eviction pause", func() (bool, string) {
+		left := make([]string, len(servers))
+		ok := true
+		for i, s := range servers {
+			st := segTagStatus(t, s, "hot")
+			left[i] = fmt.Sprintf("step %d, %.0f IDs/s, %.1fs left", st.Step, st.Rate, st.SecondsLeft)
+			ok = ok && st.Rate > 0 && float64(st.Step)/st.Rate >= 2*galeraEvictionPause.Seconds()
+		}
+		return ok, strings.Join(left, "; ")
+	})
 	g.Node(2).Kill9()
 	proxies[2].Switch(g.Node(0).Addr)
-	time.Sleep(3 * time.Second)
+	// The cluster evicts the dead node: the survivors are a cluster of two.
+	testutil.WaitForState(t, "the cluster to evict the killed node", func() (bool, string) {
+		size, err := wsrepClusterSize(t, g.Node(0))
+		return err == nil && size == g.Size()-1, fmt.Sprintf("wsrep_cluster_size %d, %v", size, err)
+	})
 	if err := g.Node(2).Restart(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +422,7 @@ func TestReplicatedGalera(t *testing.T) {
 		t.Fatal(err)
 	}
 	proxies[2].Switch(g.Node(2).Addr)
-	time.Sleep(3 * time.Second)
+	load.waitEach(t, "every server to issue with the node back, server 2 through it", load.drawn(), phaseIDs)
 	cancel()
 	wg.Wait()
 

@@ -141,21 +141,15 @@ func (p *page) text(sel string) string {
 	return p.query(sel, "textContent")
 }
 
-// waitText waits, at most 10 s, until ok accepts the text of sel, and
-// returns that text.
+// waitText waits until ok accepts the text of sel, and returns that text.
 func (p *page) waitText(sel string, ok func(string) bool) string {
 	p.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		s := p.text(sel)
-		if ok(s) {
-			return s
-		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("%s: still %q after 10s", sel, s)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	var s string
+	testutil.WaitForState(p.t, "the text of "+sel, func() (bool, string) {
+		s = p.text(sel)
+		return ok(s), fmt.Sprintf("%q", s)
+	})
+	return s
 }
 
 // clearInput empties the input with the given id. (chromedp.SetValue refuses
@@ -338,7 +332,10 @@ func TestMonitorPage(t *testing.T) {
 	// Traffic through the API, all at once once the generator has sampled
 	// its tags' counts: the rates then share one window, and the tags rank
 	// as their counts do. orders issues exactly 500 IDs and shows among
-	// the busiest, its buffers following.
+	// the busiest, its buffers following. The generator samples on a
+	// ticker of its own, once a second from its start, and shows no sign
+	// of a sample that a test could wait for: the burst is timed halfway
+	// between the first sample and the second.
 	time.Sleep(time.Until(started.Add(1500 * time.Millisecond)))
 	const row = `#tags-body tr[data-tag="orders"] `
 	code, body := testutil.Get(t, srv.URL+"/api/segment/get/orders?count=500")
@@ -680,27 +677,23 @@ func TestMonitorPage(t *testing.T) {
 	p.checkConsole()
 }
 
-// waitCharts waits, at most 15 s, until ok accepts the charts' lines, and
-// returns them: the path of each, by "chart series" (as [data-chart] and
-// [data-series] name them).
+// waitCharts waits until ok accepts the charts' lines, and returns them:
+// the path of each, by "chart series" (as [data-chart] and [data-series]
+// name them).
 func (p *page) waitCharts(ok func(map[string]string) bool) map[string]string {
 	p.t.Helper()
 	const expr = `Object.fromEntries(Array.from(document.querySelectorAll("#charts [data-chart] path.line"),
 		(e) => [e.closest("[data-chart]").dataset.chart + " " + e.dataset.series, e.getAttribute("d")]))`
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		lines, err := chromedp.Run(p.ctx, chromedp.Evaluate[map[string]string](expr))
+	var lines map[string]string
+	testutil.WaitForState(p.t, "the charts' lines", func() (bool, string) {
+		var err error
+		lines, err = chromedp.Run(p.ctx, chromedp.Evaluate[map[string]string](expr))
 		if err != nil {
 			p.t.Fatalf("the charts' lines: %v", err)
 		}
-		if ok(lines) {
-			return lines
-		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("charts: still %v after 15s", lines)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return ok(lines), fmt.Sprint(lines)
+	})
+	return lines
 }
 
 // load requests each of the paths on base in turn, one every 10 ms (the
@@ -735,26 +728,19 @@ func load(ctx context.Context, base string, paths ...string) (stop func()) {
 	}
 }
 
-// waitTags waits, at most 10 s, until ok accepts the data-tag attributes
-// of the elements matching sel, joined by spaces.
+// waitTags waits until ok accepts the data-tag attributes of the elements
+// matching sel, joined by spaces.
 func (p *page) waitTags(sel string, ok func(string) bool) {
 	p.t.Helper()
 	q, _ := json.Marshal(sel)
 	expr := fmt.Sprintf(`Array.from(document.querySelectorAll(%s), (e) => e.dataset.tag).join(" ")`, q)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testutil.WaitForState(p.t, "the tags of "+sel, func() (bool, string) {
 		s, err := chromedp.Run(p.ctx, chromedp.Evaluate[string](expr))
 		if err != nil {
 			p.t.Fatalf("%s: %v", expr, err)
 		}
-		if ok(s) {
-			return
-		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("%s: still %q after 10s", sel, s)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return ok(s), fmt.Sprintf("%q", s)
+	})
 }
 
 // hidden reports whether the element with the given id is hidden.

@@ -262,21 +262,11 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// waitFor polls cond every 250ms until it holds, failing the test with
-// cond's last explanation after a minute.
+// waitFor polls cond until it holds, failing the test with cond's last
+// explanation if it does not in time.
 func (p *promServer) waitFor(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waited a minute for %s: %s", what, why)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	testutil.WaitForState(t, what, cond)
 }
 
 // apiResponse is the envelope of every Prometheus API answer.
