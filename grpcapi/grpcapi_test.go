@@ -300,9 +300,17 @@ func TestStatusCodes(t *testing.T) {
 	downGen := newSegment(t, downStore, func(s *segment.Config) {
 		s.WaitTimeout, s.RetryBackoff, s.MaxRetryBackoff = 10*time.Millisecond, time.Millisecond, 5*time.Millisecond
 	})
-	if _, err := downGen.NextID(context.Background(), "orders"); err != nil {
-		t.Fatal(err)
-	}
+	// The first load may take longer than that short WaitTimeout on a busy
+	// machine (the race stage of CI met it): a first call answered "not
+	// ready" took nothing, so ask again until the range has landed.
+	var firstErr error
+	testutil.WaitFor(t, "the first range of the store that goes down", func() bool {
+		_, firstErr = downGen.NextID(context.Background(), "orders")
+		if firstErr != nil && !errors.Is(firstErr, leaf.ErrNotReady) {
+			t.Fatal(firstErr)
+		}
+		return firstErr == nil
+	})
 	faults.SetDown(errors.New("connection refused"))
 	down := client(t, grpcapi.Config{Segment: downGen})
 

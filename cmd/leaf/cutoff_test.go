@@ -97,32 +97,17 @@ func (a *answers) draw(ctx context.Context, t *testing.T, s *testutil.LeafServer
 	}
 }
 
-// issued is the number of IDs drawn so far.
-func (a *answers) issued() int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return len(a.ids)
+// tally is what answers has seen so far: the IDs drawn, the requests
+// refused, and when the last of each came.
+type tally struct {
+	issued, refused int
+	lastOK, lastBad time.Time
 }
 
-// issuedAfter reports whether an ID came after at.
-func (a *answers) issuedAfter(at time.Time) bool {
+func (a *answers) tally() tally {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.lastOK.After(at)
-}
-
-// hasRefused reports whether a request was refused.
-func (a *answers) hasRefused() bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.refused > 0
-}
-
-// refusedAfter reports whether a refusal came after at.
-func (a *answers) refusedAfter(at time.Time) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.lastBad.After(at)
+	return tally{issued: len(a.ids), refused: a.refused, lastOK: a.lastOK, lastBad: a.lastBad}
 }
 
 // TestClaimCutOff is the operator's bad day of issue 25, on every registry
@@ -221,7 +206,7 @@ func TestClaimCutOff(t *testing.T) {
 			}
 			// Both issue before the cut: a hundred batches each.
 			testutil.WaitFor(t, "A, and B where it serves beside A, to issue 100 batches before the cut", func() bool {
-				return fromA.issued() >= 100*200 && (tc.takenOver || fromB.issued() >= 100*200)
+				return fromA.tally().issued >= 100*200 && (tc.takenOver || fromB.tally().issued >= 100*200)
 			})
 			var holders func() int
 			if tc.holders != nil {
@@ -238,7 +223,7 @@ func TestClaimCutOff(t *testing.T) {
 			// come only after the lease, whose length is the registry's to
 			// time; the test waits for them rather than for a guess at it.
 			testutil.WaitForState(t, "A to refuse, cut off past its lease, and its claim to lapse in the registry", func() (bool, string) {
-				aRefused := fromA.hasRefused()
+				aRefused := fromA.tally().refused > 0
 				if tc.takenOver {
 					if bAt.IsZero() {
 						select {
@@ -273,16 +258,16 @@ func TestClaimCutOff(t *testing.T) {
 						t.Fatalf("A did not learn within %v (2 leases) of reconnecting that B holds its claim: /readyz %q, log: %s",
 							2*lease, ready, lastLine(log))
 					}
-					return !learnt.IsZero() && fromA.refusedAfter(learnt), fmt.Sprintf("/readyz %q; log: %s", ready, lastLine(log))
+					return !learnt.IsZero() && fromA.tally().lastBad.After(learnt), fmt.Sprintf("/readyz %q; log: %s", ready, lastLine(log))
 				})
 			} else {
 				// A reconnects, renews or leases anew, and issues again.
 				testutil.WaitForState(t, "A to issue again after reconnecting", func() (bool, string) {
 					_, ready := testutil.Get(t, a.URL("/readyz"))
-					if !fromA.issuedAfter(back) && time.Since(back) > 2*lease {
+					if !fromA.tally().lastOK.After(back) && time.Since(back) > 2*lease {
 						t.Fatalf("A did not issue again within %v (2 leases) of reconnecting; /readyz %q", 2*lease, ready)
 					}
-					return fromA.issuedAfter(back), fmt.Sprintf("/readyz %q", ready)
+					return fromA.tally().lastOK.After(back), fmt.Sprintf("/readyz %q", ready)
 				})
 			}
 			cancel()
@@ -464,7 +449,7 @@ func TestRegistryRestart(t *testing.T) {
 			got.draw(ctx, t, s, &wg, 10, time.Millisecond)
 
 			// The load under way: a hundred batches.
-			testutil.WaitFor(t, "100 batches before the registry stops", func() bool { return got.issued() >= 100*10 })
+			testutil.WaitFor(t, "100 batches before the registry stops", func() bool { return got.tally().issued >= 100*10 })
 			failing := strings.Count(s.Log.String(), "snowflake heartbeat failing")
 			srv.Kill9()
 			down := time.Now()
@@ -498,8 +483,8 @@ func TestRegistryRestart(t *testing.T) {
 				return strings.TrimSpace(body) == "ok", fmt.Sprintf("/readyz %q; the server's log ends:\n%s", body, lastLines(s.Log.String(), 15))
 			})
 			// And issues on: a hundred batches more.
-			recovered := got.issued()
-			testutil.WaitFor(t, "100 batches after the recovery", func() bool { return got.issued() >= recovered+100*10 })
+			recovered := got.tally().issued
+			testutil.WaitFor(t, "100 batches after the recovery", func() bool { return got.tally().issued >= recovered+100*10 })
 			cancel()
 			wg.Wait()
 
