@@ -122,8 +122,11 @@ func DefaultConfig() Config {
 	return Config{Version: "unknown", Now: time.Now, TopTags: 20, DegradedTags: 100}
 }
 
-// Validate reports the first field New would take as off: a negative
-// count or LowBuffer, or a tag in Tags that is not a tag name.
+// Validate reports what a caller most likely got wrong: a negative count
+// or LowBuffer, or a tag in Tags that is not a tag name. New does not fail
+// a server over its metrics: the per-tag selection takes a negative count
+// as none and a negative LowBuffer as off, as it takes 0, and a bad name
+// in Tags matches no tag.
 func (c Config) Validate() error {
 	switch {
 	case c.TopTags < 0:
@@ -217,9 +220,6 @@ func New(cfg Config) *Metrics {
 	if cfg.Version == "" {
 		cfg.Version = d.Version
 	}
-	// What Validate refuses, New takes as off rather than fail a server
-	// over its metrics.
-	cfg.TopTags, cfg.DegradedTags, cfg.LowBuffer = max(cfg.TopTags, 0), max(cfg.DegradedTags, 0), max(cfg.LowBuffer, 0)
 	m := &Metrics{
 		reg: prometheus.NewRegistry(),
 		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{
