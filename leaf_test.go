@@ -173,3 +173,23 @@ func TestValidateIDs(t *testing.T) {
 		}
 	}
 }
+
+func TestIDRangeCheck(t *testing.T) {
+	for _, tc := range []struct {
+		r  leaf.IDRange
+		n  int
+		ok bool
+	}{
+		{leaf.IDRange{Start: 1, End: 2}, 1, true},
+		{leaf.IDRange{Start: 10, End: 15}, 5, true},
+		{leaf.IDRange{Start: 10, End: 12, Period: "20261128"}, 5, true}, // shorter than n
+		{leaf.IDRange{Start: 0, End: 3}, 5, false},                      // not above 0
+		{leaf.IDRange{Start: 5, End: 5}, 5, false},                      // empty
+		{leaf.IDRange{Start: 5, End: 4}, 5, false},                      // backwards
+		{leaf.IDRange{Start: 1, End: 7}, 5, false},                      // longer than n
+	} {
+		if err := tc.r.Check(tc.n); (err == nil) != tc.ok {
+			t.Errorf("%+v.Check(%d) = %v, want ok=%v", tc.r, tc.n, err, tc.ok)
+		}
+	}
+}

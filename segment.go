@@ -28,6 +28,17 @@ type IDRange struct {
 	Period     string
 }
 
+// Check reports a range that cannot answer a take of at most n IDs: one
+// not above 0, empty, or longer than n. The transports check what a
+// generator returned with it before they answer, so that a broken
+// generator is an internal error, never a range handed out.
+func (r IDRange) Check(n int) error {
+	if r.Start < 1 || r.End <= r.Start || r.End-r.Start > int64(n) {
+		return fmt.Errorf("generator returned range [%d, %d) for at most %d IDs", r.Start, r.End, n)
+	}
+	return nil
+}
+
 // RangeUse says who hands an IDRange's IDs out, and so which tags'
 // ranges are refused.
 type RangeUse uint8

@@ -238,14 +238,13 @@ func (s *service) Range(ctx context.Context, req *leafv1.RangeRequest) (*leafv1.
 		return nil, s.statusError(ctx, "", err)
 	}
 	run, err := s.seg.Take(ctx, tag, n, leaf.ByClient)
-	start, end, period := run.Start, run.End, run.Period
 	if err == nil {
-		err = checkRange(start, end, n)
+		err = run.Check(n)
 	}
 	if err != nil {
 		return nil, s.statusError(ctx, tag, err)
 	}
-	return &leafv1.RangeResponse{Start: start, End: end, Period: period}, nil
+	return &leafv1.RangeResponse{Start: run.Start, End: run.End, Period: run.Period}, nil
 }
 
 // SnowflakeNextID issues one snowflake ID.
@@ -354,15 +353,6 @@ func validateIDs(ids []int64, n int) error { return brokenGenerator(leaf.Validat
 func brokenGenerator(err error) error {
 	if err != nil {
 		return fmt.Errorf("grpcapi: the generator answered without an error: %w", err)
-	}
-	return nil
-}
-
-// checkRange checks a leased range: [start, end) positive, non-empty, at most
-// n IDs.
-func checkRange(start, end int64, n int) error {
-	if start < 1 || end <= start || end-start > int64(n) {
-		return fmt.Errorf("grpcapi: generator returned range [%d, %d) for at most %d IDs", start, end, n)
 	}
 	return nil
 }

@@ -109,10 +109,10 @@ func (s *Server) forwardedRange(w http.ResponseWriter, r *http.Request) error {
 		return s.v2Head(w, r, s.segmentTagKnown(r.Context(), tag))
 	}
 	run, err := s.seg.Take(r.Context(), tag, n, leaf.ByForwarder)
-	start, end := run.Start, run.End
-	if err == nil && (start < 1 || end <= start || end-start > int64(n)) {
-		err = fmt.Errorf("httpapi: generator returned ordered range [%d, %d) for count %d", start, end, n)
+	if err == nil {
+		err = run.Check(n)
 	}
+	start, end := run.Start, run.End
 	if err != nil {
 		return err
 	}
@@ -240,10 +240,10 @@ func (s *Server) fastForwardedRange(ctx *fasthttp.RequestCtx, path, query []byte
 	}
 	tag := string(rawTag) // the generator may keep it
 	run, err := s.seg.Take(requestContext, tag, n, leaf.ByForwarder)
-	start, end := run.Start, run.End
-	if err == nil && (start < 1 || end <= start || end-start > int64(n)) {
-		err = fmt.Errorf("httpapi: generator returned ordered range [%d, %d) for count %d", start, end, n)
+	if err == nil {
+		err = run.Check(n)
 	}
+	start, end := run.Start, run.End
 	status := http.StatusOK
 	h := &ctx.Response.Header
 	h.SetCanonical(cacheControlKey, noStoreValue)

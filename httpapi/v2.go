@@ -351,10 +351,10 @@ func (s *Server) v2SegmentRange(w http.ResponseWriter, r *http.Request) error {
 		return s.v2Head(w, r, s.segmentTagKnown(r.Context(), tag))
 	}
 	run, err := s.seg.Take(r.Context(), tag, n, leaf.ByClient)
-	start, end, period := run.Start, run.End, run.Period
-	if err == nil && (start < 1 || end <= start || end-start > int64(n)) {
-		err = fmt.Errorf("httpapi: generator returned range [%d, %d) for count %d", start, end, n)
+	if err == nil {
+		err = run.Check(n)
 	}
+	start, end, period := run.Start, run.End, run.Period
 	if err != nil {
 		return err
 	}
