@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -12,8 +13,9 @@ import (
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/client"
 	"github.com/leafgo/leaf/httpapi"
-	"github.com/leafgo/leaf/internal/forward"
 	"github.com/leafgo/leaf/internal/testutil"
+	"github.com/leafgo/leaf/ordered"
+	"github.com/leafgo/leaf/ordered/forward"
 	"github.com/leafgo/leaf/segment"
 	"github.com/leafgo/leaf/sqlite"
 )
@@ -33,17 +35,23 @@ func orderedServer(t *testing.T, store *sqlite.Store, i int, redirect bool) (*se
 	lh := &lateHandler{}
 	s := serveHandler(t, lh)
 	owner := fmt.Sprintf("%s#n%d", s.URL, i)
-	gen := startSegment(t, store, func(st *segment.Config) { st.Owner, st.OwnerLease = owner, 2*time.Second })
-	fwd, err := forward.New(forward.Config{Local: gen, Self: owner, Logger: testutil.Logger()})
+	cfg := segment.DefaultConfig()
+	cfg.Store, cfg.Logger = store, testutil.Logger()
+	gen, tags, err := ordered.NewGenerator(t.Context(), cfg, ordered.Config{Owner: owner, OwnerLease: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = gen.Close(context.Background()) })
+	fwd, err := forward.New(forward.Config{Local: gen, Watcher: tags, Self: owner, Logger: testutil.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(fwd.Close)
-	cfg := httpapi.Config{Segment: gen, Forward: fwd, Logger: testutil.Logger()}
+	hc := httpapi.Config{Segment: gen, Ordered: tags, Forward: fwd, Logger: testutil.Logger()}
 	if redirect {
-		cfg.Forward = nil
+		hc.Forward = nil
 	}
-	var h http.Handler = httpapi.New(cfg)
+	var h http.Handler = httpapi.New(hc)
 	lh.h.Store(&h)
 	return s, gen
 }

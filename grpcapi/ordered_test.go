@@ -1,6 +1,7 @@
 package grpcapi_test
 
 import (
+	"context"
 	"net"
 	"testing"
 	"time"
@@ -9,8 +10,9 @@ import (
 	"github.com/leafgo/leaf/grpcapi"
 	"github.com/leafgo/leaf/grpcapi/leafv1"
 	"github.com/leafgo/leaf/httpapi"
-	"github.com/leafgo/leaf/internal/forward"
 	"github.com/leafgo/leaf/internal/testutil"
+	"github.com/leafgo/leaf/ordered"
+	"github.com/leafgo/leaf/ordered/forward"
 	"github.com/leafgo/leaf/segment"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -32,8 +34,8 @@ func TestOrderedTagForwarded(t *testing.T) {
 		t.Fatal(err)
 	}
 	urlA := "http://" + ln.Addr().String()
-	genA := newSegment(t, store, func(s *segment.Config) { s.Owner, s.OwnerLease = urlA+"#a", 2*time.Second })
-	srv := httpapi.NewFastServer(httpapi.New(httpapi.Config{Segment: genA, Logger: testutil.Logger()}), httpapi.Limits{})
+	genA, tagsA := newOrdered(t, store, urlA+"#a")
+	srv := httpapi.NewFastServer(httpapi.New(httpapi.Config{Segment: genA, Ordered: tagsA, Logger: testutil.Logger()}), httpapi.Limits{})
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { testutil.ShutdownFast(srv) })
 	first, err := genA.NextID(ctx, "seq") // A takes the lease
@@ -42,8 +44,8 @@ func TestOrderedTagForwarded(t *testing.T) {
 	}
 
 	// B: gRPC, forwarding.
-	genB := newSegment(t, store, func(s *segment.Config) { s.Owner, s.OwnerLease = "http://127.0.0.1:1#b", 2*time.Second })
-	fwd, err := forward.New(forward.Config{Local: genB, Self: "http://127.0.0.1:1#b", Logger: testutil.Logger()})
+	genB, tagsB := newOrdered(t, store, "http://127.0.0.1:1#b")
+	fwd, err := forward.New(forward.Config{Local: genB, Watcher: tagsB, Self: "http://127.0.0.1:1#b", Logger: testutil.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,4 +79,18 @@ func TestOrderedTagForwarded(t *testing.T) {
 	if st, _ := status.FromError(err); st.Code() != codes.FailedPrecondition {
 		t.Errorf("Range of an ordered tag: %v, want FailedPrecondition", err)
 	}
+}
+
+// newOrdered starts a generator with ordered tags on store, owning them
+// as owner under a 2s lease, closed at cleanup.
+func newOrdered(t testing.TB, store leaf.SegmentStore, owner string) (*segment.Generator, *ordered.Tags) {
+	t.Helper()
+	cfg := segment.DefaultConfig()
+	cfg.Store, cfg.Logger = store, testutil.Logger()
+	g, tags, err := ordered.NewGenerator(t.Context(), cfg, ordered.Config{Owner: owner, OwnerLease: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = g.Close(context.Background()) })
+	return g, tags
 }

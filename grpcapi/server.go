@@ -73,7 +73,7 @@ type Config struct {
 	// unset instead.) Range refuses an ordered tag (FailedPrecondition).
 	Segment SegmentGenerator
 	// Forward, when set with Segment, issues the IDs of NextID and NextIDs
-	// instead (internal/forward's Forwarder): Segment's, or at the owner
+	// instead (ordered/forward's Forwarder): Segment's, or at the owner
 	// of an ordered tag another server owns. gRPC has no redirect, so a
 	// server that does not own an ordered tag forwards its calls to the
 	// owner (over HTTP, as the HTTP routes do) whatever segment.ordered

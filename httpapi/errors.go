@@ -12,8 +12,8 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/internal/apierr"
-	"github.com/leafgo/leaf/internal/forward"
 	"github.com/leafgo/leaf/internal/reqlog"
+	"github.com/leafgo/leaf/ordered/forward"
 )
 
 // errorStyle selects the body of an error response: one line of text on the

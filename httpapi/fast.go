@@ -20,7 +20,7 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/internal/apierr"
-	"github.com/leafgo/leaf/internal/forward"
+	"github.com/leafgo/leaf/ordered/forward"
 )
 
 // The fast transport: the Leaf ID routes served by fasthttp, everything else

@@ -14,14 +14,14 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/internal/apierr"
-	"github.com/leafgo/leaf/internal/forward"
+	"github.com/leafgo/leaf/ordered/forward"
 )
 
 // Ordered tags. An ordered tag's IDs are issued by one server at a time,
 // its owner (leaf.OrderedStore). What this package does about it:
 //
 //   - The ID routes serve them like any tag: the forwarder they are given
-//     (Config.Forward; cmd/leaf gives them internal/forward's in forward
+//     (Config.Forward; cmd/leaf gives them ordered/forward's in forward
 //     mode) issues the IDs, here or at the owner. Without one, the
 //     generator's *leaf.NotOwnerError naming the owner (redirect mode) makes
 //     the answer a 307 to the same route on the owner; one naming none is 503
@@ -38,11 +38,10 @@ import (
 //     "ordered": true|false; the rows show "ordered" and, for one tag,
 //     the owner's URL.
 
-// OrderedGenerator is what ordered tags need of the segment generator
-// beyond SegmentGenerator (whose Take by leaf.ByForwarder issues the
-// forwarded requests' IDs); *segment.Generator satisfies it. It is found
-// by type assertion: with a generator without it, forwarded requests are
-// refused and tags cannot be made ordered.
+// OrderedGenerator is what ordered tags need beyond SegmentGenerator
+// (whose Take by leaf.ByForwarder issues the forwarded requests' IDs): the
+// generator's ordered tags, *ordered.Tags (Config.Ordered). Without it,
+// forwarded requests are refused and tags cannot be made ordered.
 type OrderedGenerator interface {
 	// SetOrdered marks a tag ordered or plain.
 	SetOrdered(ctx context.Context, tag string, ordered bool) error
@@ -102,7 +101,7 @@ func (s *Server) forwardedRange(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return apierr.AsClient(err)
 	}
-	if _, ok := s.seg.(OrderedGenerator); !ok {
+	if s.ord == nil {
 		return errNoOrdered
 	}
 	if r.Method == http.MethodHead {
@@ -124,11 +123,10 @@ func (s *Server) forwardedRange(w http.ResponseWriter, r *http.Request) error {
 
 // setOrdered marks tag ordered or plain through the generator.
 func (s *Server) setOrdered(ctx context.Context, tag string, ordered bool) error {
-	og, ok := s.seg.(OrderedGenerator)
-	if !ok {
+	if s.ord == nil {
 		return errNoOrderedStore
 	}
-	return og.SetOrdered(ctx, tag, ordered)
+	return s.ord.SetOrdered(ctx, tag, ordered)
 }
 
 // errNoOrderedStore refuses to make a tag ordered where the generator or
@@ -221,8 +219,7 @@ const (
 // any forward; the handler then answers it, its errors included, in its
 // words.
 func (s *Server) fastForwardedRange(ctx *fasthttp.RequestCtx, path, query []byte) bool {
-	_, ordered := s.seg.(OrderedGenerator)
-	if !ordered || !(ctx.IsGet() || ctx.IsPost()) || !bytes.HasSuffix(path, []byte(rangeSuffix)) || !s.fastAdmin(ctx) ||
+	if s.ord == nil || !(ctx.IsGet() || ctx.IsPost()) || !bytes.HasSuffix(path, []byte(rangeSuffix)) || !s.fastAdmin(ctx) ||
 		(!s.hasToken && s.limiter != nil) { // the handler rate-limits a forward anyone could send
 		return false
 	}

@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/internal/forward"
+	"github.com/leafgo/leaf/ordered/forward"
 )
 
-// orderedFake is fakeGen with ordered tags: NextOrderedRange serves the
+// orderedFake is fakeGen with ordered tags: Take by ByForwarder serves the
 // tags in ordered, or answers notOwner; SetOrdered records.
 type orderedFake struct {
 	*fakeGen
@@ -89,7 +89,7 @@ func TestOrderedAnswers(t *testing.T) {
 			g.setFail("owned", &leaf.NotOwnerError{Tag: "owned", Owner: owner + "#n1", URL: owner})
 			g.setFail("unowned", &leaf.NotOwnerError{Tag: "unowned", Retry: 2500 * time.Millisecond})
 			g.setFail("ord", leaf.ErrOrderedTag)
-			base := tr.serve(t, New(Config{Segment: g}))
+			base := tr.serve(t, New(Config{Segment: g, Ordered: g}))
 			for _, tt := range []struct {
 				target   string
 				status   int
@@ -134,7 +134,7 @@ func TestForwardedRange(t *testing.T) {
 			g := newOrderedFake("ord")
 			g.setFail("ord", leaf.ErrOrderedTag) // NextRange's answer for an ordered tag
 			lim := &stingyLimiter{allow: 0, wait: time.Second, seen: map[netip.Addr]int{}}
-			base := tr.serve(t, New(Config{Segment: g, AdminToken: token, Limiter: lim}))
+			base := tr.serve(t, New(Config{Segment: g, Ordered: g, AdminToken: token, Limiter: lim}))
 
 			r := noFollow(t, "GET", base+"/v2/segment/ord/range?count=5", fwd)
 			if r.status != 200 || !strings.Contains(r.body, `"start":1,"end":6`) {
@@ -173,7 +173,7 @@ func TestForwardedRange(t *testing.T) {
 		t.Run(tr.name+" without a token", func(t *testing.T) {
 			g := newOrderedFake("ord")
 			lim := &stingyLimiter{allow: 0, wait: time.Second, seen: map[netip.Addr]int{}}
-			base := tr.serve(t, New(Config{Segment: g, Limiter: lim}))
+			base := tr.serve(t, New(Config{Segment: g, Ordered: g, Limiter: lim}))
 			if r := noFollow(t, "GET", base+"/v2/segment/ord/range?count=5", http.Header{forward.Header: {"1"}}); r.status != 429 {
 				t.Errorf("forwarded without a token configured = %d %q; want 429: the header must not bypass the limit", r.status, r.body)
 			}
@@ -192,7 +192,7 @@ func TestForwardedRange(t *testing.T) {
 // PATCH, through the generator; a generator without ordered tags refuses.
 func TestOrderedAdmin(t *testing.T) {
 	g := newOrderedFake("existing")
-	base := serveFast(t, New(Config{Segment: g, Tags: g}), Limits{})
+	base := serveFast(t, New(Config{Segment: g, Ordered: g, Tags: g}), Limits{})
 	r := do(t, "POST", base, "/v2/tags", `{"tag":"seq","ordered":true}`)
 	if r.status != 201 || !strings.Contains(r.body, `"ordered":true`) || !g.isOrdered("seq") {
 		t.Errorf("create ordered = %d %q, ordered %v; want 201 with \"ordered\":true", r.status, r.body, g.isOrdered("seq"))

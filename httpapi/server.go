@@ -236,9 +236,13 @@ type Config struct {
 	// Segment issues segment IDs and manages tags. Nil disables segment mode:
 	// its routes answer 404.
 	Segment SegmentGenerator
+	// Ordered, when set with Segment, are its ordered tags: it serves
+	// the requests other servers forward for the tags it owns, and makes
+	// tags ordered or plain.
+	Ordered OrderedGenerator
 	// Forward, when set with Segment, issues the IDs of the ID routes
 	// instead: Segment's, or at the owner of an ordered tag another server
-	// owns (internal/forward's Forwarder). Unset, such a request is
+	// owns (ordered/forward's Forwarder). Unset, such a request is
 	// redirected to the owner.
 	Forward Forwarder
 	// Tags reads the store's rows, for /v2/tags, /v2/tags/{tag} and /db:
@@ -303,8 +307,9 @@ type BadRequestObserver interface {
 // Server is the HTTP handler. It is safe for concurrent use.
 type Server struct {
 	seg  SegmentGenerator
-	via  Forwarder // cfg.Forward; nil: seg issues every ID
-	tags TagReader // nil when tag administration is off
+	ord  OrderedGenerator // nil: no ordered tags
+	via  Forwarder        // cfg.Forward; nil: seg issues every ID
+	tags TagReader        // nil when tag administration is off
 	snow SnowflakeGenerator
 	// segIDs and snowIDs are seg and snow as the shared ID-route code takes
 	// them, converted once here rather than on every request; nil when the
@@ -374,6 +379,7 @@ func DefaultConfig() Config { return Config{Logger: slog.Default()} }
 func New(cfg Config) *Server {
 	s := &Server{
 		seg:     cfg.Segment,
+		ord:     cfg.Ordered,
 		snow:    cfg.Snowflake,
 		log:     cfg.Logger,
 		version: cfg.Version,

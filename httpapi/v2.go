@@ -14,7 +14,7 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/internal/apierr"
-	"github.com/leafgo/leaf/internal/forward"
+	"github.com/leafgo/leaf/ordered/forward"
 	"github.com/leafgo/leaf/tagshape"
 )
 
@@ -104,7 +104,7 @@ func (s *Server) v2SegmentID(w http.ResponseWriter, r *http.Request) error {
 
 // Forwarder issues segment IDs here, or at the owner of an ordered tag
 // another server owns, and names the owner an answer's IDs came from: ""
-// when they were issued here. internal/forward's Forwarder satisfies it.
+// when they were issued here. ordered/forward's Forwarder satisfies it.
 type Forwarder interface {
 	NextIDVia(ctx context.Context, tag string) (id int64, period, owner string, err error)
 	NextIDsVia(ctx context.Context, tag string, n int, dst []int64) (ids []int64, period, owner string, err error)
@@ -600,7 +600,7 @@ func (s *Server) v2CreateTag(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return apierr.AsClient(err)
 	}
-	if _, ok := s.seg.(OrderedGenerator); req.Ordered && !ok {
+	if req.Ordered && s.ord == nil {
 		return errNoOrderedStore
 	}
 	if p, ok := s.seg.(shapePreparer); ok {
@@ -669,7 +669,7 @@ func (s *Server) v2PatchTag(w http.ResponseWriter, r *http.Request) error {
 			return apierr.AsClient(err)
 		}
 	}
-	if _, ok := s.seg.(OrderedGenerator); req.Ordered != nil && !ok {
+	if req.Ordered != nil && s.ord == nil {
 		return errNoOrderedStore
 	}
 	if req.Step != nil {

@@ -110,7 +110,7 @@ type Config struct {
 	// once per scrape. Nil for SQLite and a store over several databases.
 	Store func() StoreStats
 	// Forwarded, when set with Segment, reports what this server passed to
-	// the owners of ordered tags it does not own (internal/forward),
+	// the owners of ordered tags it does not own (ordered/forward),
 	// called once per scrape. Nil where nothing is forwarded.
 	Forwarded func() Forwarded
 }

@@ -15,16 +15,19 @@ import (
 	"github.com/leafgo/leaf/stripe"
 )
 
-// buffer is one tag's pair of ranges: the double buffer (ids) hands out
-// the IDs; the buffer adds what the segment needs on top: the lookup of a
+// A Buffer is one row's pair of ranges: the double buffer (ids) hands out
+// the IDs; the Buffer adds what the segment needs on top: the lookup of a
 // name not in the name set, the adaptive step, the give-back, and the
-// counters behind status and metrics, which mu guards.
-type buffer struct {
+// counters behind status and metrics, which mu guards. A tag's own buffer,
+// the one the generator finds it by, is its shell; a periodic tag's
+// periods and an extension kind's states have buffers of their own (see
+// extend.go for what an extension may do with them).
+type Buffer struct {
 	ids doublebuf.Buffer // embedded: the hot path reads one pointer less
 	g   *Generator
 	tag string
 	// kindOf is set on the tag's own buffer (the shell), once its first
-	// load found the tag periodic or ordered, and the shell stopped: the
+	// load found the tag periodic or of an extension's kind, and the shell stopped: the
 	// IDs come from the kind's buffers (see kind.go).
 	kindOf atomic.Pointer[kindRef]
 	// tailClaimed is set by the one claimTail that may give the unused
@@ -70,6 +73,12 @@ type buffer struct {
 	givenBack   uint64
 	rate        ratemeter.Meter // samples of the issued count
 }
+
+// buffer and counters are the names inside the package.
+type (
+	buffer   = Buffer
+	counters = Counters
+)
 
 // prefetchAt is the share of a range used when the next one is loaded.
 const prefetchAt = 0.1
@@ -196,10 +205,7 @@ func (b *buffer) deliver(r leaf.Reservation, deliver func(doublebuf.Range) error
 		}
 		first = false
 		if err = b.row.admit(start, end); err != nil {
-			if err != errOwnershipEnded {
-				b.g.s.Logger.Error("segment ordered tag: range refused", "tag", b.tag, "err", err)
-			}
-			return false
+			return false // the row said why, where it needed saying
 		}
 		if derr := deliver(doublebuf.Range{Start: start, End: end, Step: r.Step}); derr != nil {
 			if !errors.Is(derr, doublebuf.ErrStopped) {
@@ -212,18 +218,19 @@ func (b *buffer) deliver(r leaf.Reservation, deliver func(doublebuf.Range) error
 	return err
 }
 
-// readShape reads the shape of the tag, and whether it is ordered, on the
-// first load of its buffer, before anything is reserved from the tag's
-// row: a periodic tag's row is never reserved from, nor an ordered tag's
-// but by its owner. Finding a period, or the tag ordered (see readLease),
-// it hangs the kind's state on the buffer and stops it with errKindFound. A store without shapes
-// holds plain tags only, one without leases no ordered tags.
+// readShape reads the shape of the tag on the first load of its buffer,
+// before anything is reserved from the tag's row, and asks Config.Kinds
+// whether the tag is theirs: a periodic tag's row is never reserved from,
+// nor the row of a tag of an extension's kind but through its Rows.
+// Finding a period, or an extension's Kind, it hangs the kind's state on
+// the buffer and stops it with errKindFound. A store without shapes holds
+// plain tags only.
 func (b *buffer) readShape(ctx context.Context) error {
 	g := b.g
 	b.mu.Lock()
 	read := b.shapeRead
 	b.mu.Unlock()
-	if read || g.shaper == nil && g.ordered == nil {
+	if read || g.shaper == nil && g.s.Kinds == nil {
 		return nil
 	}
 	var shape leaf.TagShape
@@ -237,8 +244,8 @@ func (b *buffer) readShape(ctx context.Context) error {
 		}
 		g.rememberShape(b.tag, shape)
 	}
-	if g.ordered != nil {
-		if err := b.readLease(ctx, shape); err != nil {
+	if g.s.Kinds != nil {
+		if err := b.findKind(ctx, shape); err != nil {
 			return err
 		}
 	}
@@ -507,16 +514,16 @@ func (b *buffer) tagStatus(now time.Time) leaf.SegmentStatus {
 	return b.status(now)
 }
 
-// counters are a buffer's cumulative counters, kept by the generator for
+// Counters are a buffer's cumulative counters, kept by the generator for
 // buffers it no longer holds.
-type counters struct {
+type Counters struct {
 	issued, loads, loadErrors, waits, givenBack uint64
 	loadTime                                    time.Duration
 	loadLatency                                 []uint64 // per bucket, not cumulative
 }
 
 // add adds b's counters, for a tag of a kind those of all the kind's
-// buffers (a periodic tag's periods, an ordered tag's ownerships here).
+// buffers (a periodic tag's periods, an extension kind's buffers).
 // It takes b.mu (and the kind's lock).
 func (c *counters) add(b *buffer) {
 	if k := b.kind(); k != nil {
@@ -541,7 +548,7 @@ func (c *counters) add(b *buffer) {
 }
 
 // fill sets the counters of st, the status of a tag whose state spans
-// several buffers (a periodic tag's periods, an ordered tag's ownerships),
+// several buffers (a periodic tag's periods, an extension kind's buffers),
 // to c, and its rate and time until dry to rate's over c.
 func (c *counters) fill(st *leaf.SegmentStatus, rate *ratemeter.Meter, now time.Time) {
 	st.Issued, st.Loads, st.Waits, st.LoadErrors = c.issued, c.loads, c.waits, c.loadErrors

@@ -12,10 +12,6 @@ import (
 // that tests on a fake clock control when samples happen.
 func (g *Generator) Sample() { _ = g.sample(context.Background()) }
 
-// ErrRetired is what a request gets from a buffer the idle sweep dropped
-// after the request found it; Generator.take then looks again.
-var ErrRetired = errRetired
-
 // Held finds tag's buffer as a request does, and returns a take from that
 // very buffer, as the request would run it later: the race with the idle
 // sweep, made deterministic.
@@ -33,11 +29,6 @@ func (g *Generator) Held(tag string) (func(n int64) (int64, int64, error), error
 // Refresh runs the tag refresh the background loop runs every
 // RefreshInterval.
 func (g *Generator) Refresh() error { return g.refresh(context.Background()) }
-
-// PauseAfterTake makes every take of an ordered tag's IDs call f between
-// the take and the look at the lease's deadline, as a process paused
-// there would. Set it before the generator's first request.
-func (g *Generator) PauseAfterTake(f func(tag string, start, end int64)) { g.afterTake = f }
 
 // PeriodSpan is the span [from, until) a periodic tag of shape compares
 // instants with on its hot path, for the period t is in; ok is false where

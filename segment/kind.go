@@ -10,14 +10,14 @@ import (
 
 // A tag's entry in the generator's maps is its buffer, the shell. A plain
 // tag's shell issues its IDs. The shell's first load reads the tag's shape
-// and lease and, finding the tag periodic (periodic.go) or ordered
-// (ordered.go), decides its kind once: it hangs the kind's state on the
-// shell, stops the shell with errKindFound, and from then on the generator
-// asks the kind, never checks which one it is.
+// and, finding the tag periodic (periodic.go) or of an extension's kind
+// (Config.Kinds, extend.go), decides its kind once: it hangs the kind's
+// state on the shell, stops the shell with errKindFound, and from then on
+// the generator asks the kind, never checks which one it is.
 
 // kind is the state of a tag whose IDs come from buffers of its own rather
-// than from its shell: one per period for a periodic tag, one per ownership
-// of this server's for an ordered tag.
+// than from its shell: one per period for a periodic tag; an extension's
+// Kind (extKind) keeps its own.
 type kind interface {
 	// next is the hot path of one ID: ok false sends the request the slow
 	// way (take); else id and key (a period's), or err, are the answer.
@@ -39,10 +39,10 @@ type kind interface {
 	stopAll(err error) []*buffer
 	// sweep is the idle sweep's look at the state, under g.mu: drop says
 	// the tag's state goes (stopped already), and after, if not nil, runs
-	// once g.mu is released (a give-back, a lease released).
+	// once g.mu is released (a give-back, what a kind releases).
 	sweep(now time.Time, timeout time.Duration) (drop bool, after func(context.Context))
-	// release ends in the store what a stopped state still holds there (an
-	// ordered tag's lease), so that another server takes over at once.
+	// release ends in the store what a stopped state still holds there,
+	// so that another server takes over at once.
 	release(ctx context.Context)
 }
 
@@ -58,7 +58,7 @@ type run struct {
 }
 
 // errKindFound stops the shell of a tag whose first load found it periodic
-// or ordered: takes that meet it look the tag up again, and ask its kind.
+// or of an extension's kind: takes that meet it look the tag up again, and ask its kind.
 var errKindFound = errors.New("segment: the tag's kind was found")
 
 // kindRef holds a kind in an atomic.Pointer.

@@ -356,11 +356,11 @@ func (p *periodic) retire(c *period) {
 }
 
 // take takes from the buffer of the period the clock is in. A range of a
-// periodic tag is refused for a forwarding server (takeOrderedRange): its
+// periodic tag is refused for a forwarding server (takeForwarded): its
 // IDs need their period's key.
 func (p *periodic) take(ctx context.Context, n int64, waitUntil *time.Time, tk takeKind) (run, error) {
 	switch tk {
-	case takeOrderedRange:
+	case takeForwarded:
 		return run{}, fmt.Errorf("%w: tag %s is periodic: take its ranges with their period (NextRangePeriod)", leaf.ErrInvalidArgument, p.tag)
 	case takeRange:
 		if err := p.enc.rangeRefusal(); err != nil {

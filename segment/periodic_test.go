@@ -319,8 +319,8 @@ func TestPeriodicOrderedRange(t *testing.T) {
 	g := newGen(t, settings(st, func(s *segment.Config) { s.Now = clk.Now }))
 	for i, want := range []int64{100, 101} {
 		// The first request finds the kind; the second knows it.
-		if _, _, err := g.NextOrderedRange(bg, "orders", 5); !errors.Is(err, leaf.ErrInvalidArgument) {
-			t.Fatalf("NextOrderedRange #%d of a periodic tag: %v, want ErrInvalidArgument", i, err)
+		if _, err := g.Take(bg, "orders", 5, leaf.ByForwarder); !errors.Is(err, leaf.ErrInvalidArgument) {
+			t.Fatalf("Take by ByForwarder #%d of a periodic tag: %v, want ErrInvalidArgument", i, err)
 		}
 		if id, key := nextPeriod(t, g, "orders"); id != want || key != "20261123" {
 			t.Fatalf("after refusal #%d: %d %q, want %d in 20261123", i, id, key, want)

@@ -19,17 +19,15 @@
 // kept current by a refresh that, on stores with a change counter, reads
 // one row unless tags were created or deleted.
 //
-// An ordered tag (leaf.OrderedStore) is issued by one server at a time, its
-// owner, under a lease on the tag: its IDs strictly increase in the order
-// they are issued, across the cluster. The other servers answer
-// *leaf.NotOwnerError, and their transports forward to the owner, which
-// answers with Take by leaf.ByForwarder. See ordered.go for why the order
-// holds across owners.
+// A tag's kind is decided once, at its first load: plain, periodic, or an
+// extension's (Config.Kinds, extend.go: package ordered's ordered tags,
+// which the core knows nothing of), and the generator asks the tag's
+// state from then on, never checks which kind it is.
 //
 // IDs leave through three doors: NextIDPeriod (one ID, the hot path: one
 // atomic add), NextIDsPeriod (a batch) and Take (a range whoever took it
-// hands out). NextIDs, NextRange, NextRangePeriod and NextOrderedRange
-// are one-line forms of them; NextID is NextIDPeriod without the period,
+// hands out). NextIDs, NextRange and NextRangePeriod are one-line forms
+// of them; NextID is NextIDPeriod without the period,
 // its few lines of hot path repeated because the call would cost a single
 // ID a fifth of its time.
 package segment
@@ -48,6 +46,7 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/internal/doublebuf"
+	"github.com/leafgo/leaf/internal/parallel"
 	"github.com/leafgo/leaf/internal/ratemeter"
 	"github.com/leafgo/leaf/internal/topn"
 	"github.com/leafgo/leaf/tagshape"
@@ -116,36 +115,11 @@ type Config struct {
 	// to issue for opaque tags. It is secret: never logged or answered;
 	// only its tagshape.KeyCheck is.
 	OpaqueKey []byte
-	// Owner is this server instance's identity as the owner of ordered
-	// tags: its advertised base URL, '#' and a nonce of the process
-	// ("http://10.0.0.7:8080#5f2c…"; see leaf.TagLease.Owner), which the
-	// other servers forward to. It must differ between processes, and
-	// between generators of one process. Empty: this server takes no
-	// ordered tag; it answers the owner's *leaf.NotOwnerError while there
-	// is one, else an error wrapping leaf.ErrNotReady.
-	Owner string
-	// OwnerLease is the lease an owner takes on an ordered tag, renewed
-	// every third of it; one that cannot renew stops issuing a margin (a
-	// tenth, at least 100ms) before its lease runs out. A server takes
-	// another's lease over once it saw it unrenewed this long (or for what
-	// it had left, if longer; see ordered.go): an owner that dies holds
-	// the tag up to a lease after its last renewal for a server that was
-	// watching, about two for one that was not.
-	OwnerLease time.Duration
+	// Kinds is an extension's tag kind (package ordered's ordered
+	// tags), asked at each tag's first load whether the tag is its own;
+	// nil: the core's kinds only (plain and periodic tags). See extend.go.
+	Kinds Kinds
 }
-
-// Bounds of Config.OwnerLease: a lease shorter than the minimum leaves
-// the renewals too little room; a dead owner holds its tags for a lease.
-const (
-	MinOwnerLease = 500 * time.Millisecond
-	MaxOwnerLease = 10 * time.Minute
-)
-
-// ownersInUse holds the Owner of every generator not closed yet.
-var ownersInUse sync.Map
-
-// maxOwnerLen bounds Config.Owner, as the stores' owner column does.
-const maxOwnerLen = 255
 
 // DefaultConfig returns the settings a server runs with, but for Store,
 // which the caller sets.
@@ -166,7 +140,6 @@ func DefaultConfig() Config {
 		IdleTimeout:      time.Hour,
 		LookupRate:       20,
 		LookupBurst:      10,
-		OwnerLease:       10 * time.Second,
 	}
 }
 
@@ -195,14 +168,6 @@ func (s Config) Validate() error {
 		return bad("Config.LowBuffer is %s, want >= 0 (0 turns the check off)", s.LowBuffer)
 	case s.MaxRetryBackoff < s.RetryBackoff:
 		return bad("Config.MaxRetryBackoff %s is below RetryBackoff %s", s.MaxRetryBackoff, s.RetryBackoff)
-	case s.OwnerLease < MinOwnerLease || s.OwnerLease > MaxOwnerLease:
-		return bad("Config.OwnerLease is %s, want %s..%s", s.OwnerLease, MinOwnerLease, MaxOwnerLease)
-	case len(s.Owner) > maxOwnerLen:
-		return bad("Config.Owner is %d bytes, at most %d", len(s.Owner), maxOwnerLen)
-	case s.Owner != "" && leaf.OwnerURL(s.Owner) == "":
-		return bad("Config.Owner %q has no URL before '#'", s.Owner)
-	case strings.ContainsFunc(s.Owner, func(r rune) bool { return r <= ' ' || r == 0x7f }):
-		return bad("Config.Owner %q holds a space or a control character", s.Owner)
 	}
 	if s.OpaqueKey != nil {
 		if err := tagshape.ValidateKey(s.OpaqueKey); err != nil {
@@ -236,16 +201,6 @@ type Generator struct {
 	vers    leaf.SegmentVersioner // nil if the store keeps no change counter
 	shaper  leaf.TagShaper        // nil if the store keeps no shapes: every tag is plain
 	periods leaf.PeriodStore      // nil if the store keeps no periods
-	ordered leaf.OrderedStore     // nil if the store keeps no ordered tags
-	// epoch is the origin of mono, the clock of ordered tags' leases.
-	epoch   time.Time
-	renewer *renewer // renews the leases of the ordered tags owned here
-	// tokens holds, by tag, the highest fencing token of an ordered tag's
-	// lease this generator took (int64): see ordered.fly.
-	tokens sync.Map
-	// afterTake, set by tests before any request, runs between an ordered
-	// tag's take and the look at its deadline: a pause there.
-	afterTake func(tag string, start, end int64)
 	// keyCheck is tagshape.KeyCheck(s.OpaqueKey), "" without a key.
 	keyCheck string
 
@@ -313,14 +268,6 @@ func New(ctx context.Context, s Config) (*Generator, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	if s.Owner != "" {
-		// Two generators of one process (a reload, a test) given one
-		// identity would both renew one lease and both issue.
-		if _, taken := ownersInUse.LoadOrStore(s.Owner, struct{}{}); taken {
-			return nil, fmt.Errorf("segment: %w: Config.Owner %q is the identity of another generator of this process that is not closed;"+
-				" each needs its own (a nonce after '#')", leaf.ErrInvalidArgument, s.Owner)
-		}
-	}
 	g := &Generator{
 		s:            s,
 		fresh:        map[string]*buffer{},
@@ -333,21 +280,20 @@ func New(ctx context.Context, s Config) (*Generator, error) {
 	g.vers, _ = s.Store.(leaf.SegmentVersioner)
 	g.shaper, _ = s.Store.(leaf.TagShaper)
 	g.periods, _ = s.Store.(leaf.PeriodStore)
-	g.ordered, _ = s.Store.(leaf.OrderedStore)
-	g.epoch = time.Now()
 	if s.OpaqueKey != nil {
 		g.keyCheck = tagshape.KeyCheck(s.OpaqueKey)
 	}
 	empty := map[string]*buffer{}
 	g.hot.Store(&empty)
 	g.ctx, g.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	if s.Kinds != nil {
+		if err := s.Kinds.Attach(&Host{g}); err != nil {
+			g.cancel()
+			return nil, fmt.Errorf("segment: Config.Kinds: %w", err)
+		}
+	}
 	if err := g.refresh(ctx); err != nil {
 		s.Logger.Warn("segment: initial tag listing failed; retrying at each health check, looking tags up on demand meanwhile", "err", err)
-	}
-	if g.ordered != nil {
-		g.renewer = newRenewer(g)
-		g.wg.Add(1)
-		go g.renewer.run()
 	}
 	g.wg.Add(4)
 	go g.loop(s.RefreshInterval, g.refresh)
@@ -524,7 +470,7 @@ func (g *Generator) NextIDsPeriod(ctx context.Context, tag string, n int, dst []
 // n when the current range has fewer left. An opaque tag's IDs come one by
 // one: its ranges are refused with leaf.ErrOpaqueRange. An ordered tag's
 // are refused with leaf.ErrOrderedTag: a client handing a range out would
-// issue its IDs out of order (see NextOrderedRange).
+// issue its IDs out of order (see Take by leaf.ByForwarder).
 func (g *Generator) NextRange(ctx context.Context, tag string, n int) (int64, int64, error) {
 	r, err := g.Take(ctx, tag, n, leaf.ByClient)
 	return r.Start, r.End, err
@@ -537,22 +483,10 @@ func (g *Generator) NextRangePeriod(ctx context.Context, tag string, n int) (int
 	return r.Start, r.End, r.Period, err
 }
 
-// NextOrderedRange is NextRange that also serves ordered tags, for a server
-// forwarding requests to the tag's owner: it hands the run's IDs out at
-// once, in order, to the requests it batched (a batch is one forward).
-// Here too the run is one take, shorter than n when the current range has
-// fewer left; on a server that does not own the tag it fails with a
-// *leaf.NotOwnerError. A periodic tag's range is refused: its IDs need their
-// period's key (NextRangePeriod).
-func (g *Generator) NextOrderedRange(ctx context.Context, tag string, n int) (start, end int64, err error) {
-	r, err := g.Take(ctx, tag, n, leaf.ByForwarder)
-	return r.Start, r.End, err
-}
-
 // Take is the one entry point of the ranges: it claims a run of at most
 // n IDs of tag, 1 <= n <= leaf.MaxRange, from the current range of
-// one period, for use to hand out (NextRange and NextOrderedRange are
-// Take by leaf.ByClient and leaf.ByForwarder). The run is shorter than n
+// one period, for use to hand out (NextRange is Take by leaf.ByClient;
+// leaf.ByForwarder serves the forwarder of an extension's ordered tags). The run is shorter than n
 // when the current range has fewer left; its IDs are the raw ones, which
 // is why use refuses the tags whose IDs leave encoded. Single IDs and
 // batches are NextIDPeriod and NextIDsPeriod, whose IDs leave encoded.
@@ -561,7 +495,7 @@ func (g *Generator) Take(ctx context.Context, tag string, n int, use leaf.RangeU
 	switch use {
 	case leaf.ByClient:
 	case leaf.ByForwarder:
-		tk = takeOrderedRange
+		tk = takeForwarded
 	default:
 		return leaf.IDRange{}, fmt.Errorf("segment: %w: range use %d", leaf.ErrInvalidArgument, use)
 	}
@@ -580,15 +514,16 @@ func (g *Generator) Take(ctx context.Context, tag string, n int, use leaf.RangeU
 type takeKind uint8
 
 const (
-	takeIDs          takeKind = iota // IDs to answer
-	takeRange                        // a range a client hands out: refused for opaque, formatted and ordered tags
-	takeOrderedRange                 // a range a forwarding server hands out at once: refused for opaque, formatted and periodic tags
+	takeIDs       takeKind = iota // IDs to answer
+	takeRange                     // a range a client hands out (leaf.ByClient): refused for opaque and formatted tags, and by kinds that refuse it
+	takeForwarded                 // a range a forwarding server hands out at once (leaf.ByForwarder): refused for opaque, formatted and periodic tags
 )
 
 // take claims up to n IDs of tag, from one range of one period; waitUntil
 // is the request's wait budget (see buffer.take). It returns the raw IDs
 // and the encoder they leave through (see run); a range refuses an opaque
-// or formatted tag's, and one of kind takeRange an ordered tag's.
+// or formatted tag's, and a kind may refuse one (an ordered tag's range
+// of kind takeRange).
 func (g *Generator) take(ctx context.Context, tag string, n int64, waitUntil *time.Time, tk takeKind) (run, error) {
 	for {
 		b, err := g.buffer(tag)
@@ -1032,16 +967,17 @@ func (g *Generator) drop(tag string) {
 
 // Close stops issuing, waits for background loads, (with GiveBack)
 // returns each tag's unused IDs to the store with a conditional update that
-// applies only if no one reserved since, and releases the leases of the
-// ordered tags this server owns, so that another server takes them over at
-// once. It does not close the store.
+// applies only if no one reserved since, and has the kinds release what
+// they hold in the store (Kind.Release: the leases of the ordered tags this
+// server owns, so that another server takes them over at once), then closes
+// Config.Kinds. It does not close the store.
 func (g *Generator) Close(ctx context.Context) error {
 	if !g.closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	if g.s.Owner != "" {
-		// Deferred first, so run last: after the leases are released.
-		defer ownersInUse.Delete(g.s.Owner)
+	if g.s.Kinds != nil {
+		// Deferred first, so run last: after the kinds' releases.
+		defer g.s.Kinds.Close()
 	}
 	close(g.done)
 	// The idle sweep checks closed under g.mu: a buffer it has not taken
@@ -1066,12 +1002,11 @@ func (g *Generator) Close(ctx context.Context) error {
 		}
 	}
 	bufs = all
-	// An ordered tag's lease goes last, after its give-back: while it is
-	// held, no other owner reserves from the tag's row, so the give-back
-	// lands and the next owner continues right above the last ID issued.
-	// Released first, it would be as safe: the give-back is conditional,
-	// and the buffer was frozen, so [from, expect) was never issued.
-	defer inParallel(len(kinds), func(i int) { kinds[i].release(ctx) })
+	// What a kind holds in the store goes last, after its give-back (an
+	// ordered tag's lease: while it is held, no other server reserves from
+	// the tag's row, so the give-back lands and the next one continues
+	// right above the last ID issued).
+	defer parallel.Run(len(kinds), func(i int) { kinds[i].release(ctx) })
 	// Let in-flight loads finish their attempt, so a range reserved just now
 	// is known and can be given back; ctx bounds the wait.
 	stopped := make(chan struct{})
@@ -1100,7 +1035,7 @@ func (g *Generator) Close(ctx context.Context) error {
 		mu   sync.Mutex
 		errs []error
 	)
-	inParallel(len(tails), func(i int) {
+	parallel.Run(len(tails), func(i int) {
 		t := tails[i]
 		ok, err := g.giveBackRange(ctx, t.b, t.from, t.expect)
 		switch {
@@ -1122,27 +1057,6 @@ func (g *Generator) Close(ctx context.Context) error {
 		}
 	})
 	return errors.Join(errs...)
-}
-
-// storeWorkers is how many store calls of one kind run at once where
-// there may be thousands (Close's give-backs and lease releases, the
-// renewals of leases whose batch failed): they take a few hundred round
-// trips' time rather than thousands, and the store's pool (16
-// connections) is not flooded.
-const storeWorkers = 8
-
-// inParallel runs f(0..n-1) on up to storeWorkers goroutines and waits.
-func inParallel(n int, f func(i int)) {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(n, storeWorkers) {
-		wg.Go(func() {
-			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
-				f(i)
-			}
-		})
-	}
-	wg.Wait()
 }
 
 // Settings is the old name of Config.

@@ -103,12 +103,14 @@ func (b *tokenBucket) take(now time.Time) bool {
 // primary-key read, and lists the tags only when it moved or at every
 // FullRefreshEvery-th refresh: rows written by other tools or by Java Leaf
 // do not move the counter. Tags gone from the listing lose their state.
-// On a store with ordered tags it also lists those, at every refresh, and
-// drops the state of the tags in use whose ordered flag changed.
+// Config.Kinds refreshes what it keeps with each refresh (package
+// ordered: which tags in use are ordered).
 func (g *Generator) refresh(ctx context.Context) error {
 	err := g.refreshNames(ctx)
-	if err == nil {
-		err = g.refreshOrdered(ctx)
+	if err == nil && g.s.Kinds != nil {
+		if err = g.s.Kinds.Refresh(ctx); err != nil {
+			g.storeFailed(err)
+		}
 	}
 	return err
 }
@@ -175,8 +177,9 @@ func (g *Generator) refreshNames(ctx context.Context) error {
 		}
 	})
 	for _, b := range gone {
-		// Stopped before they leave the maps: an ordered tag's
-		// ownership ends before a later state of the tag could start one.
+		// Stopped before they leave the maps: a kind's state ends (an
+		// ordered tag's ownership) before a later state of the tag could
+		// start.
 		stopTag(b, fmt.Errorf("tag %q: %w", b.tag, leaf.ErrTagNotFound))
 	}
 	g.removeLocked(gone...)
@@ -356,7 +359,7 @@ func (g *Generator) sweep(ctx context.Context) error {
 			continue
 		}
 		if b.kind() != nil {
-			continue // a periodic tag's periods were given back as they went; an ordered tag's IDs are abandoned
+			continue // a periodic tag's periods were given back as they went; a kind's IDs are abandoned
 		}
 		from, expect, ok := b.claimTail()
 		if !ok {
@@ -402,4 +405,31 @@ func (g *Generator) giveBack(ctx context.Context, b *buffer, from, expect int64)
 	b.givenBack += uint64(expect - from)
 	b.mu.Unlock()
 	return expect - from, nil
+}
+
+// find is the tag's buffer in any map, nil if it has none.
+func (g *Generator) find(tag string) *buffer {
+	if b := (*g.hot.Load())[tag]; b != nil {
+		return b
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if b := g.fresh[tag]; b != nil {
+		return b
+	}
+	return g.pending[tag]
+}
+
+// convert drops a tag's state whose kind changed (or may have): its
+// buffers are stopped, its state leaves the maps, and its kind's release
+// runs. Requests in flight and later ones look the tag up again. A
+// buffer's unused IDs are abandoned, as a crash abandons them.
+func (g *Generator) convert(ctx context.Context, b *buffer) {
+	g.mu.Lock()
+	stopTag(b, errRetired)
+	g.removeLocked(b)
+	g.mu.Unlock()
+	if k := b.kind(); k != nil {
+		k.release(ctx)
+	}
 }

@@ -26,11 +26,12 @@ import (
 	"github.com/leafgo/leaf/grpcapi"
 	"github.com/leafgo/leaf/httpapi"
 	"github.com/leafgo/leaf/internal/deadline"
-	"github.com/leafgo/leaf/internal/forward"
 	"github.com/leafgo/leaf/internal/history"
 	"github.com/leafgo/leaf/internal/ratelimit"
 	"github.com/leafgo/leaf/metrics"
 	"github.com/leafgo/leaf/mysql"
+	"github.com/leafgo/leaf/ordered"
+	"github.com/leafgo/leaf/ordered/forward"
 	"github.com/leafgo/leaf/postgres"
 	"github.com/leafgo/leaf/segment"
 	"github.com/leafgo/leaf/tagshape"
@@ -459,6 +460,7 @@ func (a *app) runServer(ctx context.Context, p *servePlan, log *slog.Logger) err
 		store     segmentStore
 		storeDesc = "none (segment mode disabled)"
 		gen       *segment.Generator
+		ord       *ordered.Tags // nil on a store without ordered tags
 		// fwd forwards the requests for ordered tags this server does not
 		// own: gRPC's always, HTTP's but in redirect mode (httpFwd).
 		fwd       *forward.Forwarder
@@ -563,14 +565,25 @@ func (a *app) runServer(ctx context.Context, p *servePlan, log *slog.Logger) err
 		// The owner identity of ordered tags: where the others reach this
 		// server, and a nonce of this process, so that a restarted server
 		// is a new owner whose predecessor's lease must run out.
-		settings.Owner = advertise + "#" + processNonce()
-		settings.OwnerLease = cfg.Segment.OwnerLease
+		oc := ordered.DefaultConfig()
+		oc.Owner = advertise + "#" + processNonce()
+		oc.OwnerLease = cfg.Segment.OwnerLease
+		if ostore, ok := settings.Store.(leaf.OrderedStore); ok {
+			oc.Store = ostore
+			if ord, err = ordered.New(oc); err != nil {
+				return abort(fmt.Errorf("start ordered tags: %w", err))
+			}
+			settings.Kinds = ord
+		}
 		gen, err = segment.New(ctx, settings)
 		if err != nil {
 			return abort(fmt.Errorf("start segment generator: %w", err))
 		}
-		fwd, err = forward.New(forward.Config{Local: gen, Self: settings.Owner, Token: adminToken,
-			Wait: cfg.Segment.WaitTimeout, Logger: log})
+		fc := forward.Config{Local: gen, Self: oc.Owner, Token: adminToken, Wait: cfg.Segment.WaitTimeout, Logger: log}
+		if ord != nil {
+			fc.Watcher = ord
+		}
+		fwd, err = forward.New(fc)
 		if err != nil {
 			return abort(fmt.Errorf("start forwarder: %w", err))
 		}
@@ -633,6 +646,9 @@ func (a *app) runServer(ctx context.Context, p *servePlan, log *slog.Logger) err
 		// Tags change through the generator; their rows are read from the
 		// store, where they are.
 		hcfg.Tags = store
+		if ord != nil {
+			hcfg.Ordered = ord
+		}
 	}
 	if limiter != nil {
 		hcfg.Limiter = limiter

@@ -36,6 +36,7 @@ import (
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/internal/sqlstore"
 	"github.com/leafgo/leaf/metrics"
+	"github.com/leafgo/leaf/ordered"
 	"github.com/leafgo/leaf/ordinal"
 	"github.com/leafgo/leaf/segment"
 	"github.com/leafgo/leaf/snowflake"
@@ -314,7 +315,7 @@ func Default() Config {
 			IdleTimeout:     seg.IdleTimeout,
 			LookupRate:      int(seg.LookupRate),
 			Ordered:         OrderedForward,
-			OwnerLease:      seg.OwnerLease,
+			OwnerLease:      ordered.DefaultConfig().OwnerLease,
 			Failover:        Failover{Fence: true, Window: fence.Window, Lag: fence.Lag, MarginSteps: int(fence.MarginSteps)},
 		},
 		Snowflake: Snowflake{

@@ -1,4 +1,4 @@
-package segment
+package ordered
 
 import (
 	"context"
@@ -9,9 +9,10 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/parallel"
 )
 
-// renewer renews the leases of the ordered tags this generator owns: one
+// renewer renews the leases of the ordered tags this server owns: one
 // goroutine, and one leaf.OrderedStore.RenewTags call per
 // leaf.MaxRenewBatch leases due, however many tags it owns. A server may
 // own thousands (a sequence per conversation); a goroutine and a
@@ -30,38 +31,38 @@ import (
 // go back to batches once renewed. Every call is bounded by half the
 // renewal interval, so that a hung one leaves the retries time.
 type renewer struct {
-	g    *Generator
+	t    *Tags
 	wake chan struct{} // the first ownership was added
 	mu   sync.Mutex
 	due  map[*ownership]slot
 }
 
-// slot is an ownership's next renewal: when (g.mono()), and whether on its
+// slot is an ownership's next renewal: when (t.mono()), and whether on its
 // own, after its batch failed.
 type slot struct {
 	at   int64
 	solo bool
 }
 
-func newRenewer(g *Generator) *renewer {
-	return &renewer{g: g, wake: make(chan struct{}, 1), due: map[*ownership]slot{}}
+func newRenewer(t *Tags) *renewer {
+	return &renewer{t: t, wake: make(chan struct{}, 1), due: map[*ownership]slot{}}
 }
 
 // every is the interval between the renewals of one lease.
-func (r *renewer) every() int64 { return int64(r.g.s.OwnerLease / 3) }
+func (r *renewer) every() int64 { return int64(r.t.s.OwnerLease / 3) }
 
 // retryIn is how soon a failed renewal is tried again.
 func (r *renewer) retryIn() int64 { return max(r.every()/4, int64(minLeaseCache)) }
 
 // callTimeout bounds one store call.
 func (r *renewer) callTimeout() time.Duration {
-	return min(r.g.s.StoreTimeout, time.Duration(r.every()/2))
+	return min(r.t.s.StoreTimeout, time.Duration(r.every()/2))
 }
 
 // add schedules the renewals of a new ownership.
 func (r *renewer) add(w *ownership) {
 	r.mu.Lock()
-	r.due[w] = slot{at: r.g.mono() + r.every()}
+	r.due[w] = slot{at: r.t.mono() + r.every()}
 	// Every other renewal is due no later than this one: the timer only
 	// needs setting when there was none.
 	first := len(r.due) == 1
@@ -74,13 +75,13 @@ func (r *renewer) add(w *ownership) {
 	}
 }
 
-// run renews until the generator closes.
+// run renews until the generator starts to close.
 func (r *renewer) run() {
-	g := r.g
-	defer g.wg.Done()
-	t := time.NewTimer(time.Hour)
-	t.Stop()
-	defer t.Stop()
+	t := r.t
+	defer t.wg.Done()
+	tm := time.NewTimer(time.Hour)
+	tm.Stop()
+	defer tm.Stop()
 	for {
 		batch, solo, next := r.dueNow()
 		if len(batch)+len(solo) > 0 {
@@ -90,13 +91,13 @@ func (r *renewer) run() {
 			continue
 		}
 		if next != math.MaxInt64 {
-			t.Reset(time.Duration(next - g.mono()))
+			tm.Reset(time.Duration(next - t.mono()))
 		}
 		select {
-		case <-g.done:
+		case <-t.done:
 			return
 		case <-r.wake:
-		case <-t.C:
+		case <-tm.C:
 		}
 	}
 }
@@ -105,7 +106,7 @@ func (r *renewer) run() {
 // none unless one is due, and otherwise when the next one is; it forgets
 // those that ended.
 func (r *renewer) dueNow() (batch, solo []*ownership, next int64) {
-	now := r.g.mono()
+	now := r.t.mono()
 	ahead := now + r.every()/2
 	next = math.MaxInt64
 	r.mu.Lock()
@@ -143,7 +144,7 @@ func (r *renewer) schedule(w *ownership, s slot) {
 // leaf.MaxRenewBatch leases per store call. It reports false once the
 // generator is closing.
 func (r *renewer) renew(batch, solo []*ownership) bool {
-	g := r.g
+	t := r.t
 	var (
 		mu     sync.Mutex
 		failed []string
@@ -154,11 +155,11 @@ func (r *renewer) renew(batch, solo []*ownership) bool {
 		failed, why = append(failed, tag), err
 		mu.Unlock()
 	}
-	inParallel(len(solo), func(i int) {
+	parallel.Run(len(solo), func(i int) {
 		w := solo[i]
-		sent := g.mono()
-		ctx, cancel := context.WithTimeout(g.ctx, r.callTimeout())
-		l, err := g.ordered.RenewTag(ctx, w.o.tag, g.s.Owner, w.token, g.s.OwnerLease)
+		sent := t.mono()
+		ctx, cancel := context.WithTimeout(t.ctx, r.callTimeout())
+		l, err := t.store.RenewTag(ctx, w.o.tag, t.s.Owner, w.token, t.s.OwnerLease)
 		cancel()
 		if r.apply(w, sent, l, err) {
 			fail(w.o.tag, err)
@@ -167,7 +168,7 @@ func (r *renewer) renew(batch, solo []*ownership) bool {
 	leases := make([]leaf.TagToken, 0, min(len(batch), leaf.MaxRenewBatch))
 	for len(batch) > 0 {
 		select {
-		case <-g.done:
+		case <-t.done:
 			return false
 		default:
 		}
@@ -177,9 +178,9 @@ func (r *renewer) renew(batch, solo []*ownership) bool {
 		for _, w := range chunk {
 			leases = append(leases, leaf.TagToken{Tag: w.o.tag, Token: w.token})
 		}
-		sent := g.mono()
-		ctx, cancel := context.WithTimeout(g.ctx, r.callTimeout())
-		res, err := g.ordered.RenewTags(ctx, g.s.Owner, leases, g.s.OwnerLease)
+		sent := t.mono()
+		ctx, cancel := context.WithTimeout(t.ctx, r.callTimeout())
+		res, err := t.store.RenewTags(ctx, t.s.Owner, leases, t.s.OwnerLease)
 		cancel()
 		if err == nil && len(res) != len(chunk) {
 			err = fmt.Errorf("the store answered %d renewals for %d leases", len(res), len(chunk))
@@ -198,11 +199,11 @@ func (r *renewer) renew(batch, solo []*ownership) bool {
 	if len(failed) > 0 {
 		// One line per round, not per tag: a store that is down fails
 		// every lease at once.
-		g.s.Logger.Warn("segment ordered tags: lease renewal failed; retrying, and each tag stops issuing when its lease runs out",
+		t.s.Logger.Warn("segment ordered tags: lease renewal failed; retrying, and each tag stops issuing when its lease runs out",
 			"tags", len(failed), "first", failed[0], "retry_in", time.Duration(r.retryIn()), "err", why)
 	}
 	select {
-	case <-g.done:
+	case <-t.done:
 		return false
 	default:
 		return true
@@ -212,23 +213,23 @@ func (r *renewer) renew(batch, solo []*ownership) bool {
 // apply takes one lease's renewal, sent at sent: the lease, or the error.
 // It reports a failure to try again, which the next try makes on its own.
 func (r *renewer) apply(w *ownership, sent int64, l leaf.TagLease, err error) (retry bool) {
-	g, o := r.g, w.o
+	t, o := r.t, w.o
 	switch {
 	case errors.Is(err, leaf.ErrLeaseLost):
 		w.lost(err)
 	case err != nil:
-		if g.mono() >= w.deadline.Load() {
+		if t.mono() >= w.deadline.Load() {
 			if w.end() {
-				g.s.Logger.Error("segment ordered tag: lease could not be renewed before it ran out; stopped issuing", "tag", o.tag, "token", w.token, "err", err)
+				t.s.Logger.Error("segment ordered tag: lease could not be renewed before it ran out; stopped issuing", "tag", o.tag, "token", w.token, "err", err)
 			}
 			return false
 		}
-		r.schedule(w, slot{at: g.mono() + r.retryIn(), solo: true})
+		r.schedule(w, slot{at: t.mono() + r.retryIn(), solo: true})
 		return true
 	default:
-		w.extend(sent + int64(l.Left-g.leaseMargin()))
+		w.extend(sent + int64(l.Left-t.leaseMargin()))
 		o.mu.Lock()
-		o.observeLocked(l, sent, g.mono())
+		o.observeLocked(l, sent, t.mono())
 		o.mu.Unlock()
 		r.schedule(w, slot{at: sent + r.every()})
 	}

@@ -1,4 +1,4 @@
-package segment
+package ordered
 
 import (
 	"context"
@@ -10,19 +10,21 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/internal/doublebuf"
 	"github.com/leafgo/leaf/internal/ratemeter"
+	"github.com/leafgo/leaf/segment"
 )
 
 // This file issues the IDs of ordered tags (leaf.OrderedStore): IDs that
 // strictly increase in the order they are issued, across the cluster. One
 // server at a time, the tag's owner, issues them, under a lease kept in
 // the store; the others answer *leaf.NotOwnerError, naming the owner, and
-// their transports forward to it (NextOrderedRange).
+// their transports forward to it (Forwarder), which answers with the
+// generator's Take by leaf.ByForwarder.
 //
-// An ordered tag is a kind (kind.go): its shell's first load reads the
-// tag's lease and, finding the tag ordered, hangs the ordered state on the
-// shell. A plain tag's hot path never looks at any of this.
+// An ordered tag is a kind of the segment generator's (segment.Kinds):
+// its shell's first load asks Find, which reads the tag's lease and,
+// finding the tag ordered, answers the tag's state. A plain tag's hot path
+// never looks at any of this.
 //
 // Why the IDs increase across owners:
 //   - Every ownership (every lease taken, here or anywhere) issues from a
@@ -90,7 +92,7 @@ import (
 
 // errOwnershipEnded stops the buffer of an ownership that ended; takes
 // that meet it look at the ownership again.
-var errOwnershipEnded = errors.New("segment: the ownership of the ordered tag ended")
+var errOwnershipEnded = errors.New("ordered: the ownership of the ordered tag ended")
 
 // Bounds of the lease cache of a tag another server owns: it is read
 // again at most every maxLeaseCache, and at least minLeaseCache apart.
@@ -99,11 +101,11 @@ const (
 	minLeaseCache = 10 * time.Millisecond
 )
 
-// ordered is an ordered tag's state on this server.
-type ordered struct {
-	g     *Generator
+// state is an ordered tag's state on this server: its segment.Kind.
+type state struct {
+	t     *Tags
 	tag   string
-	shell *buffer
+	shell *segment.Buffer
 
 	// cur is this server's ownership of the tag, nil when it has none: the
 	// ordered hot path is one load of it.
@@ -115,13 +117,13 @@ type ordered struct {
 	// sweep.
 	notOwner atomic.Uint64
 
-	// mu guards the fields below. Lock order: g.mu, then mu, then a
-	// buffer's mu.
+	// mu guards the fields below. Lock order: the generator's lock,
+	// then mu, then a buffer's.
 	mu     sync.Mutex
 	seen   leaf.TagLease // the lease as last read, acquired or renewed
-	seenAt int64         // g.mono() when the request that answered seen was sent
+	seenAt int64         // t.mono() when the request that answered seen was sent
 	seenOK bool
-	// watchedAt is the g.mono() instant the read that first showed seen
+	// watchedAt is the t.mono() instant the read that first showed seen
 	// (the very same lease, leaf.TagLease.Same) was answered; watchFor is
 	// how long from then it must stay the same before this server may
 	// take it over (see takeAtLocked).
@@ -133,7 +135,7 @@ type ordered struct {
 	floor int64
 	// toRelease is the ownership that stopAll ended, for release.
 	toRelease *ownership
-	retired   counters // the counters of ownerships that ended
+	retired   segment.Counters // the counters of ownerships that ended
 	rate      ratemeter.Meter
 	// seenAct and activeAt are the activity the idle sweep saw last, and
 	// when (wall clock).
@@ -147,11 +149,11 @@ type ordered struct {
 // tag: err, or a *leaf.NotOwnerError made from lease (read at seenAt)
 // until this server may try to take it over.
 type leaseAnswer struct {
-	until  int64 // g.mono(): ask the store again from here
+	until  int64 // t.mono(): ask the store again from here
 	err    error
 	lease  leaf.TagLease
 	seenAt int64
-	takeAt int64 // g.mono(): this server may try to take lease over (takeAtLocked)
+	takeAt int64 // t.mono(): this server may try to take lease over (takeAtLocked)
 	// owner and url name the owner in a NotOwnerError: lease.Owner and
 	// its URL, or both empty when the lease is an earlier process of this
 	// very server, which is this one now: it is dead, and its lease must
@@ -162,10 +164,10 @@ type leaseAnswer struct {
 // ownership is one lease of the tag this server took: its fencing token,
 // its buffer and its deadline.
 type ownership struct {
-	o     *ordered
+	o     *state
 	token int64
-	b     *buffer
-	// deadline is the g.mono() instant from which no ID may be issued;
+	b     *segment.Buffer
+	// deadline is the t.mono() instant from which no ID may be issued;
 	// math.MinInt64 once the ownership ended. Only renewals move it, and
 	// never once it ended.
 	deadline atomic.Int64
@@ -177,8 +179,8 @@ func (w *ownership) ended() bool { return w.deadline.Load() == math.MinInt64 }
 
 // newOrdered is the state of an ordered tag whose lease was read by a
 // request sent at sent and answered at answered.
-func newOrdered(g *Generator, shell *buffer, l leaf.TagLease, sent, answered int64) *ordered {
-	o := &ordered{g: g, tag: shell.tag, shell: shell, activeAt: time.Now()}
+func newState(t *Tags, shell *segment.Buffer, l leaf.TagLease, sent, answered int64) *state {
+	o := &state{t: t, tag: shell.Tag(), shell: shell, activeAt: time.Now()}
 	o.observeLocked(l, sent, answered)
 	return o
 }
@@ -188,14 +190,14 @@ func newOrdered(g *Generator, shell *buffer, l leaf.TagLease, sent, answered int
 // lease other than the one seen before starts the watch anew, from the
 // answer: the owner's renewal may have landed after the send. o.mu must be
 // held, or o not yet shared.
-func (o *ordered) observeLocked(l leaf.TagLease, sent, answered int64) {
+func (o *state) observeLocked(l leaf.TagLease, sent, answered int64) {
 	if !o.seenOK || !l.Same(o.seen) {
-		o.watchedAt, o.watchFor = answered, max(o.g.s.OwnerLease, l.Left)
+		o.watchedAt, o.watchFor = answered, max(o.t.s.OwnerLease, l.Left)
 	}
 	o.seen, o.seenAt, o.seenOK = l, sent, true
 }
 
-// takeAtLocked is the g.mono() instant from which this server may try to
+// takeAtLocked is the t.mono() instant from which this server may try to
 // take over the lease it saw: at once when the lease has no owner or is
 // this server's own (under which it issues nothing: it has no ownership
 // when it asks); else once it has watched the very same lease for
@@ -204,15 +206,15 @@ func (o *ordered) observeLocked(l leaf.TagLease, sent, answered int64) {
 // lease is not cut short), and the lease should have run out by the
 // store's clock, which the store checks too. o.mu must be held, or o not
 // yet shared.
-func (o *ordered) takeAtLocked() int64 {
+func (o *state) takeAtLocked() int64 {
 	l := o.seen
-	if !o.seenOK || l.Owner == "" || l.Owner == o.g.s.Owner {
+	if !o.seenOK || l.Owner == "" || l.Owner == o.t.s.Owner {
 		return math.MinInt64
 	}
 	return max(after(o.watchedAt, o.watchFor), after(o.seenAt, l.Left))
 }
 
-// after is the g.mono() instant d after at, saturated: a lease's Left may
+// after is the t.mono() instant d after at, saturated: a lease's Left may
 // be anything a hand-written row says.
 func after(at int64, d time.Duration) int64 {
 	if d > 0 && at > math.MaxInt64-int64(d) {
@@ -224,63 +226,60 @@ func after(at int64, d time.Duration) int64 {
 	return at + int64(d)
 }
 
-// mono is the generator's monotonic clock, in nanoseconds since New: the
+// mono is the monotonic clock of the leases, in nanoseconds since New: the
 // clock of lease deadlines, which a wall clock stepping cannot stretch.
-func (g *Generator) mono() int64 { return int64(time.Since(g.epoch)) }
+func (t *Tags) mono() int64 { return int64(time.Since(t.epoch)) }
 
 // leaseMargin is how long before its lease would run out an owner stops
 // issuing: a tenth of the lease, at least 100ms, for the clocks' drift.
-func (g *Generator) leaseMargin() time.Duration {
-	return max(g.s.OwnerLease/10, 100*time.Millisecond)
+func (t *Tags) leaseMargin() time.Duration {
+	return max(t.s.OwnerLease/10, 100*time.Millisecond)
 }
 
-// rangeRefusal is NextRange's answer for an ordered tag.
-func (o *ordered) rangeRefusal() error {
+// rangeRefusal is the answer to a range a client would hand out.
+func (o *state) rangeRefusal() error {
 	return fmt.Errorf("tag %s is ordered: a range would let a caller hand its IDs out of order; take IDs or batches: %w", o.tag, leaf.ErrOrderedTag)
 }
 
-// next is NextID for an ordered tag; errRetired sends the request the slow
-// way, which looks the tag up again.
-func (o *ordered) next(ctx context.Context) (int64, string, bool, error) {
+// Next is NextID for an ordered tag; segment.ErrRetired sends the request
+// the slow way, which looks the tag up again.
+func (o *state) Next(ctx context.Context) (int64, bool, error) {
 	v, err := o.nextID(ctx)
-	if err == errRetired {
-		return 0, "", false, nil
+	if err == segment.ErrRetired {
+		return 0, false, nil
 	}
-	return v, "", true, err
+	return v, true, err
 }
 
-// take is a run of this server's ownership; a range for a client to hand
+// Take is a run of this server's ownership; a range for a client to hand
 // out is refused.
-func (o *ordered) take(ctx context.Context, n int64, waitUntil *time.Time, tk takeKind) (run, error) {
-	if tk == takeRange {
-		return run{}, o.rangeRefusal()
+func (o *state) Take(ctx context.Context, n int64, waitUntil *time.Time, use leaf.RangeUse) (int64, int64, error) {
+	if use == leaf.ByClient {
+		return 0, 0, o.rangeRefusal()
 	}
-	s, e, err := o.takeRun(ctx, n, waitUntil)
-	return run{start: s, end: e, shell: o.shell}, err
+	return o.takeRun(ctx, n, waitUntil)
 }
 
-// sweep drops the state of a tag idle for timeout: its ownership ends
-// now, before the state leaves the maps (see convert), and its lease is
-// released once g.mu is released; its unused IDs are abandoned.
-func (o *ordered) sweep(now time.Time, timeout time.Duration) (bool, func(context.Context)) {
+// Sweep drops the state of a tag idle for timeout: its ownership ends
+// now, before the state leaves the maps (see Buffer.Drop), and its lease
+// is released once the generator's lock is released; its unused IDs are
+// abandoned.
+func (o *state) Sweep(now time.Time, timeout time.Duration) (bool, func(context.Context)) {
 	if !o.idle(now, timeout) {
 		return false, nil
 	}
-	stopTag(o.shell, errRetired)
-	return true, o.release
+	o.shell.Stop(segment.ErrRetired)
+	return true, o.Release
 }
 
 // nextID is NextID for an ordered tag.
-func (o *ordered) nextID(ctx context.Context) (int64, error) {
+func (o *state) nextID(ctx context.Context) (int64, error) {
 	if w := o.cur.Load(); w != nil {
-		if v, got := w.b.ids.Next(); got != doublebuf.None {
-			if got == doublebuf.PrefetchDue {
-				w.b.ids.Prefetch()
-			}
-			if h := o.g.afterTake; h != nil {
+		if v, ok := w.b.Next(); ok {
+			if h := o.t.afterTake; h != nil {
 				h(o.tag, v, v+1)
 			}
-			if o.g.mono() < w.deadline.Load() {
+			if o.t.mono() < w.deadline.Load() {
 				return v, nil
 			}
 			return 0, o.lapsed(w)
@@ -294,13 +293,13 @@ func (o *ordered) nextID(ctx context.Context) (int64, error) {
 // takeRun takes a run [s, e) of at most n IDs from one range of this
 // server's ownership, taking the lease first if it is free. The deadline is
 // looked at after the take: IDs taken once it passed are never issued.
-func (o *ordered) takeRun(ctx context.Context, n int64, waitUntil *time.Time) (int64, int64, error) {
+func (o *state) takeRun(ctx context.Context, n int64, waitUntil *time.Time) (int64, int64, error) {
 	for tries := 0; ; tries++ {
 		w, err := o.ownership(ctx, waitUntil)
 		if err != nil {
 			return 0, 0, err
 		}
-		s, e, err := w.b.take(ctx, n, waitUntil)
+		s, e, err := w.b.Take(ctx, n, waitUntil)
 		if err == errOwnershipEnded {
 			// Ended under the take: look again, once the end is done (end
 			// stops the buffer before it clears o.cur, and waits out an end
@@ -314,10 +313,10 @@ func (o *ordered) takeRun(ctx context.Context, n int64, waitUntil *time.Time) (i
 		if err != nil {
 			return 0, 0, err
 		}
-		if h := o.g.afterTake; h != nil {
+		if h := o.t.afterTake; h != nil {
 			h(o.tag, s, e)
 		}
-		if o.g.mono() >= w.deadline.Load() {
+		if o.t.mono() >= w.deadline.Load() {
 			return 0, 0, o.lapsed(w)
 		}
 		return s, e, nil
@@ -327,7 +326,7 @@ func (o *ordered) takeRun(ctx context.Context, n int64, waitUntil *time.Time) (i
 // lapsed ends an ownership whose deadline passed between a take and its
 // check (or that ended meanwhile), and is the answer of that take, whose
 // IDs are discarded.
-func (o *ordered) lapsed(w *ownership) error {
+func (o *state) lapsed(w *ownership) error {
 	o.mu.Lock()
 	dead, stopErr := o.dead, o.stopErr
 	o.mu.Unlock()
@@ -337,7 +336,7 @@ func (o *ordered) lapsed(w *ownership) error {
 		return stopErr
 	}
 	if w.end() {
-		o.g.s.Logger.Warn("segment ordered tag: lease ran out here before it was renewed; stopped issuing", "tag", o.tag, "token", w.token)
+		o.t.s.Logger.Warn("segment ordered tag: lease ran out here before it was renewed; stopped issuing", "tag", o.tag, "token", w.token)
 	}
 	return fmt.Errorf("tag %q: this server's lease of the ordered tag ended (not renewed in time, lost, or the server stopping) before the IDs could be issued; they are discarded: %w (%w)",
 		o.tag, leaf.ErrNotReady, leaf.ErrLeaseLost)
@@ -347,12 +346,12 @@ func (o *ordered) lapsed(w *ownership) error {
 // lease is free: else the reason it has none, a *leaf.NotOwnerError when
 // another server owns the tag. One store call runs at a time per tag;
 // requests wait for it within their wait budget (see buffer.take).
-func (o *ordered) ownership(ctx context.Context, waitUntil *time.Time) (*ownership, error) {
+func (o *state) ownership(ctx context.Context, waitUntil *time.Time) (*ownership, error) {
 	for {
 		if w := o.cur.Load(); w != nil {
 			return w, nil
 		}
-		now := o.g.mono()
+		now := o.t.mono()
 		if a := o.answer.Load(); a != nil && now < a.until {
 			if err := o.decide(a, now); err != nil {
 				return nil, err
@@ -379,7 +378,7 @@ func (o *ordered) ownership(ctx context.Context, waitUntil *time.Time) (*ownersh
 			ch = o.startFlightLocked()
 		}
 		o.mu.Unlock()
-		if err := o.g.waitFlight(ctx, o.tag, ch, waitUntil); err != nil {
+		if err := o.t.waitFlight(ctx, o.tag, ch, waitUntil); err != nil {
 			return nil, err
 		}
 	}
@@ -387,11 +386,11 @@ func (o *ordered) ownership(ctx context.Context, waitUntil *time.Time) (*ownersh
 
 // decide is a cached answer's error at now, nil when the store must be
 // asked (this server may try to take the lease over).
-func (o *ordered) decide(a *leaseAnswer, now int64) error {
+func (o *state) decide(a *leaseAnswer, now int64) error {
 	if a.err != nil {
 		return a.err
 	}
-	own := o.g.s.Owner
+	own := o.t.s.Owner
 	if a.lease.Owner != "" && a.lease.Owner != own && now < a.takeAt {
 		o.notOwner.Add(1)
 		return &leaf.NotOwnerError{Tag: o.tag, Owner: a.owner, URL: a.url, Retry: time.Duration(a.takeAt - now)}
@@ -409,39 +408,46 @@ func (o *ordered) decide(a *leaseAnswer, now int64) error {
 // tag. The next request for the tag asks the store again rather than
 // trusting the lease read up to a second ago (at most one read per 10ms),
 // so that a graceful handover or a takeover is seen at once.
-func (g *Generator) OwnerUnreachable(tag string) {
-	b := g.find(tag)
-	if b == nil {
+func (t *Tags) OwnerUnreachable(tag string) {
+	o := t.state(tag)
+	if o == nil {
 		return
 	}
-	o, ok := b.kind().(*ordered)
-	if !ok {
-		return
-	}
-	if a := o.answer.Load(); a != nil && a.err == nil && g.mono()-a.seenAt >= int64(minLeaseCache) {
+	if a := o.answer.Load(); a != nil && a.err == nil && t.mono()-a.seenAt >= int64(minLeaseCache) {
 		o.answer.CompareAndSwap(a, nil)
 	}
 }
 
+// state is the ordered state of tag here, nil if it has none.
+func (t *Tags) state(tag string) *state {
+	sh := t.host.Shell(tag)
+	if sh == nil {
+		return nil
+	}
+	k, _ := sh.Kind()
+	o, _ := k.(*state)
+	return o
+}
+
 // waitFlight waits for a lease call to end, within the request's wait
 // budget.
-func (g *Generator) waitFlight(ctx context.Context, tag string, ch <-chan struct{}, waitUntil *time.Time) error {
+func (t *Tags) waitFlight(ctx context.Context, tag string, ch <-chan struct{}, waitUntil *time.Time) error {
 	select {
 	case <-ch:
 		return nil
 	default:
 	}
 	if waitUntil.IsZero() {
-		*waitUntil = time.Now().Add(g.s.WaitTimeout)
+		*waitUntil = time.Now().Add(t.s.WaitTimeout)
 	}
-	t := time.NewTimer(time.Until(*waitUntil))
-	defer t.Stop()
+	tm := time.NewTimer(time.Until(*waitUntil))
+	defer tm.Stop()
 	select {
 	case <-ch:
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("tag %q: the lease of the ordered tag is being read: %w (%w)", tag, leaf.ErrNotReady, ctx.Err())
-	case <-t.C:
+	case <-tm.C:
 		return fmt.Errorf("tag %q: the store did not answer about the lease of the ordered tag in time: %w", tag, leaf.ErrNotReady)
 	}
 }
@@ -449,12 +455,12 @@ func (g *Generator) waitFlight(ctx context.Context, tag string, ch <-chan struct
 // startFlightLocked starts the store call that reads or takes the lease.
 // It runs in the background, so that a request that gives up waiting does
 // not cut it short for the others. o.mu must be held and o not dead.
-func (o *ordered) startFlightLocked() chan struct{} {
+func (o *state) startFlightLocked() chan struct{} {
 	ch := make(chan struct{})
 	o.flight = ch
-	o.g.wg.Add(1)
+	o.t.wg.Add(1)
 	go func() {
-		defer o.g.wg.Done()
+		defer o.t.wg.Done()
 		o.fly()
 		o.mu.Lock()
 		o.flight = nil
@@ -466,13 +472,13 @@ func (o *ordered) startFlightLocked() chan struct{} {
 
 // fly reads the lease, or takes it when it may be free, and records the
 // outcome: an ownership, or the answer for the requests.
-func (o *ordered) fly() {
-	g := o.g
-	own := g.s.Owner
-	ctx, cancel := context.WithTimeout(g.ctx, g.s.StoreTimeout)
+func (o *state) fly() {
+	t := o.t
+	own := t.s.Owner
+	ctx, cancel := context.WithTimeout(t.ctx, t.s.StoreTimeout)
 	defer cancel()
 	o.mu.Lock()
-	watched, mayTake := o.seen, own != "" && g.mono() >= o.takeAtLocked()
+	watched, mayTake := o.seen, own != "" && t.mono() >= o.takeAtLocked()
 	o.mu.Unlock()
 
 	var (
@@ -480,45 +486,45 @@ func (o *ordered) fly() {
 		ok  = true
 		err error
 	)
-	sent := g.mono()
+	sent := t.mono()
 	if !mayTake {
 		// Another server holds the lease, as far as this one has seen: a
 		// read, which takes no lock, tells whether it still does, and
 		// counts towards the watch.
-		l, ok, err = g.ordered.TagLease(ctx, o.tag)
+		l, ok, err = t.store.TagLease(ctx, o.tag)
 		if err == nil && ok {
 			o.mu.Lock()
-			o.observeLocked(l, sent, g.mono())
-			watched, mayTake = l, own != "" && g.mono() >= o.takeAtLocked()
+			o.observeLocked(l, sent, t.mono())
+			watched, mayTake = l, own != "" && t.mono() >= o.takeAtLocked()
 			o.mu.Unlock()
 		}
 	}
 	if err == nil && ok && mayTake {
 		// Released, this server's own, or watched unrenewed for a whole
 		// lease: take it, if the row still holds the lease watched.
-		sent = g.mono()
-		l, err = g.ordered.AcquireTag(ctx, o.tag, own, g.s.OwnerLease, watched)
+		sent = t.mono()
+		l, err = t.store.AcquireTag(ctx, o.tag, own, t.s.OwnerLease, watched)
 	}
-	if err == nil && own != "" && l.Owner == own && l.Token <= g.ownedToken(o.tag) {
+	if err == nil && own != "" && l.Owner == own && l.Token <= t.ownedToken(o.tag) {
 		// The store still holds a lease this server took and has stopped
 		// issuing under (its deadline passed first, or the tag's state
 		// here was dropped). The state that ended it may yet release its
 		// token: take a new one, so that no release can end this
 		// ownership.
-		if _, err = g.ordered.ReleaseTag(ctx, o.tag, own, l.Token); err == nil {
-			sent = g.mono()
-			l, err = g.ordered.AcquireTag(ctx, o.tag, own, g.s.OwnerLease, leaf.TagLease{})
+		if _, err = t.store.ReleaseTag(ctx, o.tag, own, l.Token); err == nil {
+			sent = t.mono()
+			l, err = t.store.AcquireTag(ctx, o.tag, own, t.s.OwnerLease, leaf.TagLease{})
 		}
 	}
 	if isNotFound(err) {
 		ok, err = false, nil
 	}
-	answered := g.mono()
+	answered := t.mono()
 	if err == nil && !ok {
 		// The tag is no longer ordered (or gone): drop this state; the
 		// requests look the tag up again.
-		g.s.Logger.Info("segment tag is no longer ordered; dropped its ordered state", "tag", o.tag)
-		g.convert(context.WithoutCancel(ctx), o.shell)
+		t.s.Logger.Info("segment tag is no longer ordered; dropped its ordered state", "tag", o.tag)
+		o.shell.Drop(context.WithoutCancel(ctx))
 		return
 	}
 
@@ -529,23 +535,23 @@ func (o *ordered) fly() {
 			// Taken as the state was dropped: no one here issues under
 			// it, and another server need not wait for it to run out.
 			o.mu.Unlock()
-			_, _ = g.ordered.ReleaseTag(ctx, o.tag, own, l.Token)
+			_, _ = t.store.ReleaseTag(ctx, o.tag, own, l.Token)
 			o.mu.Lock()
 		}
 		return
 	}
 	if err != nil {
 		err = fmt.Errorf("tag %q: cannot read or take the lease of the ordered tag: %w (%w)", o.tag, leaf.ErrNotReady, err)
-		o.answer.Store(&leaseAnswer{until: answered + int64(g.s.RetryBackoff), err: err})
-		g.s.Logger.Warn("segment ordered tag: lease call failed", "tag", o.tag, "err", err)
+		o.answer.Store(&leaseAnswer{until: answered + int64(t.s.RetryBackoff), err: err})
+		t.s.Logger.Warn("segment ordered tag: lease call failed", "tag", o.tag, "err", err)
 		return
 	}
 	o.observeLocked(l, sent, answered)
 	if own != "" && l.Owner == own {
-		deadline := sent + int64(l.Left-g.leaseMargin())
-		if deadline <= g.mono() {
+		deadline := sent + int64(l.Left-t.leaseMargin())
+		if deadline <= t.mono() {
 			err := fmt.Errorf("tag %q: the lease taken had %s left, less than the margin: %w", o.tag, l.Left, leaf.ErrNotReady)
-			o.answer.Store(&leaseAnswer{until: answered + int64(g.s.RetryBackoff), err: err})
+			o.answer.Store(&leaseAnswer{until: answered + int64(t.s.RetryBackoff), err: err})
 			return
 		}
 		o.startLocked(l.Token, deadline)
@@ -558,10 +564,10 @@ func (o *ordered) fly() {
 // server holds (or no one, where this server cannot take it), answered at
 // answered: it stands until this server may try to take the lease over,
 // at most maxLeaseCache. o.mu must be held, or o not yet shared.
-func (o *ordered) answerLocked(answered int64) *leaseAnswer {
+func (o *state) answerLocked(answered int64) *leaseAnswer {
 	l, takeAt := o.seen, o.takeAtLocked()
 	wait := maxLeaseCache
-	if o.g.s.Owner != "" {
+	if o.t.s.Owner != "" {
 		var left time.Duration
 		if takeAt > answered {
 			left = time.Duration(takeAt - answered)
@@ -569,15 +575,15 @@ func (o *ordered) answerLocked(answered int64) *leaseAnswer {
 		wait = min(max(left, minLeaseCache), maxLeaseCache)
 	}
 	a := &leaseAnswer{until: answered + int64(wait), lease: l, seenAt: o.seenAt, takeAt: takeAt, owner: l.Owner, url: leaf.OwnerURL(l.Owner)}
-	if own := o.g.s.Owner; own != "" && leaf.OwnerURL(own) == a.url {
+	if own := o.t.s.Owner; own != "" && leaf.OwnerURL(own) == a.url {
 		a.owner, a.url = "", ""
 	}
 	return a
 }
 
-// ownedToken is the highest fencing token of the tag this generator took.
-func (g *Generator) ownedToken(tag string) int64 {
-	if v, ok := g.tokens.Load(tag); ok {
+// ownedToken is the highest fencing token of the tag these Tags took.
+func (t *Tags) ownedToken(tag string) int64 {
+	if v, ok := t.tokens.Load(tag); ok {
 		return v.(int64)
 	}
 	return 0
@@ -586,27 +592,25 @@ func (g *Generator) ownedToken(tag string) int64 {
 // startLocked starts an ownership with token, valid until deadline: a new
 // buffer, which reserves its ranges from now on, and its renewals. o.mu
 // must be held and o not dead.
-func (o *ordered) startLocked(token, deadline int64) {
-	g := o.g
-	if token > g.ownedToken(o.tag) {
-		g.tokens.Store(o.tag, token)
+func (o *state) startLocked(token, deadline int64) {
+	t := o.t
+	if token > t.ownedToken(o.tag) {
+		t.tokens.Store(o.tag, token)
 	}
 	w := &ownership{o: o, token: token}
-	b := newBuffer(g, o.tag, false)
-	b.shapeRead = true // an ordered tag is plain: checked by readShape
-	b.row, w.b = w, b
+	w.b = o.shell.NewBuffer(w)
 	w.deadline.Store(deadline)
 	o.answer.Store(nil)
 	o.cur.Store(w)
-	g.renewer.add(w)
-	b.ids.Fill()
-	g.s.Logger.Info("segment ordered tag: this server owns it", "tag", o.tag, "token", token)
+	t.renewer.add(w)
+	w.b.Fill()
+	t.s.Logger.Info("segment ordered tag: this server owns it", "tag", o.tag, "token", token)
 }
 
 // admit checks a range reserved for an ownership of this tag: it must lie
 // above every range reserved here before, else issuing from it would break
 // the order (a store that hands out ranges below earlier ones).
-func (o *ordered) admit(start, end int64) error {
+func (o *state) admit(start, end int64) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if start < o.floor {
@@ -634,11 +638,11 @@ func (w *ownership) end() bool {
 	w.endOnce.Do(func() {
 		first = true
 		w.deadline.Store(math.MinInt64)
-		w.b.ids.Stop(errOwnershipEnded)
+		w.b.Stop(errOwnershipEnded)
 		o := w.o
 		o.mu.Lock()
 		if o.cur.CompareAndSwap(w, nil) {
-			o.retired.add(w.b)
+			o.retired.Add(w.b)
 		}
 		o.mu.Unlock()
 	})
@@ -649,13 +653,13 @@ func (w *ownership) end() bool {
 // another server may own the tag now.
 func (w *ownership) lost(err error) {
 	if w.end() {
-		w.o.g.s.Logger.Error("segment ordered tag: lease lost; stopped issuing", "tag", w.o.tag, "token", w.token, "err", err)
+		w.o.t.s.Logger.Error("segment ordered tag: lease lost; stopped issuing", "tag", w.o.tag, "token", w.token, "err", err)
 	}
 }
 
-// stopAll drops the state (requests get err), ends the ownership, and
+// StopAll drops the state (requests get err), ends the ownership, and
 // returns its buffer, for a give-back.
-func (o *ordered) stopAll(err error) []*buffer {
+func (o *state) StopAll(err error) []*segment.Buffer {
 	o.mu.Lock()
 	o.dead = true
 	if o.stopErr == nil {
@@ -670,12 +674,12 @@ func (o *ordered) stopAll(err error) []*buffer {
 	o.mu.Lock()
 	o.toRelease = w
 	o.mu.Unlock()
-	return []*buffer{w.b}
+	return []*segment.Buffer{w.b}
 }
 
-// release ends in the store the lease of the ownership stopAll ended, so
+// Release ends in the store the lease of the ownership StopAll ended, so
 // that another server takes over at once rather than when it runs out.
-func (o *ordered) release(ctx context.Context) {
+func (o *state) Release(ctx context.Context) {
 	o.mu.Lock()
 	w := o.toRelease
 	o.toRelease = nil
@@ -683,73 +687,73 @@ func (o *ordered) release(ctx context.Context) {
 	if w == nil {
 		return
 	}
-	g := o.g
-	ctx, cancel := context.WithTimeout(ctx, g.s.StoreTimeout)
+	t := o.t
+	ctx, cancel := context.WithTimeout(ctx, t.s.StoreTimeout)
 	defer cancel()
-	ok, err := g.ordered.ReleaseTag(ctx, o.tag, g.s.Owner, w.token)
+	ok, err := t.store.ReleaseTag(ctx, o.tag, t.s.Owner, w.token)
 	switch {
 	case err != nil:
-		g.s.Logger.Warn("segment ordered tag: lease release failed; another server takes over when it runs out", "tag", o.tag, "token", w.token, "err", err)
+		t.s.Logger.Warn("segment ordered tag: lease release failed; another server takes over when it runs out", "tag", o.tag, "token", w.token, "err", err)
 	case ok:
-		g.s.Logger.Info("segment ordered tag: lease released", "tag", o.tag, "token", w.token)
+		t.s.Logger.Info("segment ordered tag: lease released", "tag", o.tag, "token", w.token)
 	}
 }
 
-// addCounters adds the tag's counters, over all its ownerships, to c.
-func (o *ordered) addCounters(c *counters) {
+// AddCounters adds the tag's counters, over all its ownerships, to c.
+func (o *state) AddCounters(c *segment.Counters) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.addCountersLocked(c)
 }
 
-func (o *ordered) addCountersLocked(c *counters) {
-	c.merge(o.retired)
+func (o *state) addCountersLocked(c *segment.Counters) {
+	c.Merge(&o.retired)
 	if w := o.cur.Load(); w != nil {
-		c.add(w.b)
+		c.Add(w.b)
 	}
 }
 
-// sample records the tag's issued count for its rate, and returns it.
-func (o *ordered) sample(now time.Time) uint64 {
-	var c counters
+// Sample records the tag's issued count for its rate, and returns it.
+func (o *state) Sample(now time.Time) uint64 {
+	var c segment.Counters
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.addCountersLocked(&c)
-	o.rate.Sample(now, c.issued)
-	return c.issued
+	o.rate.Sample(now, c.Issued())
+	return c.Issued()
 }
 
-// status is the tag's status: its ownership's buffers while this server
+// Status is the tag's status: its ownership's buffers while this server
 // owns it, the counters of all its ownerships here.
-func (o *ordered) status(now time.Time) leaf.SegmentStatus {
+func (o *state) Status(now time.Time) leaf.SegmentStatus {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	var c counters
+	var c segment.Counters
 	o.addCountersLocked(&c)
 	st := leaf.SegmentStatus{Tag: o.tag}
 	w := o.cur.Load()
 	if w != nil {
-		st = w.b.status(now)
-		st.Owner, st.OwnerToken = o.g.s.Owner, w.token
-	} else if o.seenOK && o.seen.Left-time.Duration(o.g.mono()-o.seenAt) > 0 {
+		st = w.b.Status(now)
+		st.Owner, st.OwnerToken = o.t.s.Owner, w.token
+	} else if o.seenOK && o.seen.Left-time.Duration(o.t.mono()-o.seenAt) > 0 {
 		st.Owner, st.OwnerToken = o.seen.Owner, o.seen.Token
 	}
 	if a := o.answer.Load(); w == nil && a != nil && a.err != nil {
 		st.LoadError = a.err.Error()
 	}
 	st.Ordered = true
-	c.fill(&st, &o.rate, now)
+	c.Fill(&st, &o.rate, now)
 	return st
 }
 
 // idle reports whether the tag has seen no request for timeout: no ID
-// issued, no wait, no load, no answer given. g.mu must be held.
-func (o *ordered) idle(now time.Time, timeout time.Duration) bool {
+// issued, no wait, no load, no answer given. The generator's lock is held.
+func (o *state) idle(now time.Time, timeout time.Duration) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	var c counters
+	var c segment.Counters
 	o.addCountersLocked(&c)
-	act := c.issued + c.waits + c.loads + o.notOwner.Load()
+	act := c.Activity() + o.notOwner.Load()
 	if act != o.seenAct || o.flight != nil {
 		o.seenAct, o.activeAt = act, now
 		return false
@@ -757,37 +761,19 @@ func (o *ordered) idle(now time.Time, timeout time.Duration) bool {
 	return now.Sub(o.activeAt) >= timeout
 }
 
-// convert drops a tag's state whose ordered flag changed (or may have):
-// its buffers are stopped, an ownership ended before the state leaves the
-// maps (so that no later state of the tag here overlaps it) and its lease
-// released. Requests in flight and later ones look the tag up again. A
-// plain buffer's unused IDs are abandoned, as a crash abandons them.
-func (g *Generator) convert(ctx context.Context, b *buffer) {
-	g.mu.Lock()
-	stopTag(b, errRetired)
-	g.removeLocked(b)
-	g.mu.Unlock()
-	if k := b.kind(); k != nil {
-		k.release(ctx)
-	}
-}
-
-// SetOrdered marks a tag ordered or plain in the store (leaf.OrderedStore)
-// and drops this server's state of the tag if it was of the other kind:
-// the next request reads the tag afresh. Other servers switch when they
-// next ask the store (see Config.RefreshInterval): IDs issued before
-// every server switched are not ordered with those after. Only a plain
-// tag can be ordered: a tag with a period, a format or opaque IDs is
-// refused with leaf.ErrOrderedTag.
-func (g *Generator) SetOrdered(ctx context.Context, tag string, ordered bool) error {
-	if g.ordered == nil {
-		return errNoOrdered
-	}
+// SetOrdered marks a tag ordered or plain in the store and drops this
+// server's state of the tag if it was of the other kind: the next request
+// reads the tag afresh. Other servers switch when they next ask the store
+// (see segment.Config.RefreshInterval): IDs issued before every server
+// switched are not ordered with those after. Only a plain tag can be
+// ordered: a tag with a period, a format or opaque IDs is refused with
+// leaf.ErrOrderedTag.
+func (t *Tags) SetOrdered(ctx context.Context, tag string, ordered bool) error {
 	if err := leaf.ValidateTag(tag); err != nil {
 		return err
 	}
-	if ordered && g.shaper != nil {
-		shape, err := g.shaper.TagShape(ctx, tag)
+	if ordered && t.shaper != nil {
+		shape, err := t.shaper.TagShape(ctx, tag)
 		if err != nil {
 			return err
 		}
@@ -795,140 +781,111 @@ func (g *Generator) SetOrdered(ctx context.Context, tag string, ordered bool) er
 			return fmt.Errorf("tag %s has the shape %s; only a plain tag can be ordered: %w", tag, shape, leaf.ErrOrderedTag)
 		}
 	}
-	if err := g.ordered.SetOrdered(ctx, tag, ordered); err != nil {
+	if err := t.store.SetOrdered(ctx, tag, ordered); err != nil {
 		return err
 	}
-	b := g.find(tag)
 	// A plain buffer may be reading the tag's lease as it stood before:
 	// it is dropped whatever it found. An ordered state that raced the
 	// other way finds the row gone at its next lease call.
-	if is, known := isOrdered(b); known && is != ordered {
-		g.convert(ctx, b)
+	if t.host != nil {
+		if sh := t.host.Shell(tag); sh != nil {
+			if is, known := isOrdered(sh); known && is != ordered {
+				sh.Drop(ctx)
+			}
+		}
 	}
-	g.s.Logger.Info("segment tag ordered flag set", "tag", tag, "ordered", ordered)
+	t.s.Logger.Info("segment tag ordered flag set", "tag", tag, "ordered", ordered)
 	return nil
 }
 
-var errNoOrdered = errors.New("segment store does not support ordered tags")
-
 // isOrdered is what the tag's state here says of its ordered flag; known
-// is false for no state, and for a periodic tag, which cannot be ordered.
-func isOrdered(b *buffer) (is, known bool) {
-	if b == nil {
-		return false, false
-	}
-	switch b.kind().(type) {
-	case nil:
-		return false, true
-	case *ordered:
-		return true, true
-	}
-	return false, false
-}
-
-// find is the tag's buffer in any map, nil if it has none.
-func (g *Generator) find(tag string) *buffer {
-	if b := (*g.hot.Load())[tag]; b != nil {
-		return b
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if b := g.fresh[tag]; b != nil {
-		return b
-	}
-	return g.pending[tag]
-}
-
-// refreshOrdered asks the store which of the tags in use are ordered and
-// drops the state of those whose ordered flag differs: the next request
-// reads them afresh. The question names the tags in use, never lists the
-// table: its cost follows this server's traffic, however many tags are
+// is false for a periodic tag (or another kind's), which cannot be
 // ordered.
-func (g *Generator) refreshOrdered(ctx context.Context) error {
-	if g.ordered == nil {
-		return nil
+func isOrdered(sh *segment.Buffer) (is, known bool) {
+	k, plain := sh.Kind()
+	if plain {
+		return false, true
 	}
-	g.refreshMu.Lock()
-	defer g.refreshMu.Unlock()
+	_, is = k.(*state)
+	return is, is
+}
+
+// Refresh asks the store which of the tags in use are ordered and drops
+// the state of those whose ordered flag differs: the next request reads
+// them afresh. The question names the tags in use, never lists the table:
+// its cost follows this server's traffic, however many tags are ordered.
+func (t *Tags) Refresh(ctx context.Context) error {
+	t.refreshMu.Lock()
+	defer t.refreshMu.Unlock()
 	started := time.Now()
-	var tags []string
-	for _, b := range g.active() {
-		if _, known := isOrdered(b); known {
-			tags = append(tags, b.tag)
+	var (
+		tags   []string
+		shells []*segment.Buffer
+	)
+	for _, sh := range t.host.Shells() {
+		// A shell made after the question was asked reads the lease
+		// itself.
+		if _, known := isOrdered(sh); known && sh.Created().Before(started) {
+			tags, shells = append(tags, sh.Tag()), append(shells, sh)
 		}
 	}
 	if len(tags) == 0 {
 		return nil
 	}
-	lctx, cancel := context.WithTimeout(ctx, g.s.StoreTimeout)
+	lctx, cancel := context.WithTimeout(ctx, t.s.StoreTimeout)
 	defer cancel()
-	ordered, err := g.ordered.OrderedTagsIn(lctx, tags)
+	ordered, err := t.store.OrderedTagsIn(lctx, tags)
 	if err != nil {
-		g.storeFailed(err)
 		return fmt.Errorf("refresh ordered tags: %w", err)
 	}
 	set := make(map[string]bool, len(ordered))
-	for _, t := range ordered {
-		set[t] = true
+	for _, tag := range ordered {
+		set[tag] = true
 	}
-	var change []*buffer
-	g.mu.Lock()
-	g.eachActiveLocked(func(b *buffer) {
-		// A buffer made after the question was asked reads the lease
-		// itself.
-		if !b.created.Before(started) {
-			return
-		}
-		if is, known := isOrdered(b); known && is != set[b.tag] {
-			change = append(change, b)
-		}
-	})
-	for _, b := range change {
-		stopTag(b, errRetired)
-	}
-	g.removeLocked(change...)
-	g.mu.Unlock()
-	for _, b := range change {
-		if k := b.kind(); k != nil {
-			k.release(ctx)
-			g.s.Logger.Info("segment tag is no longer ordered; dropped its ordered state", "tag", b.tag)
+	for _, sh := range shells {
+		is, known := isOrdered(sh)
+		if !known || is == set[sh.Tag()] {
 			continue
 		}
-		g.s.Logger.Info("segment tag became ordered; dropped its plain buffers", "tag", b.tag)
+		sh.Drop(ctx)
+		if is {
+			t.s.Logger.Info("segment tag is no longer ordered; dropped its ordered state", "tag", sh.Tag())
+			continue
+		}
+		t.s.Logger.Info("segment tag became ordered; dropped its plain buffers", "tag", sh.Tag())
 	}
 	return nil
 }
 
-// readLease reads the lease of the tag whose shape readShape read, on the
-// first load of its buffer. Finding the tag ordered, it hangs the ordered
-// state on the buffer and stops it with errKindFound; an ordered tag with
+// Find reads the lease of a tag whose shape its shell's first load read.
+// Finding the tag ordered, it answers the tag's state; an ordered tag with
 // a shape is refused for good.
-func (b *buffer) readLease(ctx context.Context, shape leaf.TagShape) error {
-	g := b.g
-	sent := g.mono()
-	sctx, cancel := context.WithTimeout(ctx, g.s.StoreTimeout)
-	l, ok, err := g.ordered.TagLease(sctx, b.tag)
+func (t *Tags) Find(ctx context.Context, shell *segment.Buffer, shape leaf.TagShape) (segment.Kind, error) {
+	tag := shell.Tag()
+	sent := t.mono()
+	sctx, cancel := context.WithTimeout(ctx, t.s.StoreTimeout)
+	l, ok, err := t.store.TagLease(sctx, tag)
 	cancel()
-	answered := g.mono()
+	answered := t.mono()
 	if err != nil {
-		return fmt.Errorf("read the lease of tag %q: %w", b.tag, err)
+		return nil, fmt.Errorf("read the lease of tag %q: %w", tag, err)
 	}
 	if !ok {
-		return nil
+		return nil, nil
 	}
 	if !shape.IsPlain() {
 		err := fmt.Errorf("tag %s is ordered but has the shape %s; an ordered tag must be plain (no period, format or opaque IDs): %w",
-			b.tag, shape, leaf.ErrOrderedTag)
-		b.ids.Stop(err)
-		g.s.Logger.Error("segment ordered tag cannot issue", "tag", b.tag, "err", err)
-		return err
+			tag, shape, leaf.ErrOrderedTag)
+		shell.Stop(err)
+		t.s.Logger.Error("segment ordered tag cannot issue", "tag", tag, "err", err)
+		return nil, err
 	}
-	o := newOrdered(g, b, l, sent, answered)
-	if l.Owner != "" && l.Owner != g.s.Owner {
+	o := newState(t, shell, l, sent, answered)
+	if l.Owner != "" && l.Owner != t.s.Owner {
 		// Another's lease, even one run out by the store's clock: the
 		// watch starts now.
 		o.answer.Store(o.answerLocked(answered))
 	}
-	g.s.Logger.Info("segment tag is ordered", "tag", b.tag, "owner", l.Owner, "token", l.Token)
-	return b.found(o)
+	t.s.Logger.Info("segment tag is ordered", "tag", tag, "owner", l.Owner, "token", l.Token)
+	return o, nil
 }

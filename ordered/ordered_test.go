@@ -1,4 +1,4 @@
-package segment_test
+package ordered_test
 
 import (
 	"context"
@@ -123,13 +123,13 @@ func (l *link) ReleaseTag(ctx context.Context, tag, owner string, token int64) (
 // identity of its own, as n servers.
 type cluster struct {
 	st    *sqlite.Store
-	gens  []*segment.Generator
+	gens  []*gen
 	links []*link
 }
 
 func ownerOf(i int) string { return fmt.Sprintf("http://10.0.0.%d:8080#n%d", i+1, i+1) }
 
-func newCluster(t *testing.T, n int, tags []string, tweaks ...func(*segment.Config)) *cluster {
+func newCluster(t *testing.T, n int, tags []string, tweaks ...func(*conf)) *cluster {
 	t.Helper()
 	st := testutil.Store(t)
 	for _, tag := range tags {
@@ -143,7 +143,7 @@ func newCluster(t *testing.T, n int, tags []string, tweaks ...func(*segment.Conf
 	c := &cluster{st: st}
 	for i := range n {
 		l := &link{Store: st}
-		tw := append([]func(*segment.Config){func(s *segment.Config) { s.Owner = ownerOf(i) }}, tweaks...)
+		tw := append([]func(*conf){func(s *conf) { s.Owner = ownerOf(i) }}, tweaks...)
 		c.links = append(c.links, l)
 		c.gens = append(c.gens, newGen(t, settings(l, tw...)))
 	}
@@ -170,7 +170,7 @@ func TestOrderedOneOwner(t *testing.T) {
 		if id := next(t, g0, "seq"); id != 1 {
 			t.Fatalf("first ID %d, want 1", id)
 		}
-		for _, g := range []*segment.Generator{g1, g2} {
+		for _, g := range []*gen{g1, g2} {
 			for range 3 {
 				_, err := g.NextID(bg, "seq")
 				e := notOwner(t, err)
@@ -242,13 +242,13 @@ func TestOrderedOneOwner(t *testing.T) {
 // and another takes over. Every ID is unique, each goroutine's strictly
 // increase, and a call that ended before another began got lower IDs.
 func TestOrderedHammer(t *testing.T) {
-	c := newCluster(t, 3, []string{"seq"}, func(s *segment.Config) { s.OwnerLease = 2 * time.Second })
+	c := newCluster(t, 3, []string{"seq"}, func(s *conf) { s.OwnerLease = 2 * time.Second })
 	hammerOrdered(t, c.gens, 8, 1500)
 }
 
 // hammerOrdered runs workers goroutines of calls each on gens (whose
 // owners are ownerOf(i)) for the ordered tag "seq", and checks the order.
-func hammerOrdered(t *testing.T, gens []*segment.Generator, workers, calls int) {
+func hammerOrdered(t *testing.T, gens []*gen, workers, calls int) {
 	type call struct {
 		begin, end int64 // on seq
 		lo, hi     int64
@@ -261,7 +261,7 @@ func hammerOrdered(t *testing.T, gens []*segment.Generator, workers, calls int) 
 		all      []call
 		perG     = make([][]int64, workers)
 	)
-	byURL := func(url string) *segment.Generator {
+	byURL := func(url string) *gen {
 		for i, g := range gens {
 			if leaf.OwnerURL(ownerOf(i)) == url {
 				return g
@@ -271,7 +271,7 @@ func hammerOrdered(t *testing.T, gens []*segment.Generator, workers, calls int) 
 		return nil
 	}
 	ctx := testutil.Context(t, time.Minute)
-	forward := func(owner *segment.Generator, n int) ([]int64, error) {
+	forward := func(owner *gen, n int) ([]int64, error) {
 		var out []int64
 		for len(out) < n {
 			s, e, err := owner.NextOrderedRange(ctx, "seq", n-len(out))
@@ -495,19 +495,19 @@ func TestOrderedTakeover(t *testing.T) {
 func TestOrderedPausedOwner(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		call func(g *segment.Generator) (int, error)
+		call func(g *gen) (int, error)
 	}{
-		{"NextID", func(g *segment.Generator) (int, error) {
+		{"NextID", func(g *gen) (int, error) {
 			if _, err := g.NextID(bg, "seq"); err != nil {
 				return 0, err
 			}
 			return 1, nil
 		}},
-		{"NextIDs", func(g *segment.Generator) (int, error) {
+		{"NextIDs", func(g *gen) (int, error) {
 			ids, err := g.NextIDs(bg, "seq", 3, nil)
 			return len(ids), err
 		}},
-		{"NextOrderedRange", func(g *segment.Generator) (int, error) {
+		{"NextOrderedRange", func(g *gen) (int, error) {
 			s, e, err := g.NextOrderedRange(bg, "seq", 3)
 			return int(e - s), err
 		}},
@@ -792,7 +792,7 @@ func TestOrderedShapesRefused(t *testing.T) {
 			}
 		}
 	}
-	g := newGen(t, settings(orderedAll{st}, func(s *segment.Config) { s.Owner = ownerOf(0); s.OpaqueKey = key }))
+	g := newGen(t, settings(orderedAll{st}, func(s *conf) { s.Owner = ownerOf(0); s.OpaqueKey = key }))
 	for name := range shapes {
 		t.Run(name, func(t *testing.T) {
 			testutil.ErrIs(t, g.SetOrdered(bg, name, true), leaf.ErrOrderedTag)
@@ -823,27 +823,27 @@ func TestOrderedSettings(t *testing.T) {
 	st := testutil.Store(t, leaf.Alloc{Tag: "t", MaxID: 1, Step: 10})
 	for _, tc := range []struct {
 		name  string
-		tweak func(*segment.Config)
+		tweak func(*conf)
 		want  string
 	}{
-		{"short lease", func(s *segment.Config) { s.OwnerLease = 100 * time.Millisecond }, "OwnerLease is 100ms, want 500ms..10m0s"},
-		{"no lease", func(s *segment.Config) { s.OwnerLease = 0 }, "OwnerLease is 0s"},
-		{"long lease", func(s *segment.Config) { s.OwnerLease = time.Hour }, "OwnerLease is 1h0m0s"},
-		{"owner without URL", func(s *segment.Config) { s.Owner = "#abc" }, "has no URL"},
-		{"owner with a space", func(s *segment.Config) { s.Owner = "http://a b#1" }, "space or a control"},
-		{"long owner", func(s *segment.Config) { s.Owner = "http://" + strings.Repeat("a", 300) }, "at most 255"},
+		{"short lease", func(s *conf) { s.OwnerLease = 100 * time.Millisecond }, "OwnerLease is 100ms, want 500ms..10m0s"},
+		{"no lease", func(s *conf) { s.OwnerLease = 0 }, "OwnerLease is 0s"},
+		{"long lease", func(s *conf) { s.OwnerLease = time.Hour }, "OwnerLease is 1h0m0s"},
+		{"owner without URL", func(s *conf) { s.Owner = "#abc" }, "has no URL"},
+		{"owner with a space", func(s *conf) { s.Owner = "http://a b#1" }, "space or a control"},
+		{"long owner", func(s *conf) { s.Owner = "http://" + strings.Repeat("a", 300) }, "at most 255"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := segment.New(bg, settings(st, tc.tweak))
+			_, err := start(settings(st, tc.tweak))
 			testutil.ErrIs(t, err, leaf.ErrInvalidArgument)
 			if !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("New = %v, want an error saying %q", err, tc.want)
 			}
 		})
 	}
-	g := newGen(t, settings(plainOnly{st}, func(s *segment.Config) { s.Owner = ownerOf(0) }))
-	if err := g.SetOrdered(bg, "t", true); err == nil || !strings.Contains(err.Error(), "does not support ordered tags") {
-		t.Errorf("SetOrdered on a store without ordered tags: %v", err)
+	if _, err := start(settings(plainOnly{st}, func(s *conf) { s.Owner = ownerOf(0) })); !errors.Is(err, leaf.ErrInvalidArgument) ||
+		!strings.Contains(err.Error(), "keeps no ordered tags") {
+		t.Errorf("ordered tags on a store without them: %v", err)
 	}
 }
 
@@ -851,7 +851,7 @@ func TestOrderedSettings(t *testing.T) {
 // lease released: another server takes it at once.
 func TestOrderedIdleReleases(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c := newCluster(t, 2, []string{"seq"}, func(s *segment.Config) { s.IdleTimeout = time.Minute })
+		c := newCluster(t, 2, []string{"seq"}, func(s *conf) { s.IdleTimeout = time.Minute })
 		last := next(t, c.gens[0], "seq")
 		time.Sleep(2 * time.Minute)
 		synctest.Wait()
@@ -876,7 +876,7 @@ func BenchmarkNextIDOrdered(b *testing.B) {
 	if err := st.SetOrdered(bg, "seq", true); err != nil {
 		b.Fatal(err)
 	}
-	g, err := segment.New(bg, settings(st, func(s *segment.Config) { s.Owner = ownerOf(0) }))
+	g, err := start(settings(st, func(s *conf) { s.Owner = ownerOf(0) }))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -1019,7 +1019,7 @@ func TestCloseManyTags(t *testing.T) {
 		}
 		all := append(slices.Clone(plain), ordered...)
 		// Owners of their own: other tests run alongside with ownerOf's.
-		g := newGen(t, settings(st, func(s *segment.Config) { s.Owner = "http://10.0.9.1:8080#close1" }))
+		g := newGen(t, settings(st, func(s *conf) { s.Owner = "http://10.0.9.1:8080#close1" }))
 		last := map[string]int64{}
 		for _, tag := range all {
 			last[tag] = next(t, g, tag)
@@ -1035,7 +1035,7 @@ func TestCloseManyTags(t *testing.T) {
 				t.Errorf("tag %s: lease %+v after Close, want released", tag, l)
 			}
 		}
-		g2 := newGen(t, settings(st, func(s *segment.Config) { s.Owner = "http://10.0.9.2:8080#close2" }))
+		g2 := newGen(t, settings(st, func(s *conf) { s.Owner = "http://10.0.9.2:8080#close2" }))
 		for _, tag := range all {
 			if id := next(t, g2, tag); id != last[tag]+1 {
 				t.Errorf("tag %s: %d after %d, want the next: the unused IDs given back", tag, id, last[tag])

@@ -18,8 +18,8 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/httpapi"
-	"github.com/leafgo/leaf/internal/forward"
 	"github.com/leafgo/leaf/internal/testutil"
+	"github.com/leafgo/leaf/ordered/forward"
 )
 
 // These tests run the forwarder against real owners: httpapi servers on
@@ -86,7 +86,11 @@ func startOwner(t *testing.T, gen httpapi.SegmentGenerator, token string) string
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httpapi.NewFastServer(httpapi.New(httpapi.Config{Segment: gen, AdminToken: token, Logger: testutil.Logger()}), httpapi.Limits{})
+	cfg := httpapi.Config{Segment: gen, AdminToken: token, Logger: testutil.Logger()}
+	if og, ok := gen.(httpapi.OrderedGenerator); ok {
+		cfg.Ordered = og // it serves the forwarded requests
+	}
+	srv := httpapi.NewFastServer(httpapi.New(cfg), httpapi.Limits{})
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { testutil.ShutdownFast(srv) })
 	return "http://" + ln.Addr().String()
@@ -142,6 +146,24 @@ func (g *localGen) callCount() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.calls
+}
+
+// watcher records the tags whose forward failed (forward.OwnerWatcher).
+type watcher struct {
+	mu   sync.Mutex
+	tags []string
+}
+
+func (w *watcher) OwnerUnreachable(tag string) {
+	w.mu.Lock()
+	w.tags = append(w.tags, tag)
+	w.mu.Unlock()
+}
+
+func (w *watcher) heard() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.tags)
 }
 
 func newForwarder(t *testing.T, s forward.Config) *forward.Forwarder {
@@ -242,13 +264,19 @@ func TestForwardFailures(t *testing.T) {
 		t.Parallel()
 		url := fmt.Sprintf("http://127.0.0.1:%d", testutil.FreePort(t))
 		local := ownedBy(url)
-		f := newForwarder(t, forward.Config{Local: local, Wait: 100 * time.Millisecond})
+		w := &watcher{}
+		f := newForwarder(t, forward.Config{Local: local, Watcher: w, Wait: 100 * time.Millisecond})
 		_, err := f.NextID(ctx, tag)
 		if !errors.Is(err, leaf.ErrOwnerUnreachable) {
 			t.Fatalf("err = %v, want ErrOwnerUnreachable", err)
 		}
 		if local.callCount() < 2 {
 			t.Errorf("the generator was asked %d times: the owner is asked again after each failure", local.callCount())
+		}
+		// Every failed call was told, so that the generator reads the
+		// lease again rather than name the dead owner from its cache.
+		if got := w.heard(); len(got) < local.callCount()-1 || slices.IndexFunc(got, func(s string) bool { return s != tag }) >= 0 {
+			t.Errorf("the watcher heard %q after %d asks, want %q after each failed call", got, local.callCount(), tag)
 		}
 	})
 

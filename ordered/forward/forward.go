@@ -12,7 +12,7 @@
 //	Authorization: Bearer TOKEN   (when the servers have an admin token)
 //
 // which the owner serves from its ordered sequence (httpapi, with the
-// generator's NextOrderedRange) and never forwards again: a server that is
+// generator's Take by leaf.ByForwarder) and never forwards again: a server that is
 // not the owner answers it 409 or 503, and the forwarder asks its own
 // generator for the owner anew. The call is package client's NextRange, one
 // attempt to one server: the /v2 API has one client, whose answer checks
@@ -79,8 +79,8 @@ type Local interface {
 	NextIDsPeriod(ctx context.Context, tag string, n int, dst []int64) ([]int64, string, error)
 }
 
-// OwnerWatcher is a Local that wants to hear of a failed forward
-// (*segment.Generator): it then reads the tag's lease from the store
+// OwnerWatcher wants to hear of a failed forward (package ordered's
+// *Tags, Config.Watcher): it then reads the tag's lease from the store
 // again rather than answer from what it read up to a second ago, so that
 // a takeover or a handover is seen at once.
 type OwnerWatcher interface {
@@ -91,7 +91,10 @@ type OwnerWatcher interface {
 type Config struct {
 	// Local is this server's generator. Required.
 	Local Local
-	// Self is this server's owner identity (segment.Config.Owner:
+	// Watcher, if set, hears of each failed forward: the ordered tags
+	// of Local (*ordered.Tags).
+	Watcher OwnerWatcher
+	// Self is this server's owner identity (ordered.Config.Owner:
 	// advertise URL, '#', nonce). A lease held under this server's URL by
 	// another identity is a previous process of this server, which is
 	// gone: it is waited out, never forwarded to.
@@ -117,6 +120,7 @@ type Config struct {
 // ordered tags it does not own. It is safe for concurrent use.
 type Forwarder struct {
 	local    Local
+	watcher  OwnerWatcher
 	self     string
 	selfURL  string
 	wait     time.Duration
@@ -184,7 +188,7 @@ func New(s Config) (*Forwarder, error) {
 		return nil, err
 	}
 	d := DefaultConfig()
-	f := &Forwarder{local: s.Local, self: s.Self, selfURL: leaf.OwnerURL(s.Self),
+	f := &Forwarder{local: s.Local, watcher: s.Watcher, self: s.Self, selfURL: leaf.OwnerURL(s.Self),
 		wait: cmp.Or(s.Wait, d.Wait), maxQueue: cmp.Or(s.MaxQueue, d.MaxQueue), log: cmp.Or(s.Logger, d.Logger),
 		owners: map[string]*owner{}}
 	t := http.DefaultTransport.(*http.Transport).Clone()
@@ -340,7 +344,7 @@ func (f *Forwarder) forward(ctx context.Context, tag string, n int, dst []int64,
 			if !retryable(err) {
 				return nil, "", err
 			}
-			if w, ok := f.local.(OwnerWatcher); ok {
+			if w := f.watcher; w != nil {
 				w.OwnerUnreachable(tag)
 			}
 			// A call cut short by the request's deadline says only that

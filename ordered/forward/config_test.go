@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/internal/forward"
 	"github.com/leafgo/leaf/internal/testutil"
+	"github.com/leafgo/leaf/ordered/forward"
 )
 
 // TestConfigValidate: what Validate refuses New refuses too, with

@@ -1,4 +1,4 @@
-package segment_test
+package ordered_test
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/leafgo/leaf"
-	"github.com/leafgo/leaf/segment"
 	"github.com/leafgo/leaf/sqlite"
 )
 
@@ -77,7 +76,7 @@ func openSteppedSQLite(t *testing.T) (*sqlite.Store, *steppedClock) {
 // issuer is one server of a fence test: its generator, and the log of
 // every ID issued by any of them, in issue order.
 type issuer struct {
-	gens []*segment.Generator
+	gens []*gen
 	log  []issued
 }
 
@@ -141,10 +140,10 @@ func (r *issuer) issuedBy(i int) int {
 // over, whatever the store's clock says of A's lease, and every ID issued
 // strictly increases.
 func orderedClockJump(t *testing.T, stA, stB leaf.SegmentStore, lease time.Duration, jump func()) {
-	tweak := func(i int) func(*segment.Config) {
-		return func(s *segment.Config) { s.Owner, s.OwnerLease = ownerOf(i), lease }
+	tweak := func(i int) func(*conf) {
+		return func(s *conf) { s.Owner, s.OwnerLease = ownerOf(i), lease }
 	}
-	r := &issuer{gens: []*segment.Generator{newGen(t, settings(stA, tweak(0))), newGen(t, settings(stB, tweak(1)))}}
+	r := &issuer{gens: []*gen{newGen(t, settings(stA, tweak(0))), newGen(t, settings(stB, tweak(1)))}}
 	if err := r.ask(t, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -188,10 +187,10 @@ func TestOrderedClockJumpSQLite(t *testing.T) {
 // reserve fails: not one reserve of the stale owner succeeds, A stops
 // issuing and names B, and B issues above every ID A issued.
 func orderedStaleOwner(t *testing.T, stA *countedStore, stB leaf.SegmentStore, force func()) {
-	tweak := func(i int) func(*segment.Config) {
-		return func(s *segment.Config) { s.Owner, s.MaxStep = ownerOf(i), 10 }
+	tweak := func(i int) func(*conf) {
+		return func(s *conf) { s.Owner, s.MaxStep = ownerOf(i), 10 }
 	}
-	r := &issuer{gens: []*segment.Generator{newGen(t, settings(stA, tweak(0))), newGen(t, settings(stB, tweak(1)))}}
+	r := &issuer{gens: []*gen{newGen(t, settings(stA, tweak(0))), newGen(t, settings(stB, tweak(1)))}}
 	for range 5 {
 		if err := r.ask(t, 0); err != nil {
 			t.Fatal(err)

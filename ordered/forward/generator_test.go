@@ -17,8 +17,9 @@ import (
 
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/httpapi"
-	"github.com/leafgo/leaf/internal/forward"
 	"github.com/leafgo/leaf/internal/testutil"
+	"github.com/leafgo/leaf/ordered"
+	"github.com/leafgo/leaf/ordered/forward"
 	"github.com/leafgo/leaf/segment"
 	"github.com/leafgo/leaf/sqlite"
 )
@@ -42,14 +43,15 @@ func startServer(t *testing.T, store *sqlite.Store, i int) *server {
 	s := &server{url: "http://" + ln.Addr().String()}
 	settings := segment.DefaultConfig()
 	settings.Store, settings.Logger = store, testutil.Logger()
-	settings.Owner, settings.OwnerLease = fmt.Sprintf("%s#n%d", s.url, i), 2*time.Second
-	if s.gen, err = segment.New(t.Context(), settings); err != nil {
+	owner := fmt.Sprintf("%s#n%d", s.url, i)
+	var tags *ordered.Tags
+	if s.gen, tags, err = ordered.NewGenerator(t.Context(), settings, ordered.Config{Owner: owner, OwnerLease: 2 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
-	if s.fwd, err = forward.New(forward.Config{Local: s.gen, Self: settings.Owner, Wait: 5 * time.Second, Logger: testutil.Logger()}); err != nil {
+	if s.fwd, err = forward.New(forward.Config{Local: s.gen, Watcher: tags, Self: owner, Wait: 5 * time.Second, Logger: testutil.Logger()}); err != nil {
 		t.Fatal(err)
 	}
-	srv := httpapi.NewFastServer(httpapi.New(httpapi.Config{Segment: s.gen, Forward: s.fwd, Logger: testutil.Logger()}), httpapi.Limits{})
+	srv := httpapi.NewFastServer(httpapi.New(httpapi.Config{Segment: s.gen, Ordered: tags, Forward: s.fwd, Logger: testutil.Logger()}), httpapi.Limits{})
 	s.srv = srv
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() {

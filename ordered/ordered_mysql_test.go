@@ -1,4 +1,4 @@
-package segment_test
+package ordered_test
 
 import (
 	"fmt"
@@ -10,14 +10,13 @@ import (
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/internal/testutil"
 	"github.com/leafgo/leaf/mysql"
-	"github.com/leafgo/leaf/segment"
 )
 
 // The ordered hammer on MariaDB: three servers, each with its own pool on
 // one database, the lease kept in the database and judged by its clock.
 func TestOrderedHammerMariaDB(t *testing.T) {
 	dsn := testutil.MySQL(t)
-	var gens []*segment.Generator
+	var gens []*gen
 	for i := range 3 {
 		st, err := mysql.Open(bg, dsn)
 		if err != nil {
@@ -33,7 +32,7 @@ func TestOrderedHammerMariaDB(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		gens = append(gens, newGen(t, settings(st, func(s *segment.Config) {
+		gens = append(gens, newGen(t, settings(st, func(s *conf) {
 			s.Owner = ownerOf(i)
 			s.OwnerLease = 2 * time.Second
 		})))

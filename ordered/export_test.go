@@ -1,0 +1,6 @@
+package ordered
+
+// PauseAfterTake makes every take of an ordered tag's IDs call f between
+// the take and the look at the lease's deadline, as a process paused
+// there would. Set it before the generator's first request.
+func (t *Tags) PauseAfterTake(f func(tag string, start, end int64)) { t.afterTake = f }
