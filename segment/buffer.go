@@ -27,8 +27,8 @@ type Buffer struct {
 	g   *Generator
 	tag string
 	// kindOf is set on the tag's own buffer (the shell), once its first
-	// load found the tag periodic or of an extension's kind, and the shell stopped: the
-	// IDs come from the kind's buffers (see kind.go).
+	// load found the tag periodic or of an extension's kind, and the
+	// shell stopped: the IDs come from the kind's buffers (see kind.go).
 	kindOf atomic.Pointer[kindRef]
 	// tailClaimed is set by the one claimTail that may give the unused
 	// tail back.

@@ -27,9 +27,9 @@
 // IDs leave through three doors: NextIDPeriod (one ID, the hot path: one
 // atomic add), NextIDsPeriod (a batch) and Take (a range whoever took it
 // hands out). NextIDs, NextRange and NextRangePeriod are one-line forms
-// of them; NextID is NextIDPeriod without the period,
-// its few lines of hot path repeated because the call would cost a single
-// ID a fifth of its time.
+// of them; NextID is NextIDPeriod without the period, its few lines of hot
+// path repeated because the call would cost a single ID a fifth of its
+// time.
 package segment
 
 import (
@@ -484,12 +484,14 @@ func (g *Generator) NextRangePeriod(ctx context.Context, tag string, n int) (int
 }
 
 // Take is the one entry point of the ranges: it claims a run of at most
-// n IDs of tag, 1 <= n <= leaf.MaxRange, from the current range of
-// one period, for use to hand out (NextRange is Take by leaf.ByClient;
-// leaf.ByForwarder serves the forwarder of an extension's ordered tags). The run is shorter than n
-// when the current range has fewer left; its IDs are the raw ones, which
-// is why use refuses the tags whose IDs leave encoded. Single IDs and
-// batches are NextIDPeriod and NextIDsPeriod, whose IDs leave encoded.
+// n IDs of tag, 1 <= n <= leaf.MaxRange, from the current range of one
+// period, for use to hand out: leaf.ByClient by a client (NextRange), or
+// leaf.ByForwarder by a server that forwarded the requests of a tag of an
+// extension's kind (package ordered) and hands the run's IDs out at once.
+// The run is shorter than n when the current range has fewer left; its
+// IDs are the raw ones, which is why use refuses the tags whose IDs leave
+// encoded. Single IDs and batches are NextIDPeriod and NextIDsPeriod,
+// whose IDs leave encoded.
 func (g *Generator) Take(ctx context.Context, tag string, n int, use leaf.RangeUse) (leaf.IDRange, error) {
 	tk := takeRange
 	switch use {
