@@ -70,24 +70,6 @@ func newGen(t *testing.T, s conf) *gen {
 	return g
 }
 
-func status(g *gen, tag string) leaf.SegmentStatus {
-	for _, st := range g.Status() {
-		if st.Tag == tag {
-			return st
-		}
-	}
-	return leaf.SegmentStatus{}
-}
-
-func maxID(t *testing.T, st leaf.SegmentStore, tag string) int64 {
-	t.Helper()
-	a, err := st.Alloc(bg, tag)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a.MaxID
-}
-
 func next(t *testing.T, g *gen, tag string) int64 {
 	t.Helper()
 	id, err := g.NextID(bg, tag)

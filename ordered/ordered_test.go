@@ -201,7 +201,7 @@ func TestOrderedOneOwner(t *testing.T) {
 		// The first load's IDs can be issued before the load has counted
 		// itself (InitOK, Loads): let it finish.
 		synctest.Wait()
-		st0, st1 := status(g0, "seq"), status(g1, "seq")
+		st0, st1 := testutil.StatusOf(g0, "seq"), testutil.StatusOf(g1, "seq")
 		if !st0.Ordered || st0.Owner != ownerOf(0) || st0.OwnerToken < 1 || st0.Issued != 11 || !st0.InitOK {
 			t.Errorf("owner's status %+v", st0)
 		}
@@ -224,7 +224,7 @@ func TestOrderedOneOwner(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, g := range c.gens {
-			if st := status(g, "plain"); st.Ordered {
+			if st := testutil.StatusOf(g, "plain"); st.Ordered {
 				t.Fatal("plain tag reported ordered")
 			}
 			if _, err := g.NextID(bg, "plain"); err != nil {
@@ -294,7 +294,7 @@ func hammerOrdered(t *testing.T, gens []*gen, workers, calls int) {
 					// The owner shuts down: it releases the tag.
 					closed.Do(func() {
 						for i, g := range gens {
-							if status(g, "seq").Owner == ownerOf(i) {
+							if testutil.StatusOf(g, "seq").Owner == ownerOf(i) {
 								closedAt.Store(seq.Load())
 								if err := g.Close(bg); err != nil {
 									t.Error(err)
@@ -394,7 +394,7 @@ func hammerOrdered(t *testing.T, gens []*gen, workers, calls int) {
 	}
 	owners := 0
 	for _, g := range gens {
-		if st := status(g, "seq"); st.Issued > 0 {
+		if st := testutil.StatusOf(g, "seq"); st.Issued > 0 {
 			owners++
 		}
 	}
@@ -419,10 +419,10 @@ func TestOrderedTakeover(t *testing.T) {
 		issued0 = append(issued0, next(t, g0, "seq"))
 		_, err := g1.NextID(bg, "seq")
 		notOwner(t, err)
-		token0 := status(g0, "seq").OwnerToken
+		token0 := testutil.StatusOf(g0, "seq").OwnerToken
 		c.links[0].cut.Store(true)
 		cutAt := time.Now()
-		reserved := maxID(t, c.st, "seq") // every ID g0 could issue is below it
+		reserved := testutil.MaxID(t, c.st, "seq") // every ID g0 could issue is below it
 		lease, _, _ := c.st.TagLease(bg, "seq")
 		expires := cutAt.Add(lease.Left)
 		// g0 issues from its buffers until its lease's margin, then never
@@ -483,7 +483,7 @@ func TestOrderedTakeover(t *testing.T) {
 		if e := notOwner(t, err); e.Owner != ownerOf(1) {
 			t.Errorf("old owner says %q owns the tag", e.Owner)
 		}
-		if st := status(g1, "seq"); st.Owner != ownerOf(1) || st.OwnerToken <= token0 {
+		if st := testutil.StatusOf(g1, "seq"); st.Owner != ownerOf(1) || st.OwnerToken <= token0 {
 			t.Errorf("new owner's status %+v", st)
 		}
 	})
@@ -570,7 +570,7 @@ func TestOrderedLeaseLost(t *testing.T) {
 		c := newCluster(t, 1, []string{"seq"})
 		g := c.gens[0]
 		next(t, g, "seq")
-		token := status(g, "seq").OwnerToken
+		token := testutil.StatusOf(g, "seq").OwnerToken
 		// An operator ends the lease by hand and another server takes it.
 		if ok, err := c.st.ReleaseTag(bg, "seq", ownerOf(0), token); !ok || err != nil {
 			t.Fatal(ok, err)
@@ -595,8 +595,8 @@ func TestOrderedRetakeAfterLapse(t *testing.T) {
 		c := newCluster(t, 1, []string{"seq"})
 		g := c.gens[0]
 		first := next(t, g, "seq")
-		token := status(g, "seq").OwnerToken
-		reserved := maxID(t, c.st, "seq")
+		token := testutil.StatusOf(g, "seq").OwnerToken
+		reserved := testutil.MaxID(t, c.st, "seq")
 		c.links[0].cut.Store(true)
 		time.Sleep(9500 * time.Millisecond) // past the local deadline, before the lease runs out
 		if l, _, _ := c.st.TagLease(bg, "seq"); !l.Held() || l.Token != token {
@@ -613,7 +613,7 @@ func TestOrderedRetakeAfterLapse(t *testing.T) {
 		if id <= first || id < reserved {
 			t.Errorf("ID %d after the retake, want above %d and >= %d", id, first, reserved)
 		}
-		st := status(g, "seq")
+		st := testutil.StatusOf(g, "seq")
 		if l, _, _ := c.st.TagLease(bg, "seq"); st.OwnerToken <= token || l.Token != st.OwnerToken || l.Owner != ownerOf(0) {
 			t.Errorf("token %d (store: %+v), want a new one above %d", st.OwnerToken, l, token)
 		}
@@ -692,12 +692,12 @@ func TestOrderedSwitch(t *testing.T) {
 		if err := g0.SetOrdered(bg, "t", true); err != nil {
 			t.Fatal(err)
 		}
-		reserved := maxID(t, c.st, "t")
+		reserved := testutil.MaxID(t, c.st, "t")
 		first := next(t, g0, "t")
 		if first < reserved {
 			t.Errorf("first ordered ID %d, below %d reserved before the switch", first, reserved)
 		}
-		if st := status(g0, "t"); !st.Ordered || st.Owner != ownerOf(0) {
+		if st := testutil.StatusOf(g0, "t"); !st.Ordered || st.Owner != ownerOf(0) {
 			t.Errorf("status after the switch %+v", st)
 		}
 		// g1 still issues from its plain buffer until its refresh.
@@ -715,14 +715,14 @@ func TestOrderedSwitch(t *testing.T) {
 		if err := g0.SetOrdered(bg, "t", false); err != nil {
 			t.Fatal(err)
 		}
-		if st := status(g0, "t"); st.Ordered {
+		if st := testutil.StatusOf(g0, "t"); st.Ordered {
 			t.Errorf("status after the switch back %+v", st)
 		}
 		if _, err := g0.NextID(bg, "t"); err != nil {
 			t.Fatal(err)
 		}
 		synctest.Wait() // the load counts itself after its IDs are out
-		if st := status(g0, "t"); st.Ordered || !st.InitOK {
+		if st := testutil.StatusOf(g0, "t"); st.Ordered || !st.InitOK {
 			t.Errorf("status after the switch back %+v", st)
 		}
 		time.Sleep(time.Second + time.Millisecond)
@@ -750,7 +750,7 @@ func TestOrderedSwitch(t *testing.T) {
 		if err := g1.Refresh(); err != nil {
 			t.Fatal(err)
 		}
-		if st := status(g1, "t"); st.Ordered {
+		if st := testutil.StatusOf(g1, "t"); st.Ordered {
 			t.Errorf("g1 still ordered after its refresh: %+v", st)
 		}
 		if _, err := g1.NextID(bg, "t"); err != nil {
@@ -855,7 +855,7 @@ func TestOrderedIdleReleases(t *testing.T) {
 		last := next(t, c.gens[0], "seq")
 		time.Sleep(2 * time.Minute)
 		synctest.Wait()
-		if st := status(c.gens[0], "seq"); st.Tag != "" {
+		if st := testutil.StatusOf(c.gens[0], "seq"); st.Tag != "" {
 			t.Fatalf("idle ordered tag still held: %+v", st)
 		}
 		if l, _, _ := c.st.TagLease(bg, "seq"); l.Held() {
@@ -952,7 +952,7 @@ func TestRenewRecovers(t *testing.T) {
 			t.Errorf("%d renewal calls while the store was away, want the round and its retries", failed)
 		}
 		for _, tag := range tags {
-			if st := status(g, tag); st.OwnerToken != 1 {
+			if st := testutil.StatusOf(g, tag); st.OwnerToken != 1 {
 				t.Errorf("tag %s: token %d, want still the first", tag, st.OwnerToken)
 			}
 			next(t, g, tag)
@@ -1060,7 +1060,7 @@ func TestRenewIsolatesBadRow(t *testing.T) {
 		l.stuck.Store(&stuck)
 		time.Sleep(25 * time.Second) // over two leases
 		for _, tag := range tags {
-			st := status(g, tag)
+			st := testutil.StatusOf(g, tag)
 			if tag == stuck {
 				if st.OwnerToken == 1 {
 					t.Errorf("tag %s: still owned under token 1, whose lease could not be renewed", tag)

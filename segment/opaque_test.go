@@ -120,7 +120,7 @@ func TestOpaqueTag(t *testing.T) {
 		t.Fatalf("NextRange of an opaque tag: %v, want ErrOpaqueRange", err)
 	}
 	// Decoding an ID the tag has not issued: past the row, or outside the width.
-	unissued, _ := perm.Encode(maxID(t, st, "o"))
+	unissued, _ := perm.Encode(testutil.MaxID(t, st, "o"))
 	for _, id := range []string{strconv.FormatInt(unissued, 10), "0", "4294967296", "x"} {
 		if _, err := g.Decode(bg, "o", id); !errors.Is(err, leaf.ErrInvalidArgument) {
 			t.Errorf("Decode(%s): %v, want ErrInvalidArgument", id, err)

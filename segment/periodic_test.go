@@ -97,7 +97,7 @@ func TestPeriodicTag(t *testing.T) {
 	if err != nil || key != "20261124" || leaf.ValidateIDs(ids, 25) != nil || ids[0] != 101 {
 		t.Errorf("NextIDsPeriod(25) = %v %q, %v", ids, key, err)
 	}
-	if got := status(g, "orders"); got.Period != "20261124" || got.Issued != 33 {
+	if got := testutil.StatusOf(g, "orders"); got.Period != "20261124" || got.Issued != 33 {
 		t.Errorf("status: period %q, issued %d; want 20261124, 33", got.Period, got.Issued)
 	}
 	// A clock stepped back finds the day before still held.
@@ -168,7 +168,7 @@ func TestPeriodicSweep(t *testing.T) {
 		issued := g.Totals().Issued
 		time.Sleep(200 * time.Millisecond) // idle: every period, then the tag, dropped
 		synctest.Wait()
-		if s := status(g, "orders"); s.Tag != "" {
+		if s := testutil.StatusOf(g, "orders"); s.Tag != "" {
 			t.Errorf("orders still has state after 200ms idle: %+v", s)
 		}
 		tot := g.Totals()

@@ -288,7 +288,7 @@ func TestIdleStateDropped(t *testing.T) {
 					last = next(t, g, "a")
 				}
 				synctest.Wait() // the load of a's next range has landed
-				if s := status(g, "a"); !s.NextReady {
+				if s := testutil.StatusOf(g, "a"); !s.NextReady {
 					t.Fatalf("a's next range not loaded: %+v", s)
 				}
 				// On the bubble's clock the sweep runs every 25ms and drops a
@@ -298,10 +298,10 @@ func TestIdleStateDropped(t *testing.T) {
 					next(t, g, "busy")
 				}
 				synctest.Wait() // the sweep's give-back is done
-				if s := status(g, "a"); s.Tag != "" {
+				if s := testutil.StatusOf(g, "a"); s.Tag != "" {
 					t.Fatalf("a still has state after 100ms idle: %+v", s)
 				}
-				if s := status(g, "busy"); s.Tag == "" {
+				if s := testutil.StatusOf(g, "busy"); s.Tag == "" {
 					t.Fatalf("busy lost its state while in use")
 				}
 				tot := g.Totals()
@@ -312,7 +312,7 @@ func TestIdleStateDropped(t *testing.T) {
 				if !giveBack {
 					wantMax = 201 // both ranges abandoned
 				}
-				if got := maxID(t, st, "a"); got != wantMax {
+				if got := testutil.MaxID(t, st, "a"); got != wantMax {
 					t.Fatalf("max_id after the drop %d, want %d", got, wantMax)
 				}
 				if id := next(t, g, "a"); id != wantMax {
@@ -387,14 +387,14 @@ func TestDroppedBufferIssuesNothing(t *testing.T) {
 	for range 15 {
 		next(t, g, "a")
 	}
-	testutil.WaitFor(t, "a's next range", func() bool { return status(g, "a").NextReady })
+	testutil.WaitFor(t, "a's next range", func() bool { return testutil.StatusOf(g, "a").NextReady })
 	take, err := g.Held("a")
 	if err != nil {
 		t.Fatal(err)
 	}
 	testutil.WaitFor(t, "a dropped", func() bool { return g.Totals().Dropped == 1 })
 	// The sweep counts the drop before it gives the tail back.
-	testutil.WaitFor(t, "a's tail [16, 201) given back", func() bool { return maxID(t, st, "a") == 16 })
+	testutil.WaitFor(t, "a's tail [16, 201) given back", func() bool { return testutil.MaxID(t, st, "a") == 16 })
 	if lo, hi, err := take(1000); err != segment.ErrRetired {
 		t.Fatalf("take from the dropped buffer = [%d, %d), %v; want ErrRetired", lo, hi, err)
 	}

@@ -45,24 +45,6 @@ func newGen(t *testing.T, s segment.Config) *segment.Generator {
 	return g
 }
 
-func status(g *segment.Generator, tag string) leaf.SegmentStatus {
-	for _, st := range g.Status() {
-		if st.Tag == tag {
-			return st
-		}
-	}
-	return leaf.SegmentStatus{}
-}
-
-func maxID(t *testing.T, st leaf.SegmentStore, tag string) int64 {
-	t.Helper()
-	a, err := st.Alloc(bg, tag)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a.MaxID
-}
-
 func next(t *testing.T, g *segment.Generator, tag string) int64 {
 	t.Helper()
 	id, err := g.NextID(bg, tag)
@@ -308,7 +290,7 @@ func TestTagRefresh(t *testing.T) {
 	if err := st.DeleteTag(bg, "a"); err != nil {
 		t.Fatal(err)
 	}
-	testutil.WaitFor(t, "tag a dropped", func() bool { return status(g, "a").Tag == "" && g.TagCount() == 1 })
+	testutil.WaitFor(t, "tag a dropped", func() bool { return testutil.StatusOf(g, "a").Tag == "" && g.TagCount() == 1 })
 	if _, err := g.NextID(bg, "a"); !errors.Is(err, leaf.ErrTagNotFound) {
 		t.Fatalf("deleted tag: %v, want ErrTagNotFound", err)
 	}
@@ -341,22 +323,22 @@ func TestPrefetchAtTenPercent(t *testing.T) {
 	// The first load hands its range to the first request before it
 	// counts itself: wait for its end, then no next range and one load
 	// mean none was started.
-	testutil.WaitFor(t, "the first load's end", func() bool { s := status(g, "t"); return !s.Loading && s.Loads >= 1 })
-	if s := status(g, "t"); s.Loading || s.NextReady || s.Loads != 1 {
+	testutil.WaitFor(t, "the first load's end", func() bool { s := testutil.StatusOf(g, "t"); return !s.Loading && s.Loads >= 1 })
+	if s := testutil.StatusOf(g, "t"); s.Loading || s.NextReady || s.Loads != 1 {
 		t.Fatalf("after 10%% minus one: %+v, want one load, none running, and no next", s)
 	}
 	next(t, g, "t") // 11: the trigger
-	if s := status(g, "t"); !s.Loading && !s.NextReady {
+	if s := testutil.StatusOf(g, "t"); !s.Loading && !s.NextReady {
 		t.Fatalf("after the trigger: %+v, want the next range loading or loaded", s)
 	}
 	// The load's end, when it counts itself, not only its range.
-	testutil.WaitFor(t, "next range loaded", func() bool { s := status(g, "t"); return !s.Loading && s.NextReady })
-	s := status(g, "t")
+	testutil.WaitFor(t, "next range loaded", func() bool { s := testutil.StatusOf(g, "t"); return !s.Loading && s.NextReady })
+	s := testutil.StatusOf(g, "t")
 	if s.Loads != 2 || s.Buffers[1-s.Pos].Start != 101 || s.Buffers[1-s.Pos].Max != 201 {
 		t.Fatalf("status %+v, want next range [101,201)", s)
 	}
-	if maxID(t, st, "t") != 201 {
-		t.Fatalf("max_id %d, want 201", maxID(t, st, "t"))
+	if testutil.MaxID(t, st, "t") != 201 {
+		t.Fatalf("max_id %d, want 201", testutil.MaxID(t, st, "t"))
 	}
 }
 
@@ -556,7 +538,7 @@ func TestStoreOutage(t *testing.T) {
 	for range 200 {
 		next(t, g, "t")
 	}
-	testutil.WaitFor(t, "next range", func() bool { return status(g, "t").NextReady })
+	testutil.WaitFor(t, "next range", func() bool { return testutil.StatusOf(g, "t").NextReady })
 	faults.SetDown(errors.New("store unplugged"))
 	testutil.WaitFor(t, "degraded", func() bool { return len(g.Degraded()) > 0 })
 	// 800 left in the current range plus 1000 in the next: all served.
@@ -586,7 +568,7 @@ func TestGiveBack(t *testing.T) {
 		if err := g.Close(bg); err != nil {
 			t.Fatal(err)
 		}
-		if got := maxID(t, st, "t"); got != 6 {
+		if got := testutil.MaxID(t, st, "t"); got != 6 {
 			t.Fatalf("max_id after give-back %d, want 6", got)
 		}
 		g2 := newGen(t, settings(st))
@@ -600,11 +582,11 @@ func TestGiveBack(t *testing.T) {
 		for range 15 {
 			next(t, g, "t")
 		}
-		testutil.WaitFor(t, "next range", func() bool { return status(g, "t").NextReady })
+		testutil.WaitFor(t, "next range", func() bool { return testutil.StatusOf(g, "t").NextReady })
 		if err := g.Close(bg); err != nil {
 			t.Fatal(err)
 		}
-		if got := maxID(t, st, "t"); got != 16 {
+		if got := testutil.MaxID(t, st, "t"); got != 16 {
 			t.Fatalf("max_id after give-back %d, want 16", got)
 		}
 	})
@@ -617,11 +599,11 @@ func TestGiveBack(t *testing.T) {
 		for range 15 {
 			next(t, a, "t") // a prefetches [201,301)
 		}
-		testutil.WaitFor(t, "next range", func() bool { return status(a, "t").NextReady })
+		testutil.WaitFor(t, "next range", func() bool { return testutil.StatusOf(a, "t").NextReady })
 		if err := a.Close(bg); err != nil {
 			t.Fatal(err)
 		}
-		if got := maxID(t, st, "t"); got != 201 {
+		if got := testutil.MaxID(t, st, "t"); got != 201 {
 			t.Fatalf("max_id %d, want 201: only a's untouched next range comes back", got)
 		}
 		if got := next(t, b, "t"); got != 102 {
@@ -637,7 +619,7 @@ func TestGiveBack(t *testing.T) {
 		if err := a.Close(bg); err != nil {
 			t.Fatal(err)
 		}
-		if got := maxID(t, st, "t"); got != 201 {
+		if got := testutil.MaxID(t, st, "t"); got != 201 {
 			t.Fatalf("max_id %d, want 201 untouched", got)
 		}
 	})
@@ -653,7 +635,7 @@ func TestGiveBack(t *testing.T) {
 		if err := g.Close(bg); err != nil {
 			t.Fatal(err)
 		}
-		if got := maxID(t, st, "t"); got != 11 {
+		if got := testutil.MaxID(t, st, "t"); got != 11 {
 			t.Fatalf("max_id %d, want 11: the range reserved during close comes back", got)
 		}
 	})
@@ -664,7 +646,7 @@ func TestGiveBack(t *testing.T) {
 		if err := g.Close(bg); err != nil {
 			t.Fatal(err)
 		}
-		if got := maxID(t, st, "t"); got != 101 {
+		if got := testutil.MaxID(t, st, "t"); got != 101 {
 			t.Fatalf("max_id %d, want 101", got)
 		}
 	})
@@ -705,23 +687,23 @@ func TestAdaptiveStep(t *testing.T) {
 	// past 10%, which triggers exactly one load; it returns that load's step.
 	consume := func() int {
 		t.Helper()
-		s := status(g, "t")
+		s := testutil.StatusOf(g, "t")
 		if s.Loads == 0 {
 			next(t, g, "t") // the first load, in the request
 			// It hands the request its range before it counts itself.
-			testutil.WaitFor(t, "the first load's end", func() bool { return status(g, "t").Loads == 1 })
+			testutil.WaitFor(t, "the first load's end", func() bool { return testutil.StatusOf(g, "t").Loads == 1 })
 		} else if _, err := g.NextIDs(bg, "t", int(s.Buffers[s.Pos].Remaining())+1, nil); err != nil {
 			t.Fatal(err)
 		}
-		s = status(g, "t")
+		s = testutil.StatusOf(g, "t")
 		cur := s.Buffers[s.Pos]
 		if k := int(cur.Start + int64(cur.Step)/10 - cur.Value + 1); k > 0 {
 			if _, err := g.NextIDs(bg, "t", k, nil); err != nil {
 				t.Fatal(err)
 			}
 		}
-		testutil.WaitFor(t, "load", func() bool { return status(g, "t").Loads == s.Loads+1 })
-		return status(g, "t").Step
+		testutil.WaitFor(t, "load", func() bool { return testutil.StatusOf(g, "t").Loads == s.Loads+1 })
+		return testutil.StatusOf(g, "t").Step
 	}
 	steps := []int{consume()} // loads 1 and 2 use the stored step
 	for _, d := range []time.Duration{
@@ -765,7 +747,7 @@ func TestHotPathDoesNotAllocate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	testutil.WaitFor(t, "next range", func() bool { return status(g, "t").NextReady })
+	testutil.WaitFor(t, "next range", func() bool { return testutil.StatusOf(g, "t").NextReady })
 	if n := testing.AllocsPerRun(10000, func() { g.NextID(bg, "t") }); n != 0 {
 		t.Fatalf("NextID allocates %.1f times per call on the hot path", n)
 	}
@@ -846,18 +828,18 @@ func TestStatusCounters(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.Sample()
-	if s := status(g, "t"); s.SecondsLeft != -1 || s.Rate != 0 {
+	if s := testutil.StatusOf(g, "t"); s.SecondsLeft != -1 || s.Rate != 0 {
 		t.Fatalf("tag with no rate yet: seconds_left %v, rate %v; want -1, 0", s.SecondsLeft, s.Rate)
 	}
 	// A load hands its range to the buffer before it counts itself and
 	// stops loading, both at once (doublebuf): wait for the load's end.
-	testutil.WaitFor(t, "next range loaded", func() bool { s := status(g, "t"); return !s.Loading && s.NextReady })
+	testutil.WaitFor(t, "next range loaded", func() bool { s := testutil.StatusOf(g, "t"); return !s.Loading && s.NextReady })
 	clk.Advance(2 * time.Second)
 	if _, err := g.NextIDs(bg, "t", 400, nil); err != nil {
 		t.Fatal(err)
 	}
 
-	s := status(g, "t")
+	s := testutil.StatusOf(g, "t")
 	want := leaf.SegmentStatus{Issued: 800, Loads: 2, Remaining: 200 + 1000, Rate: 200, SecondsLeft: 6}
 	if s.Issued != want.Issued || s.Loads != want.Loads || s.Remaining != want.Remaining || s.Rate != want.Rate || s.SecondsLeft != want.SecondsLeft {
 		t.Fatalf("status issued %d loads %d remaining %d rate %v seconds_left %v; want %d %d %d %v %v",
@@ -878,16 +860,16 @@ func TestStatusCounters(t *testing.T) {
 	if _, err := g.NextIDs(bg, "t", 701, nil); err != nil { // past 10% of the next range: a load starts and fails
 		t.Fatal(err)
 	}
-	testutil.WaitFor(t, "failed loads", func() bool { return status(g, "t").LoadErrors >= 2 })
+	testutil.WaitFor(t, "failed loads", func() bool { return testutil.StatusOf(g, "t").LoadErrors >= 2 })
 	faults.SetDown(nil)
-	testutil.WaitFor(t, "third range", func() bool { return status(g, "t").Loads == 3 })
+	testutil.WaitFor(t, "third range", func() bool { return testutil.StatusOf(g, "t").Loads == 3 })
 
 	// Close gives back the unused tail: 1501 issued of [1, 4001), the third
 	// range having the doubled step.
 	if err := g.Close(bg); err != nil {
 		t.Fatal(err)
 	}
-	if s := status(g, "t"); s.GivenBack != 2499 || s.Issued != 1501 {
+	if s := testutil.StatusOf(g, "t"); s.GivenBack != 2499 || s.Issued != 1501 {
 		t.Fatalf("given back %d, issued %d; want 2499, 1501", s.GivenBack, s.Issued)
 	}
 	if tot := g.Totals(); tot.Issued != 1501 || tot.Loads != 3 || tot.GivenBack != 2499 || tot.Active != 1 || tot.Known != 1 ||
@@ -905,7 +887,7 @@ func TestLogLines(t *testing.T) {
 	for range 2000 {
 		next(t, g, "t")
 	}
-	testutil.WaitFor(t, "loads to settle", func() bool { s := status(g, "t"); return !s.Loading && s.NextReady })
+	testutil.WaitFor(t, "loads to settle", func() bool { s := testutil.StatusOf(g, "t"); return !s.Loading && s.NextReady })
 	counts := map[string]int{}
 	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
 		var rec struct{ Msg string }
@@ -914,7 +896,7 @@ func TestLogLines(t *testing.T) {
 		}
 		counts[rec.Msg]++
 	}
-	s := status(g, "t")
+	s := testutil.StatusOf(g, "t")
 	// Steps 100, 100, 200, 400, 800, 1600 end at 3200: the sixth range
 	// holds ID 2000, past its 10%, so the seventh (3200) is loaded too.
 	if counts["segment loaded"] != int(s.Loads) || s.Loads != 7 {
@@ -1003,7 +985,7 @@ func TestDeleteTagAlreadyDeleted(t *testing.T) {
 	if _, err := g2.NextID(bg, "a"); !errors.Is(err, leaf.ErrTagNotFound) {
 		t.Fatalf("g2.NextID after its own DeleteTag: %v, want ErrTagNotFound", err)
 	}
-	if s := status(g2, "a"); s.Tag != "" {
+	if s := testutil.StatusOf(g2, "a"); s.Tag != "" {
 		t.Fatalf("g2 still lists the tag: %+v", s)
 	}
 	// Created again without a start, through either: above every ID issued.

@@ -111,7 +111,7 @@ func TestFormatWarning(t *testing.T) {
 
 	// A rate: 400 IDs in 2s, 200 IDs/s; w4 has 9999-800 = 9199 left, 46s.
 	g.Sample()
-	testutil.WaitFor(t, "next range", func() bool { return status(g, "w4").NextReady })
+	testutil.WaitFor(t, "next range", func() bool { return testutil.StatusOf(g, "w4").NextReady })
 	clk.Advance(2 * time.Second)
 	if _, err := g.NextIDs(bg, "w4", 400, nil); err != nil {
 		t.Fatal(err)

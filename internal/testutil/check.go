@@ -1,11 +1,14 @@
 package testutil
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/leafgo/leaf"
 )
 
 // ErrIs reports a test failure unless errors.Is(err, want).
@@ -58,4 +61,25 @@ func (c *Clock) Add(d time.Duration) { c.ns.Add(int64(d)) }
 // Offset is a clock that reads c moved by d: a server whose clock is off.
 func (c *Clock) Offset(d time.Duration) func() time.Time {
 	return func() time.Time { return c.Now().Add(d) }
+}
+
+// StatusOf is tag's entry in a generator's status listing, the zero
+// status when it has none (no state for the tag there).
+func StatusOf(g interface{ Status() []leaf.SegmentStatus }, tag string) leaf.SegmentStatus {
+	for _, st := range g.Status() {
+		if st.Tag == tag {
+			return st
+		}
+	}
+	return leaf.SegmentStatus{}
+}
+
+// MaxID is the max_id of tag's row in st.
+func MaxID(t testing.TB, st leaf.SegmentStore, tag string) int64 {
+	t.Helper()
+	a, err := st.Alloc(context.Background(), tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a.MaxID
 }
