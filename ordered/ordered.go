@@ -18,8 +18,8 @@ import (
 // strictly increase in the order they are issued, across the cluster. One
 // server at a time, the tag's owner, issues them, under a lease kept in
 // the store; the others answer *leaf.NotOwnerError, naming the owner, and
-// their transports forward to it (Forwarder), which answers with the
-// generator's Take by leaf.ByForwarder.
+// their transports forward to it (package ordered/forward), which
+// answers with the generator's Take by leaf.ByForwarder.
 //
 // An ordered tag is a kind of the segment generator's (segment.Kinds):
 // its shell's first load asks Find, which reads the tag's lease and,
@@ -67,7 +67,7 @@ import (
 //
 // A tag switched between plain and ordered (SetOrdered) changes on this
 // server at once, on the others when they next ask the store about it: at
-// their tag refresh (RefreshInterval), or at once for a server whose lease
+// their tag refresh (segment.Config.RefreshInterval), or at once for a server whose lease
 // cache runs out or whose renewal or reserve finds the row gone. IDs
 // issued before every server made the switch are not ordered with those
 // after it. So with a switch to plain and back while a server owns the
@@ -133,7 +133,7 @@ type state struct {
 	// floor is the end of the highest range reserved here: a range below
 	// it would be out of order (see admit).
 	floor int64
-	// toRelease is the ownership that stopAll ended, for release.
+	// toRelease is the ownership that StopAll ended, for Release.
 	toRelease *ownership
 	retired   segment.Counters // the counters of ownerships that ended
 	rate      ratemeter.Meter
