@@ -193,7 +193,7 @@ type Client struct {
 	// the warning is logged once per trip, not once per call.
 	away atomic.Bool
 
-	// sleep is the pause between rounds: the package's sleep, or a test's
+	// sleep is the pause between rounds: backoff.Sleep, or a test's
 	// recorder of the pauses asked for (export_test.go).
 	sleep func(ctx context.Context, d time.Duration) error
 
@@ -250,7 +250,7 @@ func newClient(endpoints []Endpoint, opts []Option) (*Client, error) {
 	if len(endpoints) == 0 {
 		return nil, fmt.Errorf("leaf client: %w: no endpoints", leaf.ErrInvalidArgument)
 	}
-	c := &Client{timeout: DefaultTimeout, cooldown: DefaultCooldown, log: slog.Default(), sleep: sleep}
+	c := &Client{timeout: DefaultTimeout, cooldown: DefaultCooldown, log: slog.Default(), sleep: backoff.Sleep}
 	seen := make(map[string]bool, len(endpoints))
 	for _, e := range endpoints {
 		base, err := parseEndpoint(e.URL)
@@ -857,16 +857,4 @@ func answerError(method, u string, resp *http.Response, body []byte) *Error {
 		e.Message = plainMessage(body)
 	}
 	return e
-}
-
-// sleep waits d or until ctx is done.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -12,6 +12,7 @@
 package backoff
 
 import (
+	"context"
 	"math/rand/v2"
 	"time"
 )
@@ -58,3 +59,16 @@ func (b *Backoff) Bound() time.Duration {
 
 // Reset starts the sequence again, after a success.
 func (b *Backoff) Reset() { b.n = 0 }
+
+// Sleep waits d, or until ctx is done: then it returns ctx.Err(). It is the
+// pause between retries of every caller that paces them by a Backoff.
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,8 +1,10 @@
 package backoff
 
 import (
+	"context"
 	"slices"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -104,4 +106,20 @@ func TestFirstPausePrompt(t *testing.T) {
 			t.Fatalf("first pause %v, want below 50ms", d)
 		}
 	}
+}
+
+// TestSleep: Sleep waits its duration, and no longer than its context.
+func TestSleep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		if err := Sleep(context.Background(), time.Second); err != nil || time.Since(start) != time.Second {
+			t.Fatalf("Sleep(1s) = %v after %s, want nil after 1s", err, time.Since(start))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		start = time.Now()
+		if err := Sleep(ctx, time.Hour); err != context.DeadlineExceeded || time.Since(start) != 100*time.Millisecond {
+			t.Fatalf("Sleep(1h) under a 100ms deadline = %v after %s, want DeadlineExceeded after 100ms", err, time.Since(start))
+		}
+	})
 }

@@ -501,12 +501,8 @@ func (s *Store) retry(ctx context.Context, f func() error) error {
 			return err
 		}
 		s.retries.Add(1)
-		t := time.NewTimer(pause.Next())
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("%w (after %d attempts, last: %w)", ctx.Err(), attempt, err)
-		case <-t.C:
+		if serr := backoff.Sleep(ctx, pause.Next()); serr != nil {
+			return fmt.Errorf("%w (after %d attempts, last: %w)", serr, attempt, err)
 		}
 	}
 }

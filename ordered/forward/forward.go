@@ -54,6 +54,7 @@ import (
 	"github.com/leafgo/leaf"
 	"github.com/leafgo/leaf/client"
 	"github.com/leafgo/leaf/internal/apierr"
+	"github.com/leafgo/leaf/internal/backoff"
 )
 
 // Header marks a forwarded request. A server answers it from its own
@@ -359,7 +360,7 @@ func (f *Forwarder) forward(ctx context.Context, tag string, n int, dst []int64,
 		if time.Until(deadline) <= wait {
 			return nil, "", f.giveUp(tag, last, noe, context.DeadlineExceeded)
 		}
-		if err := sleep(ctx, wait); err != nil {
+		if err := backoff.Sleep(ctx, wait); err != nil {
 			return nil, "", f.giveUp(tag, last, noe, err)
 		}
 		// The generator knows best who owns the tag now: itself, maybe.
@@ -385,18 +386,6 @@ func (f *Forwarder) giveUp(tag string, last error, noe *leaf.NotOwnerError, why 
 		last = fmt.Errorf("%w: tag %s: owner %s: %w", leaf.ErrOwnerUnreachable, tag, noe.URL, why)
 	}
 	return last
-}
-
-// sleep waits d or until ctx is done.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // errNotOwner is an owner's refusal of a forwarded request: it does not
