@@ -691,6 +691,13 @@ func (o *state) Release(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, t.s.StoreTimeout)
 	defer cancel()
 	ok, err := t.store.ReleaseTag(ctx, o.tag, t.s.Owner, w.token)
+	if err == nil {
+		// The store holds no lease of this token any more, and no
+		// release of it is left to land: a later state of the tag has
+		// nothing to guard against (see fly), and the map stays as large
+		// as the tags this server owns, not all it ever owned.
+		t.tokens.CompareAndDelete(o.tag, w.token)
+	}
 	switch {
 	case err != nil:
 		t.s.Logger.Warn("segment ordered tag: lease release failed; another server takes over when it runs out", "tag", o.tag, "token", w.token, "err", err)

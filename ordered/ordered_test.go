@@ -861,6 +861,9 @@ func TestOrderedIdleReleases(t *testing.T) {
 		if l, _, _ := c.st.TagLease(bg, "seq"); l.Held() {
 			t.Fatalf("lease of the idle tag %+v", l)
 		}
+		if n := c.gens[0].HeldTokens(); n != 0 {
+			t.Errorf("%d fencing tokens kept after the idle tag's lease was released, want 0", n)
+		}
 		if id := next(t, c.gens[1], "seq"); id <= last {
 			t.Errorf("next owner's ID %d, not above %d", id, last)
 		}

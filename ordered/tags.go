@@ -89,7 +89,8 @@ type Tags struct {
 	epoch   time.Time
 	renewer *renewer // renews the leases of the tags owned here
 	// tokens holds, by tag, the highest fencing token of a lease these
-	// Tags took (int64): see state.fly.
+	// Tags took (int64), until its release landed: see state.fly and
+	// state.Release.
 	tokens sync.Map
 	// afterTake, set by tests before any request, runs between a take and
 	// the look at its deadline: a pause there.
