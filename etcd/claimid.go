@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/leafgo/leaf"
+	"github.com/leafgo/leaf/internal/backoff"
 )
 
 // claimMargin is how long past the lease TTL RegisterID waits for an ID it
@@ -246,14 +247,10 @@ func (r *Registry) awaitDelete(ctx context.Context, key string, rev int64, deadl
 			// A compacted revision or a lost leader: look again, after a
 			// pause so that a persistent failure does not spin.
 			r.log.Debug("watch of a held worker key failed; looking again", "key", key, "err", err)
-			t := time.NewTimer(100 * time.Millisecond)
-			defer t.Stop()
-			select {
-			case <-t.C:
-				return nil
-			case <-wctx.Done():
+			if backoff.Sleep(wctx, 100*time.Millisecond) != nil {
 				return ctx.Err()
 			}
+			return nil
 		}
 		if len(resp.Events) > 0 {
 			return nil
